@@ -1,0 +1,184 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies an Error. The list mirrors the audit outcomes plus invalid
+// and internal. It is append-only: a kind, once published, keeps its meaning.
+type Kind uint8
+
+// Kinds of Error.
+const (
+	KindInternal        Kind = iota // something broke; details are logged, never sent
+	KindInvalid                     // the input is not acceptable; nothing changed
+	KindDeny                        // the caller may not do this
+	KindNotFound                    // the thing does not exist (for this tenant)
+	KindConflict                    // a revision, idempotency key or state disagrees
+	KindFlagOff                     // the capability is switched off
+	KindUnauthenticated             // no acceptable credential was presented
+)
+
+var kindNames = [...]string{
+	KindInternal:        "internal",
+	KindInvalid:         "invalid",
+	KindDeny:            "deny",
+	KindNotFound:        "not_found",
+	KindConflict:        "conflict",
+	KindFlagOff:         "flag_off",
+	KindUnauthenticated: "unauthenticated",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Error is the one error shape of Caduceus. Message is safe to show to the
+// caller; Err is the wrapped internal cause, logged and never sent.
+type Error struct {
+	Kind    Kind
+	Code    string // stable, machine-readable: "missing_field", "decision_id_conflict", ...
+	Message string // human-readable, safe to show
+	Field   string // the offending input field (a JSON pointer or name), when there is one
+	Err     error
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = e.Kind.String()
+	}
+	if e.Code != "" {
+		msg = e.Code + ": " + msg
+	}
+	if e.Err != nil {
+		return msg + ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Invalidf returns an invalid Error with a code and a formatted message.
+func Invalidf(code, format string, args ...any) *Error {
+	return &Error{Kind: KindInvalid, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldError returns an invalid Error naming the offending field.
+func FieldError(field, code, format string, args ...any) *Error {
+	return &Error{Kind: KindInvalid, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Denyf returns a deny Error.
+func Denyf(code, format string, args ...any) *Error {
+	return &Error{Kind: KindDeny, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFoundf returns a not_found Error.
+func NotFoundf(code, format string, args ...any) *Error {
+	return &Error{Kind: KindNotFound, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Conflictf returns a conflict Error.
+func Conflictf(code, format string, args ...any) *Error {
+	return &Error{Kind: KindConflict, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Internal wraps err as an internal Error. The message sent to callers is
+// always "internal error"; err is kept for the log.
+func Internal(err error) *Error {
+	return &Error{Kind: KindInternal, Code: "internal", Message: "internal error", Err: err}
+}
+
+// AsError returns err as an *Error. Anything that is not one already is an
+// internal error wrapping err. A nil err returns nil.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
+	}
+	return Internal(err)
+}
+
+// KindOf returns the Kind of err (KindInternal for foreign errors).
+func KindOf(err error) Kind {
+	if e := AsError(err); e != nil {
+		return e.Kind
+	}
+	return KindInternal
+}
+
+// HTTPStatus maps a Kind to its HTTP status. This is the only such map (the
+// numbers are written out so that contract needs no net/http).
+func (k Kind) HTTPStatus() int {
+	switch k {
+	case KindInvalid:
+		return 400
+	case KindUnauthenticated:
+		return 401
+	case KindDeny:
+		return 403
+	case KindNotFound:
+		return 404
+	case KindConflict:
+		return 409
+	case KindFlagOff:
+		return 501
+	default:
+		return 500
+	}
+}
+
+// JSON-RPC error codes. The first two are the protocol's own; the rest are in
+// the implementation-defined server error range.
+const (
+	RPCInvalidParams   = -32602
+	RPCInternal        = -32603
+	RPCUnauthenticated = -32001
+	RPCDeny            = -32003
+	RPCNotFound        = -32004
+	RPCConflict        = -32009
+	RPCFlagOff         = -32010
+)
+
+// RPCCode maps a Kind to its JSON-RPC error code. This is the only such map.
+func (k Kind) RPCCode() int64 {
+	switch k {
+	case KindInvalid:
+		return RPCInvalidParams
+	case KindUnauthenticated:
+		return RPCUnauthenticated
+	case KindDeny:
+		return RPCDeny
+	case KindNotFound:
+		return RPCNotFound
+	case KindConflict:
+		return RPCConflict
+	case KindFlagOff:
+		return RPCFlagOff
+	default:
+		return RPCInternal
+	}
+}
+
+// Outcome maps a Kind to the audit outcome recorded for it. Invalid input and
+// missing credentials are refusals (deny); internal failures are recorded as
+// deny with the reason "internal" by the caller.
+func (k Kind) Outcome() Outcome {
+	switch k {
+	case KindNotFound:
+		return OutcomeNotFound
+	case KindConflict:
+		return OutcomeConflict
+	case KindFlagOff:
+		return OutcomeFlagOff
+	default:
+		return OutcomeDeny
+	}
+}

@@ -1,0 +1,41 @@
+package contract
+
+import "regexp"
+
+// The patterns of the common schema, for fast checks outside full schema
+// validation. schema_test.go proves they agree with the embedded schema.
+var (
+	idRE             = regexp.MustCompile(`^[a-z]{2,6}_[A-Za-z0-9._-]{4,80}$`)
+	userRefRE        = regexp.MustCompile(`^usr_[0-9a-f]{16,64}$`)
+	timestampRE      = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$`)
+	sha256RE         = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	tenantSlotRE     = regexp.MustCompile(`^slot-[0-9]{1,3}$`)
+	idempotencyKeyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{8,120}$`)
+	actionRE         = regexp.MustCompile(`^[a-z_]+\.[a-z_]+$`)
+	versionRE        = regexp.MustCompile(`^1\.[0-9]+\.[0-9]+$`)
+	tagRE            = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+)
+
+// ValidID reports whether s is a prefix-typed id.
+func ValidID(s string) bool { return idRE.MatchString(s) }
+
+// ValidUserRef reports whether s is a hashed subject (usr_<hex>).
+func ValidUserRef(s string) bool { return userRefRE.MatchString(s) }
+
+// ValidSHA256 reports whether s is "sha256:" and 64 lowercase hex digits.
+func ValidSHA256(s string) bool { return sha256RE.MatchString(s) }
+
+// ValidTenantSlot reports whether s is a tenant slot ("slot-N").
+func ValidTenantSlot(s string) bool { return tenantSlotRE.MatchString(s) }
+
+// ValidIdempotencyKey reports whether s is an acceptable idempotency key.
+func ValidIdempotencyKey(s string) bool { return idempotencyKeyRE.MatchString(s) }
+
+// ValidAction reports whether s is an audit action ("noun.verb").
+func ValidAction(s string) bool { return actionRE.MatchString(s) }
+
+// ValidContractVersion reports whether s is a 1.x.y contract version.
+func ValidContractVersion(s string) bool { return versionRE.MatchString(s) }
+
+// ValidTag reports whether s is a tag.
+func ValidTag(s string) bool { return tagRE.MatchString(s) }
