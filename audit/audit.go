@@ -1,0 +1,151 @@
+// Package audit is the tamper-evident audit trail: append-only records of
+// every authorization decision (the HUX audit_outcome) with an optional
+// domain payload and provenance, hash-chained per tenant:
+//
+//	hash = sha256(prev_hash || canonical_json(record))
+//
+// where prev_hash is the 32-byte digest of the tenant's previous record (32
+// zero bytes for the first). The package holds the record shape, the sealing
+// and verification rules, and the Log port; persistence is the store's.
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// Entry is what a caller asks to record.
+type Entry struct {
+	Outcome    contract.AuditOutcome
+	Provenance *contract.Provenance // optional
+	Payload    any                  // optional domain payload; must encode to JSON
+}
+
+// Record is one sealed link of a tenant's chain.
+type Record struct {
+	ID         string                `json:"id"`
+	Tenant     contract.TenantSlot   `json:"tenant"`
+	Seq        int64                 `json:"seq"`
+	Outcome    contract.AuditOutcome `json:"outcome"`
+	Provenance *contract.Provenance  `json:"provenance,omitempty"`
+	Payload    json.RawMessage       `json:"payload,omitempty"`
+
+	Body     []byte `json:"-"` // canonical JSON of the fields above: what is hashed
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
+}
+
+// Log appends records. Implementations serialize appends per tenant so the
+// chain has no forks, and must not lose an acknowledged record.
+type Log interface {
+	// Append seals e onto its tenant's chain and stores it. It returns an
+	// invalid Error when the entry does not satisfy the audit_outcome schema.
+	Append(ctx context.Context, e Entry) (Record, error)
+}
+
+// Genesis is the prev_hash of a tenant's first record.
+var Genesis = "sha256:" + strings.Repeat("0", 64)
+
+var outcomeSchema = contract.Def("audit_outcome")
+var provenanceSchema = contract.Def("provenance")
+
+// Check validates an entry against the common schema before it is sealed.
+func Check(e Entry) error {
+	if err := outcomeSchema.Validate(e.Outcome); err != nil {
+		return fmt.Errorf("audit: outcome: %w", err)
+	}
+	if e.Provenance != nil {
+		if err := provenanceSchema.Validate(e.Provenance); err != nil {
+			return fmt.Errorf("audit: provenance: %w", err)
+		}
+	}
+	return nil
+}
+
+// Seal builds the record that follows prev (Genesis for the first) at seq,
+// with the given id: it fills Body, PrevHash and Hash.
+func Seal(e Entry, id string, seq int64, prevHash string) (Record, error) {
+	rec := Record{
+		ID:         id,
+		Tenant:     e.Outcome.Identity.TenantSlot,
+		Seq:        seq,
+		Outcome:    e.Outcome,
+		Provenance: e.Provenance,
+		PrevHash:   prevHash,
+	}
+	if e.Payload != nil {
+		var raw []byte
+		switch p := e.Payload.(type) {
+		case json.RawMessage:
+			raw = p
+		case []byte:
+			raw = p
+		default:
+			var err error
+			if raw, err = json.Marshal(p); err != nil {
+				return Record{}, fmt.Errorf("audit: payload: %w", err)
+			}
+		}
+		canon, err := contract.CanonicalJSON(json.RawMessage(raw))
+		if err != nil {
+			return Record{}, fmt.Errorf("audit: payload: %w", err)
+		}
+		rec.Payload = canon
+	}
+	body, err := contract.CanonicalJSON(rec)
+	if err != nil {
+		return Record{}, fmt.Errorf("audit: record: %w", err)
+	}
+	rec.Body = body
+	rec.Hash, err = Link(prevHash, body)
+	if err != nil {
+		return Record{}, err
+	}
+	return rec, nil
+}
+
+// Link computes sha256(prev || body) in the schema's "sha256:<hex>" form.
+func Link(prevHash string, body []byte) (string, error) {
+	prev, err := digest(prevHash)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(prev[:])
+	h.Write(body)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	var out [7 + 64]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[7:], sum[:])
+	return string(out[:]), nil
+}
+
+func digest(s string) ([32]byte, error) {
+	var d [32]byte
+	hexPart, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(hexPart) != 64 {
+		return d, fmt.Errorf("audit: bad hash %q", s)
+	}
+	if _, err := hex.Decode(d[:], []byte(hexPart)); err != nil {
+		return d, fmt.Errorf("audit: bad hash %q", s)
+	}
+	return d, nil
+}
+
+// Decode parses a stored body back into a Record (Body, PrevHash and Hash
+// are the caller's to fill from the row).
+func Decode(body []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(body, &r); err != nil {
+		return Record{}, fmt.Errorf("audit: decode record: %w", err)
+	}
+	r.Body = body
+	return r, nil
+}

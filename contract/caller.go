@@ -1,0 +1,60 @@
+package contract
+
+import (
+	"context"
+	"slices"
+)
+
+// Scope is a permission a key carries.
+type Scope string
+
+// Scopes of a key.
+const (
+	ScopeRoute     Scope = "route"     // use the gates (LLM routes, reads)
+	ScopeConfigure Scope = "configure" // manage provisions, strategies, manifests
+	ScopeOperate   Scope = "operate"   // trader decisions, executor ticks
+	ScopeAdmin     Scope = "admin"     // keys, builtins, audit
+)
+
+// Scopes lists every scope, in order.
+var Scopes = []Scope{ScopeRoute, ScopeConfigure, ScopeOperate, ScopeAdmin}
+
+// RunContext is the run context a key is bound to, if any.
+type RunContext string
+
+// Run contexts of a key. A key without one is treated as RunAnalyst, the
+// strictest, by every gate that cares.
+const (
+	RunNone    RunContext = ""
+	RunCron    RunContext = "cron"
+	RunChat    RunContext = "chat"
+	RunAnalyst RunContext = "analyst"
+)
+
+// Caller is an authenticated caller as the gates see it: the HUX identity
+// plus what the key says about it. Gates receive it from the server through
+// the context and never see key material.
+type Caller struct {
+	Identity   Identity
+	KeyID      string
+	Scopes     []Scope
+	Harness    string     // optional harness name the key attests ("claude-code", ...)
+	RunContext RunContext // optional
+}
+
+// Has reports whether the caller holds scope s. Admin does not imply other
+// scopes: a key holds exactly what it was given.
+func (c Caller) Has(s Scope) bool { return slices.Contains(c.Scopes, s) }
+
+type callerKey struct{}
+
+// WithCaller returns a context carrying c.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFrom returns the caller carried by ctx.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
