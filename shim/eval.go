@@ -1,0 +1,226 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// evalMode says which providers an evaluation may call.
+type evalMode int
+
+const (
+	modeLive    evalMode = iota // the proxy: configured embedder and classifier
+	modeOffline                 // offline, dry-run, preview: no provider call
+)
+
+// evaluation is the outcome of running the triggers over one request.
+type evaluation struct {
+	Evaluated int
+	Fired     []Fired
+	Skipped   []Skipped
+	fired     []*compiled // parallel to Fired
+}
+
+func (c *compiled) applies(caller contract.Caller, req *wire.Request) bool {
+	if c.p.Status != StatusActive && c.p.Status != "" {
+		return false
+	}
+	m := c.p.Match
+	if m == nil {
+		return true
+	}
+	if len(m.Protocols) > 0 && !slices.Contains(m.Protocols, string(req.Protocol)) {
+		return false
+	}
+	if len(m.Models) > 0 && !slices.ContainsFunc(m.Models, func(g string) bool { return globMatch(g, req.Model) }) {
+		return false
+	}
+	if len(m.Harnesses) > 0 && !slices.Contains(m.Harnesses, caller.Harness) {
+		return false
+	}
+	return true
+}
+
+// evaluate runs every applicable provision's triggers in priority order.
+// Tier 1 is pure; tiers 2 and 3 share the per-request Budget.
+func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Caller, req *wire.Request, mode evalMode) evaluation {
+	var ev evaluation
+	text := req.LastUserText()
+	sig := rs.signals(text, req.Used, req.Paths)
+	budget, cancel := context.WithTimeout(ctx, s.cfg.Budget)
+	defer cancel()
+	var query []float32
+	queryErr := ""
+	embedder := s.embedder
+	if mode == modeOffline && embedder.Remote() {
+		embedder = Local{}
+	}
+	for _, c := range rs.rules {
+		if !c.applies(caller, req) {
+			continue
+		}
+		if s.cfg.Admit != nil {
+			if ok, why := s.cfg.Admit(ctx, caller, c.p); !ok {
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "not_admitted:" + why})
+				continue
+			}
+		}
+		ev.Evaluated++
+		if c.vetoed(sig) {
+			ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "keyword_none"})
+			continue
+		}
+		all := c.p.Triggers.Mode == "all"
+		var fired *Fired
+		hit1, why1 := false, ""
+		if c.hasT1 {
+			hit1, why1 = c.tier1(sig, rs.words)
+			if hit1 && !all {
+				fired = &Fired{Tier: 1, Reason: why1}
+			}
+			if !hit1 && all {
+				continue
+			}
+		}
+		if fired == nil && c.hasT2 {
+			if budget.Err() != nil {
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
+				continue
+			}
+			if query == nil && queryErr == "" {
+				vs, err := embedder.Embed(budget, []string{text})
+				if err != nil || len(vs) != 1 {
+					queryErr = fmt.Sprint("embedder_error: ", err)
+				} else {
+					query = vs[0]
+				}
+			}
+			if queryErr != "" {
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, queryErr})
+				continue
+			}
+			score, err := s.similarity(budget, embedder, query, c.p.Triggers.Semantic.Examples)
+			if err != nil {
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "embedder_error"})
+				continue
+			}
+			th := c.p.Triggers.Semantic.Threshold
+			if th == 0 {
+				th = DefaultThreshold
+			}
+			hit := score >= th
+			if !hit && all {
+				continue
+			}
+			if hit && !all {
+				conf := score
+				fired = &Fired{Tier: 2, Reason: "semantic:" + strconv.FormatFloat(score, 'f', 3, 64), Confidence: &conf}
+			}
+		}
+		if fired == nil && c.hasT3 {
+			mm := c.p.Triggers.Micromodel
+			switch {
+			case mode == modeOffline:
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_offline"})
+				continue
+			case IsContributorModel(mm.Model):
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_contributor_refused"})
+				continue
+			case s.cfg.Classifier == nil:
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_not_configured"})
+				continue
+			case budget.Err() != nil:
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
+				continue
+			}
+			v, err := s.cfg.Classifier.Classify(budget, mm.Model, mm.Question, text)
+			if err != nil {
+				reason := "micromodel_error"
+				if budget.Err() != nil {
+					reason = "budget_exhausted"
+				} else if isMalformed(err) {
+					reason = "micromodel_malformed"
+				}
+				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, reason})
+				continue
+			}
+			if !v.Apply || v.Confidence < mm.MinConfidence {
+				continue
+			}
+			conf := v.Confidence
+			fired = &Fired{Tier: 3, Reason: "micromodel:" + strconv.FormatFloat(conf, 'f', 3, 64), Confidence: &conf}
+		}
+		if fired == nil && all {
+			// every configured tier hit; report the first
+			fired = &Fired{Tier: 1, Reason: why1}
+			if !c.hasT1 {
+				fired = &Fired{Tier: 2, Reason: "semantic"}
+			}
+		}
+		if fired == nil {
+			continue
+		}
+		fired.ID, fired.Version, fired.Action, fired.Builtin = c.p.ID, c.p.Version, c.p.Action, c.builtin
+		ev.Fired = append(ev.Fired, *fired)
+		ev.fired = append(ev.fired, c)
+	}
+	return ev
+}
+
+func isMalformed(err error) bool {
+	for e := err; e != nil; {
+		if e == ErrMalformedVerdict {
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
+
+// similarity is the best cosine of query against examples, embedding the
+// examples once per embedder and caching them.
+func (s *Service) similarity(ctx context.Context, e Embedder, query []float32, examples []string) (float64, error) {
+	var missing []string
+	vecs := make([][]float32, len(examples))
+	for i, ex := range examples {
+		if v, ok := s.examples.Load(e.Name() + "\x00" + ex); ok {
+			vecs[i] = v.([]float32)
+		} else {
+			missing = append(missing, ex)
+		}
+	}
+	if len(missing) > 0 {
+		vs, err := e.Embed(ctx, missing)
+		if err != nil {
+			return 0, err
+		}
+		if len(vs) != len(missing) {
+			return 0, fmt.Errorf("shim: embedder returned %d vectors for %d texts", len(vs), len(missing))
+		}
+		for i, ex := range missing {
+			s.examples.Store(e.Name()+"\x00"+ex, vs[i])
+		}
+		for i, ex := range examples {
+			if vecs[i] == nil {
+				v, _ := s.examples.Load(e.Name() + "\x00" + ex)
+				vecs[i], _ = v.([]float32)
+			}
+		}
+	}
+	best := 0.0
+	for _, v := range vecs {
+		if c := cosine(query, v); c > best {
+			best = c
+		}
+	}
+	return best, nil
+}

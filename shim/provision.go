@@ -1,0 +1,235 @@
+package shim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// Status of a provision.
+type Status string
+
+// Provision statuses. Only active provisions fire; candidate is what issue
+// 6's insights propose.
+const (
+	StatusActive      Status = "active"
+	StatusDisabled    Status = "disabled"
+	StatusCandidate   Status = "candidate"
+	StatusQuarantined Status = "quarantined"
+)
+
+// Action is what a fired provision does.
+type Action string
+
+// Actions.
+const (
+	ActionShim            Action = "shim"             // add bounded context to the request
+	ActionRespondDirectly Action = "respond_directly" // answer without an upstream call
+)
+
+// Placement says where shimmed context goes. The one placement is the
+// DESIGN §7 default: a system (chat) or developer (responses) message before
+// the last user message, or a text block at the start of the last user
+// message (messages).
+const PlacementBeforeLastUser = "before_last_user"
+
+// DefaultMaxChars bounds a provision's rendered context when it sets none.
+const DefaultMaxChars = 4000
+
+// Provision is a caller-scoped rule (DESIGN §7). Version is the server's
+// CAS counter; writes send the version they read.
+type Provision struct {
+	ID                  string      `json:"id"`
+	Status              Status      `json:"status,omitempty"`
+	Priority            int         `json:"priority,omitempty"`
+	Match               *Match      `json:"match,omitempty"`
+	Triggers            Triggers    `json:"triggers"`
+	Action              Action      `json:"action"`
+	ContextRefs         []string    `json:"context_refs,omitempty"`
+	Placement           string      `json:"placement,omitempty"`
+	OncePerConversation bool        `json:"once_per_conversation,omitempty"`
+	MaxChars            int         `json:"max_chars,omitempty"`
+	Response            *Response   `json:"response,omitempty"`
+	FabricGovernance    *Governance `json:"fabric_governance,omitempty"`
+	SystemBuiltin       bool        `json:"system_builtin,omitempty"`
+	Version             int64       `json:"version,omitempty"`
+	UpdatedAt           string      `json:"updated_at,omitempty"`
+}
+
+// Match narrows where a provision applies; an empty list matches everything.
+type Match struct {
+	Protocols []string `json:"protocols,omitempty"` // chat_completions, responses, messages
+	Models    []string `json:"models,omitempty"`    // globs: "gpt-*", "claude-*"
+	Harnesses []string `json:"harnesses,omitempty"` // the caller key's harness
+}
+
+// Triggers are the three tiers. Mode "any" (default) fires on any tier's
+// hit, and a tier 1 or 2 hit skips tier 3; mode "all" needs every
+// configured tier to hit. A keyword in keyword.none vetoes the provision.
+type Triggers struct {
+	Mode       string      `json:"mode,omitempty"`
+	Keyword    *Keywords   `json:"keyword,omitempty"`
+	Regex      []Regex     `json:"regex,omitempty"`
+	Path       []string    `json:"path,omitempty"`
+	Tool       []string    `json:"tool,omitempty"`
+	Semantic   *Semantic   `json:"semantic,omitempty"`
+	Micromodel *Micromodel `json:"micromodel,omitempty"`
+}
+
+// Keywords are matched case-insensitively on whole words of the last user
+// message; a multi-word keyword matches those words in sequence.
+type Keywords struct {
+	Any  []string `json:"any,omitempty"`
+	All  []string `json:"all,omitempty"`
+	None []string `json:"none,omitempty"`
+}
+
+// Regex is an RE2 pattern matched against the first MaxRegexInput bytes of
+// the last user message.
+type Regex struct {
+	Pattern string `json:"pattern"`
+}
+
+// Semantic is tier 2: cosine similarity of the last user message to any
+// example at or above Threshold.
+type Semantic struct {
+	Examples  []string `json:"examples"`
+	Threshold float64  `json:"threshold,omitempty"`
+}
+
+// DefaultThreshold is the semantic threshold when a provision sets none.
+const DefaultThreshold = 0.75
+
+// Micromodel is tier 3: a classifier model asked Question about the last
+// user message; it fires on {apply: true, confidence >= MinConfidence}.
+type Micromodel struct {
+	Model         string  `json:"model"`
+	Question      string  `json:"question"`
+	MinConfidence float64 `json:"min_confidence,omitempty"`
+}
+
+// Response is the answer of a respond_directly provision.
+type Response struct {
+	Text       string `json:"text"`
+	StopReason string `json:"stop_reason,omitempty"` // end_turn (default), max_tokens, stop_sequence
+}
+
+// Governance is the fabric_governance lens tag (issue 6 enforces it).
+type Governance struct {
+	Status          string   `json:"status,omitempty"`
+	VisibilityScope string   `json:"visibility_scope,omitempty"`
+	Cohort          string   `json:"cohort,omitempty"`
+	Harness         []string `json:"harness,omitempty"`
+}
+
+// ContextEntry is an atomic noun, verb, detail or uri a provision shims by ref.
+type ContextEntry struct {
+	Ref           string `json:"ref"`
+	Kind          string `json:"kind"` // noun, verb, detail, uri
+	Title         string `json:"title,omitempty"`
+	Body          string `json:"body"`
+	Version       int64  `json:"version,omitempty"`
+	SHA256        string `json:"sha256,omitempty"` // of Body, set by the server
+	MaxChars      int    `json:"max_chars,omitempty"`
+	Status        string `json:"status,omitempty"` // active (default), disabled
+	SystemBuiltin bool   `json:"system_builtin,omitempty"`
+	UpdatedAt     string `json:"updated_at,omitempty"`
+}
+
+var (
+	provisionSchema = contract.MustSchema("shim.provision.schema.json")
+	contextSchema   = contract.MustSchema("shim.context.schema.json")
+)
+
+// DecodeProvision validates b against shim.provision.schema.json and the
+// rules a schema cannot say (RE2 patterns compile, globs are well formed, a
+// shim names context, a direct answer has text), and fills defaults. It
+// returns an invalid *contract.Error naming the field otherwise.
+func DecodeProvision(b []byte) (Provision, error) {
+	if err := provisionSchema.ValidateJSON(b); err != nil {
+		return Provision{}, err
+	}
+	var p Provision
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&p); err != nil {
+		return Provision{}, contract.Invalidf("bad_json", "shim: provision: %v", err)
+	}
+	if err := p.check(); err != nil {
+		return Provision{}, err
+	}
+	p.defaults()
+	return p, nil
+}
+
+func (p *Provision) defaults() {
+	if p.Status == "" {
+		p.Status = StatusActive
+	}
+	if p.Placement == "" {
+		p.Placement = PlacementBeforeLastUser
+	}
+	if p.Triggers.Mode == "" {
+		p.Triggers.Mode = "any"
+	}
+}
+
+func (p *Provision) check() error {
+	for i, r := range p.Triggers.Regex {
+		if _, err := regexp.Compile(r.Pattern); err != nil {
+			return contract.FieldError(fmt.Sprintf("/triggers/regex/%d/pattern", i), "bad_regex",
+				"field triggers.regex.%d.pattern: not an RE2 pattern: %v", i, err)
+		}
+	}
+	for i, g := range p.Triggers.Path {
+		if err := checkGlob(g); err != nil {
+			return contract.FieldError(fmt.Sprintf("/triggers/path/%d", i), "bad_glob", "field triggers.path.%d: %v", i, err)
+		}
+	}
+	if p.Match != nil {
+		for i, g := range p.Match.Models {
+			if err := checkGlob(g); err != nil {
+				return contract.FieldError(fmt.Sprintf("/match/models/%d", i), "bad_glob", "field match.models.%d: %v", i, err)
+			}
+		}
+	}
+	t := p.Triggers
+	if t.Keyword == nil && len(t.Regex) == 0 && len(t.Path) == 0 && len(t.Tool) == 0 && t.Semantic == nil && t.Micromodel == nil {
+		return contract.FieldError("/triggers", "no_trigger", "field triggers: at least one trigger is required")
+	}
+	if t.Keyword != nil && len(t.Keyword.Any) == 0 && len(t.Keyword.All) == 0 && len(t.Keyword.None) == 0 {
+		return contract.FieldError("/triggers/keyword", "no_trigger", "field triggers.keyword: name at least one keyword")
+	}
+	switch p.Action {
+	case ActionShim:
+		if len(p.ContextRefs) == 0 {
+			return contract.FieldError("/context_refs", "missing_field", "field context_refs: a shim provision needs at least one context ref")
+		}
+	case ActionRespondDirectly:
+		if p.Response == nil || strings.TrimSpace(p.Response.Text) == "" {
+			return contract.FieldError("/response/text", "missing_field", "field response.text: a respond_directly provision needs response text")
+		}
+	}
+	return nil
+}
+
+// DecodeContextEntry validates b against shim.context.schema.json and fills
+// defaults and the body's sha256. It returns an invalid *contract.Error
+// naming the field otherwise.
+func DecodeContextEntry(b []byte) (ContextEntry, error) {
+	if err := contextSchema.ValidateJSON(b); err != nil {
+		return ContextEntry{}, err
+	}
+	var e ContextEntry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return ContextEntry{}, contract.Invalidf("bad_json", "shim: context entry: %v", err)
+	}
+	if e.Status == "" {
+		e.Status = "active"
+	}
+	e.SHA256 = contract.SHA256([]byte(e.Body))
+	return e, nil
+}

@@ -1,0 +1,394 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// Headers the shim reads and writes.
+const (
+	HeaderConversation = "X-Caduceus-Conversation"
+	HeaderProject      = "X-Caduceus-Project"
+	HeaderHarness      = "X-Caduceus-Harness"
+	HeaderEdgeAuth     = "X-Edge-Auth"
+	HeaderReceipt      = "X-Caduceus-Receipt"
+	HeaderOverhead     = "X-Caduceus-Overhead-Us"
+)
+
+// Refusal codes of the proxy.
+const (
+	CodeContributorRefused = "contributor_model_refused"
+	CodeEdgeAuth           = "edge_auth_required"
+	CodeInvalidRequest     = "invalid_request"
+	CodeOffline            = "offline"
+	CodeNoUpstream         = "upstream_not_configured"
+	CodeUpstreamFailed     = "upstream_unreachable"
+	CodeTooLarge           = "request_too_large"
+	CodeUnauthenticated    = "unauthenticated"
+)
+
+// AuditAction is the audit action of a proxied request.
+const AuditAction = "shim.proxy"
+
+// Handler returns the http.Handler of protocol p's LLM route. Mount it at
+// POST /v1/chat/completions, /v1/responses or /v1/messages (the query, e.g.
+// ?beta=true, is passed upstream) behind the middleware that authenticates
+// the key and puts a contract.Caller in the request context. Every request
+// gets a receipt (header X-Caduceus-Receipt) and refusals answer in p's own
+// error envelope.
+func (s *Service) Handler(p wire.Protocol) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, p) })
+}
+
+// turn carries one request through the proxy.
+type turn struct {
+	start  time.Time
+	caller contract.Caller
+	req    *wire.Request
+	conv   string
+	rc     Receipt
+	r      *http.Request
+}
+
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol) {
+	t := &turn{start: time.Now(), r: r}
+	caller, ok := contract.CallerFrom(r.Context())
+	if !ok {
+		wire.WriteError(w, p, http.StatusUnauthorized, CodeUnauthenticated, "shim: no authenticated caller")
+		return
+	}
+	t.caller = caller
+	t.rc = Receipt{
+		ID: contract.NewID(contract.PrefixReceipt), At: contract.Timestamp(s.now()),
+		Tenant: caller.Identity.TenantSlot, Subject: caller.Identity.Subject, KeyID: caller.KeyID,
+		Harness: caller.Harness, Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{},
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.refuse(w, t, http.StatusRequestEntityTooLarge, CodeTooLarge, "shim: request body too large")
+		} else {
+			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "shim: cannot read request body")
+		}
+		return
+	}
+	t.rc.RequestSHA256 = contract.SHA256(body)
+	t.rc.Model = wire.PeekModel(body)
+	if IsContributorModel(t.rc.Model) {
+		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
+		return
+	}
+	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
+		s.refuse(w, t, http.StatusForbidden, CodeEdgeAuth, "shim: requests must come through the edge")
+		return
+	}
+	if !caller.Has(contract.ScopeRoute) {
+		s.refuse(w, t, http.StatusForbidden, CodeScopeRequired, "shim: route scope required")
+		return
+	}
+	req, err := wire.Parse(p, body)
+	if err != nil {
+		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, err.Error())
+		return
+	}
+	t.req = req
+	t.rc.Stream = req.Stream
+	t.conv = ConversationID(r.Header.Get(HeaderConversation), caller, req)
+	t.rc.ConversationID = t.conv
+
+	ctx := r.Context()
+	rs, err := s.ruleset(ctx, caller.Identity.TenantSlot, false)
+	if err != nil {
+		s.fail(w, t, err)
+		return
+	}
+	mode := modeLive
+	if s.cfg.Offline {
+		mode = modeOffline
+	}
+	ev := s.evaluate(ctx, rs, caller, req, mode)
+	pl, err := s.act(ctx, caller.Identity.TenantSlot, req, t.conv, &ev, true)
+	if err != nil {
+		s.fail(w, t, err)
+		return
+	}
+	t.record(ev, pl)
+	w.Header().Set(HeaderConversation, t.conv)
+
+	if pl.direct != nil {
+		s.answer(w, t, p, pl.direct)
+		return
+	}
+	if s.cfg.Offline {
+		s.refuse(w, t, http.StatusServiceUnavailable, CodeOffline, "shim: offline mode: no upstream calls")
+		return
+	}
+	forwarded := body
+	if pl.shim != "" {
+		if forwarded, err = wire.Inject(p, body, pl.shim); err != nil {
+			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, err.Error())
+			return
+		}
+	}
+	s.forward(w, t, p, forwarded)
+}
+
+// record copies an evaluation and its plan into the receipt.
+func (t *turn) record(ev evaluation, pl plan) {
+	t.rc.Evaluated = ev.Evaluated
+	t.rc.Fired = append(t.rc.Fired, ev.Fired...)
+	t.rc.Skipped = append(append(t.rc.Skipped, ev.Skipped...), pl.Skipped...)
+	t.rc.Shimmed = append(t.rc.Shimmed, pl.Shimmed...)
+	t.rc.MissingRefs = pl.Missing
+}
+
+func (t *turn) overhead() int64 { return time.Since(t.start).Microseconds() }
+
+func (t *turn) headers(w http.ResponseWriter) {
+	w.Header().Set(HeaderReceipt, t.rc.ID)
+	t.rc.OverheadMicros = t.overhead()
+	w.Header().Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
+}
+
+func (s *Service) refuse(w http.ResponseWriter, t *turn, status int, code, msg string) {
+	t.rc.Decision = DecisionRefused
+	t.rc.Refusal = &Refusal{Code: code, Message: msg}
+	t.headers(w)
+	body := wire.ErrorBody(t.rc.Protocol, status, code, msg)
+	t.rc.ResponseSHA256 = contract.SHA256(body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	s.finish(t)
+}
+
+func (s *Service) fail(w http.ResponseWriter, t *turn, err error) {
+	s.log.Error("shim: proxy failure", "receipt", t.rc.ID, "err", err)
+	t.rc.Decision = DecisionFailed
+	t.rc.Refusal = &Refusal{Code: "internal", Message: "internal error"}
+	t.headers(w)
+	wire.WriteError(w, t.rc.Protocol, http.StatusInternalServerError, "internal", "internal error")
+	s.finish(t)
+}
+
+// answer writes a respond_directly provision's answer in protocol p.
+func (s *Service) answer(w http.ResponseWriter, t *turn, p wire.Protocol, c *compiled) {
+	t.rc.Decision = DecisionDirect
+	d := wire.Direct{ID: strings.TrimPrefix(t.rc.ID, contract.PrefixReceipt+"_"), Model: t.req.Model,
+		Text: c.p.Response.Text, StopReason: c.p.Response.StopReason, Created: s.now().Unix()}
+	h := sha256.New()
+	t.headers(w)
+	if t.req.Stream {
+		hdr := w.Header()
+		hdr.Set("Content-Type", "text/event-stream")
+		hdr.Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		fl, _ := w.(http.Flusher)
+		for _, ev := range wire.DirectEvents(p, d) {
+			h.Write(ev)
+			if _, err := w.Write(ev); err != nil {
+				break
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+	} else {
+		body := wire.DirectJSON(p, d)
+		h.Write(body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+	}
+	t.rc.ResponseSHA256 = sum(h)
+	s.finish(t)
+}
+
+func sum(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
+
+// forwardRequestHeaders are passed upstream as they came; credentials are
+// the configured upstream's, never the caller's.
+var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "Anthropic-Version", "Anthropic-Beta", "Idempotency-Key"}
+
+// dropResponseHeaders are not passed back to the caller.
+var dropResponseHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Set-Cookie": true,
+}
+
+func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body []byte) {
+	t.rc.Decision = DecisionForward
+	t.rc.ForwardedSHA256 = contract.SHA256(body)
+	provider := p.Provider()
+	t.rc.Upstream = provider
+	up, ok := s.cfg.Upstreams[provider]
+	if !ok || up.BaseURL == "" {
+		s.refuse(w, t, http.StatusServiceUnavailable, CodeNoUpstream, "shim: no "+provider+" upstream is configured")
+		return
+	}
+	url := endpoint(up.BaseURL, p.Path())
+	if q := t.r.URL.RawQuery; q != "" {
+		url += "?" + q
+	}
+	ureq, err := http.NewRequestWithContext(t.r.Context(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		s.fail(w, t, err)
+		return
+	}
+	for _, k := range forwardRequestHeaders {
+		if v := t.r.Header.Values(k); len(v) > 0 {
+			ureq.Header[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	ureq.Header.Set("Content-Type", "application/json")
+	if p == wire.Messages {
+		if ureq.Header.Get("Anthropic-Version") == "" {
+			ureq.Header.Set("Anthropic-Version", "2023-06-01")
+		}
+		if up.APIKey != "" {
+			ureq.Header.Set("X-Api-Key", up.APIKey)
+		}
+	} else if up.APIKey != "" {
+		ureq.Header.Set("Authorization", "Bearer "+up.APIKey)
+	}
+	t.rc.OverheadMicros = t.overhead()
+	resp, err := s.client.Do(ureq)
+	if err != nil {
+		t.rc.Decision = DecisionFailed
+		t.rc.Refusal = &Refusal{Code: CodeUpstreamFailed, Message: "shim: the upstream could not be reached"}
+		s.log.Warn("shim: upstream failed", "receipt", t.rc.ID, "provider", provider, "err", err)
+		w.Header().Set(HeaderReceipt, t.rc.ID)
+		w.Header().Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
+		body := wire.ErrorBody(p, http.StatusBadGateway, CodeUpstreamFailed, "shim: the upstream could not be reached")
+		t.rc.ResponseSHA256 = contract.SHA256(body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write(body)
+		s.finish(t)
+		return
+	}
+	defer resp.Body.Close()
+	t.rc.UpstreamStatus = resp.StatusCode
+	hdr := w.Header()
+	for k, v := range resp.Header {
+		if !dropResponseHeaders[k] {
+			hdr[k] = v
+		}
+	}
+	hdr.Set(HeaderReceipt, t.rc.ID)
+	hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
+	w.WriteHeader(resp.StatusCode)
+	h := sha256.New()
+	fl, _ := w.(http.Flusher)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sr := wire.NewSSEReader(resp.Body)
+		for {
+			ev, err := sr.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					s.log.Warn("shim: upstream stream ended badly", "receipt", t.rc.ID, "err", err)
+				}
+				break
+			}
+			h.Write(ev.Raw)
+			if _, err := w.Write(ev.Raw); err != nil {
+				break
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+	} else {
+		_, _ = io.Copy(io.MultiWriter(w, h), resp.Body)
+	}
+	t.rc.ResponseSHA256 = sum(h)
+	s.finish(t)
+}
+
+// finish appends the receipt to the audit trail and the store, then tells
+// the observers, on a context the caller's hang-up cannot cancel.
+func (s *Service) finish(t *turn) {
+	ctx := context.WithoutCancel(t.r.Context())
+	outcome := contract.OutcomeAllow
+	reason := ""
+	if t.rc.Refusal != nil {
+		reason = t.rc.Refusal.Code
+		if t.rc.Decision == DecisionRefused {
+			outcome = contract.OutcomeDeny
+		}
+	}
+	id := t.caller.Identity
+	actorID := id.Subject
+	if actorID == "" {
+		actorID = "unknown"
+	}
+	prov := &contract.Provenance{Surface: id.Surface, Actor: contract.Actor{Type: contract.ActorUser, ID: actorID}, RecordedAt: t.rc.At}
+	if prov.Surface == "" {
+		prov.Surface = contract.SurfaceAPI
+	}
+	if contract.ValidID(t.conv) {
+		prov.ConversationID = t.conv
+	}
+	rec, err := s.cfg.Audit.Append(ctx, audit.Entry{
+		Outcome: contract.AuditOutcome{At: t.rc.At, Identity: id, Action: AuditAction,
+			Resource: "receipt/" + t.rc.ID, Outcome: outcome, Reason: reason},
+		Provenance: prov,
+		Payload:    t.rc,
+	})
+	if err != nil {
+		s.log.Error("shim: audit append failed", "receipt", t.rc.ID, "err", err)
+	} else {
+		t.rc.AuditID = rec.ID
+	}
+	if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
+		s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
+	}
+	for _, o := range s.cfg.Observers {
+		o.ObserveTurn(ctx, Turn{Caller: t.caller, Conversation: t.conv, Project: t.r.Header.Get(HeaderProject), Request: t.req, Receipt: t.rc})
+	}
+}
+
+var convHeaderRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,120}$`)
+
+// ConversationID is the conversation a request belongs to: the
+// X-Caduceus-Conversation header when it is well formed, else "conv_" and
+// a digest of the tenant, subject, protocol, system text and first user
+// message — stable across the turns of one conversation.
+func ConversationID(header string, caller contract.Caller, req *wire.Request) string {
+	if header != "" && convHeaderRE.MatchString(header) {
+		return header
+	}
+	h := sha256.New()
+	for _, part := range []string{string(caller.Identity.TenantSlot), caller.Identity.Subject, string(req.Protocol), req.System, firstUserText(req)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return "conv_" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+func firstUserText(req *wire.Request) string {
+	for _, m := range req.Messages {
+		if m.Role == "user" && !m.ToolResult {
+			return m.Text
+		}
+	}
+	return ""
+}

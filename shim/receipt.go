@@ -1,0 +1,81 @@
+package shim
+
+import (
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// Decision is what the shim did with a request.
+type Decision string
+
+// Decisions.
+const (
+	DecisionForward Decision = "forward"          // sent upstream (shimmed or not)
+	DecisionDirect  Decision = "respond_directly" // answered by a provision
+	DecisionRefused Decision = "refused"          // refused before any upstream call
+	DecisionFailed  Decision = "failed"           // the upstream could not be reached
+)
+
+// Fired is a provision whose triggers hit.
+type Fired struct {
+	ID         string   `json:"id"`
+	Version    int64    `json:"version"`
+	Action     Action   `json:"action"`
+	Tier       int      `json:"tier"`   // the tier that decided: 1, 2 or 3
+	Reason     string   `json:"reason"` // e.g. "keyword:deploy", "semantic:0.82", "micromodel:0.91"
+	Builtin    bool     `json:"builtin,omitempty"`
+	Confidence *float64 `json:"confidence,omitempty"`
+}
+
+// Skipped is a provision that applied to the request but did not act, and why.
+type Skipped struct {
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
+	Reason  string `json:"reason"`
+}
+
+// Shimmed is one context entry rendered into a request.
+type Shimmed struct {
+	Provision string `json:"provision"`
+	Ref       string `json:"ref"`
+	Version   int64  `json:"version"`
+	SHA256    string `json:"sha256"`
+	Chars     int    `json:"chars"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// Refusal says why a request was refused.
+type Refusal struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Receipt is the record of one proxied request (DESIGN §7), stored per
+// tenant and appended to the audit trail as the payload of a shim.proxy
+// outcome.
+type Receipt struct {
+	ID              string              `json:"id"`
+	At              string              `json:"at"`
+	Tenant          contract.TenantSlot `json:"tenant"`
+	Subject         string              `json:"subject"`
+	KeyID           string              `json:"key_id,omitempty"`
+	Harness         string              `json:"harness,omitempty"`
+	Protocol        wire.Protocol       `json:"protocol"`
+	Model           string              `json:"model,omitempty"`
+	Stream          bool                `json:"stream,omitempty"`
+	ConversationID  string              `json:"conversation_id,omitempty"`
+	Decision        Decision            `json:"decision"`
+	Refusal         *Refusal            `json:"refusal,omitempty"`
+	Evaluated       int                 `json:"evaluated"`
+	Fired           []Fired             `json:"fired"`
+	Skipped         []Skipped           `json:"skipped"`
+	Shimmed         []Shimmed           `json:"shimmed"`
+	MissingRefs     []string            `json:"missing_refs,omitempty"`
+	RequestSHA256   string              `json:"request_sha256,omitempty"`
+	ForwardedSHA256 string              `json:"forwarded_sha256,omitempty"`
+	ResponseSHA256  string              `json:"response_sha256,omitempty"`
+	Upstream        string              `json:"upstream,omitempty"`
+	UpstreamStatus  int                 `json:"upstream_status,omitempty"`
+	OverheadMicros  int64               `json:"overhead_us"`
+	AuditID         string              `json:"audit_id,omitempty"`
+}

@@ -1,0 +1,214 @@
+// Package shim is the LLM middleware gate (seed 003, DESIGN §7): it
+// evaluates caller-scoped provisions on every chat completions, responses
+// and messages request, shims bounded context into the request or answers
+// it directly, forwards the rest to a configured upstream, and leaves a
+// receipt in the audit trail.
+//
+// The package defines what it needs — a Store, an Embedder, a Classifier —
+// and the server mounts Service.Handler on the LLM routes and calls the
+// Service methods from its management routes.
+package shim
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// Upstream is a configured LLM provider: a base URL (with or without a
+// trailing /v1) and the API key Caduceus uses there. Keys never come from
+// requests.
+type Upstream struct {
+	BaseURL string
+	APIKey  string
+}
+
+// Config configures a Service. Store and Audit are required.
+type Config struct {
+	Store Store
+	Audit audit.Log
+	// Upstreams by provider name: "openai" serves chat completions and
+	// responses, "anthropic" serves messages. A protocol without one is refused.
+	Upstreams map[string]Upstream
+	// Client sends upstream requests (nil: a client without timeout, since
+	// streams may be long; cancellation follows the caller's request).
+	Client *http.Client
+	// Embedder for tier 2 (nil: Local).
+	Embedder Embedder
+	// Classifier for tier 3 (nil: tier 3 never fires).
+	Classifier Classifier
+	// Offline: no provider is ever called — tier 2 uses Local, tier 3 is
+	// skipped, and requests not answered directly are refused (503, "offline").
+	Offline bool
+	// EdgeSecret: when set, LLM requests must carry a matching x-edge-auth header.
+	EdgeSecret string
+	// Budget bounds tiers 2 and 3 per request (0: 300ms).
+	Budget time.Duration
+	// BuiltinTenant holds system_builtin rows (empty: "slot-0"). No key
+	// should be issued for it.
+	BuiltinTenant contract.TenantSlot
+	// RulesTTL is how long a tenant's compiled provisions are reused before
+	// the store is read again (0: 1s). Writes through this Service
+	// invalidate at once; writes by other processes are seen within RulesTTL.
+	RulesTTL time.Duration
+	// MaxBody bounds a request body (0: 16 MiB).
+	MaxBody int64
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Logger for failures that cannot be sent to the caller (nil: slog.Default()).
+	Logger *slog.Logger
+	// Admit is an optional lens over each provision before its triggers run
+	// (issue 6: fabric_governance). A false answer skips the provision with
+	// the reason given.
+	Admit func(ctx context.Context, caller contract.Caller, p Provision) (bool, string)
+	// Observers see every proxied turn after its receipt is written (issue
+	// 6: entity memory, retry attribution). They run synchronously on a
+	// context detached from the request; keep them fast.
+	Observers []Observer
+}
+
+// Observer watches proxied turns (the hook for entity memory and outcomes).
+type Observer interface {
+	ObserveTurn(ctx context.Context, t Turn)
+}
+
+// Turn is one proxied request as an Observer sees it.
+type Turn struct {
+	Caller       contract.Caller
+	Conversation string
+	Project      string        // X-Caduceus-Project, "" when absent
+	Request      *wire.Request // nil when the body did not parse
+	Receipt      Receipt
+}
+
+// Service is the shim gate.
+type Service struct {
+	cfg      Config
+	store    Store
+	embedder Embedder
+	now      func() time.Time
+	log      *slog.Logger
+	client   *http.Client
+
+	rules         sync.Map // contract.TenantSlot -> *cachedRules
+	compiledCache sync.Map // compiledKey -> *compiledEntry
+	examples      sync.Map // embedder name + "\x00" + text -> []float32
+}
+
+type cachedRules struct {
+	at    time.Time
+	provs []Provision
+}
+
+// DefaultBuiltinTenant is the tenant that holds system_builtin rows.
+const DefaultBuiltinTenant contract.TenantSlot = "slot-0"
+
+// New returns a Service. It panics if Store or Audit is nil (a wiring bug).
+func New(cfg Config) *Service {
+	if cfg.Store == nil || cfg.Audit == nil {
+		panic("shim: Config.Store and Config.Audit are required")
+	}
+	if cfg.Budget <= 0 {
+		cfg.Budget = 300 * time.Millisecond
+	}
+	if cfg.BuiltinTenant == "" {
+		cfg.BuiltinTenant = DefaultBuiltinTenant
+	}
+	if cfg.RulesTTL <= 0 {
+		cfg.RulesTTL = time.Second
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 16 << 20
+	}
+	s := &Service{cfg: cfg, store: cfg.Store, embedder: cfg.Embedder, now: cfg.Now, log: cfg.Logger, client: cfg.Client}
+	if s.embedder == nil {
+		s.embedder = Local{}
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.client == nil {
+		s.client = &http.Client{}
+	}
+	return s
+}
+
+// BuiltinTenant is the tenant whose rows are the system builtins.
+func (s *Service) BuiltinTenant() contract.TenantSlot { return s.cfg.BuiltinTenant }
+
+// provisions returns a tenant's provisions, from cache when fresh.
+func (s *Service) provisions(ctx context.Context, tenant contract.TenantSlot) ([]Provision, error) {
+	now := s.now()
+	if v, ok := s.rules.Load(tenant); ok {
+		c := v.(*cachedRules)
+		if now.Sub(c.at) < s.cfg.RulesTTL && !now.Before(c.at) {
+			return c.provs, nil
+		}
+	}
+	ps, err := s.store.ListProvisions(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ps {
+		ps[i].defaults()
+	}
+	s.rules.Store(tenant, &cachedRules{at: now, provs: ps})
+	return ps, nil
+}
+
+// ruleset compiles the caller's provisions plus the builtins (builtinOnly:
+// just the builtins). Compiled sets are cached per (tenant, builtin) pair of
+// provision slices.
+func (s *Service) ruleset(ctx context.Context, tenant contract.TenantSlot, builtinOnly bool) (*ruleset, error) {
+	builtin, err := s.provisions(ctx, s.cfg.BuiltinTenant)
+	if err != nil {
+		return nil, err
+	}
+	var own []Provision
+	if !builtinOnly && tenant != s.cfg.BuiltinTenant {
+		if own, err = s.provisions(ctx, tenant); err != nil {
+			return nil, err
+		}
+	}
+	key := compiledKey{tenant: tenant, builtinOnly: builtinOnly}
+	if v, ok := s.compiledCache.Load(key); ok {
+		c := v.(*compiledEntry)
+		if sameSlice(c.own, own) && sameSlice(c.builtin, builtin) {
+			return c.rs, nil
+		}
+	}
+	rs := compile(own, builtin)
+	s.compiledCache.Store(key, &compiledEntry{own: own, builtin: builtin, rs: rs})
+	return rs, nil
+}
+
+type compiledKey struct {
+	tenant      contract.TenantSlot
+	builtinOnly bool
+}
+
+type compiledEntry struct {
+	own, builtin []Provision
+	rs           *ruleset
+}
+
+// sameSlice reports whether a and b are the same backing slice (the cache
+// hands out one slice per read, so identity means "not reloaded").
+func sameSlice(a, b []Provision) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0]
+}
+
+// invalidate drops a tenant's cached provisions after a write.
+func (s *Service) invalidate(tenant contract.TenantSlot) { s.rules.Delete(tenant) }

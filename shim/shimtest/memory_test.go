@@ -1,0 +1,11 @@
+package shimtest
+
+import (
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/shim"
+)
+
+func TestMemory(t *testing.T) {
+	TestStore(t, func(*testing.T) shim.Store { return NewMemory() })
+}

@@ -1,0 +1,65 @@
+package shim
+
+import (
+	"context"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// Store persists provisions, context entries, the once-per-conversation
+// ledger and receipts. Every method is scoped to one tenant and never reads
+// or writes another's rows; builtin rows live under the Service's
+// BuiltinTenant and are read through the same methods.
+//
+// Errors: a missing row is a not_found *contract.Error (code "not_found");
+// a version mismatch or an existing id on create is a conflict
+// *contract.Error (codes "version_conflict", "exists"); anything else is a
+// failure. Each check-then-write is one statement: create is an INSERT
+// guarded by the (tenant, id) primary key, update and delete are
+// "... WHERE tenant = ? AND id = ? AND version = ?" (zero rows affected then
+// tells not_found from conflict with one more SELECT), the ledger mark is an
+// INSERT that does nothing on a (tenant, conversation, provision) conflict.
+type Store interface {
+	// ListProvisions returns the tenant's provisions ordered by id.
+	ListProvisions(ctx context.Context, tenant contract.TenantSlot) ([]Provision, error)
+	// GetProvision returns one provision.
+	GetProvision(ctx context.Context, tenant contract.TenantSlot, id string) (Provision, error)
+	// CreateProvision stores p with version 1 and returns it as stored.
+	CreateProvision(ctx context.Context, tenant contract.TenantSlot, p Provision) (Provision, error)
+	// UpdateProvision replaces the provision p.ID if its stored version is
+	// ifVersion, storing it with version ifVersion+1, and returns it as stored.
+	UpdateProvision(ctx context.Context, tenant contract.TenantSlot, p Provision, ifVersion int64) (Provision, error)
+	// DeleteProvision deletes the provision if its stored version is ifVersion.
+	DeleteProvision(ctx context.Context, tenant contract.TenantSlot, id string, ifVersion int64) error
+
+	// ListContext returns the tenant's context entries ordered by ref.
+	ListContext(ctx context.Context, tenant contract.TenantSlot) ([]ContextEntry, error)
+	// GetContext returns one context entry.
+	GetContext(ctx context.Context, tenant contract.TenantSlot, ref string) (ContextEntry, error)
+	// CreateContext stores e with version 1 and returns it as stored.
+	CreateContext(ctx context.Context, tenant contract.TenantSlot, e ContextEntry) (ContextEntry, error)
+	// UpdateContext replaces e.Ref if its stored version is ifVersion.
+	UpdateContext(ctx context.Context, tenant contract.TenantSlot, e ContextEntry, ifVersion int64) (ContextEntry, error)
+	// DeleteContext deletes the entry if its stored version is ifVersion.
+	DeleteContext(ctx context.Context, tenant contract.TenantSlot, ref string, ifVersion int64) error
+
+	// MarkShimmed records that provision was shimmed into conversation and
+	// reports whether this call made the mark (false: it was already there).
+	MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error)
+	// Shimmed reports whether provision was shimmed into conversation.
+	Shimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string) (bool, error)
+
+	// AddReceipt stores a receipt (r.ID is unique per tenant).
+	AddReceipt(ctx context.Context, tenant contract.TenantSlot, r Receipt) error
+	// ListReceipts returns receipts newest first: at most limit of them, and
+	// only those with an id below before when before is not empty.
+	ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]Receipt, error)
+}
+
+// Store error codes.
+const (
+	CodeNotFound        = "not_found"
+	CodeVersionConflict = "version_conflict"
+	CodeExists          = "exists"
+)

@@ -1,0 +1,234 @@
+package shim
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Input bounds of tier 1.
+const (
+	MaxTriggerText = 64 << 10 // bytes of the last user message that triggers read
+	MaxRegexInput  = 4 << 10  // bytes of it that regex triggers read
+)
+
+// compiled is a provision ready to evaluate.
+type compiled struct {
+	p       Provision
+	builtin bool
+	anyKW   []int // keyword ids
+	allKW   []int
+	noneKW  []int
+	kwText  []string // keyword id -> text, for reasons
+	regex   []*regexp.Regexp
+	hasT1   bool
+	hasT2   bool
+	hasT3   bool
+}
+
+// keyword is one entry of the ruleset's keyword index: the words after the
+// first (for phrases) and the keyword id.
+type keyword struct {
+	id   int
+	rest []string
+}
+
+// ruleset is a tenant's provisions compiled for evaluation: ordered by
+// priority (high first) then id, with one keyword index for all of them so
+// a request's words are looked up once, not once per provision.
+type ruleset struct {
+	rules []*compiled
+	index map[string][]keyword
+	words []string // keyword id -> its text
+}
+
+func compile(tenant, builtin []Provision) *ruleset {
+	rs := &ruleset{index: map[string][]keyword{}}
+	seen := map[string]bool{}
+	add := func(p Provision, isBuiltin bool) {
+		c := &compiled{p: p, builtin: isBuiltin}
+		t := p.Triggers
+		if t.Keyword != nil {
+			c.anyKW = rs.keywords(t.Keyword.Any)
+			c.allKW = rs.keywords(t.Keyword.All)
+			c.noneKW = rs.keywords(t.Keyword.None)
+		}
+		for _, r := range t.Regex {
+			if re, err := regexp.Compile(r.Pattern); err == nil {
+				c.regex = append(c.regex, re)
+			}
+		}
+		c.hasT1 = len(c.anyKW)+len(c.allKW) > 0 || len(c.regex) > 0 || len(t.Path) > 0 || len(t.Tool) > 0
+		c.hasT2 = t.Semantic != nil && len(t.Semantic.Examples) > 0
+		c.hasT3 = t.Micromodel != nil
+		rs.rules = append(rs.rules, c)
+	}
+	for _, p := range tenant {
+		seen[p.ID] = true
+		add(p, false)
+	}
+	for _, p := range builtin {
+		if !seen[p.ID] {
+			p.SystemBuiltin = true
+			add(p, true)
+		}
+	}
+	slices.SortStableFunc(rs.rules, func(a, b *compiled) int {
+		if a.p.Priority != b.p.Priority {
+			return b.p.Priority - a.p.Priority
+		}
+		return strings.Compare(a.p.ID, b.p.ID)
+	})
+	return rs
+}
+
+func (rs *ruleset) keywords(ks []string) []int {
+	var ids []int
+	for _, k := range ks {
+		toks := tokens(strings.ToLower(k))
+		if len(toks) == 0 {
+			continue
+		}
+		id := len(rs.words)
+		rs.words = append(rs.words, k)
+		rs.index[toks[0]] = append(rs.index[toks[0]], keyword{id: id, rest: toks[1:]})
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// tokens splits lowered text into words: runs of letters, digits and "_".
+func tokens(s string) []string {
+	out := make([]string, 0, len(s)/6)
+	start := -1
+	for i := 0; i < len(s); {
+		c := s[i]
+		var word bool
+		size := 1
+		if c < utf8.RuneSelf {
+			word = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 'A' && c <= 'Z'
+		} else {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			size = n
+			word = unicode.IsLetter(r) || unicode.IsDigit(r)
+		}
+		if word {
+			if start < 0 {
+				start = i
+			}
+		} else if start >= 0 {
+			out = append(out, s[start:i])
+			start = -1
+		}
+		i += size
+	}
+	if start >= 0 {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// signals is what tier 1 reads from one request, computed once.
+type signals struct {
+	text  string   // last user text, bounded
+	hits  []bool   // keyword id -> present
+	tools []string // tools called in the conversation
+	paths []string
+}
+
+func (rs *ruleset) signals(text string, tools, paths []string) *signals {
+	if len(text) > MaxTriggerText {
+		text = text[:MaxTriggerText]
+	}
+	s := &signals{text: text, hits: make([]bool, len(rs.words)), tools: tools, paths: paths}
+	if len(rs.index) == 0 {
+		return s
+	}
+	toks := tokens(strings.ToLower(text))
+	for i, t := range toks {
+		ks, ok := rs.index[t]
+		if !ok {
+			continue
+		}
+	next:
+		for _, k := range ks {
+			if s.hits[k.id] || len(k.rest) > len(toks)-i-1 {
+				continue
+			}
+			for j, w := range k.rest {
+				if toks[i+1+j] != w {
+					continue next
+				}
+			}
+			s.hits[k.id] = true
+		}
+	}
+	return s
+}
+
+// vetoed reports whether a keyword.none word is present.
+func (c *compiled) vetoed(s *signals) bool {
+	for _, id := range c.noneKW {
+		if s.hits[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// tier1 reports whether the deterministic triggers hit, and which one.
+func (c *compiled) tier1(s *signals, words []string) (bool, string) {
+	if len(c.allKW) > 0 {
+		all := true
+		for _, id := range c.allKW {
+			if !s.hits[id] {
+				all = false
+				break
+			}
+		}
+		if all && len(c.anyKW) == 0 {
+			return true, "keyword:" + words[c.allKW[0]]
+		}
+		if all {
+			for _, id := range c.anyKW {
+				if s.hits[id] {
+					return true, "keyword:" + words[id]
+				}
+			}
+		}
+	} else {
+		for _, id := range c.anyKW {
+			if s.hits[id] {
+				return true, "keyword:" + words[id]
+			}
+		}
+	}
+	if len(c.regex) > 0 {
+		in := s.text
+		if len(in) > MaxRegexInput {
+			in = in[:MaxRegexInput]
+		}
+		for _, re := range c.regex {
+			if re.MatchString(in) {
+				return true, "regex:" + re.String()
+			}
+		}
+	}
+	for _, g := range c.p.Triggers.Path {
+		for _, p := range s.paths {
+			if globMatch(g, p) {
+				return true, "path:" + p
+			}
+		}
+	}
+	for _, t := range c.p.Triggers.Tool {
+		for _, u := range s.tools {
+			if strings.EqualFold(t, u) {
+				return true, "tool:" + u
+			}
+		}
+	}
+	return false, ""
+}

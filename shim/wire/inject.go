@@ -1,0 +1,154 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Inject returns body with text added where DESIGN §7 places shimmed
+// context: chat completions get a system message and responses a developer
+// message right before the last user message; Anthropic messages get a text
+// block at the start of the last user message (after any tool_result blocks,
+// which the API requires first). Every other byte of body is unchanged.
+func Inject(p Protocol, body []byte, text string) ([]byte, error) {
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("wire: request body is not valid JSON")
+	}
+	top, err := objectMembers(body, span{0, len(body)})
+	if err != nil {
+		return nil, err
+	}
+	quoted := quote(text)
+	switch p {
+	case ChatCompletions:
+		msgs, ok := find(top, "messages")
+		if !ok {
+			return nil, fmt.Errorf("wire: field messages is required")
+		}
+		ins := append(append([]byte(`{"role":"system","content":`), quoted...), '}')
+		return insertBeforeLastUser(body, msgs, ins, func(el []byte) bool { return roleOf(el) == "user" })
+	case Responses:
+		in, ok := find(top, "input")
+		if !ok {
+			return nil, fmt.Errorf("wire: field input is required")
+		}
+		if body[in.Start] == '"' {
+			var b bytes.Buffer
+			b.WriteString(`[{"role":"developer","content":`)
+			b.Write(quoted)
+			b.WriteString(`},{"role":"user","content":`)
+			b.Write(body[in.Start:in.End])
+			b.WriteString(`}]`)
+			return splice(body, in, b.Bytes()), nil
+		}
+		ins := append(append([]byte(`{"type":"message","role":"developer","content":`), quoted...), '}')
+		return insertBeforeLastUser(body, in, ins, isResponsesUserMessage)
+	case Messages:
+		msgs, ok := find(top, "messages")
+		if !ok {
+			return nil, fmt.Errorf("wire: field messages is required")
+		}
+		els, err := arrayElements(body, msgs)
+		if err != nil {
+			return nil, err
+		}
+		block := append(append([]byte(`{"type":"text","text":`), quoted...), '}')
+		for i := len(els) - 1; i >= 0; i-- {
+			if roleOf(body[els[i].Start:els[i].End]) != "user" {
+				continue
+			}
+			ms, err := objectMembers(body, els[i])
+			if err != nil {
+				return nil, err
+			}
+			content, ok := find(ms, "content")
+			if !ok {
+				return nil, fmt.Errorf("wire: messages[%d].content is required", i)
+			}
+			if body[content.Start] == '"' {
+				var b bytes.Buffer
+				b.WriteString(`[`)
+				b.Write(block)
+				b.WriteString(`,{"type":"text","text":`)
+				b.Write(body[content.Start:content.End])
+				b.WriteString(`}]`)
+				return splice(body, content, b.Bytes()), nil
+			}
+			parts, err := arrayElements(body, content)
+			if err != nil {
+				return nil, fmt.Errorf("wire: messages[%d].content must be a string or an array", i)
+			}
+			at := 0
+			for at < len(parts) && typeOf(body[parts[at].Start:parts[at].End]) == "tool_result" {
+				at++
+			}
+			if at < len(parts) {
+				return insertAt(body, parts[at].Start, append(block, ',')), nil
+			}
+			if len(parts) == 0 {
+				return insertAt(body, bytes.IndexByte(body[content.Start:], '[')+content.Start+1, block), nil
+			}
+			return insertAt(body, parts[len(parts)-1].End, append([]byte{','}, block...)), nil
+		}
+		return nil, fmt.Errorf("wire: no user message to carry the context")
+	}
+	return nil, fmt.Errorf("wire: unknown protocol %q", p)
+}
+
+// insertBeforeLastUser inserts el before the last element of the array at
+// arr that isUser accepts, or appends it when there is none.
+func insertBeforeLastUser(body []byte, arr span, el []byte, isUser func([]byte) bool) ([]byte, error) {
+	els, err := arrayElements(body, arr)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(els) - 1; i >= 0; i-- {
+		if isUser(body[els[i].Start:els[i].End]) {
+			return insertAt(body, els[i].Start, append(el, ',')), nil
+		}
+	}
+	if len(els) == 0 {
+		open := bytes.IndexByte(body[arr.Start:], '[') + arr.Start
+		return insertAt(body, open+1, el), nil
+	}
+	return insertAt(body, els[len(els)-1].End, append([]byte{','}, el...)), nil
+}
+
+// memberString returns the string value of key in the object el, without
+// decoding the rest of it.
+func memberString(el []byte, key string) string {
+	ms, err := objectMembers(el, span{0, len(el)})
+	if err != nil {
+		return ""
+	}
+	v, ok := find(ms, key)
+	if !ok || el[v.Start] != '"' {
+		return ""
+	}
+	raw := el[v.Start:v.End]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+func roleOf(el []byte) string { return memberString(el, "role") }
+
+func typeOf(el []byte) string { return memberString(el, "type") }
+
+func isResponsesUserMessage(el []byte) bool {
+	t := typeOf(el)
+	return (t == "" || t == "message") && roleOf(el) == "user"
+}
+
+// quote encodes s as a JSON string without HTML escaping.
+func quote(s string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return bytes.TrimRight(b.Bytes(), "\n")
+}

@@ -1,0 +1,60 @@
+// Package wire reads and writes the three LLM wire formats the shim speaks:
+// OpenAI chat completions, OpenAI responses and Anthropic messages. It parses
+// only what rules need, edits request bodies as raw JSON so that fields it
+// does not know survive byte for byte, writes direct answers and error
+// envelopes the official SDKs parse, and reads server-sent events.
+package wire
+
+import "fmt"
+
+// Protocol is one of the three LLM wire formats.
+type Protocol string
+
+// Protocols.
+const (
+	ChatCompletions Protocol = "chat_completions" // POST /v1/chat/completions
+	Responses       Protocol = "responses"        // POST /v1/responses
+	Messages        Protocol = "messages"         // POST /v1/messages
+)
+
+// Protocols lists every protocol in order.
+var Protocols = []Protocol{ChatCompletions, Responses, Messages}
+
+// ParseProtocol accepts a protocol name or a short alias ("chat", "responses",
+// "messages", "anthropic"). It returns an error naming the value otherwise.
+func ParseProtocol(s string) (Protocol, error) {
+	switch s {
+	case "chat_completions", "chat", "chat.completions":
+		return ChatCompletions, nil
+	case "responses":
+		return Responses, nil
+	case "messages", "anthropic":
+		return Messages, nil
+	}
+	return "", fmt.Errorf("wire: unknown protocol %q (want chat, responses or messages)", s)
+}
+
+// Path is the upstream path of the protocol's endpoint.
+func (p Protocol) Path() string {
+	switch p {
+	case ChatCompletions:
+		return "/v1/chat/completions"
+	case Responses:
+		return "/v1/responses"
+	default:
+		return "/v1/messages"
+	}
+}
+
+// Provider names the configured upstream that serves p: "openai" or "anthropic".
+func (p Protocol) Provider() string {
+	if p == Messages {
+		return "anthropic"
+	}
+	return "openai"
+}
+
+// Valid reports whether p is a known protocol.
+func (p Protocol) Valid() bool {
+	return p == ChatCompletions || p == Responses || p == Messages
+}

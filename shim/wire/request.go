@@ -1,0 +1,467 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Message is one turn of a request, reduced to what rules read.
+type Message struct {
+	Role       string // "system", "developer", "user", "assistant", "tool"
+	Text       string // the text parts, joined with newlines
+	ToolCalls  []string
+	ToolResult bool // the turn carries a tool result rather than user text
+}
+
+// Request is what the shim reads from a request body. Raw is the body
+// itself; edits go through Inject so unknown fields survive.
+type Request struct {
+	Protocol Protocol
+	Model    string
+	Stream   bool
+	System   string // system prompt / instructions text, if any
+	Messages []Message
+	Tools    []string // tool names the request declares
+	Used     []string // tool names called in the conversation
+	Paths    []string // file paths named in tool arguments and the last user text
+	Raw      []byte
+}
+
+// LastUserText returns the text of the last user turn ("" when there is none).
+func (r *Request) LastUserText() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if m := r.Messages[i]; m.Role == "user" && !m.ToolResult {
+			return m.Text
+		}
+	}
+	return ""
+}
+
+// LastTurnIsUserText reports whether the final turn is a user message with
+// text (not a tool result): the only case a direct answer may be given.
+func (r *Request) LastTurnIsUserText() bool {
+	if len(r.Messages) == 0 {
+		return false
+	}
+	m := r.Messages[len(r.Messages)-1]
+	return m.Role == "user" && !m.ToolResult && strings.TrimSpace(m.Text) != ""
+}
+
+// AllText returns every message's text joined, for marker scans.
+func (r *Request) AllText() string {
+	var b strings.Builder
+	b.WriteString(r.System)
+	for _, m := range r.Messages {
+		b.WriteByte('\n')
+		b.WriteString(m.Text)
+	}
+	return b.String()
+}
+
+// Parse reads body as a request of protocol p. It returns an error naming
+// what is wrong when the body is not JSON, is not an object, or has a field
+// of the wrong type; it never panics on any input.
+func Parse(p Protocol, body []byte) (*Request, error) {
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("wire: request body is not valid JSON")
+	}
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return nil, fmt.Errorf("wire: request body must be a JSON object")
+	}
+	var (
+		r   *Request
+		err error
+	)
+	switch p {
+	case ChatCompletions:
+		r, err = parseChat(body)
+	case Responses:
+		r, err = parseResponses(body)
+	case Messages:
+		r, err = parseMessages(body)
+	default:
+		return nil, fmt.Errorf("wire: unknown protocol %q", p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Protocol = p
+	r.Raw = body
+	if r.Model == "" {
+		return nil, fmt.Errorf("wire: field model is required")
+	}
+	r.Paths = append(r.Paths, pathsInText(r.LastUserText())...)
+	r.Paths = dedupe(r.Paths)
+	r.Used = dedupe(r.Used)
+	return r, nil
+}
+
+// PeekModel returns the model field of a request body without a full parse
+// ("" when absent or not a string). It lets refusals come before anything else.
+func PeekModel(body []byte) string {
+	var m struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m.Model, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func typeErr(field string, err error) error {
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		f := te.Field
+		if f == "" {
+			f = field
+		}
+		return fmt.Errorf("wire: field %s: expected %s, got JSON %s", f, te.Type, te.Value)
+	}
+	return fmt.Errorf("wire: %s: %v", field, err)
+}
+
+// contentText reads a content value that is a string or an array of parts
+// with a "text" member. It reports whether any part is a tool result.
+func contentText(raw json.RawMessage, field string) (text string, toolResult bool, calls []string, paths []string, err error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false, nil, nil, nil
+	}
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", false, nil, nil, typeErr(field, err)
+		}
+		return text, false, nil, nil, nil
+	}
+	if raw[0] != '[' {
+		return "", false, nil, nil, fmt.Errorf("wire: field %s must be a string or an array of parts", field)
+	}
+	var parts []struct {
+		Type  string          `json:"type"`
+		Text  *string         `json:"text"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", false, nil, nil, typeErr(field, err)
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		switch p.Type {
+		case "tool_result", "function_call_output", "tool_call_output":
+			toolResult = true
+		case "tool_use", "server_tool_use":
+			if p.Name != "" {
+				calls = append(calls, p.Name)
+			}
+			paths = append(paths, pathsInArgs(p.Input)...)
+		}
+		if p.Text != nil && (p.Type == "" || strings.HasSuffix(p.Type, "text")) {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(*p.Text)
+		}
+	}
+	return b.String(), toolResult, calls, paths, nil
+}
+
+func parseChat(body []byte) (*Request, error) {
+	var in struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role      string          `json:"role"`
+			Content   json.RawMessage `json:"content"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, typeErr("body", err)
+	}
+	if in.Messages == nil {
+		return nil, fmt.Errorf("wire: field messages is required")
+	}
+	r := &Request{Model: in.Model, Stream: in.Stream}
+	for i, m := range in.Messages {
+		text, tr, calls, paths, err := contentText(m.Content, fmt.Sprintf("messages[%d].content", i))
+		if err != nil {
+			return nil, err
+		}
+		msg := Message{Role: m.Role, Text: text, ToolResult: tr || m.Role == "tool", ToolCalls: calls}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, tc.Function.Name)
+			paths = append(paths, pathsInArgs(json.RawMessage(tc.Function.Arguments))...)
+		}
+		r.Used = append(r.Used, msg.ToolCalls...)
+		r.Paths = append(r.Paths, paths...)
+		if m.Role == "system" || m.Role == "developer" {
+			r.System = joinText(r.System, text)
+		}
+		r.Messages = append(r.Messages, msg)
+	}
+	for _, t := range in.Tools {
+		if t.Function.Name != "" {
+			r.Tools = append(r.Tools, t.Function.Name)
+		}
+	}
+	return r, nil
+}
+
+func parseResponses(body []byte) (*Request, error) {
+	var in struct {
+		Model        string          `json:"model"`
+		Stream       bool            `json:"stream"`
+		Instructions *string         `json:"instructions"`
+		Input        json.RawMessage `json:"input"`
+		Tools        []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, typeErr("body", err)
+	}
+	r := &Request{Model: in.Model, Stream: in.Stream}
+	if in.Instructions != nil {
+		r.System = *in.Instructions
+	}
+	for _, t := range in.Tools {
+		name := t.Name
+		if name == "" {
+			name = t.Type
+		}
+		if name != "" {
+			r.Tools = append(r.Tools, name)
+		}
+	}
+	input := bytes.TrimSpace(in.Input)
+	switch {
+	case len(input) == 0 || string(input) == "null":
+		return nil, fmt.Errorf("wire: field input is required")
+	case input[0] == '"':
+		var s string
+		if err := json.Unmarshal(input, &s); err != nil {
+			return nil, typeErr("input", err)
+		}
+		r.Messages = []Message{{Role: "user", Text: s}}
+		return r, nil
+	case input[0] != '[':
+		return nil, fmt.Errorf("wire: field input must be a string or an array of items")
+	}
+	var items []struct {
+		Type      string          `json:"type"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		Name      string          `json:"name"`
+		Arguments string          `json:"arguments"`
+	}
+	if err := json.Unmarshal(input, &items); err != nil {
+		return nil, typeErr("input", err)
+	}
+	for i, it := range items {
+		switch {
+		case it.Type == "function_call" || it.Type == "custom_tool_call":
+			r.Used = append(r.Used, it.Name)
+			r.Paths = append(r.Paths, pathsInArgs(json.RawMessage(it.Arguments))...)
+			r.Messages = append(r.Messages, Message{Role: "assistant", ToolCalls: []string{it.Name}})
+		case strings.HasSuffix(it.Type, "_output"):
+			r.Messages = append(r.Messages, Message{Role: "user", ToolResult: true})
+		case it.Type == "" || it.Type == "message":
+			text, tr, calls, paths, err := contentText(it.Content, fmt.Sprintf("input[%d].content", i))
+			if err != nil {
+				return nil, err
+			}
+			r.Paths = append(r.Paths, paths...)
+			if it.Role == "system" || it.Role == "developer" {
+				r.System = joinText(r.System, text)
+			}
+			r.Messages = append(r.Messages, Message{Role: it.Role, Text: text, ToolResult: tr, ToolCalls: calls})
+		default: // reasoning, web search calls, ...: not a user turn
+			r.Messages = append(r.Messages, Message{Role: "assistant"})
+		}
+	}
+	return r, nil
+}
+
+func parseMessages(body []byte) (*Request, error) {
+	var in struct {
+		Model    string          `json:"model"`
+		Stream   bool            `json:"stream"`
+		System   json.RawMessage `json:"system"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, typeErr("body", err)
+	}
+	if in.Messages == nil {
+		return nil, fmt.Errorf("wire: field messages is required")
+	}
+	r := &Request{Model: in.Model, Stream: in.Stream}
+	sys, _, _, _, err := contentText(in.System, "system")
+	if err != nil {
+		return nil, err
+	}
+	r.System = sys
+	for i, m := range in.Messages {
+		text, tr, calls, paths, err := contentText(m.Content, fmt.Sprintf("messages[%d].content", i))
+		if err != nil {
+			return nil, err
+		}
+		r.Used = append(r.Used, calls...)
+		r.Paths = append(r.Paths, paths...)
+		r.Messages = append(r.Messages, Message{Role: m.Role, Text: text, ToolResult: tr, ToolCalls: calls})
+	}
+	for _, t := range in.Tools {
+		if t.Name != "" {
+			r.Tools = append(r.Tools, t.Name)
+		}
+	}
+	return r, nil
+}
+
+func joinText(a, b string) string {
+	if a == "" {
+		return b
+	}
+	if b == "" {
+		return a
+	}
+	return a + "\n" + b
+}
+
+// pathKeys are argument names whose string values are file paths.
+var pathKeys = map[string]bool{
+	"path": true, "file_path": true, "filePath": true, "filepath": true, "file": true,
+	"filename": true, "notebook_path": true, "target_file": true, "paths": true, "files": true,
+}
+
+// pathsInArgs reads a tool call's arguments (a JSON object, possibly given as
+// a JSON-encoded string) and returns the values of path-like keys.
+func pathsInArgs(raw json.RawMessage) []string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(raw, &args) != nil {
+		return nil
+	}
+	var out []string
+	for k, v := range args {
+		if !pathKeys[k] {
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil && s != "" {
+			out = append(out, s)
+			continue
+		}
+		var ss []string
+		if json.Unmarshal(v, &ss) == nil {
+			out = append(out, ss...)
+		}
+	}
+	return out
+}
+
+// maxPathScan bounds how much prose is scanned for paths.
+const maxPathScan = 16 << 10
+
+// pathsInText finds path-like tokens in prose: a token (split at spaces,
+// quotes, brackets and commas) with a slash, or a name with a short
+// extension ("main.go").
+func pathsInText(s string) []string {
+	if len(s) > maxPathScan {
+		s = s[:maxPathScan]
+	}
+	var out []string
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && !pathBreak(s[i]) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			if tok := strings.TrimRight(s[start:i], ".:;!?"); looksLikePath(tok) {
+				out = append(out, tok)
+				if len(out) == 64 {
+					return out
+				}
+			}
+			start = -1
+		}
+	}
+	return out
+}
+
+func pathBreak(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '"', '\'', '`', '(', ')', '[', ']', '{', '}', '<', '>', ',', '|':
+		return true
+	}
+	return false
+}
+
+func looksLikePath(t string) bool {
+	if len(t) < 3 || len(t) > 512 || strings.Contains(t, "://") {
+		return false
+	}
+	if strings.IndexByte(t, '/') >= 0 {
+		return true
+	}
+	dot := strings.LastIndexByte(t, '.')
+	if dot <= 0 || len(t)-dot-1 < 1 || len(t)-dot-1 > 8 {
+		return false
+	}
+	ext := t[dot+1:]
+	if ext[0] < 'a' || ext[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(ext); i++ {
+		c := ext[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+func dedupe(xs []string) []string {
+	if len(xs) < 2 {
+		return xs
+	}
+	seen := make(map[string]bool, len(xs))
+	out := xs[:0]
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
