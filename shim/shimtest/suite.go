@@ -305,9 +305,9 @@ func testReceipts(t *testing.T, s shim.Store) {
 	for i, id := range ids {
 		r := shim.Receipt{ID: id, At: "2026-11-29T20:00:00Z", Tenant: tenantA, Subject: "usr_0123456789abcdef", Protocol: "messages",
 			Model: "claude-x", Decision: shim.DecisionForward, Evaluated: i,
-			Fired:   []shim.Fired{{ID: "P", Version: 1, Action: shim.ActionShim, Tier: 2, Reason: "semantic:0.9", Confidence: &conf}},
-			Skipped: []shim.Skipped{{ID: "Q", Version: 3, Reason: "once_per_conversation:ledger"}},
-			Shimmed: []shim.Shimmed{{Provision: "P", Ref: "verb:x", Version: 1, SHA256: contract.SHA256([]byte("x")), Chars: 1}},
+			Fired:         []shim.Fired{{ID: "P", Version: 1, Action: shim.ActionShim, Tier: 2, Reason: "semantic:0.9", Confidence: &conf}},
+			Skipped:       []shim.Skipped{{ID: "Q", Version: 3, Reason: "once_per_conversation:ledger"}},
+			Shimmed:       []shim.Shimmed{{Provision: "P", Ref: "verb:x", Version: 1, SHA256: contract.SHA256([]byte("x")), Chars: 1}},
 			RequestSHA256: contract.SHA256([]byte("a")), OverheadMicros: 12}
 		if err := s.AddReceipt(ctx, tenantA, r); err != nil {
 			t.Fatal(err)
