@@ -1,0 +1,160 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"go.yaml.in/yaml/v3"
+)
+
+// ApplyItem is the result of applying one provision or context entry.
+type ApplyItem struct {
+	Kind    string `json:"kind"` // "provision" or "context"
+	ID      string `json:"id"`   // provision id or context ref
+	Result  string `json:"result"`
+	Version int64  `json:"version,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Code    string `json:"code,omitempty"`
+}
+
+// ApplyReport lists what Apply did, item by item.
+type ApplyReport struct {
+	Items []ApplyItem `json:"items"`
+}
+
+// Failed reports how many items were not applied.
+func (r ApplyReport) Failed() int {
+	n := 0
+	for _, it := range r.Items {
+		if it.Result == "failed" {
+			n++
+		}
+	}
+	return n
+}
+
+// Apply creates or updates provisions and context entries from a YAML or
+// JSON document (`caduceus shim provisions apply FILE`): one provision, a
+// list of provisions, or {provisions: [...], context: [...]}. Context
+// entries go first. An item without a version updates whatever version is
+// stored (still one CAS write); an item with one updates only that version.
+// Each item is authorized and validated like CreateProvision /
+// UpdateProvision and reported on its own. The error is invalid only when
+// doc is not a document of that shape.
+func (s *Service) Apply(ctx context.Context, caller contract.Caller, attested string, doc []byte) (ApplyReport, error) {
+	provs, entries, err := DecodeBundle(doc)
+	if err != nil {
+		return ApplyReport{}, err
+	}
+	rep := ApplyReport{Items: []ApplyItem{}}
+	for _, raw := range entries {
+		var head struct {
+			Ref     string `json:"ref"`
+			Version int64  `json:"version"`
+		}
+		_ = json.Unmarshal(raw, &head)
+		it := ApplyItem{Kind: "context", ID: head.Ref}
+		v := head.Version
+		if v == 0 {
+			if cur, err := s.GetContext(ctx, caller, head.Ref); err == nil {
+				v = cur.Version
+			}
+		}
+		var e ContextEntry
+		if v == 0 {
+			e, err = s.CreateContext(ctx, caller, attested, raw)
+			it.Result = "created"
+		} else {
+			e, err = s.UpdateContext(ctx, caller, attested, head.Ref, v, raw)
+			it.Result = "updated"
+		}
+		rep.Items = append(rep.Items, done(it, e.Version, err))
+	}
+	for _, raw := range provs {
+		var head struct {
+			ID      string `json:"id"`
+			Version int64  `json:"version"`
+		}
+		_ = json.Unmarshal(raw, &head)
+		it := ApplyItem{Kind: "provision", ID: head.ID}
+		v := head.Version
+		if v == 0 {
+			if cur, err := s.GetProvision(ctx, caller, head.ID); err == nil {
+				v = cur.Version
+			}
+		}
+		var p Provision
+		if v == 0 {
+			p, err = s.CreateProvision(ctx, caller, attested, raw)
+			it.Result = "created"
+		} else {
+			p, err = s.UpdateProvision(ctx, caller, attested, head.ID, v, raw)
+			it.Result = "updated"
+		}
+		rep.Items = append(rep.Items, done(it, p.Version, err))
+	}
+	return rep, nil
+}
+
+func done(it ApplyItem, v int64, err error) ApplyItem {
+	if err != nil {
+		e := contract.AsError(err)
+		it.Result, it.Error, it.Code = "failed", e.Message, e.Code
+		return it
+	}
+	it.Version = v
+	return it
+}
+
+// DecodeBundle reads a YAML or JSON document of provisions and context
+// entries (see Apply) into one JSON object per item, unvalidated. It
+// returns an invalid *contract.Error when the document has another shape.
+func DecodeBundle(doc []byte) (provisions, entries []json.RawMessage, err error) {
+	var tree any
+	if err := yaml.Unmarshal(doc, &tree); err != nil {
+		return nil, nil, contract.Invalidf("bad_document", "shim: not YAML or JSON: %v", err)
+	}
+	b, err := json.Marshal(tree)
+	if err != nil {
+		return nil, nil, contract.Invalidf("bad_document", "shim: document cannot be JSON: %v", err)
+	}
+	b = bytes.TrimSpace(b)
+	split := func(field string, v json.RawMessage) ([]json.RawMessage, error) {
+		if len(v) == 0 || string(v) == "null" {
+			return nil, nil
+		}
+		var items []json.RawMessage
+		if err := json.Unmarshal(v, &items); err != nil {
+			return nil, contract.FieldError("/"+field, "bad_document", "field %s must be a list", field)
+		}
+		return items, nil
+	}
+	switch {
+	case len(b) > 0 && b[0] == '[':
+		provisions, err = split("(root)", b)
+		return provisions, nil, err
+	case len(b) > 0 && b[0] == '{':
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(b, &m)
+		if _, ok := m["id"]; ok {
+			return []json.RawMessage{b}, nil, nil
+		}
+		if _, ok := m["ref"]; ok {
+			return nil, []json.RawMessage{b}, nil
+		}
+		for k := range m {
+			if k != "provisions" && k != "context" {
+				return nil, nil, contract.FieldError("/"+k, "bad_document", "shim: unknown top-level field %q (want provisions, context)", k)
+			}
+		}
+		if provisions, err = split("provisions", m["provisions"]); err != nil {
+			return nil, nil, err
+		}
+		entries, err = split("context", m["context"])
+		return provisions, entries, err
+	}
+	return nil, nil, contract.Invalidf("bad_document", "shim: %s", fmt.Sprint("a document must be a provision, a list of them, or {provisions, context}"))
+}
