@@ -2,6 +2,7 @@ package shim
 
 import (
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"unicode"
@@ -23,6 +24,7 @@ type compiled struct {
 	noneKW  []int
 	kwText  []string // keyword id -> text, for reasons
 	regex   []*regexp.Regexp
+	reLit   []string // per regex: a lowered literal every match contains ("" if none)
 	hasT1   bool
 	hasT2   bool
 	hasT3   bool
@@ -58,6 +60,7 @@ func compile(tenant, builtin []Provision) *ruleset {
 		for _, r := range t.Regex {
 			if re, err := regexp.Compile(r.Pattern); err == nil {
 				c.regex = append(c.regex, re)
+				c.reLit = append(c.reLit, requiredLiteral(r.Pattern))
 			}
 		}
 		c.hasT1 = len(c.anyKW)+len(c.allKW) > 0 || len(c.regex) > 0 || len(t.Path) > 0 || len(t.Tool) > 0
@@ -136,6 +139,65 @@ type signals struct {
 	hits  []bool   // keyword id -> present
 	tools []string // tools called in the conversation
 	paths []string
+	fold  string // folded regex input, computed on first use
+	done  bool
+}
+
+// folded is the regex input lowered (with the long s folded to s, as RE2's
+// case folding does), for the literal prefilter.
+func (s *signals) folded(in string) string {
+	if !s.done {
+		s.fold = foldString(in)
+		s.done = true
+	}
+	return s.fold
+}
+
+func foldString(in string) string {
+	return strings.Map(func(r rune) rune {
+		if r == 'ſ' {
+			return 's'
+		}
+		return unicode.ToLower(r)
+	}, in)
+}
+
+// requiredLiteral returns a lowered literal (3 bytes or more) that every
+// match of pattern contains, or "" when there is none to rely on: the
+// longest literal among the top-level concatenation of the pattern.
+func requiredLiteral(pattern string) string {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	re = re.Simplify()
+	for re.Op == syntax.OpCapture && len(re.Sub) == 1 {
+		re = re.Sub[0]
+	}
+	best := ""
+	consider := func(r *syntax.Regexp) {
+		if r.Op != syntax.OpLiteral {
+			return
+		}
+		if lit := foldString(string(r.Rune)); len(lit) > len(best) {
+			best = lit
+		}
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		consider(re)
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			for sub.Op == syntax.OpCapture && len(sub.Sub) == 1 {
+				sub = sub.Sub[0]
+			}
+			consider(sub)
+		}
+	}
+	if len(best) < 3 {
+		return ""
+	}
+	return best
 }
 
 func (rs *ruleset) signals(text string, tools, paths []string) *signals {
@@ -210,7 +272,10 @@ func (c *compiled) tier1(s *signals, words []string) (bool, string) {
 		if len(in) > MaxRegexInput {
 			in = in[:MaxRegexInput]
 		}
-		for _, re := range c.regex {
+		for i, re := range c.regex {
+			if lit := c.reLit[i]; lit != "" && !strings.Contains(s.folded(in), lit) {
+				continue // the pattern needs a literal the text lacks
+			}
 			if re.MatchString(in) {
 				return true, "regex:" + re.String()
 			}

@@ -11,10 +11,8 @@ import (
 // message right before the last user message; Anthropic messages get a text
 // block at the start of the last user message (after any tool_result blocks,
 // which the API requires first). Every other byte of body is unchanged.
+// body must be a request Parse accepted.
 func Inject(p Protocol, body []byte, text string) ([]byte, error) {
-	if !json.Valid(body) {
-		return nil, fmt.Errorf("wire: request body is not valid JSON")
-	}
 	top, err := objectMembers(body, span{0, len(body)})
 	if err != nil {
 		return nil, err

@@ -64,10 +64,10 @@ func (r *Request) AllText() string {
 // what is wrong when the body is not JSON, is not an object, or has a field
 // of the wrong type; it never panics on any input.
 func Parse(p Protocol, body []byte) (*Request, error) {
-	if !json.Valid(body) {
-		return nil, fmt.Errorf("wire: request body is not valid JSON")
-	}
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		if !json.Valid(body) {
+			return nil, fmt.Errorf("wire: request body is not valid JSON")
+		}
 		return nil, fmt.Errorf("wire: request body must be a JSON object")
 	}
 	var (
@@ -101,20 +101,25 @@ func Parse(p Protocol, body []byte) (*Request, error) {
 // PeekModel returns the model field of a request body without a full parse
 // ("" when absent or not a string). It lets refusals come before anything else.
 func PeekModel(body []byte) string {
-	var m struct {
-		Model json.RawMessage `json:"model"`
+	ms, err := objectMembers(body, span{0, len(body)})
+	if err != nil {
+		return ""
 	}
-	if json.Unmarshal(body, &m) != nil {
+	v, ok := find(ms, "model")
+	if !ok || body[v.Start] != '"' {
 		return ""
 	}
 	var s string
-	if json.Unmarshal(m.Model, &s) != nil {
+	if json.Unmarshal(body[v.Start:v.End], &s) != nil {
 		return ""
 	}
 	return s
 }
 
 func typeErr(field string, err error) error {
+	if _, ok := err.(*json.SyntaxError); ok {
+		return fmt.Errorf("wire: request body is not valid JSON: %v", err)
+	}
 	if te, ok := err.(*json.UnmarshalTypeError); ok {
 		f := te.Field
 		if f == "" {
@@ -407,7 +412,11 @@ func pathsInText(s string) []string {
 			continue
 		}
 		if start >= 0 {
-			if tok := strings.TrimRight(s[start:i], ".:;!?"); looksLikePath(tok) {
+			tok := s[start:i]
+			for len(tok) > 0 && strings.IndexByte(".:;!?", tok[len(tok)-1]) >= 0 {
+				tok = tok[:len(tok)-1]
+			}
+			if looksLikePath(tok) {
 				out = append(out, tok)
 				if len(out) == 64 {
 					return out

@@ -1,0 +1,188 @@
+package shim_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimtest"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// sealLog seals every entry like a real log (schema check, canonical JSON,
+// hash chain) but keeps only the head, so long benchmarks do not grow.
+type sealLog struct {
+	mu   sync.Mutex
+	seq  int64
+	head string
+}
+
+func (l *sealLog) Append(_ context.Context, e audit.Entry) (audit.Record, error) {
+	if err := audit.Check(e); err != nil {
+		return audit.Record{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head == "" {
+		l.head = audit.Genesis
+	}
+	l.seq++
+	rec, err := audit.Seal(e, "evt_bench"+strconv.FormatInt(l.seq, 10), l.seq, l.head)
+	if err != nil {
+		return audit.Record{}, err
+	}
+	l.head = rec.Hash
+	return rec, nil
+}
+
+// benchStore drops receipts (the in-memory list would grow with b.N).
+type benchStore struct{ *shimtest.Memory }
+
+func (benchStore) AddReceipt(context.Context, contract.TenantSlot, shim.Receipt) error { return nil }
+
+// memTransport is an upstream that answers in memory, so the benchmarks
+// measure the proxy, not the network.
+type memTransport struct{ body []byte }
+
+func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(m.body)), Request: r}, nil
+}
+
+var upstreamReply = wire.DirectJSON(wire.ChatCompletions, wire.Direct{ID: "b", Model: "gpt-4o", Text: "ok", Created: 1})
+
+// request8K is an 8 KB chat completions request whose last user message
+// mentions "deploy" once.
+func request8K() []byte {
+	var words strings.Builder
+	for i := 0; words.Len() < 7600; i++ {
+		fmt.Fprintf(&words, "line %d of the build log shows the service compiled and tests passed. ", i)
+	}
+	text := words.String() + " now please deploy it"
+	body := fmt.Sprintf(`{"model":"gpt-4o","temperature":0.2,"messages":[{"role":"system","content":"You are a careful engineer."},{"role":"user","content":%q}]}`, text)
+	return []byte(body)
+}
+
+var benchCaller = callers["key-a"]
+
+func serve(b *testing.B, h http.Handler, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+	req = req.WithContext(contract.WithCaller(req.Context(), benchCaller))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 200 {
+		b.Fatalf("status %d: %s", w.Code, w.Body.Bytes())
+	}
+	return w
+}
+
+// BenchmarkPassThrough is the baseline: a bare proxy that reads the body,
+// sends it to the same in-memory upstream and copies the answer back.
+func BenchmarkPassThrough(b *testing.B) {
+	body := request8K()
+	client := &http.Client{Transport: memTransport{upstreamReply}}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, _ := io.ReadAll(r.Body)
+		ureq, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://upstream/v1/chat/completions", bytes.NewReader(in))
+		ureq.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(ureq)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	})
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		serve(b, h, body)
+	}
+}
+
+// BenchmarkTier1Inject1000 is the shim's handler on the same request with
+// 1,000 tier-1 provisions (keywords, some regex, path and tool triggers),
+// one of which fires and shims a context entry; receipts are sealed into
+// an audit chain. Compare ns/op with BenchmarkPassThrough; overhead-us-p50
+// is the shim's own processing time per request (X-Caduceus-Overhead-Us).
+func BenchmarkTier1Inject1000(b *testing.B) {
+	store := benchStore{shimtest.NewMemory()}
+	svc := shim.New(shim.Config{Store: store, Audit: &sealLog{},
+		Upstreams: map[string]shim.Upstream{"openai": {BaseURL: "http://upstream", APIKey: "k"}},
+		Client:    &http.Client{Transport: memTransport{upstreamReply}}})
+	ctx := b.Context()
+	if _, err := svc.CreateContext(ctx, benchCaller, "claude-code", []byte(`{"ref":"verb:deploy","kind":"verb","title":"Deploy","body":"Run make deploy-staging, then make deploy-prod."}`)); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 1000 {
+		trig := fmt.Sprintf(`"keyword":{"any":["kw%dalpha","term %d beta"]}`, i, i)
+		switch {
+		case i == 500:
+			trig = `"keyword":{"any":["deploy"]}`
+		case i%100 == 7:
+			trig = fmt.Sprintf(`"regex":[{"pattern":"(?i)\\bERR%04d\\b"}]`, i)
+		case i%50 == 3:
+			trig = fmt.Sprintf(`"path":["svc%d/**"]`, i)
+		case i%50 == 4:
+			trig = fmt.Sprintf(`"tool":["Tool%d"]`, i)
+		}
+		p := fmt.Sprintf(`{"id":"P%04d","priority":%d,"triggers":{%s},"action":"shim","context_refs":["verb:deploy"]}`, i, i%10, trig)
+		if _, err := svc.CreateProvision(ctx, benchCaller, "claude-code", []byte(p)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h := svc.Handler(wire.ChatCompletions)
+	body := request8K()
+	w := serve(b, h, body) // warm the rules cache
+	if w.Header().Get(shim.HeaderReceipt) == "" {
+		b.Fatal("no receipt")
+	}
+	var overhead []int
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		w := serve(b, h, body)
+		us, _ := strconv.Atoi(w.Header().Get(shim.HeaderOverhead))
+		overhead = append(overhead, us)
+	}
+	slices.Sort(overhead)
+	b.ReportMetric(float64(overhead[len(overhead)/2]), "overhead-us-p50")
+	b.ReportMetric(float64(overhead[len(overhead)*99/100]), "overhead-us-p99")
+}
+
+// BenchmarkDirectResponse answers a non-streaming request directly (no
+// upstream), from parallel clients; req/s is the figure.
+func BenchmarkDirectResponse(b *testing.B) {
+	svc := shim.New(shim.Config{Store: benchStore{shimtest.NewMemory()}, Audit: &sealLog{}})
+	if _, err := svc.CreateProvision(b.Context(), benchCaller, "claude-code",
+		[]byte(`{"id":"D","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)); err != nil {
+		b.Fatal(err)
+	}
+	h := svc.Handler(wire.ChatCompletions)
+	body := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"what is the refund policy?"}]}`)
+	serve(b, h, body)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			serve(b, h, body)
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
