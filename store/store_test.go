@@ -426,4 +426,3 @@ func TestKeys(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return sub != "" && strings.Contains(s, sub) }
-
