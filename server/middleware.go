@@ -100,17 +100,24 @@ func TokenFrom(r *http.Request) string {
 // authenticate resolves the caller of r. When the key id is known but the
 // key is refused, the caller is returned too (for the audit record).
 func (s *Server) authenticate(r *http.Request) (contract.Caller, error) {
-	if r.Header.Get("Sec-Fetch-Mode") == "navigate" {
-		return contract.Caller{}, errNavigation
-	}
+	navigate := r.Header.Get("Sec-Fetch-Mode") == "navigate"
 	tok := TokenFrom(r)
 	if tok == "" {
-		if r.Header.Get("Cookie") != "" {
+		switch {
+		case navigate:
+			return contract.Caller{}, errNavigation
+		case r.Header.Get("Cookie") != "":
 			return contract.Caller{}, errCookieOnly
 		}
 		return contract.Caller{}, errNoKey
 	}
-	return s.cfg.Auth.Verify(r.Context(), tok)
+	caller, err := s.cfg.Auth.Verify(r.Context(), tok)
+	if err == nil && navigate {
+		// A browser navigation carrying a key is still refused, and recorded
+		// under the key's tenant.
+		return caller, errNavigation
+	}
+	return caller, err
 }
 
 // wrap turns a HandlerFunc into the http.Handler every authenticated route

@@ -46,9 +46,20 @@ func OpenSQLite(t testing.TB) *store.DB {
 	return db
 }
 
-// OpenPostgres creates a fresh schema on the server at dsn, opens a migrated
-// store whose search_path is that schema, and drops it when the test ends.
+// OpenPostgres opens a migrated store in a fresh schema (see FreshSchema).
 func OpenPostgres(t testing.TB, dsn string) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), FreshSchema(t, dsn), "")
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// FreshSchema creates a new schema on the server at dsn, drops it when the
+// test ends, and returns dsn with search_path set to it.
+func FreshSchema(t testing.TB, dsn string) string {
 	t.Helper()
 	var b [6]byte
 	rand.Read(b[:])
@@ -72,10 +83,5 @@ func OpenPostgres(t testing.TB, dsn string) *store.DB {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	db, err := store.Open(context.Background(), u.String(), "")
-	if err != nil {
-		t.Fatalf("open postgres: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return u.String()
 }
