@@ -1,0 +1,316 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+)
+
+// Shim is the shim gate's tables (migration 300_shim); it implements
+// shim.Store. Every statement filters on the tenant.
+type Shim struct{ db *DB }
+
+// Shim returns the store's shim tables.
+func (db *DB) Shim() *Shim { return &Shim{db: db} }
+
+var _ shim.Store = (*Shim)(nil)
+
+// shimTable describes one CAS-versioned document table.
+type shimTable struct {
+	name, key, what string
+}
+
+var (
+	provisionTable = shimTable{"shim_provisions", "id", "provision"}
+	contextTable   = shimTable{"shim_context", "ref", "context entry"}
+)
+
+func (t shimTable) list(ctx context.Context, db *DB, tenant contract.TenantSlot, each func(doc []byte, version int64) error) error {
+	rows, err := db.Query(ctx, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? ORDER BY `+t.key, string(tenant))
+	if err != nil {
+		return fmt.Errorf("store: list %s: %w", t.name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var doc string
+		var v int64
+		if err := rows.Scan(&doc, &v); err != nil {
+			return fmt.Errorf("store: list %s: %w", t.name, err)
+		}
+		if err := each([]byte(doc), v); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: list %s: %w", t.name, err)
+	}
+	return nil
+}
+
+func (t shimTable) get(ctx context.Context, db *DB, tenant contract.TenantSlot, key string) ([]byte, int64, error) {
+	var doc string
+	var v int64
+	err := db.QueryRow(ctx, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ?`, string(tenant), key).Scan(&doc, &v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, contract.NotFoundf(shim.CodeNotFound, "shim: no %s %q", t.what, key)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: get %s: %w", t.name, err)
+	}
+	return []byte(doc), v, nil
+}
+
+func (t shimTable) create(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, doc []byte) error {
+	_, err := db.Exec(ctx, `INSERT INTO `+t.name+` (tenant, `+t.key+`, version, doc, updated_at) VALUES (?, ?, 1, ?, ?)`,
+		string(tenant), key, string(doc), Micros(db.Now()))
+	if IsUniqueViolation(err) {
+		return contract.Conflictf(shim.CodeExists, "shim: %s %q exists", t.what, key)
+	}
+	if err != nil {
+		return fmt.Errorf("store: create %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// missOrConflict tells a not_found from a version conflict after a
+// conditional statement changed no row.
+func (t shimTable) missOrConflict(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, ifVersion int64) error {
+	_, v, err := t.get(ctx, db, tenant, key)
+	if err != nil {
+		return err
+	}
+	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.what, key, v, ifVersion)
+}
+
+func (t shimTable) update(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, doc []byte, ifVersion int64) error {
+	res, err := db.Exec(ctx, `UPDATE `+t.name+` SET doc = ?, version = version + 1, updated_at = ? WHERE tenant = ? AND `+t.key+` = ? AND version = ?`,
+		string(doc), Micros(db.Now()), string(tenant), key, ifVersion)
+	if err != nil {
+		return fmt.Errorf("store: update %s: %w", t.name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: update %s: %w", t.name, err)
+	} else if n == 0 {
+		return t.missOrConflict(ctx, db, tenant, key, ifVersion)
+	}
+	return nil
+}
+
+func (t shimTable) delete(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, ifVersion int64) error {
+	res, err := db.Exec(ctx, `DELETE FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ? AND version = ?`, string(tenant), key, ifVersion)
+	if err != nil {
+		return fmt.Errorf("store: delete %s: %w", t.name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: delete %s: %w", t.name, err)
+	} else if n == 0 {
+		return t.missOrConflict(ctx, db, tenant, key, ifVersion)
+	}
+	return nil
+}
+
+func decodeDoc[T any](doc []byte, what string) (T, error) {
+	var v T
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return v, fmt.Errorf("store: decode %s: %w", what, err)
+	}
+	return v, nil
+}
+
+func encodeDoc(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode: %w", err)
+	}
+	return b, nil
+}
+
+// ListProvisions implements shim.Store.
+func (s *Shim) ListProvisions(ctx context.Context, tenant contract.TenantSlot) ([]shim.Provision, error) {
+	out := []shim.Provision{}
+	err := provisionTable.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
+		p, err := decodeDoc[shim.Provision](doc, "provision")
+		p.Version = v
+		out = append(out, p)
+		return err
+	})
+	return out, err
+}
+
+// GetProvision implements shim.Store.
+func (s *Shim) GetProvision(ctx context.Context, tenant contract.TenantSlot, id string) (shim.Provision, error) {
+	doc, v, err := provisionTable.get(ctx, s.db, tenant, id)
+	if err != nil {
+		return shim.Provision{}, err
+	}
+	p, err := decodeDoc[shim.Provision](doc, "provision")
+	p.Version = v
+	return p, err
+}
+
+// CreateProvision implements shim.Store.
+func (s *Shim) CreateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision) (shim.Provision, error) {
+	p.Version = 1
+	doc, err := encodeDoc(p)
+	if err != nil {
+		return shim.Provision{}, err
+	}
+	if err := provisionTable.create(ctx, s.db, tenant, p.ID, doc); err != nil {
+		return shim.Provision{}, err
+	}
+	return p, nil
+}
+
+// UpdateProvision implements shim.Store.
+func (s *Shim) UpdateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision, ifVersion int64) (shim.Provision, error) {
+	p.Version = ifVersion + 1
+	doc, err := encodeDoc(p)
+	if err != nil {
+		return shim.Provision{}, err
+	}
+	if err := provisionTable.update(ctx, s.db, tenant, p.ID, doc, ifVersion); err != nil {
+		return shim.Provision{}, err
+	}
+	return p, nil
+}
+
+// DeleteProvision implements shim.Store.
+func (s *Shim) DeleteProvision(ctx context.Context, tenant contract.TenantSlot, id string, ifVersion int64) error {
+	return provisionTable.delete(ctx, s.db, tenant, id, ifVersion)
+}
+
+// ListContext implements shim.Store.
+func (s *Shim) ListContext(ctx context.Context, tenant contract.TenantSlot) ([]shim.ContextEntry, error) {
+	out := []shim.ContextEntry{}
+	err := contextTable.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
+		e, err := decodeDoc[shim.ContextEntry](doc, "context entry")
+		e.Version = v
+		out = append(out, e)
+		return err
+	})
+	return out, err
+}
+
+// GetContext implements shim.Store.
+func (s *Shim) GetContext(ctx context.Context, tenant contract.TenantSlot, ref string) (shim.ContextEntry, error) {
+	doc, v, err := contextTable.get(ctx, s.db, tenant, ref)
+	if err != nil {
+		return shim.ContextEntry{}, err
+	}
+	e, err := decodeDoc[shim.ContextEntry](doc, "context entry")
+	e.Version = v
+	return e, err
+}
+
+// CreateContext implements shim.Store.
+func (s *Shim) CreateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry) (shim.ContextEntry, error) {
+	e.Version = 1
+	doc, err := encodeDoc(e)
+	if err != nil {
+		return shim.ContextEntry{}, err
+	}
+	if err := contextTable.create(ctx, s.db, tenant, e.Ref, doc); err != nil {
+		return shim.ContextEntry{}, err
+	}
+	return e, nil
+}
+
+// UpdateContext implements shim.Store.
+func (s *Shim) UpdateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry, ifVersion int64) (shim.ContextEntry, error) {
+	e.Version = ifVersion + 1
+	doc, err := encodeDoc(e)
+	if err != nil {
+		return shim.ContextEntry{}, err
+	}
+	if err := contextTable.update(ctx, s.db, tenant, e.Ref, doc, ifVersion); err != nil {
+		return shim.ContextEntry{}, err
+	}
+	return e, nil
+}
+
+// DeleteContext implements shim.Store.
+func (s *Shim) DeleteContext(ctx context.Context, tenant contract.TenantSlot, ref string, ifVersion int64) error {
+	return contextTable.delete(ctx, s.db, tenant, ref, ifVersion)
+}
+
+// MarkShimmed implements shim.Store with one insert-if-absent.
+func (s *Shim) MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error) {
+	res, err := s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		string(tenant), conversation, provision, version, Micros(at))
+	if err != nil {
+		return false, fmt.Errorf("store: mark shimmed: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: mark shimmed: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Shimmed implements shim.Store.
+func (s *Shim) Shimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string) (bool, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM shim_ledger WHERE tenant = ? AND conversation = ? AND provision = ?`,
+		string(tenant), conversation, provision).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: shimmed: %w", err)
+	}
+	return n > 0, nil
+}
+
+// AddReceipt implements shim.Store.
+func (s *Shim) AddReceipt(ctx context.Context, tenant contract.TenantSlot, r shim.Receipt) error {
+	doc, err := encodeDoc(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc) VALUES (?, ?, ?, ?, ?)`,
+		string(tenant), r.ID, r.At, string(r.Decision), string(doc))
+	if IsUniqueViolation(err) {
+		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", r.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("store: add receipt: %w", err)
+	}
+	return nil
+}
+
+// ListReceipts implements shim.Store.
+func (s *Shim) ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]shim.Receipt, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	q := `SELECT doc FROM shim_receipts WHERE tenant = ? ORDER BY id DESC LIMIT ?`
+	args := []any{string(tenant), limit}
+	if before != "" {
+		q = `SELECT doc FROM shim_receipts WHERE tenant = ? AND id < ? ORDER BY id DESC LIMIT ?`
+		args = []any{string(tenant), before, limit}
+	}
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list receipts: %w", err)
+	}
+	defer rows.Close()
+	out := []shim.Receipt{}
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return nil, fmt.Errorf("store: list receipts: %w", err)
+		}
+		r, err := decodeDoc[shim.Receipt]([]byte(doc), "receipt")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list receipts: %w", err)
+	}
+	return out, nil
+}
