@@ -18,8 +18,10 @@ import (
 // maxStmts nothing more is cached.
 type stmtCache struct {
 	mu      sync.Mutex
-	m       map[string]*sql.Stmt
-	pending map[string]bool
+	m         map[string]*sql.Stmt
+	pending   map[string]bool
+	preparing bool
+	closed    bool
 }
 
 const maxStmts = 256
@@ -30,7 +32,7 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 	if st, ok := c.m[query]; ok {
 		return st
 	}
-	if len(c.m)+len(c.pending) < maxStmts {
+	if !c.closed && len(c.m)+len(c.pending) < maxStmts {
 		if c.pending == nil {
 			c.pending = map[string]bool{}
 		}
@@ -39,28 +41,52 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 	return nil
 }
 
-// preparePending prepares the queries seen since the last call. It must run
-// when no transaction holds the writer.
+// preparePending prepares, in the background, the queries seen since the
+// last call. Preparing needs the writer connection, which the next
+// transaction may already hold, so it never runs under c.mu and never
+// delays the caller.
 func (c *stmtCache) preparePending(ctx context.Context, db *sql.DB) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.pending) == 0 {
+	if c.preparing || c.closed || len(c.pending) == 0 {
+		c.mu.Unlock()
 		return
 	}
-	if c.m == nil {
-		c.m = map[string]*sql.Stmt{}
-	}
+	queries := make([]string, 0, len(c.pending))
 	for q := range c.pending {
-		if st, err := db.PrepareContext(ctx, q); err == nil {
+		queries = append(queries, q)
+	}
+	c.preparing = true
+	c.mu.Unlock()
+	go func() {
+		prepared := map[string]*sql.Stmt{}
+		for _, q := range queries {
+			if st, err := db.PrepareContext(ctx, q); err == nil {
+				prepared[q] = st
+			}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.preparing = false
+		if c.m == nil {
+			c.m = map[string]*sql.Stmt{}
+		}
+		for _, q := range queries {
+			delete(c.pending, q)
+		}
+		for q, st := range prepared {
+			if c.closed {
+				st.Close()
+				continue
+			}
 			c.m[q] = st
 		}
-		delete(c.pending, q)
-	}
+	}()
 }
 
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	for _, st := range c.m {
 		st.Close()
 	}
