@@ -17,7 +17,7 @@ import (
 // are the package's own constants plus a bounded set of built ones; past
 // maxStmts nothing more is cached.
 type stmtCache struct {
-	mu      sync.Mutex
+	mu        sync.Mutex
 	m         map[string]*sql.Stmt
 	pending   map[string]bool
 	preparing bool
