@@ -351,10 +351,11 @@ func (s *Service) evaluate(ctx context.Context, tx Tx, req Request) (Response, [
 	}
 
 	// Guarded gates, bypassable by override.
-	var bypassed []string
+	var bypassed, bypassedWhy []string
 	gate := func(code, field, format string, args ...any) {
 		if req.Override {
 			bypassed = append(bypassed, code)
+			bypassedWhy = append(bypassedWhy, code+" ("+fmt.Sprintf(format, args...)+")")
 			return
 		}
 		fail(code, field, format, args...)
@@ -379,7 +380,7 @@ func (s *Service) evaluate(ctx context.Context, tx Tx, req Request) (Response, [
 	if req.Override {
 		msg := "override requested; no gate needed bypassing"
 		if len(bypassed) > 0 {
-			msg = "override bypassed: " + strings.Join(bypassed, ", ")
+			msg = "override bypassed: " + strings.Join(bypassedWhy, "; ")
 		}
 		resp.Warnings = append([]Issue{{Code: CodeOverride, Message: msg, Bypassed: bypassed}}, resp.Warnings...)
 	}
