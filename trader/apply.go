@@ -47,10 +47,8 @@ func (s *Service) Apply(ctx context.Context, caller contract.Caller, raw []byte)
 		RequestSHA256: contract.SHA256(raw), RequestBytes: len(raw),
 		ReceivedAt: stamp(s.now()),
 	}
-	if len(raw) <= MaxRequestBytes {
-		if canon, err := contract.CanonicalJSON(json.RawMessage(raw)); err == nil {
-			att.Request = canon
-		}
+	if len(raw) <= MaxRequestBytes && json.Valid(raw) {
+		att.Request = json.RawMessage(raw)
 	}
 	req, issues := ParseRequest(raw)
 	if len(issues) == 0 && req.RiskMode != "" && !s.knownRiskMode(req.RiskMode) {

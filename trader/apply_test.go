@@ -26,7 +26,9 @@ type applyCase struct {
 	check    func(t *testing.T, e *env, r trader.Response)
 }
 
-func pausedA(t *testing.T, e *env) { e.set(t, sA, func(s *trader.Strategy) { s.Status = trader.StatusPaused }) }
+func pausedA(t *testing.T, e *env) {
+	e.set(t, sA, func(s *trader.Strategy) { s.Status = trader.StatusPaused })
+}
 
 func applyCases() []applyCase {
 	var cases []applyCase

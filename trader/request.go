@@ -266,9 +266,12 @@ func clip(s string, n int) string {
 }
 
 // fingerprint is the idempotency fingerprint of a request: the digest of the
-// canonical JSON of every field but dry_run and requested_at, which describe
-// the attempt, not the decision. A dry run of an applied decision is thus a
-// replay, and a retry that restamps requested_at is not a conflict.
+// JSON encoding of the parsed Request (fixed field order, numbers in Go's
+// shortest form, absent and null optional fields alike) without dry_run and
+// requested_at, which describe the attempt, not the decision. Field order,
+// whitespace and number spelling in the body do not matter; a dry run of an
+// applied decision is a replay, and a retry that restamps requested_at is
+// not a conflict.
 func fingerprint(req Request) (string, error) {
 	req.DryRun = false
 	req.RequestedAt = ""
@@ -276,11 +279,7 @@ func fingerprint(req Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	canon, err := contract.CanonicalJSON(json.RawMessage(b))
-	if err != nil {
-		return "", err
-	}
-	return contract.SHA256(canon), nil
+	return contract.SHA256(b), nil
 }
 
 // confidenceOf parses a JSON number literal and reports whether it is, read

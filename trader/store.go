@@ -147,8 +147,8 @@ type Attempt struct {
 	Override   bool              `json:"override"`
 	Identity   contract.Identity `json:"identity"`
 	KeyID      string            `json:"key_id,omitempty"`
-	// Request is the request as received, in canonical JSON, when it was
-	// JSON within the size limit; RequestSHA256 and RequestBytes describe
+	// Request is the request as received when it was JSON within the size
+	// limit (stores may compact it); RequestSHA256 and RequestBytes describe
 	// the raw body always.
 	Request       json.RawMessage `json:"request,omitempty"`
 	RequestSHA256 string          `json:"request_sha256"`

@@ -498,7 +498,10 @@ func testRollback(t *testing.T, open Open) {
 		t.Errorf("%d audit records after rollback, want 0", n)
 	}
 	// The chain continues cleanly after a rolled-back append.
-	tx(t, st, T1, func(ctx context.Context, tx trader.Tx) error { _, err := tx.AppendAudit(ctx, entry(caller, "after")); return err })
+	tx(t, st, T1, func(ctx context.Context, tx trader.Tx) error {
+		_, err := tx.AppendAudit(ctx, entry(caller, "after"))
+		return err
+	})
 	verify(t, src)
 }
 
@@ -520,7 +523,10 @@ func testAudit(t *testing.T, open Open) {
 			return err
 		})
 	}
-	tx(t, st, T2, func(ctx context.Context, tx trader.Tx) error { _, err := tx.AppendAudit(ctx, entry(c2, "t2")); return err })
+	tx(t, st, T2, func(ctx context.Context, tx trader.Tx) error {
+		_, err := tx.AppendAudit(ctx, entry(c2, "t2"))
+		return err
+	})
 	for i, r := range recs {
 		if r.Seq != int64(i+1) || r.ID == "" || !contract.ValidSHA256(r.Hash) {
 			t.Errorf("record %d: seq=%d id=%q hash=%q", i, r.Seq, r.ID, r.Hash)
