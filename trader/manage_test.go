@@ -54,7 +54,10 @@ func TestPutStrategy(t *testing.T) {
 		{"no name", func(s *trader.Strategy) { s.Name = "" }, 1, contract.KindInvalid, trader.CodeInvalidField},
 		{"bad account", func(s *trader.Strategy) { s.AccountID = "a:b" }, 1, contract.KindInvalid, trader.CodeInvalidField},
 		{"missing with If-Match", func(s *trader.Strategy) { s.ID = "00000000-0000-4000-8000-000000000000" }, 3, contract.KindConflict, "revision_mismatch"},
-		{"second current", func(s *trader.Strategy) { s.ID = sB; s.AccountID, s.MarketSymbol = tradertest.Account, tradertest.Market }, 1, contract.KindConflict, "concern_has_current"},
+		{"second current", func(s *trader.Strategy) {
+			s.ID = sB
+			s.AccountID, s.MarketSymbol = tradertest.Account, tradertest.Market
+		}, 1, contract.KindConflict, "concern_has_current"},
 	} {
 		st := newStrategy()
 		if c.edit != nil {
