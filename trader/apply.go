@@ -176,6 +176,15 @@ type change struct{ before, after Strategy }
 // decide runs one decision inside tx. partial receives the response as far
 // as it got, for a failure to report.
 func (s *Service) decide(ctx context.Context, tx Tx, caller contract.Caller, req Request, fp string, att Attempt, partial *Response) (Response, error) {
+	// Lock the concern first: decisions on one concern then run one after
+	// the other, each on what the previous one committed, in every process.
+	var cs concernState
+	if _, _, ok := SplitConcernID(req.ConcernID); ok {
+		var err error
+		if cs.concern, cs.found, err = tx.LockConcern(ctx, req.ConcernID); err != nil {
+			return Response{}, err
+		}
+	}
 	prev, found, err := tx.LookupDecision(ctx, req.DecisionID)
 	if err != nil {
 		return Response{}, err
@@ -195,7 +204,7 @@ func (s *Service) decide(ctx context.Context, tx Tx, caller contract.Caller, req
 		return resp, s.record(ctx, tx, caller, att, resp)
 	}
 
-	resp, changes, err := s.evaluate(ctx, tx, req)
+	resp, changes, err := s.evaluate(ctx, tx, req, cs)
 	*partial = resp
 	if err != nil {
 		return Response{}, err
@@ -251,7 +260,13 @@ func (s *Service) saveDecision(ctx context.Context, tx Tx, caller contract.Calle
 // evaluate computes the validation map, the gates, and the outcome of req
 // against the current state, without writing. The response's Status is
 // Applied when the change should (or, for a dry run, would) be applied.
-func (s *Service) evaluate(ctx context.Context, tx Tx, req Request) (Response, []change, error) {
+// concernState is the request's concern as LockConcern read it.
+type concernState struct {
+	concern Concern
+	found   bool
+}
+
+func (s *Service) evaluate(ctx context.Context, tx Tx, req Request, cs concernState) (Response, []change, error) {
 	resp := newResponse(req)
 	v := &resp.Validation
 	fail := func(code, field, format string, args ...any) {
@@ -260,14 +275,7 @@ func (s *Service) evaluate(ctx context.Context, tx Tx, req Request) (Response, [
 
 	// Concern, account, market.
 	account, market, okID := SplitConcernID(req.ConcernID)
-	var concern Concern
-	var concernFound bool
-	if okID {
-		var err error
-		if concern, concernFound, err = tx.Concern(ctx, req.ConcernID); err != nil {
-			return resp, nil, err
-		}
-	}
+	concern, concernFound := cs.concern, cs.found
 	v.ConcernMatch = okID && account == req.AccountID && market == req.MarketSymbol && concernFound
 	switch {
 	case !okID || account != req.AccountID || market != req.MarketSymbol:

@@ -192,7 +192,7 @@ func (s *Service) importFile(ctx context.Context, caller contract.Caller, data [
 		res, refusal = ImportResult{}, nil
 		now := stamp(s.now())
 		for _, fc := range f.Concerns {
-			old, ok, err := tx.Concern(ctx, fc.ConcernID)
+			old, ok, err := tx.LockConcern(ctx, fc.ConcernID)
 			switch {
 			case err != nil:
 				return err
@@ -212,6 +212,9 @@ func (s *Service) importFile(ctx context.Context, caller contract.Caller, data [
 			}
 		}
 		for _, st := range wanted {
+			if err := ensureConcern(ctx, tx, st.ConcernID(), now); err != nil {
+				return err
+			}
 			old, ok, err := tx.Strategy(ctx, st.ID)
 			if err != nil {
 				return err
@@ -230,9 +233,6 @@ func (s *Service) importFile(ctx context.Context, caller contract.Caller, data [
 			if refusal != nil {
 				refusal = contract.FieldError("strategies", "concern_has_current", "%s", contract.AsError(refusal).Message)
 				return refusal
-			}
-			if err := ensureConcern(ctx, tx, st.ConcernID(), now); err != nil {
-				return err
 			}
 			st.UpdatedAt = now
 			if ok {

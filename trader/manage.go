@@ -75,6 +75,9 @@ func (s *Service) putStrategy(ctx context.Context, caller contract.Caller, st St
 	err := s.store.InTx(ctx, caller.Identity.TenantSlot, func(tx Tx) error {
 		refusal = nil
 		now := stamp(s.now())
+		if err := ensureConcern(ctx, tx, st.ConcernID(), now); err != nil {
+			return err
+		}
 		old, exists, err := tx.Strategy(ctx, st.ID)
 		if err != nil {
 			return err
@@ -97,9 +100,6 @@ func (s *Service) putStrategy(ctx context.Context, caller contract.Caller, st St
 		}
 		if refusal != nil {
 			return refusal
-		}
-		if err := ensureConcern(ctx, tx, st.ConcernID(), now); err != nil {
-			return err
 		}
 		st.UpdatedAt = now
 		if exists {
@@ -150,9 +150,9 @@ func (s *Service) checkCurrent(ctx context.Context, tx Tx, st Strategy) (error, 
 	return nil, nil
 }
 
-// ensureConcern creates a healthy concern if it does not exist.
+// ensureConcern locks the concern, creating it healthy if it does not exist.
 func ensureConcern(ctx context.Context, tx Tx, id string, now time.Time) error {
-	_, ok, err := tx.Concern(ctx, id)
+	_, ok, err := tx.LockConcern(ctx, id)
 	if err != nil || ok {
 		return err
 	}
@@ -185,7 +185,7 @@ func (s *Service) putConcern(ctx context.Context, caller contract.Caller, c Conc
 	err := s.store.InTx(ctx, caller.Identity.TenantSlot, func(tx Tx) error {
 		refusal = nil
 		now := stamp(s.now())
-		old, exists, err := tx.Concern(ctx, c.ConcernID)
+		old, exists, err := tx.LockConcern(ctx, c.ConcernID)
 		if err != nil {
 			return err
 		}

@@ -60,6 +60,13 @@ type Tx interface {
 
 	// Concern returns a concern by id; ok is false when there is none.
 	Concern(ctx context.Context, id string) (c Concern, ok bool, err error)
+	// LockConcern is Concern, and locks the concern's row until the
+	// transaction ends (SELECT ... FOR UPDATE on Postgres; a SQLite write
+	// transaction holds the database lock already), so that writers of one
+	// concern's decisions and strategies run one after the other and each
+	// sees what the previous one committed. ok is false, and nothing is
+	// locked, when there is no such concern.
+	LockConcern(ctx context.Context, id string) (c Concern, ok bool, err error)
 	// Concerns returns every concern of the tenant, ordered by concern_id.
 	Concerns(ctx context.Context) ([]Concern, error)
 	// InsertConcern inserts c (Revision 1). ErrConflict when it exists.

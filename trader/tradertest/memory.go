@@ -193,6 +193,15 @@ func (tx *memTx) Concern(_ context.Context, id string) (trader.Concern, bool, er
 	return c, ok, nil
 }
 
+func (tx *memTx) LockConcern(ctx context.Context, id string) (trader.Concern, bool, error) {
+	if err := tx.check("LockConcern"); err != nil {
+		return trader.Concern{}, false, err
+	}
+	// Transactions are serialized already: reading is locking.
+	c, ok := tx.t.concerns[id]
+	return c, ok, nil
+}
+
 func (tx *memTx) Concerns(context.Context) ([]trader.Concern, error) {
 	if err := tx.check("Concerns"); err != nil {
 		return nil, err
