@@ -1,11 +1,17 @@
 package store_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/store"
@@ -147,4 +153,119 @@ func benchApply(b *testing.B, db *store.DB) {
 		i++
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
+
+// envCrashChild names the SQLite file the crash child applies decisions to.
+const envCrashChild = "CADUCEUS_TRADER_CRASH_CHILD"
+
+// TestTraderCrashChild is the child of TestTraderCrash: it applies decisions
+// in a loop and prints the id of each one answered applied, until killed.
+func TestTraderCrashChild(t *testing.T) {
+	path := os.Getenv(envCrashChild)
+	if path == "" {
+		t.Skip("run by TestTraderCrash only")
+	}
+	db, err := store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := trader.New(db.Trader(), trader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := tradertest.Caller(tradertest.T1, "hermes")
+	for i := 0; ; i++ {
+		action := "pause"
+		if i%2 == 1 {
+			action = "resume"
+		}
+		id := fmt.Sprintf("crash-%d", i)
+		r, err := svc.Apply(context.Background(), caller, benchBody(id, action))
+		if err != nil || r.Status != trader.Applied {
+			fmt.Printf("error %s %s %v %v\n", id, r.Status, r.Errors, err)
+			os.Exit(1)
+		}
+		fmt.Printf("applied %s\n", id) // unbuffered: written before the next decision starts
+	}
+}
+
+// TestTraderCrash: a child process applying decisions is killed with SIGKILL;
+// every decision it had answered applied is in the store afterwards, the
+// strategy's state agrees with the last one, and the audit chain verifies.
+func TestTraderCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	path := filepath.Join(t.TempDir(), "crash.db")
+	db, err := store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tradertest.Seed(t, db.Trader(), tradertest.T1)
+	db.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTraderCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envCrashChild+"="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	lines := bufio.NewScanner(out)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(acked) < 150 && time.Now().Before(deadline) && lines.Scan() {
+		f := strings.Fields(lines.Text())
+		if len(f) >= 2 && f[0] == "applied" {
+			acked = append(acked, f[1])
+		} else if len(f) > 0 && f[0] == "error" {
+			t.Fatalf("child: %s", lines.Text())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if len(acked) < 10 {
+		t.Fatalf("the child acknowledged only %d decisions", len(acked))
+	}
+
+	db, err = store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	svc, _ := trader.New(db.Trader(), trader.Options{})
+	for _, id := range acked {
+		v, err := svc.Decision(context.Background(), tradertest.T1, id)
+		if err != nil || v.Decision == nil || v.Decision.Status != trader.Applied {
+			t.Fatalf("acknowledged decision %s lost after SIGKILL: %+v %v", id, v.Decision, err)
+		}
+	}
+	// The strategy is where the last stored decision left it.
+	hist, err := svc.History(context.Background(), tradertest.T1, tradertest.Concern, 1)
+	if err != nil || len(hist) != 1 {
+		t.Fatal(hist, err)
+	}
+	a, err := svc.GetStrategy(context.Background(), tradertest.T1, tradertest.StrategyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := trader.StatusPaused
+	if hist[0].Action == "resume" {
+		want = trader.StatusActive
+	}
+	if a.Status != want {
+		t.Errorf("after the crash A is %s, but the last stored decision (%s) left it %s", a.Status, hist[0].Action, want)
+	}
+	rep, err := audit.Verify(context.Background(), db.Audit(), nil)
+	if err != nil || rep.Break != nil {
+		t.Errorf("audit verify after SIGKILL: %+v %v", rep.Break, err)
+	}
+	if rep.Records < int64(len(acked)) {
+		t.Errorf("%d audit records for %d acknowledged decisions", rep.Records, len(acked))
+	}
+	t.Logf("%d decisions acknowledged before SIGKILL, %d audit records survive", len(acked), rep.Records)
 }
