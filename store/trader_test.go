@@ -111,6 +111,16 @@ func BenchmarkTraderApplySQLite(b *testing.B) {
 	benchApply(b, db)
 }
 
+// BenchmarkTraderApplyPostgres: the same on Postgres, when
+// CADUCEUS_TEST_POSTGRES is set.
+func BenchmarkTraderApplyPostgres(b *testing.B) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		b.Skip(storetest.EnvPostgres + " is not set")
+	}
+	benchApply(b, storetest.OpenPostgres(b, dsn))
+}
+
 // BenchmarkTraderReplaySQLite: the cost of a repeated decision_id on SQLite.
 func BenchmarkTraderReplaySQLite(b *testing.B) {
 	db := storetest.OpenSQLite(b)

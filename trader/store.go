@@ -113,6 +113,11 @@ func (f StrategyFilter) Match(s Strategy) bool {
 		(f.Status == "" || f.Status == s.Status)
 }
 
+// StrategyRef names one strategy: the input of the MCP tool get_strategy.
+type StrategyRef struct {
+	ID string `json:"strategy_id"`
+}
+
 // AttemptFilter selects attempts; zero fields match everything.
 type AttemptFilter struct {
 	ConcernID  string

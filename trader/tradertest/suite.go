@@ -277,6 +277,14 @@ func testConcerns(t *testing.T, open Open) {
 		if _, ok, _ := tx.Concern(ctx, "acct:none"); ok {
 			t.Error("a missing concern was found")
 		}
+		locked, ok, err := tx.LockConcern(ctx, c1.ConcernID)
+		if err != nil || !ok {
+			t.Errorf("LockConcern: ok=%v err=%v", ok, err)
+		}
+		same(t, "locked concern", locked, next)
+		if _, ok, err := tx.LockConcern(ctx, "acct:none"); ok || err != nil {
+			t.Errorf("LockConcern of a missing concern: ok=%v err=%v", ok, err)
+		}
 		list, err2 := tx.Concerns(ctx)
 		same(t, "concerns by id", list, []trader.Concern{c2, next})
 		return errors.Join(err, err2)
