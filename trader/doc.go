@@ -11,7 +11,7 @@
 // commands and the SQL Store are thin layers over Service:
 //
 //	apply_control_decision (MCP, operate)  Service.Apply(ctx, caller, args)
-//	list_strategies (MCP, route)           Service.ListStrategies(ctx, tenant, StrategyFilter)
+//	list_strategies (MCP, route)           StrategyList{Service.ListStrategies(ctx, tenant, StrategyFilter)}
 //	get_strategy (MCP, route)              Service.GetStrategy(ctx, tenant, StrategyRef.ID)
 //	POST /v1/trader/decisions              Service.Apply; 200 for every status,
 //	                                       400 when Response.NotARequest()

@@ -280,7 +280,16 @@ func (s *Service) ListStrategies(ctx context.Context, tenant contract.TenantSlot
 		list, err = tx.Strategies(ctx, f)
 		return err
 	})
+	if err == nil && list == nil {
+		list = []Strategy{}
+	}
 	return list, err
+}
+
+// StrategyList is the answer of the MCP tool list_strategies: an object, as
+// MCP structured content must be.
+type StrategyList struct {
+	Strategies []Strategy `json:"strategies"`
 }
 
 // GetConcern returns one concern of tenant. It returns a not_found Error when
@@ -336,6 +345,9 @@ func (s *Service) Decision(ctx context.Context, tenant contract.TenantSlot, deci
 		v.Attempts, err = tx.Attempts(ctx, AttemptFilter{DecisionID: decisionID})
 		return err
 	})
+	if v.Attempts == nil {
+		v.Attempts = []Attempt{}
+	}
 	if err == nil && v.Decision == nil && len(v.Attempts) == 0 {
 		err = contract.NotFoundf("decision_not_found", "trader: no decision %s", clip(decisionID, 128))
 	}
@@ -352,6 +364,9 @@ func (s *Service) History(ctx context.Context, tenant contract.TenantSlot, conce
 		list, err = tx.Attempts(ctx, AttemptFilter{ConcernID: concernID, Limit: max(limit, 0)})
 		return err
 	})
+	if err == nil && list == nil {
+		list = []Attempt{}
+	}
 	return list, err
 }
 

@@ -39,7 +39,7 @@ func mcpServer(svc *trader.Service, caller contract.Caller) *mcp.Server {
 				return nil, contract.Invalidf("bad_arguments", "%v", err)
 			}
 			list, err := svc.ListStrategies(ctx, tenant, f)
-			return map[string]any{"strategies": list}, err
+			return trader.StrategyList{Strategies: list}, err
 		})
 	add("get_strategy", json.RawMessage(`{"type":"object","additionalProperties":false,"required":["strategy_id"],"properties":{"strategy_id":{"type":"string"}}}`),
 		func(ctx context.Context, args json.RawMessage) (any, error) {
