@@ -139,7 +139,8 @@ func (r ImportResult) Changed() bool {
 // file changes nothing, not even revisions); others are created or updated
 // (revision + 1). A strategy's concern is created healthy if neither the
 // store nor the file has it. Changed strategies are reconciled through the
-// Runtime; an import that changes something is audited (trader.import).
+// Runtime. Every import is audited (trader.import; reason "unchanged" when
+// it changed nothing; refusals in a transaction of their own).
 //
 // It returns what changed, or: a deny Error without the configure scope; an
 // invalid Error naming the entry for a malformed file or entry, a strategy
@@ -253,11 +254,12 @@ func (s *Service) importFile(ctx context.Context, caller contract.Caller, data [
 				}
 			}
 		}
+		reason := "import"
 		if !res.Changed() {
-			return nil
+			reason = "unchanged"
 		}
 		payload := map[string]any{"file_sha256": contract.SHA256(data), "format": format, "result": res}
-		_, err := tx.AppendAudit(ctx, s.entry(caller, AuditImport, "trader/import", contract.OutcomeAllow, "import", now, contract.ActorOperator, payload))
+		_, err := tx.AppendAudit(ctx, s.entry(caller, AuditImport, "trader/import", contract.OutcomeAllow, reason, now, contract.ActorOperator, payload))
 		return err
 	})
 	if refusal != nil {

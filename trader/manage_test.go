@@ -209,8 +209,8 @@ func TestImport(t *testing.T) {
 	if err != nil || res.Changed() || res.Unchanged != 2 {
 		t.Errorf("re-import: %+v %v", res, err)
 	}
-	if len(mem.Records(t1)) != records {
-		t.Error("a re-import that changed nothing was audited as a change")
+	if recs := mem.Records(t1); len(recs) != records+1 || recs[records].Outcome.Reason != "unchanged" {
+		t.Error("a re-import is not audited once as unchanged")
 	}
 	s, err := svc.GetStrategy(ctx, t1, sA)
 	if err != nil || s.Revision != 1 || s.Status != trader.StatusActive || !s.Runnable || s.Name != "trend" {
