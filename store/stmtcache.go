@@ -13,15 +13,14 @@ import (
 //
 // A statement cannot be prepared on the writer while a transaction holds its
 // only connection, so a query seen inside a transaction runs unprepared that
-// time and is prepared after the transaction ends (preparePending). Queries
+// time and is prepared between batches (prepareNow). Queries
 // are the package's own constants plus a bounded set of built ones; past
 // maxStmts nothing more is cached.
 type stmtCache struct {
-	mu        sync.Mutex
-	m         map[string]*sql.Stmt
-	pending   map[string]bool
-	preparing bool
-	closed    bool
+	mu      sync.Mutex
+	m       map[string]*sql.Stmt
+	pending map[string]bool
+	closed  bool
 }
 
 const maxStmts = 256
@@ -41,13 +40,12 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 	return nil
 }
 
-// preparePending prepares, in the background, the queries seen since the
-// last call. Preparing needs the writer connection, which the next
-// transaction may already hold, so it never runs under c.mu and never
-// delays the caller.
-func (c *stmtCache) preparePending(ctx context.Context, db *sql.DB) {
+// prepareNow prepares the queries seen since the last call. The batcher
+// calls it between batches, when no transaction holds the writer; it never
+// holds c.mu while preparing.
+func (c *stmtCache) prepareNow(ctx context.Context, db *sql.DB) {
 	c.mu.Lock()
-	if c.preparing || c.closed || len(c.pending) == 0 {
+	if c.closed || len(c.pending) == 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -55,32 +53,28 @@ func (c *stmtCache) preparePending(ctx context.Context, db *sql.DB) {
 	for q := range c.pending {
 		queries = append(queries, q)
 	}
-	c.preparing = true
 	c.mu.Unlock()
-	go func() {
-		prepared := map[string]*sql.Stmt{}
-		for _, q := range queries {
-			if st, err := db.PrepareContext(ctx, q); err == nil {
-				prepared[q] = st
-			}
+	prepared := map[string]*sql.Stmt{}
+	for _, q := range queries {
+		if st, err := db.PrepareContext(ctx, q); err == nil {
+			prepared[q] = st
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.preparing = false
-		if c.m == nil {
-			c.m = map[string]*sql.Stmt{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	for _, q := range queries {
+		delete(c.pending, q)
+	}
+	for q, st := range prepared {
+		if c.closed {
+			st.Close()
+			continue
 		}
-		for _, q := range queries {
-			delete(c.pending, q)
-		}
-		for q, st := range prepared {
-			if c.closed {
-				st.Close()
-				continue
-			}
-			c.m[q] = st
-		}
-	}()
+		c.m[q] = st
+	}
 }
 
 func (c *stmtCache) close() {

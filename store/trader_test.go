@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 	"github.com/caduceus-dev/caduceus/trader"
@@ -278,4 +281,35 @@ func TestTraderCrash(t *testing.T) {
 		t.Errorf("%d audit records for %d acknowledged decisions", rep.Records, len(acked))
 	}
 	t.Logf("%d decisions acknowledged before SIGKILL, %d audit records survive", len(acked), rep.Records)
+}
+
+// BenchmarkTraderApplySQLiteParallel: 16 callers, each pausing and resuming
+// the strategy of its own tenant, concurrently (a busy server). Group commit
+// lets decisions that arrive together share one SQLite commit.
+func BenchmarkTraderApplySQLiteParallel(b *testing.B) {
+	db := storetest.OpenSQLite(b)
+	callers := max(16, runtime.GOMAXPROCS(0))
+	for i := range callers {
+		tradertest.Seed(b, db.Trader(), contract.TenantSlot(fmt.Sprint("slot-", i+1)))
+	}
+	svc, _ := trader.New(db.Trader(), trader.Options{})
+	var next atomic.Int32
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		g := int(next.Add(1))
+		caller := tradertest.Caller(contract.TenantSlot(fmt.Sprint("slot-", (g-1)%callers+1)), "hermes")
+		i := 0
+		for pb.Next() {
+			action := "pause"
+			if i%2 == 1 {
+				action = "resume"
+			}
+			r, err := svc.Apply(context.Background(), caller, benchBody(fmt.Sprintf("bench-%d-%d", g, i), action))
+			if err != nil || r.Status != trader.Applied {
+				b.Fatalf("%d: %s %v %v", i, r.Status, r.Errors, err)
+			}
+			i++
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
