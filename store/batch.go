@@ -88,7 +88,7 @@ func (b *batcher) loop() {
 func (b *batcher) run(batch []*txReq) {
 	if len(batch) == 1 {
 		r := batch[0]
-		r.done <- b.db.inTx(context.WithoutCancel(r.ctx), safe(r.fn))
+		r.done <- b.db.inTx(context.WithoutCancel(r.ctx), r.fn)
 		return
 	}
 	ctx := context.Background()

@@ -252,7 +252,8 @@ func (t *Tx) DB() *DB { return t.db }
 // deadlock is retried up to three times. fn may run more than once and must
 // not keep side effects outside the transaction. Once fn has started, the
 // caller's cancellation no longer interrupts it: the answer always says
-// whether the change was committed.
+// whether the change was committed. A panic in fn rolls the transaction back
+// and is returned as an error.
 func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 	if db.batch != nil {
 		return db.batch.do(ctx, fn)
@@ -273,7 +274,7 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	t := &Tx{tx: sqlTx, dialect: db.dialect, db: db}
-	if err := fn(t); err != nil {
+	if err := safe(fn)(t); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
