@@ -51,7 +51,7 @@ func (c *compiled) applies(caller contract.Caller, req *wire.Request) bool {
 func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Caller, req *wire.Request, mode evalMode) evaluation {
 	var ev evaluation
 	text := req.LastUserText()
-	sig := rs.signals(text, req.Used, req.Paths)
+	sig := rs.signals(text, req.Used, req.AllPaths)
 	budget, cancel := context.WithTimeout(ctx, s.cfg.Budget)
 	defer cancel()
 	var query []float32

@@ -138,7 +138,7 @@ type signals struct {
 	text  string   // last user text, bounded
 	hits  []bool   // keyword id -> present
 	tools []string // tools called in the conversation
-	paths []string
+	paths func() []string
 	fold  string // folded regex input, computed on first use
 	done  bool
 }
@@ -200,7 +200,7 @@ func requiredLiteral(pattern string) string {
 	return best
 }
 
-func (rs *ruleset) signals(text string, tools, paths []string) *signals {
+func (rs *ruleset) signals(text string, tools []string, paths func() []string) *signals {
 	if len(text) > MaxTriggerText {
 		text = text[:MaxTriggerText]
 	}
@@ -282,7 +282,7 @@ func (c *compiled) tier1(s *signals, words []string) (bool, string) {
 		}
 	}
 	for _, g := range c.p.Triggers.Path {
-		for _, p := range s.paths {
+		for _, p := range s.paths() {
 			if globMatch(g, p) {
 				return true, "path:" + p
 			}

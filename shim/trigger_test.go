@@ -43,7 +43,7 @@ func TestTier1(t *testing.T) {
 		{text: "x", tools: []string{"Bashful"}, want: ""},
 	}
 	for _, c := range cases {
-		s := rs.signals(c.text, c.tools, c.paths)
+		s := rs.signals(c.text, c.tools, func() []string { return c.paths })
 		var fired []string
 		for _, r := range rs.rules {
 			if r.vetoed(s) {

@@ -25,8 +25,21 @@ type Request struct {
 	Messages []Message
 	Tools    []string // tool names the request declares
 	Used     []string // tool names called in the conversation
-	Paths    []string // file paths named in tool arguments and the last user text
+	Paths    []string // file paths named in tool arguments
 	Raw      []byte
+
+	textPaths []string
+	pathsDone bool
+}
+
+// AllPaths returns Paths plus the path-like tokens of the last user text
+// (computed on first use: only path triggers need them).
+func (r *Request) AllPaths() []string {
+	if !r.pathsDone {
+		r.pathsDone = true
+		r.textPaths = dedupe(append(append([]string(nil), r.Paths...), pathsInText(r.LastUserText())...))
+	}
+	return r.textPaths
 }
 
 // LastUserText returns the text of the last user turn ("" when there is none).
@@ -92,7 +105,6 @@ func Parse(p Protocol, body []byte) (*Request, error) {
 	if r.Model == "" {
 		return nil, fmt.Errorf("wire: field model is required")
 	}
-	r.Paths = append(r.Paths, pathsInText(r.LastUserText())...)
 	r.Paths = dedupe(r.Paths)
 	r.Used = dedupe(r.Used)
 	return r, nil
@@ -138,6 +150,9 @@ func contentText(raw json.RawMessage, field string) (text string, toolResult boo
 		return "", false, nil, nil, nil
 	}
 	if raw[0] == '"' {
+		if s, ok := plainString(raw); ok {
+			return s, false, nil, nil, nil
+		}
 		if err := json.Unmarshal(raw, &text); err != nil {
 			return "", false, nil, nil, typeErr(field, err)
 		}
@@ -174,6 +189,22 @@ func contentText(raw json.RawMessage, field string) (text string, toolResult boo
 		}
 	}
 	return b.String(), toolResult, calls, paths, nil
+}
+
+// plainString returns the value of a JSON string that has no escapes and
+// only printable ASCII or valid UTF-8 (the common case) without a second
+// decoding pass; ok is false when the slow path is needed.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(body), true
 }
 
 func parseChat(body []byte) (*Request, error) {

@@ -62,8 +62,8 @@ func TestParse(t *testing.T) {
 			if r.Model != c.model || r.LastUserText() != c.last || r.LastTurnIsUserText() != c.lastIsTxt {
 				t.Fatalf("model %q last %q lastIsText %v", r.Model, r.LastUserText(), r.LastTurnIsUserText())
 			}
-			if !reflect.DeepEqual(r.Tools, c.tools) || !reflect.DeepEqual(r.Used, c.used) || !reflect.DeepEqual(r.Paths, c.paths) {
-				t.Fatalf("tools %v used %v paths %v", r.Tools, r.Used, r.Paths)
+			if !reflect.DeepEqual(r.Tools, c.tools) || !reflect.DeepEqual(r.Used, c.used) || !reflect.DeepEqual(r.AllPaths(), c.paths) {
+				t.Fatalf("tools %v used %v paths %v", r.Tools, r.Used, r.AllPaths())
 			}
 		})
 	}
