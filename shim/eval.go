@@ -27,7 +27,7 @@ type evaluation struct {
 }
 
 func (c *compiled) applies(caller contract.Caller, req *wire.Request) bool {
-	if c.p.Status != StatusActive && c.p.Status != "" {
+	if !c.active {
 		return false
 	}
 	m := c.p.Match

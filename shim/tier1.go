@@ -26,6 +26,7 @@ type compiled struct {
 	regex   []*regexp.Regexp
 	reLit   []string // per regex: a lowered literal every match contains ("" if none)
 	hasT1   bool
+	active  bool
 	hasT2   bool
 	hasT3   bool
 }
@@ -50,7 +51,7 @@ func compile(tenant, builtin []Provision) *ruleset {
 	rs := &ruleset{index: map[string][]keyword{}}
 	seen := map[string]bool{}
 	add := func(p Provision, isBuiltin bool) {
-		c := &compiled{p: p, builtin: isBuiltin}
+		c := &compiled{p: p, builtin: isBuiltin, active: p.Status == StatusActive || p.Status == ""}
 		t := p.Triggers
 		if t.Keyword != nil {
 			c.anyKW = rs.keywords(t.Keyword.Any)
@@ -136,6 +137,7 @@ func tokens(s string) []string {
 // signals is what tier 1 reads from one request, computed once.
 type signals struct {
 	text  string   // last user text, bounded
+	lower string   // text lowered (tokens and the regex prefilter read it)
 	hits  []bool   // keyword id -> present
 	tools []string // tools called in the conversation
 	paths func() []string
@@ -147,10 +149,25 @@ type signals struct {
 // case folding does), for the literal prefilter.
 func (s *signals) folded(in string) string {
 	if !s.done {
-		s.fold = foldString(in)
 		s.done = true
+		// ASCII lowers byte for byte, so the lowered text's prefix is the
+		// lowered input; anything else takes the full fold
+		if len(s.lower) >= len(in) && isASCII(in) {
+			s.fold = s.lower[:len(in)]
+		} else {
+			s.fold = foldString(in)
+		}
 	}
 	return s.fold
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 func foldString(in string) string {
@@ -208,7 +225,8 @@ func (rs *ruleset) signals(text string, tools []string, paths func() []string) *
 	if len(rs.index) == 0 {
 		return s
 	}
-	toks := tokens(strings.ToLower(text))
+	s.lower = strings.ToLower(text)
+	toks := tokens(s.lower)
 	for i, t := range toks {
 		ks, ok := rs.index[t]
 		if !ok {

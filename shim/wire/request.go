@@ -434,27 +434,31 @@ func pathsInText(s string) []string {
 		s = s[:maxPathScan]
 	}
 	var out []string
-	start := -1
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) && !pathBreak(s[i]) {
-			if start < 0 {
-				start = i
-			}
-			continue
+	// A path has a slash or a dot: visit only the tokens that hold one.
+	for i := 0; i < len(s); {
+		j := strings.IndexAny(s[i:], "/.")
+		if j < 0 {
+			break
 		}
-		if start >= 0 {
-			tok := s[start:i]
-			for len(tok) > 0 && strings.IndexByte(".:;!?", tok[len(tok)-1]) >= 0 {
-				tok = tok[:len(tok)-1]
-			}
-			if looksLikePath(tok) {
-				out = append(out, tok)
-				if len(out) == 64 {
-					return out
-				}
-			}
-			start = -1
+		j += i
+		start, end := j, j
+		for start > 0 && !pathBreak(s[start-1]) {
+			start--
 		}
+		for end < len(s) && !pathBreak(s[end]) {
+			end++
+		}
+		tok := s[start:end]
+		for len(tok) > 0 && strings.IndexByte(".:;!?", tok[len(tok)-1]) >= 0 {
+			tok = tok[:len(tok)-1]
+		}
+		if looksLikePath(tok) {
+			out = append(out, tok)
+			if len(out) == 64 {
+				return out
+			}
+		}
+		i = end + 1
 	}
 	return out
 }

@@ -72,14 +72,15 @@ func skipValue(b []byte, i int) (int, error) {
 func skipString(b []byte, i int) (int, error) {
 	i++ // opening quote
 	for i < len(b) {
-		switch b[i] {
-		case '\\':
-			i += 2
-			continue
-		case '"':
+		j := bytes.IndexAny(b[i:], "\"\\")
+		if j < 0 {
+			return 0, errScan
+		}
+		i += j
+		if b[i] == '"' {
 			return i + 1, nil
 		}
-		i++
+		i += 2 // an escape and the byte it escapes
 	}
 	return 0, errScan
 }
