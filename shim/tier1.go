@@ -24,7 +24,7 @@ type compiled struct {
 	noneKW  []int
 	kwText  []string // keyword id -> text, for reasons
 	regex   []*regexp.Regexp
-	reLit   []string // per regex: a lowered literal every match contains ("" if none)
+	reLit   []int // per regex: id of a lowered literal every match contains (-1: none)
 	hasT1   bool
 	active  bool
 	hasT2   bool
@@ -45,6 +45,49 @@ type ruleset struct {
 	rules []*compiled
 	index map[string][]keyword
 	words []string // keyword id -> its text
+
+	// regex literals, found in one pass over the text: a bitset of their
+	// first two bytes, then the literals that start with those two bytes
+	lits     []string
+	litIDs   map[string]int
+	first2   [1 << 16 / 64]uint64
+	byFirst2 map[uint16][]int
+}
+
+func (rs *ruleset) literal(lit string) int {
+	if lit == "" {
+		return -1
+	}
+	if id, ok := rs.litIDs[lit]; ok {
+		return id
+	}
+	if rs.litIDs == nil {
+		rs.litIDs, rs.byFirst2 = map[string]int{}, map[uint16][]int{}
+	}
+	id := len(rs.lits)
+	rs.lits = append(rs.lits, lit)
+	rs.litIDs[lit] = id
+	k := uint16(lit[0])<<8 | uint16(lit[1])
+	rs.first2[k/64] |= 1 << (k % 64)
+	rs.byFirst2[k] = append(rs.byFirst2[k], id)
+	return id
+}
+
+// literalHits marks which regex literals occur in the folded text t.
+func (rs *ruleset) literalHits(t string) []bool {
+	hits := make([]bool, len(rs.lits))
+	for i := 0; i+1 < len(t); i++ {
+		k := uint16(t[i])<<8 | uint16(t[i+1])
+		if rs.first2[k/64]&(1<<(k%64)) == 0 {
+			continue
+		}
+		for _, id := range rs.byFirst2[k] {
+			if !hits[id] && strings.HasPrefix(t[i:], rs.lits[id]) {
+				hits[id] = true
+			}
+		}
+	}
+	return hits
 }
 
 func compile(tenant, builtin []Provision) *ruleset {
@@ -61,7 +104,7 @@ func compile(tenant, builtin []Provision) *ruleset {
 		for _, r := range t.Regex {
 			if re, err := regexp.Compile(r.Pattern); err == nil {
 				c.regex = append(c.regex, re)
-				c.reLit = append(c.reLit, requiredLiteral(r.Pattern))
+				c.reLit = append(c.reLit, rs.literal(requiredLiteral(r.Pattern)))
 			}
 		}
 		c.hasT1 = len(c.anyKW)+len(c.allKW) > 0 || len(c.regex) > 0 || len(t.Path) > 0 || len(t.Tool) > 0
@@ -143,6 +186,8 @@ type signals struct {
 	paths func() []string
 	fold  string // folded regex input, computed on first use
 	done  bool
+	lits  []bool // regex literal id -> present in fold
+	rs    *ruleset
 }
 
 // folded is the regex input lowered (with the long s folded to s, as RE2's
@@ -157,6 +202,7 @@ func (s *signals) folded(in string) string {
 		} else {
 			s.fold = foldString(in)
 		}
+		s.lits = s.rs.literalHits(s.fold)
 	}
 	return s.fold
 }
@@ -221,7 +267,7 @@ func (rs *ruleset) signals(text string, tools []string, paths func() []string) *
 	if len(text) > MaxTriggerText {
 		text = text[:MaxTriggerText]
 	}
-	s := &signals{text: text, hits: make([]bool, len(rs.words)), tools: tools, paths: paths}
+	s := &signals{text: text, hits: make([]bool, len(rs.words)), tools: tools, paths: paths, rs: rs}
 	if len(rs.index) == 0 {
 		return s
 	}
@@ -291,8 +337,11 @@ func (c *compiled) tier1(s *signals, words []string) (bool, string) {
 			in = in[:MaxRegexInput]
 		}
 		for i, re := range c.regex {
-			if lit := c.reLit[i]; lit != "" && !strings.Contains(s.folded(in), lit) {
-				continue // the pattern needs a literal the text lacks
+			if lit := c.reLit[i]; lit >= 0 {
+				s.folded(in)
+				if !s.lits[lit] {
+					continue // the pattern needs a literal the text lacks
+				}
 			}
 			if re.MatchString(in) {
 				return true, "regex:" + re.String()

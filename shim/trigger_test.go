@@ -15,6 +15,7 @@ func TestTier1(t *testing.T) {
 		prov("ALLANY", Triggers{Keyword: &Keywords{All: []string{"prod"}, Any: []string{"restart", "reboot"}}}),
 		prov("VETO", Triggers{Keyword: &Keywords{Any: []string{"deploy"}, None: []string{"dry run"}}}),
 		prov("RE", Triggers{Regex: []Regex{{Pattern: `(?i)\bE\d{4}\b`}}}),
+		prov("LIT", Triggers{Regex: []Regex{{Pattern: `(?i)secret-(key|token)`}}}),
 		prov("PATH", Triggers{Path: []string{"deploy/**", "*.tf"}}),
 		prov("TOOL", Triggers{Tool: []string{"Bash"}}),
 	}, nil)
@@ -36,6 +37,9 @@ func TestTier1(t *testing.T) {
 		{text: "staging needs a reboot", want: ""},
 		{text: "got error e1234 today", want: "RE"},
 		{text: strings.Repeat("x", MaxRegexInput) + " E1234", want: ""}, // regex input is bounded
+		{text: "leaked a SECRET-Token here", want: "LIT"},
+		{text: "leaked a ſecret-key here", want: "LIT"}, // RE2 folds ſ to s; the literal prefilter must too
+		{text: "a secret, key and token", want: ""},
 		{text: "x", paths: []string{"deploy/app/main.go"}, want: "PATH"},
 		{text: "x", paths: []string{"infra/net/vpc.tf"}, want: "PATH"},
 		{text: "x", paths: []string{"src/deploy.go"}, want: ""},
@@ -129,6 +133,23 @@ func TestParseVerdict(t *testing.T) {
 	for _, in := range bad {
 		if v, err := ParseVerdict([]byte(in)); err == nil {
 			t.Errorf("accepted %q as %+v", in, v)
+		}
+	}
+}
+
+func TestRequiredLiteral(t *testing.T) {
+	cases := map[string]string{
+		`(?i)\bsecret-(key|token)\b`: "secret-",
+		`deploy`:                     "deploy",
+		`(?i)\bE\d{4}\b`:             "",
+		`a|bcd`:                      "",
+		`(prod)uction`:               "uction",
+		`x*abc`:                      "abc",
+		`[`:                          "",
+	}
+	for p, want := range cases {
+		if got := requiredLiteral(p); got != want {
+			t.Errorf("requiredLiteral(%q) = %q, want %q", p, got, want)
 		}
 	}
 }
