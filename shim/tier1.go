@@ -146,6 +146,14 @@ func (rs *ruleset) keywords(ks []string) []int {
 	return ids
 }
 
+// wordByte marks the ASCII bytes that belong to words.
+var wordByte = func() (t [utf8.RuneSelf]bool) {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+	}
+	return t
+}()
+
 // tokens splits lowered text into words: runs of letters, digits and "_".
 func tokens(s string) []string {
 	out := make([]string, 0, len(s)/6)
@@ -155,7 +163,7 @@ func tokens(s string) []string {
 		var word bool
 		size := 1
 		if c < utf8.RuneSelf {
-			word = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 'A' && c <= 'Z'
+			word = wordByte[c]
 		} else {
 			r, n := utf8.DecodeRuneInString(s[i:])
 			size = n

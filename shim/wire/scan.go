@@ -72,15 +72,20 @@ func skipValue(b []byte, i int) (int, error) {
 func skipString(b []byte, i int) (int, error) {
 	i++ // opening quote
 	for i < len(b) {
-		j := bytes.IndexAny(b[i:], "\"\\")
+		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
 			return 0, errScan
 		}
 		i += j
-		if b[i] == '"' {
+		// the quote is escaped when an odd number of backslashes precede it
+		n := 0
+		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
 			return i + 1, nil
 		}
-		i += 2 // an escape and the byte it escapes
+		i++
 	}
 	return 0, errScan
 }
