@@ -8,13 +8,17 @@ import (
 
 // checkGlob reports whether pattern is a well-formed glob: path.Match
 // segments separated by "/", where a whole segment "**" matches any number
-// of segments.
+// of segments (at most three of them, which bounds matching time).
 func checkGlob(pattern string) error {
 	if pattern == "" {
 		return fmt.Errorf("empty glob")
 	}
+	stars := 0
 	for _, seg := range strings.Split(pattern, "/") {
 		if seg == "**" {
+			if stars++; stars > 3 {
+				return fmt.Errorf("bad glob %q: at most three ** segments", pattern)
+			}
 			continue
 		}
 		if _, err := path.Match(seg, ""); err != nil {
