@@ -153,6 +153,7 @@ type tick struct {
 	badDirectives []string
 	actions       []Action
 	orderList     []broker.Order
+	ordersLoaded  bool
 }
 
 func (t *tick) tenant() contract.TenantSlot { return t.req.Identity.TenantSlot }

@@ -30,6 +30,9 @@ func (t *tick) run(ctx context.Context) error {
 		t.actions = append(t.actions, t.cancel(ctx, i))
 	}
 	sortActions(t.actions)
+	if t.actions == nil {
+		t.actions = []Action{}
+	}
 	t.env.Actions = t.actions
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -115,7 +116,7 @@ func ParsePayload(b []byte) (*Payload, error) {
 
 func decodeError(err error) *contract.Error {
 	if te, ok := err.(*json.UnmarshalTypeError); ok {
-		f := "/" + te.Field
+		f := "/" + strings.ReplaceAll(te.Field, ".", "/")
 		return contract.FieldError(f, "bad_type", "executor: payload field %q must be %s, not %s", te.Field, te.Type, te.Value)
 	}
 	return &contract.Error{Kind: contract.KindInvalid, Code: "bad_json", Message: "executor: payload is not a valid JSON payload object: " + err.Error()}

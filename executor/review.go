@@ -254,13 +254,13 @@ func (t *tick) cancel(ctx context.Context, i int) Action {
 	a := Action{IntentIndex: i, Symbol: in.Symbol, Side: SideCancel}
 	id := in.OrderID
 	a.OrderID = &id
-	if t.orderList == nil {
+	if !t.ordersLoaded {
 		os, err := retry(func() ([]broker.Order, error) { return t.b.orders(ctx, t.acct.AccountNumber) })
 		if err != nil {
 			a.Status, a.Reason = StatusCancelFailed, "get_equity_orders failed: "+err.Error()
 			return a
 		}
-		t.orderList = os
+		t.orderList, t.ordersLoaded = os, true
 	}
 	var found *broker.Order
 	for j := range t.orderList {
@@ -268,17 +268,17 @@ func (t *tick) cancel(ctx context.Context, i int) Action {
 			found = &t.orderList[j]
 		}
 	}
-	switch {
-	case found == nil:
+	if found == nil {
 		a.Status, a.Reason = StatusSkipped, ReasonOrderNotFound
-		return a
-	case !found.Open():
-		a.Status, a.Reason = StatusSkipped, ReasonOrderNotOpen
-		a.OrderState = found.State
 		return a
 	}
 	if a.Symbol == "" {
 		a.Symbol = found.Symbol
+	}
+	if !found.Open() {
+		a.Status, a.Reason = StatusSkipped, ReasonOrderNotOpen
+		a.OrderState = found.State
+		return a
 	}
 	if !t.routes(in) {
 		a.Status = StatusReviewed

@@ -73,7 +73,7 @@ func New(s *Scenario, now func() time.Time) (*Sim, error) {
 	for _, a := range s.Accounts {
 		acc := &account{
 			Account:   broker.Account{AccountNumber: a.AccountNumber, IsDefault: a.IsDefault, AgenticAllowed: a.AgenticAllowed, OptionLevel: a.OptionLevel},
-			Portfolio: a.Portfolio,
+			Portfolio: broker.Portfolio(a.Portfolio),
 			PnL:       map[string]float64{},
 		}
 		if a.RealizedPnLDay != 0 {
@@ -184,6 +184,9 @@ func (s *Sim) begin(tool string) (timeout bool, err error) {
 	}
 	if f.Timeout {
 		return true, nil
+	}
+	if f.Status == 0 {
+		return false, nil // "ok"
 	}
 	return false, broker.Errorf(tool, f.Status, "injected fault")
 }
@@ -398,7 +401,7 @@ func (s *Sim) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, e
 		if hold > a.Portfolio.BuyingPower {
 			return broker.Order{}, broker.Errorf(tool, 400, "insufficient buying power")
 		}
-		a.Portfolio.BuyingPower -= hold
+		a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower - hold)
 	}
 	s.st.Orders = append(s.st.Orders, ord)
 	if err := s.save(ctx); err != nil {
@@ -431,8 +434,8 @@ func (s *Sim) fill(a *account, side, symbol string, qty, price float64) error {
 		p.AverageBuyPrice = (p.AverageBuyPrice*p.Quantity + amount) / (p.Quantity + qty)
 		p.Quantity += qty
 		p.SharesAvailableForSells += qty
-		a.Portfolio.BuyingPower -= amount
-		a.Portfolio.Cash -= amount
+		a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower - amount)
+		a.Portfolio.Cash = cents(a.Portfolio.Cash - amount)
 		return nil
 	}
 	if p == nil || p.SharesAvailableForSells+1e-9 < qty {
@@ -441,12 +444,16 @@ func (s *Sim) fill(a *account, side, symbol string, qty, price float64) error {
 	gain := (price - p.AverageBuyPrice) * qty
 	p.Quantity -= qty
 	p.SharesAvailableForSells -= qty
-	a.Portfolio.BuyingPower += amount
-	a.Portfolio.Cash += amount
-	a.Portfolio.TotalValue += gain
-	a.PnL[broker.Day(s.now())] += gain
+	a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower + amount)
+	a.Portfolio.Cash = cents(a.Portfolio.Cash + amount)
+	a.Portfolio.TotalValue = cents(a.Portfolio.TotalValue + gain)
+	day := broker.Day(s.now())
+	a.PnL[day] = cents(a.PnL[day] + gain)
 	return nil
 }
+
+// cents rounds a money amount to the cent, as a broker's ledger would.
+func cents(x float64) float64 { return math.Round(x*100) / 100 }
 
 // Cancel implements broker.Broker: only an open order of that account.
 func (s *Sim) Cancel(ctx context.Context, number, orderID string) (broker.Order, error) {
@@ -471,7 +478,7 @@ func (s *Sim) Cancel(ctx context.Context, number, orderID string) (broker.Order,
 		}
 		o.State = broker.StateCancelled
 		if o.Side == broker.SideBuy && o.Type == broker.TypeLimit {
-			a.Portfolio.BuyingPower += (o.Quantity - o.FilledQuantity) * o.LimitPrice
+			a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower + (o.Quantity-o.FilledQuantity)*o.LimitPrice)
 		}
 		if err := s.save(ctx); err != nil {
 			return broker.Order{}, err

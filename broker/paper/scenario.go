@@ -29,9 +29,16 @@ type ScenarioAccount struct {
 	IsDefault      bool               `yaml:"is_default" json:"is_default"`
 	AgenticAllowed bool               `yaml:"agentic_allowed" json:"agentic_allowed"`
 	OptionLevel    string             `yaml:"option_level" json:"option_level"`
-	Portfolio      broker.Portfolio   `yaml:"portfolio" json:"portfolio"`
+	Portfolio      ScenarioPortfolio  `yaml:"portfolio" json:"portfolio"`
 	Positions      []ScenarioPosition `yaml:"positions" json:"positions"`
 	RealizedPnLDay float64            `yaml:"realized_pnl_day" json:"realized_pnl_day"`
+}
+
+// ScenarioPortfolio is an account's starting values.
+type ScenarioPortfolio struct {
+	TotalValue  float64 `yaml:"total_value" json:"total_value"`
+	BuyingPower float64 `yaml:"buying_power" json:"buying_power"`
+	Cash        float64 `yaml:"cash" json:"cash"`
 }
 
 // ScenarioPosition is one holding; AverageBuyPrice (default: the last trade
@@ -62,8 +69,9 @@ type ScenarioOrder struct {
 	LimitPrice    float64 `yaml:"limit_price" json:"limit_price"`
 }
 
-// Fault is one injected failure: an HTTP-like status, or "timeout" (the
-// broker acts on the call, then the reply is lost).
+// Fault is one injected failure: an HTTP-like status, "timeout" (the
+// broker acts on the call, then the reply is lost), or "ok" (this call
+// succeeds; a placeholder to reach a later fault).
 type Fault struct {
 	Status  int  `json:"status,omitempty"`
 	Timeout bool `json:"timeout,omitempty"`
@@ -75,9 +83,13 @@ func (f *Fault) UnmarshalYAML(n *yaml.Node) error {
 		*f = Fault{Status: broker.StatusTimeout, Timeout: true}
 		return nil
 	}
+	if n.Kind == yaml.ScalarNode && strings.EqualFold(n.Value, "ok") {
+		*f = Fault{}
+		return nil
+	}
 	var code int
 	if err := n.Decode(&code); err != nil || code < 400 || code > 599 {
-		return fmt.Errorf("line %d: fault %q is neither a 4xx/5xx status nor \"timeout\"", n.Line, n.Value)
+		return fmt.Errorf("line %d: fault %q is not a 4xx/5xx status, \"timeout\" or \"ok\"", n.Line, n.Value)
 	}
 	*f = Fault{Status: code}
 	return nil
