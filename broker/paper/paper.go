@@ -51,6 +51,7 @@ type position struct {
 type Sim struct {
 	mu      sync.Mutex
 	st      state
+	refs    map[string]int // ref_id -> index in st.Orders
 	now     func() time.Time
 	persist Persister
 }
@@ -100,7 +101,19 @@ func New(s *Scenario, now func() time.Time) (*Sim, error) {
 	for _, o := range s.Orders {
 		st.Orders = append(st.Orders, broker.Order{ID: o.ID, AccountNumber: o.AccountNumber, Symbol: o.Symbol, Side: o.Side, Type: o.Type, State: o.State, Quantity: o.Quantity, LimitPrice: o.LimitPrice})
 	}
-	return &Sim{st: st, now: now}, nil
+	sim := &Sim{st: st, now: now}
+	sim.index()
+	return sim, nil
+}
+
+// index rebuilds the ref_id index; the lock is held or not yet shared.
+func (s *Sim) index() {
+	s.refs = make(map[string]int, len(s.st.Orders))
+	for i, o := range s.st.Orders {
+		if o.RefID != "" {
+			s.refs[o.RefID] = i
+		}
+	}
 }
 
 // Open returns a simulator whose state is kept by p: the saved state when
@@ -153,6 +166,7 @@ func (s *Sim) Restore(b []byte) error {
 	}
 	s.mu.Lock()
 	s.st = st
+	s.index()
 	s.mu.Unlock()
 	return nil
 }
@@ -349,15 +363,11 @@ func (s *Sim) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, e
 	if err != nil {
 		return broker.Order{}, err
 	}
-	if o.RefID != "" {
-		for _, prev := range s.st.Orders {
-			if prev.RefID == o.RefID {
-				if to {
-					return broker.Order{}, timeoutErr(tool)
-				}
-				return prev, nil
-			}
+	if i, ok := s.refs[o.RefID]; ok && o.RefID != "" {
+		if to {
+			return broker.Order{}, timeoutErr(tool)
 		}
+		return s.st.Orders[i], nil
 	}
 	a, err := s.account(tool, o.AccountNumber)
 	if err != nil {
@@ -404,6 +414,9 @@ func (s *Sim) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, e
 		a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower - hold)
 	}
 	s.st.Orders = append(s.st.Orders, ord)
+	if ord.RefID != "" {
+		s.refs[ord.RefID] = len(s.st.Orders) - 1
+	}
 	if err := s.save(ctx); err != nil {
 		return broker.Order{}, err
 	}
