@@ -1,0 +1,53 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// TickInput is the body of POST /v1/executor/ticks and the arguments of the
+// MCP tool execute_intents.
+type TickInput struct {
+	Payload json.RawMessage `json:"payload"`           // the strategist's payload object
+	Message string          `json:"message,omitempty"` // the latest user message (chat keys: its EXECUTE: directive)
+}
+
+// TickInputSchema is the JSON Schema of TickInput, for the MCP tool's input
+// schema and for validating HTTP bodies at the edge.
+var TickInputSchema = json.RawMessage(`{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["payload"],
+  "properties": {
+    "payload": {"type": "object", "description": "the strategist payload: {strategy, mode, context_hint, intents[]}"},
+    "message": {"type": "string", "description": "the latest user message; chat places only on a matching EXECUTE: directive"}
+  }
+}`)
+
+// TickAs runs a tick for an authenticated HTTP or MCP caller. The run
+// context is the calling key's (ContextFromCaller: a key without one is
+// claude-code and never places); the profile is the key's harness, or
+// "claude-code" when it has none; the clock is the wall clock. It returns a
+// deny *contract.Error when the caller lacks the operate scope, an invalid
+// one when the input is not a payload, and otherwise what Tick returns.
+func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) (Envelope, error) {
+	if !c.Has(contract.ScopeOperate) {
+		return Envelope{}, contract.Denyf("scope_required", "executor: ticks need the operate scope")
+	}
+	if len(in.Payload) == 0 {
+		return Envelope{}, contract.FieldError("/payload", "missing_field", "executor: payload is required")
+	}
+	profile := c.Harness
+	if profile == "" {
+		profile = "claude-code"
+	}
+	return e.Tick(ctx, TickRequest{
+		Payload:  in.Payload,
+		Identity: c.Identity,
+		Context:  ContextFromCaller(c),
+		Profile:  profile,
+		Message:  in.Message,
+	})
+}
