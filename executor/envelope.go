@@ -17,6 +17,11 @@ type Envelope struct {
 	Mode                  string     `json:"mode,omitempty"`           // the manifest's, when read
 	AccountNumber         string     `json:"account_number,omitempty"` // the resolved account, also on aborts
 	Notes                 []string   `json:"notes,omitempty"`
+
+	// Audited reports whether the tick's audit record was written (false
+	// only when Tick returned an error before or while writing it). HTTP and
+	// MCP wrappers use it to decide whether to write their own record.
+	Audited bool `json:"-"`
 }
 
 // Abort reasons (pre-flight). Spelled as the seed spells them.

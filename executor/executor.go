@@ -116,6 +116,9 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 		if reason != "" {
 			t.env.Aborted = &reason
 			t.env.Actions = []Action{}
+			if t.env.AccountNumber != "" {
+				t.note("resolved account: %s", t.env.AccountNumber)
+			}
 		} else {
 			ferr = t.run(ctx)
 		}
@@ -126,6 +129,7 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 	if err := t.record(ctx, wall()); err != nil {
 		return t.env, contract.AsError(err)
 	}
+	t.env.Audited = true
 	if ferr != nil {
 		return t.env, contract.AsError(ferr)
 	}

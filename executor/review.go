@@ -225,7 +225,11 @@ func (t *tick) place(ctx context.Context, args broker.OrderRequest, a *Action) {
 		timedOut = timedOut || broker.IsTimeout(err)
 	}
 	if err != nil && timedOut {
-		if os, lerr := t.b.orders(ctx, args.AccountNumber); lerr == nil {
+		os, lerr := t.b.orders(ctx, args.AccountNumber)
+		if lerr != nil {
+			a.Notes = append(a.Notes, "placement timed out and the order lookup failed: "+lerr.Error())
+		}
+		if lerr == nil {
 			for _, o := range os {
 				if o.RefID == args.RefID {
 					ord, err = o, nil
@@ -274,6 +278,10 @@ func (t *tick) cancel(ctx context.Context, i int) Action {
 	}
 	if a.Symbol == "" {
 		a.Symbol = found.Symbol
+	} else if a.Symbol != found.Symbol {
+		a.Status, a.Reason = StatusSkipped, ReasonOrderNotFound
+		a.Notes = append(a.Notes, "order "+found.ID+" is for "+found.Symbol+", not "+a.Symbol)
+		return a
 	}
 	if !found.Open() {
 		a.Status, a.Reason = StatusSkipped, ReasonOrderNotOpen

@@ -1,8 +1,10 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -50,4 +52,35 @@ func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) 
 		Profile:  profile,
 		Message:  in.Message,
 	})
+}
+
+// ExecuteIntents is the MCP tool execute_intents (server.Tool.Call's
+// shape): args is a TickInput, decoded strictly; the result is the
+// Envelope. Errors are those of TickAs, plus invalid for arguments that do
+// not decode.
+func (e *Executor) ExecuteIntents(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error) {
+	in, err := DecodeTickInput(args)
+	if err != nil {
+		return nil, err
+	}
+	env, err := e.TickAs(ctx, c, in)
+	if err != nil && !env.Audited {
+		return nil, err
+	}
+	return env, err
+}
+
+// DecodeTickInput decodes an HTTP body or MCP arguments into a TickInput,
+// refusing unknown fields and trailing data with an invalid error.
+func DecodeTickInput(b []byte) (TickInput, error) {
+	var in TickInput
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input must be {\"payload\": {...}, \"message\": \"...\"}: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input has data after the JSON object")
+	}
+	return in, nil
 }

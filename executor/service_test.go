@@ -49,6 +49,16 @@ func TestTickAs(t *testing.T) {
 	if err != nil || env.Context != executor.ContextChat || env.Actions[0].Status != executor.StatusPlaced {
 		t.Fatalf("chat key with directive: %+v, %v", env, err)
 	}
+	// The MCP tool's shape: arguments in, envelope out.
+	out, err := ex.ExecuteIntents(t.Context(), caller, []byte(`{"payload":{"strategy":"momentum","intents":[]},"message":"hi"}`))
+	if e, ok := out.(executor.Envelope); err != nil || !ok || !e.Audited || e.Context != executor.ContextChat {
+		t.Fatalf("ExecuteIntents: %#v, %v", out, err)
+	}
+	for _, bad := range []string{`{"payload":{},"extra":1}`, `[]`, `{"payload":{"strategy":"x","intents":[]}} {}`, `{"message":"no payload"}`} {
+		if out, err := ex.ExecuteIntents(t.Context(), caller, []byte(bad)); contract.KindOf(err) != contract.KindInvalid || out != nil {
+			t.Errorf("ExecuteIntents(%s) = %v, %v; want invalid", bad, out, err)
+		}
+	}
 	if s, err := contract.UnmarshalInstance(executor.TickInputSchema); err != nil || s == nil {
 		t.Fatalf("TickInputSchema is not JSON: %v", err)
 	}
