@@ -42,6 +42,8 @@ type Executor struct {
 	NewRef func() string
 	// NewTickID returns a tick id. Nil means contract.NewID("tick").
 	NewTickID func() string
+
+	manifests manifestCache
 }
 
 // TickRequest is one tick as every surface (CLI, HTTP, MCP) hands it over.

@@ -65,7 +65,7 @@ func (t *tick) validate() (cands []*candidate, cancels []int) {
 	var running float64
 	exhausted := false
 	noBP := t.port.TotalValue <= 0 || t.port.BuyingPower <= 0 || t.port.Cash <= 0
-	cap := t.port.BuyingPower * s.MaxPositionPct / 100.0
+	capUSD := t.port.BuyingPower * s.MaxPositionPct / 100.0
 
 	for i := range t.p.Intents {
 		in := t.p.Intents[i] // a copy: the payload is never modified
@@ -129,9 +129,9 @@ func (t *tick) validate() (cands []*candidate, cancels []int) {
 		if in.QuantityType == QuantityShares {
 			notional = in.Qty * live
 		}
-		if in.Side == SideBuy && notional > cap {
+		if in.Side == SideBuy && notional > capUSD {
 			if in.QuantityType == QuantityShares {
-				in.Qty = math.Floor(cap / live)
+				in.Qty = math.Floor(capUSD / live)
 				a.Qty = in.Qty
 				if in.Qty == 0 {
 					t.skip(a, ReasonBelowMinSizeAfterCap)
@@ -139,11 +139,11 @@ func (t *tick) validate() (cands []*candidate, cancels []int) {
 				}
 				notional = in.Qty * live
 			} else {
-				in.NotionalUSD = cap
-				a.NotionalUSD = cap
-				notional = cap
+				in.NotionalUSD = capUSD
+				a.NotionalUSD = capUSD
+				notional = capUSD
 			}
-			a.Notes = append(a.Notes, "trimmed to max_position_pct cap "+money(cap))
+			a.Notes = append(a.Notes, "trimmed to max_position_pct cap "+money(capUSD))
 		}
 		// 2.5 Concurrent positions.
 		if !held[in.Symbol] && len(held)+1 > s.MaxConcurrentPositions {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -190,4 +191,35 @@ func (w *timeWindow) contains(t time.Time) bool {
 		return m >= w.from && m < w.to
 	}
 	return m >= w.from || m < w.to
+}
+
+// manifestCache keeps parsed manifests by the sha256 of their bytes. The
+// file is still read on every tick (it is the authoritative source); only
+// the parse of bytes already seen is skipped. Parsed manifests are never
+// modified after parsing, so sharing them is safe.
+type manifestCache struct {
+	mu sync.Mutex
+	m  map[string]*Manifest
+}
+
+const manifestCacheMax = 256
+
+func (c *manifestCache) parse(sum string, b []byte) (*Manifest, error) {
+	c.mu.Lock()
+	m, ok := c.m[sum]
+	c.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := ParseManifest(b)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= manifestCacheMax {
+		c.m = map[string]*Manifest{}
+	}
+	c.m[sum] = m
+	c.mu.Unlock()
+	return m, nil
 }

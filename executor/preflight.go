@@ -177,7 +177,7 @@ func (t *tick) manifestGate() (string, error) {
 		return "", err
 	}
 	t.manifestSHA = contract.SHA256(b)
-	m, err := ParseManifest(b)
+	m, err := t.e.manifests.parse(t.manifestSHA, b)
 	if err != nil {
 		t.note("%s", contract.AsError(err).Message)
 		return AbortManifestInvalid, nil

@@ -1,6 +1,9 @@
 package executor_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +64,51 @@ func TestTickAs(t *testing.T) {
 	}
 	if s, err := contract.UnmarshalInstance(executor.TickInputSchema); err != nil || s == nil {
 		t.Fatalf("TickInputSchema is not JSON: %v", err)
+	}
+}
+
+// TestManifestReReadEveryTick: the manifest is the authoritative source and
+// is read on every tick; an edit (here: adding do_not_promote) takes effect
+// on the next tick even though parsed manifests are cached by content.
+func TestManifestReReadEveryTick(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, executor.ManifestDir, "m", "SKILL.md")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "---\nname: m\nstrategist: {mode: live, allowlist: [SPY], max_position_pct: 50, max_concurrent_positions: 5, profile_compatibility: [claude-code]}\n---\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{}
+	sc := f.scenario(t)
+	sim, err := paper.New(sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &executor.Executor{Broker: sim, Store: executortest.NewMemory(), Audit: audit.NewMemory(), Skills: dir}
+	req := executor.TickRequest{Payload: []byte(`{"strategy":"m","intents":[]}`), Identity: identity(""), Context: executor.ContextCron}
+	for i, want := range []string{"null", executor.AbortPromotionBlocked, "null"} {
+		switch i {
+		case 1:
+			must(t, os.WriteFile(path, []byte(strings.Replace(body, "name: m\n", "name: m\ndo_not_promote: true\n", 1)), 0o644))
+		case 2:
+			must(t, os.WriteFile(path, []byte(body), 0o644))
+		}
+		env, err := ex.Tick(t.Context(), req)
+		got := "null"
+		if env.Aborted != nil {
+			got = *env.Aborted
+		}
+		if err != nil || got != want {
+			t.Fatalf("tick %d: aborted %s, %v; want %s", i, got, err, want)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
