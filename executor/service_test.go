@@ -1,9 +1,11 @@
 package executor_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +112,38 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConcurrentTicks runs ticks for several tenants on one Executor at
+// once (run with -race): every tick gets its own audit record and the
+// shared paper broker fills each buy exactly once.
+func TestConcurrentTicks(t *testing.T) {
+	f := &fixture{}
+	sc := f.scenario(t)
+	sim, err := paper.New(sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := audit.NewMemory()
+	ex := &executor.Executor{Broker: sim, Store: executortest.NewMemory(), Audit: log, Skills: "testdata/skills"}
+	payload := []byte(`{"strategy":"momentum","intents":[{"symbol":"NVDA","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":100.05,"max_slippage_pct":1}]}`)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			env, err := ex.Tick(t.Context(), executor.TickRequest{Payload: payload, Identity: identity(fmt.Sprintf("slot-%d", i+1)), Context: executor.ContextCron})
+			if err != nil || env.Actions[0].Status != executor.StatusPlaced {
+				t.Errorf("tick %d: %v %+v", i, err, env)
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(sim.AllOrders()); n != 8 {
+		t.Fatalf("%d orders, want 8", n)
+	}
+	for i := range 8 {
+		if n := len(log.Records(contract.TenantSlot(fmt.Sprintf("slot-%d", i+1)))); n != 1 {
+			t.Fatalf("tenant %d: %d records", i+1, n)
+		}
 	}
 }
