@@ -1,6 +1,8 @@
 package executor_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -145,5 +147,80 @@ func TestConcurrentTicks(t *testing.T) {
 		if n := len(log.Records(contract.TenantSlot(fmt.Sprintf("slot-%d", i+1)))); n != 1 {
 			t.Fatalf("tenant %d: %d records", i+1, n)
 		}
+	}
+}
+
+type failingStore struct {
+	executor.Store
+	failOn string
+}
+
+func (s failingStore) CaptureDayStart(ctx context.Context, t contract.TenantSlot, a, d string, v float64) (float64, error) {
+	if s.failOn == "day" {
+		return 0, errors.New("disk full")
+	}
+	return s.Store.CaptureDayStart(ctx, t, a, d, v)
+}
+
+func (s failingStore) AddAnomaly(ctx context.Context, t contract.TenantSlot, a, d string) (int, error) {
+	if s.failOn == "anomaly" {
+		return 0, errors.New("disk full")
+	}
+	return s.Store.AddAnomaly(ctx, t, a, d)
+}
+
+type failingLog struct{}
+
+func (failingLog) Append(context.Context, audit.Entry) (audit.Record, error) {
+	return audit.Record{}, errors.New("audit disk full")
+}
+
+// TestFailures: the executor's own store or audit failing is an internal
+// error, never a silent success; whatever already happened at the broker
+// is still returned (and recorded when the audit log works).
+func TestFailures(t *testing.T) {
+	newEx := func(store executor.Store, log audit.Log, patch string) (*executor.Executor, *paper.Sim) {
+		f := &fixture{}
+		if patch != "" {
+			f.ScenarioPatch = map[string]any{"review_alerts": map[string]any{"TSLA": []any{map[string]any{"type": "PRICE_COLLAR"}}}}
+		}
+		sim, err := paper.New(f.scenario(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &executor.Executor{Broker: sim, Store: store, Audit: log, Skills: "testdata/skills"}, sim
+	}
+	payload := []byte(`{"strategy":"momentum","intents":[
+		{"symbol":"SPY","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":481.60,"max_slippage_pct":1},
+		{"symbol":"TSLA","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":250.10,"max_slippage_pct":1}]}`)
+	req := executor.TickRequest{Payload: payload, Identity: identity(""), Context: executor.ContextCron}
+
+	log := audit.NewMemory()
+	ex, _ := newEx(failingStore{executortest.NewMemory(), "day"}, log, "")
+	env, err := ex.Tick(t.Context(), req)
+	if contract.KindOf(err) != contract.KindInternal || !env.Audited || len(log.Records("slot-1")) != 1 {
+		t.Fatalf("day-start failure: %v, audited %v", err, env.Audited)
+	}
+
+	log = audit.NewMemory()
+	ex, sim := newEx(failingStore{executortest.NewMemory(), "anomaly"}, log, "alerts")
+	env, err = ex.Tick(t.Context(), req)
+	if contract.KindOf(err) != contract.KindInternal || !env.Audited || len(env.Actions) != 2 || env.Actions[0].Status != executor.StatusPlaced || len(sim.AllOrders()) != 1 {
+		t.Fatalf("anomaly counter failure: %v %+v", err, env)
+	}
+
+	ex, _ = newEx(executortest.NewMemory(), failingLog{}, "")
+	env, err = ex.Tick(t.Context(), req)
+	if contract.KindOf(err) != contract.KindInternal || env.Audited || env.TickID == "" || env.Actions[0].Status != executor.StatusPlaced {
+		t.Fatalf("audit failure must be an error that still returns what happened: %v %+v", err, env)
+	}
+
+	ex, _ = newEx(executortest.NewMemory(), audit.NewMemory(), "")
+	ex.Skills = filepath.Join(t.TempDir(), "absent")
+	if _, err := ex.Tick(t.Context(), req); contract.KindOf(err) != contract.KindInternal {
+		t.Fatalf("missing skills root: %v", err)
+	}
+	if _, err := (&executor.Executor{}).Tick(t.Context(), req); contract.KindOf(err) != contract.KindInternal {
+		t.Fatalf("unconfigured executor: %v", err)
 	}
 }
