@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,6 +42,8 @@ import (
 // Client is a connected MCP session. It is safe for concurrent use.
 type Client struct {
 	session *mcp.ClientSession
+	// invoke calls a tool; it is session.CallTool, replaceable in tests.
+	invoke func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, error)
 }
 
 // Dial connects to the MCP server at endpoint, sending token as a bearer
@@ -63,7 +66,7 @@ func Dial(ctx context.Context, endpoint, token string, hc *http.Client) (*Client
 	if err != nil {
 		return nil, fmt.Errorf("robinhood: connect %s: %w", endpoint, err)
 	}
-	return &Client{session: s}, nil
+	return &Client{session: s, invoke: s.CallTool}, nil
 }
 
 // Close ends the session.
@@ -84,12 +87,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // call invokes a tool and returns the reply's data member.
 func (c *Client) call(ctx context.Context, tool string, args map[string]any) (json.RawMessage, error) {
-	res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := c.invoke(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, &broker.Error{Op: tool, Status: broker.StatusTimeout, Timeout: true, Err: err}
 		}
 		return nil, &broker.Error{Op: tool, Status: 503, Err: err}
+	}
+	if res == nil {
+		return nil, broker.Errorf(tool, 502, "empty tool result")
 	}
 	body := resultBody(res)
 	if res.IsError {
@@ -179,7 +185,7 @@ func (d *dec) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		return fmt.Errorf("robinhood: %s is not a decimal", b)
 	}
 	*d = dec(v)
