@@ -218,6 +218,8 @@ func TestParseScenarioErrors(t *testing.T) {
 		"bad now":           "now: yesterday\n",
 		"oversold position": "accounts: [{account_number: A, positions: [{symbol: SPY, quantity: 1, shares_available_for_sells: 2}]}]\n",
 		"orphan order":      "orders: [{id: o, account_number: Z}]\n",
+		"nan price":         "quotes: {SPY: {last_trade_price: .nan}}\n",
+		"infinite cash":     "accounts: [{account_number: A, portfolio: {cash: .inf}}]\n",
 	} {
 		if _, err := paper.ParseScenario([]byte(src)); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -235,8 +237,15 @@ func FuzzParseScenario(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := paper.New(s, nil); err != nil {
+		sim, err := paper.New(s, nil)
+		if err != nil {
 			t.Fatalf("parsed scenario does not build: %v", err)
+		}
+		qs, _ := sim.Quotes(t.Context(), []string{"SPY"})
+		for _, q := range qs {
+			if q.AskPrice != q.AskPrice || q.AskPrice < 0 {
+				t.Fatalf("bad quote accepted: %+v", q)
+			}
 		}
 	})
 }

@@ -3,6 +3,7 @@ package paper
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -142,14 +143,20 @@ func (s *Scenario) check() error {
 			return fmt.Errorf("accounts[%d]: duplicate account_number %q", i, a.AccountNumber)
 		}
 		seen[a.AccountNumber] = true
+		if !finite(a.Portfolio.TotalValue, a.Portfolio.BuyingPower, a.Portfolio.Cash, a.RealizedPnLDay) {
+			return fmt.Errorf("accounts[%d]: numbers must be finite", i)
+		}
 		for j, p := range a.Positions {
+			if !finite(p.Quantity, p.SharesAvailableForSells, p.AverageBuyPrice) {
+				return fmt.Errorf("accounts[%d].positions[%d]: numbers must be finite", i, j)
+			}
 			if p.Symbol == "" || p.Quantity < 0 || p.SharesAvailableForSells < 0 || p.SharesAvailableForSells > p.Quantity {
 				return fmt.Errorf("accounts[%d].positions[%d]: needs a symbol and 0 <= shares_available_for_sells <= quantity", i, j)
 			}
 		}
 	}
 	for sym, q := range s.Quotes {
-		if q.LastTradePrice < 0 || q.BidPrice < 0 || q.AskPrice < 0 {
+		if !finite(q.LastTradePrice, q.BidPrice, q.AskPrice) || q.LastTradePrice < 0 || q.BidPrice < 0 || q.AskPrice < 0 {
 			return fmt.Errorf("quotes.%s: prices must not be negative", sym)
 		}
 	}
@@ -159,9 +166,21 @@ func (s *Scenario) check() error {
 		}
 	}
 	for i, o := range s.Orders {
+		if !finite(o.Quantity, o.LimitPrice) {
+			return fmt.Errorf("orders[%d]: numbers must be finite", i)
+		}
 		if o.ID == "" || !seen[o.AccountNumber] {
 			return fmt.Errorf("orders[%d]: needs an id and one of the scenario's accounts", i)
 		}
 	}
 	return nil
+}
+
+func finite(xs ...float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
 }
