@@ -43,14 +43,14 @@ func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, erro
 		return audit.Record{}, err
 	}
 	tenant := string(e.Outcome.Identity.TenantSlot)
-	// Create the head row if this is the tenant's first record, then lock it.
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?) ON CONFLICT (tenant) DO NOTHING`,
-		tenant, audit.Genesis); err != nil {
-		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
-	}
+	// Create the head row on the tenant's first record, and lock it: the
+	// no-op DO UPDATE takes the row lock on Postgres (SQLite's transaction
+	// already holds the write lock), so appends to one chain never fork.
 	var seq int64
 	var prev string
-	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`+tx.dialect.ForUpdate(), tenant).Scan(&seq, &prev); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)
+		ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING seq, hash`,
+		tenant, audit.Genesis).Scan(&seq, &prev); err != nil {
 		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
 	}
 	rec, err := audit.Seal(e, contract.NewID(contract.PrefixEvent), seq+1, prev)

@@ -53,6 +53,7 @@ func (d Dialect) String() string {
 type DB struct {
 	w, r    *sql.DB
 	dialect Dialect
+	stmts   stmtCache // SQLite writer statements, prepared once
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
 }
@@ -149,6 +150,7 @@ func openPostgres(dsn string) (*DB, error) {
 
 // Close closes the pools.
 func (db *DB) Close() error {
+	db.stmts.close()
 	err := db.w.Close()
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())
@@ -192,17 +194,40 @@ type Tx struct {
 
 // Exec runs a statement in the transaction.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
 	return t.tx.ExecContext(ctx, t.dialect.Rebind(query), args...)
 }
 
 // Query runs a read in the transaction.
 func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	return t.tx.QueryContext(ctx, t.dialect.Rebind(query), args...)
 }
 
 // QueryRow runs a single-row read in the transaction.
 func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return t.tx.QueryRowContext(ctx, t.dialect.Rebind(query), args...)
+}
+
+// stmt returns the cached prepared statement for query bound to this
+// transaction, or nil where there is no cache (Postgres: pgx caches
+// statements per connection itself).
+func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
+	if t.dialect != SQLite {
+		return nil
+	}
+	st := t.db.stmts.get(query)
+	if st == nil {
+		return nil
+	}
+	return t.tx.StmtContext(ctx, st)
 }
 
 // Dialect reports the SQL flavour.
@@ -240,6 +265,9 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
+	}
+	if db.dialect == SQLite {
+		db.stmts.preparePending(context.WithoutCancel(ctx), db.w)
 	}
 	return nil
 }
