@@ -21,7 +21,8 @@ type Store interface {
 	// Anomalies returns the review-anomaly count of (tenant, account, day);
 	// zero when none was recorded.
 	Anomalies(ctx context.Context, tenant contract.TenantSlot, account, day string) (int, error)
-	// AddAnomaly increments that count by one and returns the new count.
+	// AddAnomaly increments that count by one and returns the count after
+	// the increment (it may include increments made concurrently).
 	AddAnomaly(ctx context.Context, tenant contract.TenantSlot, account, day string) (int, error)
 	// BrokerState returns the saved state of a named simulated broker
 	// (e.g. "paper") for a tenant, nil when none was saved.

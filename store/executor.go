@@ -21,17 +21,15 @@ func (db *DB) ExecutorState() *ExecutorState { return &ExecutorState{db: db} }
 var _ executor.Store = (*ExecutorState)(nil)
 
 // CaptureDayStart implements executor.Store: INSERT ... ON CONFLICT DO
-// NOTHING, then read back the row that won.
+// NOTHING on the writer, then read back the row that won. No transaction is
+// needed: the unique key decides the winner and the row never changes.
 func (s *ExecutorState) CaptureDayStart(ctx context.Context, t contract.TenantSlot, account, day string, value float64) (float64, error) {
+	if _, err := s.db.Exec(ctx, `INSERT INTO executor_day_start (tenant, account, ny_day, start_value, captured_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, account, ny_day) DO NOTHING`, string(t), account, day, value, Micros(s.db.Now())); err != nil {
+		return 0, fmt.Errorf("store: executor day start: %w", err)
+	}
 	var got float64
-	err := s.db.InTx(ctx, func(tx *Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO executor_day_start (tenant, account, ny_day, start_value, captured_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (tenant, account, ny_day) DO NOTHING`, string(t), account, day, value, Micros(s.db.Now())); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `SELECT start_value FROM executor_day_start WHERE tenant = ? AND account = ? AND ny_day = ?`, string(t), account, day).Scan(&got)
-	})
-	if err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT start_value FROM executor_day_start WHERE tenant = ? AND account = ? AND ny_day = ?`, string(t), account, day).Scan(&got); err != nil {
 		return 0, fmt.Errorf("store: executor day start: %w", err)
 	}
 	return got, nil
@@ -50,18 +48,16 @@ func (s *ExecutorState) Anomalies(ctx context.Context, t contract.TenantSlot, ac
 	return int(n), nil
 }
 
-// AddAnomaly implements executor.Store: one UPSERT ... RETURNING.
+// AddAnomaly implements executor.Store: one atomic UPSERT increment on the
+// writer, then a read of the count (which includes this increment, and any
+// that landed concurrently).
 func (s *ExecutorState) AddAnomaly(ctx context.Context, t contract.TenantSlot, account, day string) (int, error) {
-	var n int64
-	err := s.db.InTx(ctx, func(tx *Tx) error {
-		return tx.QueryRow(ctx, `INSERT INTO executor_anomalies (tenant, account, ny_day, n, updated_at) VALUES (?, ?, ?, 1, ?)
-			ON CONFLICT (tenant, account, ny_day) DO UPDATE SET n = executor_anomalies.n + 1, updated_at = excluded.updated_at
-			RETURNING n`, string(t), account, day, Micros(s.db.Now())).Scan(&n)
-	})
-	if err != nil {
+	if _, err := s.db.Exec(ctx, `INSERT INTO executor_anomalies (tenant, account, ny_day, n, updated_at) VALUES (?, ?, ?, 1, ?)
+		ON CONFLICT (tenant, account, ny_day) DO UPDATE SET n = executor_anomalies.n + 1, updated_at = excluded.updated_at`,
+		string(t), account, day, Micros(s.db.Now())); err != nil {
 		return 0, fmt.Errorf("store: executor add anomaly: %w", err)
 	}
-	return int(n), nil
+	return s.Anomalies(ctx, t, account, day)
 }
 
 // BrokerState implements executor.Store.
