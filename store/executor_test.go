@@ -1,11 +1,16 @@
 package store_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/broker/paper"
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/executor/cli"
 	"github.com/caduceus-dev/caduceus/executor/executortest"
@@ -60,4 +65,40 @@ func TestExecutorTicksOnSQL(t *testing.T) {
 			t.Fatalf("audit chain: %v %+v", err, rep)
 		}
 	})
+}
+
+// BenchmarkExecutorTickSQLite is BenchmarkTick20Intents with the SQL
+// backends: the executor's state and the audit chain in SQLite (WAL,
+// synchronous=NORMAL), the paper broker in process.
+func BenchmarkExecutorTickSQLite(b *testing.B) {
+	db := storetest.OpenSQLite(b)
+	var sc strings.Builder
+	sc.WriteString("accounts:\n  - {account_number: \"1\", is_default: true, agentic_allowed: true, portfolio: {total_value: 1.0e+12, buying_power: 1.0e+12, cash: 1.0e+12}}\nquotes:\n")
+	var intents []string
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&sc, "  S%02d: {last_trade_price: 100, bid_price: 99.99, ask_price: 100.01}\n", i)
+		intents = append(intents, fmt.Sprintf(`{"symbol":"S%02d","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":100.01,"max_slippage_pct":1}`, i))
+	}
+	s, err := paper.ParseScenario([]byte(sc.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Date(2026, 6, 26, 14, 0, 0, 0, time.UTC)
+	sim, err := paper.New(s, func() time.Time { return now })
+	if err != nil {
+		b.Fatal(err)
+	}
+	ex := &executor.Executor{Broker: sim, Store: db.ExecutorState(), Audit: db.Audit(), Skills: filepath.Join("..", "executor", "testdata", "skills"), Now: func() time.Time { return now }}
+	req := executor.TickRequest{
+		Payload:  []byte(`{"strategy":"bench","intents":[` + strings.Join(intents, ",") + `]}`),
+		Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_00000000000000000000000000000001", Surface: contract.SurfaceWorker, Trust: contract.TrustRouter},
+		Context:  executor.ContextCron,
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		env, err := ex.Tick(b.Context(), req)
+		if err != nil || env.Actions[19].Status != executor.StatusPlaced {
+			b.Fatal(err)
+		}
+	}
 }
