@@ -30,10 +30,13 @@ import (
 // Executor runs ticks. Its fields are set once and then only read, so one
 // Executor may serve concurrent ticks (for different tenants or accounts).
 type Executor struct {
-	Broker broker.Broker // required
-	Store  Store         // required: day-start values and anomaly counters
-	Audit  audit.Log     // required: one record per tick
-	Skills string        // required: the skills root holding skills/investing/strategists/<name>/SKILL.md
+	Broker broker.Broker // required unless Brokers is set
+	// Brokers, when set, picks the broker of each tick by tenant (e.g. one
+	// paper account per tenant) and takes precedence over Broker.
+	Brokers func(ctx context.Context, tenant contract.TenantSlot) (broker.Broker, error)
+	Store   Store     // required: day-start values and anomaly counters
+	Audit   audit.Log // required: one record per tick
+	Skills  string    // required: the skills root holding skills/investing/strategists/<name>/SKILL.md
 
 	// Now is the wall clock (audit timestamps, and the tick's clock unless
 	// the request fixes one). Nil means time.Now.
@@ -74,7 +77,7 @@ type TickRequest struct {
 // envelope is returned alongside the error so nothing that happened is
 // hidden. Every other outcome, aborts included, is a nil error.
 func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) {
-	if e.Broker == nil || e.Store == nil || e.Audit == nil || e.Skills == "" {
+	if (e.Broker == nil && e.Brokers == nil) || e.Store == nil || e.Audit == nil || e.Skills == "" {
 		return Envelope{}, contract.Internal(fmt.Errorf("executor: Broker, Store, Audit and Skills are required"))
 	}
 	if !contract.ValidTenantSlot(string(req.Identity.TenantSlot)) {
@@ -84,6 +87,12 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 	if err != nil {
 		return Envelope{}, err
 	}
+	b := e.Broker
+	if e.Brokers != nil {
+		if b, err = e.Brokers(ctx, req.Identity.TenantSlot); err != nil {
+			return Envelope{}, contract.AsError(fmt.Errorf("executor: broker for %s: %w", req.Identity.TenantSlot, err))
+		}
+	}
 	wall := time.Now
 	if e.Now != nil {
 		wall = e.Now
@@ -92,7 +101,7 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 		e:   e,
 		req: req,
 		p:   p,
-		b:   &recorder{b: e.Broker},
+		b:   &recorder{b: b},
 		now: req.Now,
 	}
 	if t.now.IsZero() {

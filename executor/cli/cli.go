@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -206,4 +207,37 @@ func (p StorePersister) Load(ctx context.Context) ([]byte, error) {
 // Save implements paper.Persister.
 func (p StorePersister) Save(ctx context.Context, state []byte) error {
 	return p.Store.SaveBrokerState(ctx, p.Tenant, p.Name, state)
+}
+
+// PaperBrokers returns an executor.Executor.Brokers function for a server:
+// each tenant gets its own paper account, built from the scenario the first
+// time and kept in store (under the same name Exec uses, so `caduceus exec`
+// and the server share a tenant's paper account). The scenario's fixed now
+// is ignored: a server runs on the wall clock. Simulators are kept per
+// tenant in this process; processes sharing one database each keep their
+// own copy and the last save wins (the paper broker is for rehearsal).
+func PaperBrokers(store executor.Store, scenario []byte) (func(context.Context, contract.TenantSlot) (broker.Broker, error), error) {
+	sc, err := paper.ParseScenario(scenario)
+	if err != nil {
+		return nil, contract.FieldError("scenario", "bad_scenario", "%v", err)
+	}
+	sum := sha256.Sum256(scenario)
+	name := "paper/" + hex.EncodeToString(sum[:8])
+	var mu sync.Mutex
+	sims := map[contract.TenantSlot]*paper.Sim{}
+	return func(ctx context.Context, t contract.TenantSlot) (broker.Broker, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s, ok := sims[t]; ok {
+			return s, nil
+		}
+		fresh := *sc
+		fresh.Now = "" // a server runs on the wall clock
+		s, err := paper.Open(ctx, StorePersister{Store: store, Tenant: t, Name: name}, &fresh, nil)
+		if err != nil {
+			return nil, err
+		}
+		sims[t] = s
+		return s, nil
+	}, nil
 }
