@@ -11,6 +11,32 @@
 //
 // The package depends on the broker.Broker port only; broker/paper and
 // broker/robinhood implement it.
+//
+// Choices made where the seed and DESIGN §6 are silent:
+//   - A manifest whose front matter does not parse aborts manifest_invalid.
+//   - A failing get_accounts, get_realized_pnl, get_equity_quotes or
+//     get_equity_positions (after one retry on 5xx) aborts
+//     broker_unavailable, like get_portfolio; nothing was placed yet.
+//   - no_buying_power (total value, buying power or cash missing or zero)
+//     skips buys only; sells and cancels go on, as with the breaker.
+//   - The per-name cap (2.4) applies to buys; a sell reduces the position.
+//   - A review that fails (4xx, or 5xx twice) or returns no usable price is
+//     a review_anomaly with a REVIEW_REFUSED / REVIEW_UNAVAILABLE /
+//     NO_REVIEW_QUOTE alert, and counts toward the day's halt on cron ticks.
+//   - The anomaly halt turns would-be placements into status reviewed,
+//     reason review_anomaly_halt; cancels are not halted.
+//   - A chat tick without a matching directive is reviewed with reason
+//     execute_directive_mismatch; a cancel's directive is
+//     "EXECUTE: cancel <order_id>".
+//   - An option intent under the options-trader profile with a compatible
+//     manifest is skipped options_unsupported (no options path exists).
+//   - Cancels that are sent end cancelled or cancel_failed; one not found
+//     in the account (or for another symbol) is skipped order_not_found,
+//     one no longer open order_not_open.
+//   - A placement that timed out twice is looked up by its ref_id in the
+//     account's orders before it is reported place_failed.
+//   - payload.context_hint never changes the context; a disagreeing hint is
+//     noted in the envelope.
 package executor
 
 import (
