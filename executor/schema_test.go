@@ -9,29 +9,16 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
 )
 
-// The wire schema in schema/executor.schema.json (to be moved into
-// contract/schema) must accept every golden envelope and every fixture
-// payload the parser accepts, and refuse what the parser refuses.
-func compileSchema(t *testing.T, def string) *jsonschema.Schema {
+// The wire schema contract/schema/executor.schema.json must accept every
+// golden envelope and every fixture payload the parser accepts, and refuse
+// what the parser refuses.
+func compileSchema(t *testing.T, def string) *contract.Schema {
 	t.Helper()
-	b, err := os.ReadFile("schema/executor.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	const id = "https://caduceus.dev/schema/executor.schema.json"
-	if err := c.AddResource(id, doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile(id + "#/$defs/" + def)
+	s, err := contract.LoadSchema("executor.schema.json#/$defs/" + def)
 	if err != nil {
 		t.Fatal(err)
 	}
