@@ -116,7 +116,7 @@ func BenchmarkCanonicalJSON(b *testing.B) {
 		actions = append(actions, map[string]any{
 			"symbol": "S" + strconv.Itoa(i), "side": "buy", "status": "placed", "qty": 1.5, "ref_id": "0b7c6f0e-4f4a-4cc1-9f0a-5d6a1d3f9e2" + strconv.Itoa(i%10),
 			"broker_calls": []any{map[string]any{"name": "review_equity_order", "outcome": "ok", "status": 200}, map[string]any{"name": "place_equity_order", "outcome": "ok", "status": 200}},
-			"reason": "breakout above the 20-day high; volume confirms",
+			"reason":       "breakout above the 20-day high; volume confirms",
 		})
 	}
 	raw, _ := json.Marshal(map[string]any{"payload": map[string]any{"strategy": "bench", "intents": actions}, "envelope": map[string]any{"actions": actions, "aborted": nil}})
