@@ -125,3 +125,16 @@ provisions:
 		}
 	}
 }
+
+func TestReceiptSchemaRefusesBadReceipt(t *testing.T) {
+	good := shim.Receipt{ID: "rcpt_01ABCDEFGHJKMNPQRSTVWXYZ00", At: "2026-11-29T20:00:00Z", Tenant: "slot-1", Subject: "usr_0123456789abcdef",
+		Protocol: wire.Messages, Decision: shim.DecisionForward, Fired: []shim.Fired{}, Skipped: []shim.Skipped{}, Shimmed: []shim.Shimmed{}}
+	if err := receiptSchema.Validate(good); err != nil {
+		t.Fatal(err)
+	}
+	bad := good
+	bad.Decision = "maybe"
+	if err := receiptSchema.Validate(bad); err == nil || !strings.Contains(err.Error(), "decision") {
+		t.Fatalf("a bad decision passed the schema: %v", err)
+	}
+}

@@ -192,12 +192,20 @@ func (e *env) post(t *testing.T, key, path, body string, hdr map[string]string) 
 	return resp, b
 }
 
-// receipts lists key's receipts through the Service.
+var receiptSchema = contract.MustSchema("shim.receipt.schema.json")
+
+// receipts lists key's receipts through the Service; each must validate
+// against shim.receipt.schema.json.
 func (e *env) receipts(t *testing.T, key string) []shim.Receipt {
 	t.Helper()
 	rs, err := e.svc.ListReceipts(t.Context(), callers[key], 100, "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if err := receiptSchema.Validate(r); err != nil {
+			t.Fatalf("receipt %s does not match its schema: %v", r.ID, err)
+		}
 	}
 	return rs
 }
