@@ -48,6 +48,10 @@ type Store interface {
 	RevokeKey(ctx context.Context, id string) error
 }
 
+// ReservedTenant holds system-wide rows (the shim's builtin provisions);
+// no key is ever issued for it, so no caller acts inside it.
+const ReservedTenant contract.TenantSlot = "slot-0"
+
 // Spec is what a new key is made of.
 type Spec struct {
 	Tenant     contract.TenantSlot
@@ -88,6 +92,9 @@ func NewService(store Store, now func() time.Time, cacheTTL time.Duration) *Serv
 func (s Spec) Validate() error {
 	if !contract.ValidTenantSlot(string(s.Tenant)) {
 		return contract.FieldError("tenant", "bad_tenant", "tenant %q must look like slot-N (1 to 3 digits)", s.Tenant)
+	}
+	if s.Tenant == ReservedTenant {
+		return contract.FieldError("tenant", "reserved_tenant", "tenant %s holds the builtin rules; no key is issued for it", s.Tenant)
 	}
 	if len(s.Scopes) == 0 {
 		return contract.FieldError("scopes", "bad_scopes", "a key needs at least one scope (route, configure, operate, admin)")

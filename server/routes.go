@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // routes registers every route of the server: the core ones here, the gates'
@@ -42,6 +43,27 @@ func (s *Server) routes() {
 	// Executor (seed 001): one tick through the broker gate.
 	if s.cfg.Executor != nil {
 		s.mux.Handle("POST /v1/executor/ticks", s.wrap("executor.tick", contract.ScopeOperate, s.executorTick))
+	}
+
+	// Shim (seed 003): the LLM routes answer in their own protocol and
+	// record their receipts themselves; management goes through the wrapper.
+	if s.cfg.Shim != nil {
+		s.mux.Handle("POST /v1/chat/completions", s.llmRoute(wire.ChatCompletions))
+		s.mux.Handle("POST /v1/responses", s.llmRoute(wire.Responses))
+		s.mux.Handle("POST /v1/messages", s.llmRoute(wire.Messages))
+		s.mux.Handle("GET /v1/provisions", s.wrap("shim.list_provisions", contract.ScopeRoute, s.shimListProvisions))
+		s.mux.Handle("POST /v1/provisions", s.wrap("shim.create_provision", contract.ScopeConfigure, s.shimCreateProvision))
+		s.mux.Handle("GET /v1/provisions/{id}", s.wrap("shim.get_provision", contract.ScopeRoute, s.shimGetProvision))
+		s.mux.Handle("PUT /v1/provisions/{id}", s.wrap("shim.update_provision", contract.ScopeConfigure, s.shimUpdateProvision))
+		s.mux.Handle("DELETE /v1/provisions/{id}", s.wrap("shim.delete_provision", contract.ScopeConfigure, s.shimDeleteProvision))
+		s.mux.Handle("GET /v1/context", s.wrap("shim.list_context", contract.ScopeRoute, s.shimListContext))
+		s.mux.Handle("POST /v1/context", s.wrap("shim.create_context", contract.ScopeConfigure, s.shimCreateContext))
+		s.mux.Handle("GET /v1/context/{ref}", s.wrap("shim.get_context", contract.ScopeRoute, s.shimGetContext))
+		s.mux.Handle("PUT /v1/context/{ref}", s.wrap("shim.update_context", contract.ScopeConfigure, s.shimUpdateContext))
+		s.mux.Handle("DELETE /v1/context/{ref}", s.wrap("shim.delete_context", contract.ScopeConfigure, s.shimDeleteContext))
+		s.mux.Handle("GET /v1/receipts", s.wrap("shim.list_receipts", contract.ScopeRoute, s.shimReceipts))
+		s.mux.Handle("POST /v1/dry-run", s.wrap("shim.dry_run", contract.ScopeRoute, s.shimDryRun))
+		s.mux.HandleFunc("POST /api/preview", s.shimPreview)
 	}
 
 	// Other mounted routes.

@@ -13,6 +13,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/executor"
+	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
 )
@@ -39,6 +40,7 @@ type Config struct {
 	// Gates: a nil service means the gate is not served.
 	Trader   *trader.Service
 	Executor *executor.Executor
+	Shim     *shim.Service
 
 	// Mounts are extra routes of the gates, registered after the core ones.
 	Mounts []Mount
@@ -46,6 +48,8 @@ type Config struct {
 	Tools []Tool
 	// MaxBodyBytes bounds management request bodies (default 1 MiB).
 	MaxBodyBytes int64
+	// MaxLLMBodyBytes bounds LLM request bodies (default 16 MiB).
+	MaxLLMBodyBytes int64
 }
 
 // Server serves the HTTP API.
@@ -66,6 +70,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
+	if cfg.MaxLLMBodyBytes <= 0 {
+		cfg.MaxLLMBodyBytes = 16 << 20
+	}
 	reg := prometheus.NewRegistry()
 	s := &Server{
 		cfg:     cfg,
@@ -80,6 +87,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Executor != nil {
 		s.tools = append(s.tools, s.executorTools()...)
+	}
+	if cfg.Shim != nil {
+		s.tools = append(s.tools, s.shimTools()...)
 	}
 	s.tools = append(s.tools, cfg.Tools...)
 	s.routes()

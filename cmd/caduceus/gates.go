@@ -43,6 +43,13 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 		}
 		cfg.Trader = svc
 	}
+	if a.gateOn("shim") {
+		svc, err := a.shimService(db)
+		if err != nil {
+			return err
+		}
+		cfg.Shim = svc
+	}
 	if a.gateOn("executor") {
 		ex, err := a.executor(ctx, db)
 		if err != nil {

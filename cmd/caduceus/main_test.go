@@ -68,12 +68,18 @@ var keyRE = regexp.MustCompile(`(?m)^(cad_[0-9a-f]{16}_[a-z2-7]{52})$`)
 // args) and waits for /healthz.
 func start(t *testing.T, extra ...string) *instance {
 	t.Helper()
+	return startEnv(t, noEnv, extra...)
+}
+
+// startEnv is start with an environment.
+func startEnv(t *testing.T, getenv func(string) string, extra ...string) *instance {
+	t.Helper()
 	data := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{data: data, stderr: &syncBuffer{}, done: make(chan int, 1), cancel: cancel}
 	stdout := &syncBuffer{}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, extra...)
-	go func() { in.done <- run(ctx, args, noEnv, strings.NewReader(""), stdout, in.stderr) }()
+	go func() { in.done <- run(ctx, args, getenv, strings.NewReader(""), stdout, in.stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -419,6 +425,7 @@ func TestCLIBadInput(t *testing.T) {
 	dir := t.TempDir()
 	cases := [][]string{
 		{"keys", "create", "--data", dir, "--tenant", "tenant-1", "--scopes", "route"},
+		{"keys", "create", "--data", dir, "--tenant", "slot-0", "--scopes", "admin"},
 		{"keys", "create", "--data", dir, "--tenant", "slot-1", "--scopes", "superuser"},
 		{"keys", "create", "--data", dir, "--tenant", "slot-1", "--scopes", "route", "--context", "nightly"},
 		{"audit", "verify", "--data", dir, "--tenant", "everyone"},

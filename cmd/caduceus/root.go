@@ -52,13 +52,15 @@ type config struct {
 		Scenario string `yaml:"scenario"` // paper scenario YAML
 		MCPURL   string `yaml:"mcp_url"`  // Robinhood MCP server
 	} `yaml:"executor"`
+	Shim shimConfig `yaml:"shim"`
 }
 
 type app struct {
 	env
-	cfg        config
-	configFile string
-	log        *slog.Logger
+	cfg           config
+	configFile    string
+	upstreamFlags []string
+	log           *slog.Logger
 }
 
 // run is the whole program: parse args, run the command, return the exit
@@ -119,7 +121,7 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd(), a.execCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd(), a.execCmd(), a.shimCmd())
 	return root
 }
 
@@ -170,6 +172,16 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	set("mcp-url", &cfg.Executor.MCPURL, flags.Executor.MCPURL)
 	if f := cmd.Flags().Lookup("gates"); f != nil && f.Changed {
 		cfg.Gates = flags.Gates
+	}
+	if f := cmd.Flags().Lookup("upstream"); f != nil && f.Changed {
+		ups, err := parseUpstreams(a.upstreamFlags)
+		if err != nil {
+			return err
+		}
+		cfg.Shim.Upstreams = ups
+	}
+	if f := cmd.Flags().Lookup("offline"); f != nil && f.Changed {
+		cfg.Shim.Offline = flags.Shim.Offline
 	}
 	if cfg.Data == "" {
 		cfg.Data = ".caduceus"

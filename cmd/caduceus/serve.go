@@ -44,6 +44,8 @@ creates one for slot-1 and prints it once.`,
 	cmd.Flags().StringVar(&a.cfg.Executor.Broker, "broker", "", "executor: paper (default) or robinhood (env CADUCEUS_BROKER)")
 	cmd.Flags().StringVar(&a.cfg.Executor.Scenario, "scenario", "", "executor: paper broker scenario YAML (env CADUCEUS_SCENARIO)")
 	cmd.Flags().StringVar(&a.cfg.Executor.MCPURL, "mcp-url", "", "executor: Robinhood MCP server URL; token from "+EnvRobinhoodToken)
+	cmd.Flags().StringArrayVar(&a.upstreamFlags, "upstream", nil, "shim: an LLM upstream NAME=URL (openai, anthropic); repeatable; keys from CADUCEUS_OPENAI_API_KEY / CADUCEUS_ANTHROPIC_API_KEY")
+	cmd.Flags().BoolVar(&a.cfg.Shim.Offline, "offline", false, "shim: never call a provider (answer directly or refuse)")
 	return cmd
 }
 

@@ -41,10 +41,10 @@ func TestTraderEndToEnd(t *testing.T) {
 	_, opKey, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-1", "--scopes", "route,operate")
 	routeSess := mcpSession(t, in, strings.TrimSpace(routeKey))
 	opSess := mcpSession(t, in, strings.TrimSpace(opKey))
-	if got := strings.Join(toolNames(t, routeSess), ","); got != "get_strategy,list_strategies,whoami" {
+	if got := strings.Join(toolNames(t, routeSess), ","); got != "get_strategy,list_strategies,shim_preview,whoami" {
 		t.Errorf("route key sees %s", got)
 	}
-	if got := strings.Join(toolNames(t, opSess), ","); got != "apply_control_decision,execute_intents,get_strategy,list_strategies,whoami" {
+	if got := strings.Join(toolNames(t, opSess), ","); got != "apply_control_decision,execute_intents,get_strategy,list_strategies,shim_preview,whoami" {
 		t.Errorf("operate key sees %s", got)
 	}
 	// A route key cannot call the write tool it does not see.

@@ -1,0 +1,330 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// The shim gate: the three LLM routes, provision and context management,
+// receipts, dry-run and preview. The LLM routes answer every refusal in the
+// caller's own protocol's error envelope, never as a problem.
+
+// llmRoute serves one LLM protocol: a contributor-tier model is refused
+// before anything else (before the key is even looked at), then the key is
+// authenticated, then the shim runs and writes the request's receipt into
+// the audit trail itself.
+func (s *Server) llmRoute(p wire.Protocol) http.Handler {
+	proxy := s.cfg.Shim.Handler(p)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		body, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, s.cfg.MaxLLMBodyBytes))
+		if err != nil {
+			wire.WriteError(sw, p, http.StatusRequestEntityTooLarge, "request_too_large", "the request body is too large")
+			s.count(r, start, contract.OutcomeDeny)
+			return
+		}
+		if shim.IsContributorModel(wire.PeekModel(body)) {
+			wire.WriteError(sw, p, http.StatusForbidden, shim.CodeContributorRefused, "contributor-tier models are refused")
+			s.count(r, start, contract.OutcomeDeny)
+			return
+		}
+		caller, err := s.authenticate(r)
+		if err != nil {
+			e := contract.AsError(err)
+			wire.WriteError(sw, p, e.Kind.HTTPStatus(), e.Code, e.Message)
+			if caller.Identity.TenantSlot != "" {
+				s.record(r.Context(), caller, "shim.proxy", &Call{Resource: string(p), Reason: e.Code}, e.Kind.Outcome())
+			}
+			s.count(r, start, e.Kind.Outcome())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r = r.WithContext(contract.WithCaller(r.Context(), caller))
+		proxy.ServeHTTP(sw, r)
+		s.count(r, start, outcomeOfStatus(sw.status))
+	})
+}
+
+// count adds a request to the route metrics.
+func (s *Server) count(r *http.Request, start time.Time, outcome contract.Outcome) {
+	route := r.Pattern
+	if route == "" {
+		route = "unmatched"
+	}
+	s.metrics.requests.WithLabelValues(route, string(outcome)).Inc()
+	s.metrics.latency.WithLabelValues(route, string(outcome)).Observe(time.Since(start).Seconds())
+}
+
+func outcomeOfStatus(status int) contract.Outcome {
+	switch {
+	case status == 0 || status < 400:
+		return contract.OutcomeAllow
+	case status == http.StatusNotFound:
+		return contract.OutcomeNotFound
+	case status == http.StatusConflict:
+		return contract.OutcomeConflict
+	default:
+		return contract.OutcomeDeny
+	}
+}
+
+func harnessOf(r *http.Request) string { return r.Header.Get(shim.HeaderHarness) }
+
+// ifVersion reads If-Match as a provision or context version.
+func ifVersion(r *http.Request) (int64, error) {
+	rev, err := ifMatch(r)
+	return int64(rev), err
+}
+
+func (s *Server) shimListProvisions(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "provisions"
+	list, err := s.cfg.Shim.ListProvisions(r.Context(), c.Caller)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"provisions": list})
+}
+
+func (s *Server) shimGetProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "provision/" + clip(id, 100)
+	p, err := s.cfg.Shim.GetProvision(r.Context(), c.Caller, id)
+	if err != nil {
+		return err
+	}
+	return writeVersioned(w, http.StatusOK, p.Version, p)
+}
+
+func (s *Server) shimCreateProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.cfg.Shim.CreateProvision(r.Context(), c.Caller, harnessOf(r), body)
+	if err != nil {
+		return err
+	}
+	c.Resource = "provision/" + clip(p.ID, 100)
+	return writeVersioned(w, http.StatusCreated, p.Version, p)
+}
+
+func (s *Server) shimUpdateProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "provision/" + clip(id, 100)
+	v, err := ifVersion(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.cfg.Shim.UpdateProvision(r.Context(), c.Caller, harnessOf(r), id, v, body)
+	if err != nil {
+		return err
+	}
+	return writeVersioned(w, http.StatusOK, p.Version, p)
+}
+
+func (s *Server) shimDeleteProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "provision/" + clip(id, 100)
+	v, err := ifVersion(r)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Shim.DeleteProvision(r.Context(), c.Caller, harnessOf(r), id, v); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) shimListContext(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "context"
+	list, err := s.cfg.Shim.ListContext(r.Context(), c.Caller)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"context": list})
+}
+
+func (s *Server) shimGetContext(w http.ResponseWriter, r *http.Request, c *Call) error {
+	ref := r.PathValue("ref")
+	c.Resource = "context/" + clip(ref, 100)
+	e, err := s.cfg.Shim.GetContext(r.Context(), c.Caller, ref)
+	if err != nil {
+		return err
+	}
+	return writeVersioned(w, http.StatusOK, e.Version, e)
+}
+
+func (s *Server) shimCreateContext(w http.ResponseWriter, r *http.Request, c *Call) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	e, err := s.cfg.Shim.CreateContext(r.Context(), c.Caller, harnessOf(r), body)
+	if err != nil {
+		return err
+	}
+	c.Resource = "context/" + clip(e.Ref, 100)
+	return writeVersioned(w, http.StatusCreated, e.Version, e)
+}
+
+func (s *Server) shimUpdateContext(w http.ResponseWriter, r *http.Request, c *Call) error {
+	ref := r.PathValue("ref")
+	c.Resource = "context/" + clip(ref, 100)
+	v, err := ifVersion(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	e, err := s.cfg.Shim.UpdateContext(r.Context(), c.Caller, harnessOf(r), ref, v, body)
+	if err != nil {
+		return err
+	}
+	return writeVersioned(w, http.StatusOK, e.Version, e)
+}
+
+func (s *Server) shimDeleteContext(w http.ResponseWriter, r *http.Request, c *Call) error {
+	ref := r.PathValue("ref")
+	c.Resource = "context/" + clip(ref, 100)
+	v, err := ifVersion(r)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Shim.DeleteContext(r.Context(), c.Caller, harnessOf(r), ref, v); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func writeVersioned(w http.ResponseWriter, status int, version int64, v any) error {
+	w.Header().Set("ETag", strconv.FormatInt(version, 10))
+	return WriteJSON(w, status, v)
+}
+
+func (s *Server) shimReceipts(w http.ResponseWriter, r *http.Request, c *Call) error {
+	limit, err := queryLimit(r, 50, 1000)
+	if err != nil {
+		return err
+	}
+	c.Resource = "receipts"
+	list, err := s.cfg.Shim.ListReceipts(r.Context(), c.Caller, limit, r.URL.Query().Get("before"))
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"receipts": list})
+}
+
+// protocolOf reads ?protocol= (chat, responses or messages; default chat).
+func protocolOf(r *http.Request) (wire.Protocol, error) {
+	v := r.URL.Query().Get("protocol")
+	if v == "" {
+		v = "chat"
+	}
+	p, err := wire.ParseProtocol(v)
+	if err != nil {
+		return "", contract.FieldError("protocol", "bad_protocol", "protocol %q: want chat, responses or messages", v)
+	}
+	return p, nil
+}
+
+func (s *Server) shimDryRun(w http.ResponseWriter, r *http.Request, c *Call) error {
+	p, err := protocolOf(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	c.Resource = "dry-run/" + string(p)
+	res, err := s.cfg.Shim.DryRun(r.Context(), c.Caller, p, body)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, res)
+}
+
+// shimPreview is public: it evaluates against builtin rules only, persists
+// nothing and calls no provider. Its body is bounded like any other.
+func (s *Server) shimPreview(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	err := func() error {
+		p, err := protocolOf(r)
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return contract.Invalidf("body_too_large", "the request body is larger than %d bytes", mbe.Limit)
+			}
+			return contract.Invalidf("bad_body", "cannot read the request body")
+		}
+		res, err := s.cfg.Shim.Preview(r.Context(), p, body)
+		if err != nil {
+			return err
+		}
+		return WriteJSON(w, http.StatusOK, res)
+	}()
+	if err != nil {
+		WriteProblem(w, r, err)
+		s.count(r, start, contract.KindOf(err).Outcome())
+		return
+	}
+	s.count(r, start, contract.OutcomeAllow)
+}
+
+var shimPreviewSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["request"],
+"properties":{"protocol":{"type":"string","enum":["chat","responses","messages"],"description":"the wire protocol of request (default chat)"},
+"request":{"type":"object","description":"an LLM request body in that protocol"}}}`)
+
+func (s *Server) shimTools() []Tool {
+	return []Tool{{
+		Name:        "shim_preview",
+		Description: "Preview what the shim would do with an LLM request under the builtin rules: fired and skipped provisions, the decision and the request as it would be forwarded. Persists nothing and calls no provider.",
+		Scope:       contract.ScopeRoute,
+		InputSchema: shimPreviewSchema,
+		Call: func(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error) {
+			var in struct {
+				Protocol string          `json:"protocol"`
+				Request  json.RawMessage `json:"request"`
+			}
+			if err := decodeStrict(args, &in); err != nil {
+				return nil, err
+			}
+			p, err := wire.ParseProtocol(strings.TrimSpace(orDefault(in.Protocol, "chat")))
+			if err != nil {
+				return nil, contract.FieldError("protocol", "bad_protocol", "protocol %q: want chat, responses or messages", in.Protocol)
+			}
+			return s.cfg.Shim.Preview(ctx, p, in.Request)
+		},
+	}}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
