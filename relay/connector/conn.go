@@ -186,25 +186,12 @@ func (c *Connector) serveRelay(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusGoingAway, "connector shutting down")
 		return
 	}
-	defer c.unregister(k)
-	defer cancel()
 	ws.SetReadLimit(relay.MaxFrameBytes + 1024)
 	c.log.Info("relay: gateway connected", "conn", k.id, "gateway", gatewayID, "tenant", g.Tenant)
 	c.record(ctx, entry{tenant: g.Tenant, action: "relay.connect", resource: "gateway:" + gatewayID,
 		outcome: contract.OutcomeAllow, subjectOf: "gateway:" + gatewayID, gateway: gatewayID, conn: k.id})
 	k.schedulePing()
-	defer func() {
-		k.mu.Lock()
-		if k.ping != nil {
-			k.ping.Stop()
-		}
-		k.mu.Unlock()
-		// Deliveries leased to this connection go to the next one.
-		if err := c.cfg.Store.ReleaseLeases(context.WithoutCancel(ctx), k.tenant, k.id); err != nil {
-			c.log.Error("relay: release leases", "conn", k.id, "err", err)
-		}
-		c.log.Info("relay: gateway disconnected", "conn", k.id, "gateway", gatewayID)
-	}()
+	defer c.disconnected(k)
 	split := relay.Splitter{OnMalformed: func(line []byte, err error) {
 		c.log.Warn("relay: malformed frame skipped", "conn", k.id, "err", err, "bytes", len(line))
 	}}
@@ -217,6 +204,29 @@ func (c *Connector) serveRelay(w http.ResponseWriter, r *http.Request) {
 		}
 		split.Feed(msg, func(f relay.Frame) { c.handleFrame(k, f) })
 	}
+}
+
+// disconnected tears k down: no more pings or deliveries, its sessions lose
+// their owner, its leased buffered events are released and offered to the
+// tenant's other connections.
+func (c *Connector) disconnected(k *conn) {
+	k.mu.Lock()
+	if k.ping != nil {
+		k.ping.Stop()
+	}
+	k.mu.Unlock()
+	k.qmu.Lock()
+	k.dead = true
+	k.qmu.Unlock()
+	k.cancel()
+	c.unregister(k)
+	defer c.wg.Done()
+	ctx := context.WithoutCancel(k.ctx)
+	if err := c.cfg.Store.ReleaseLeases(ctx, k.tenant, k.id); err != nil {
+		c.log.Error("relay: release leases", "conn", k.id, "err", err)
+	}
+	c.redrain(k.tenant)
+	c.log.Info("relay: gateway disconnected", "conn", k.id, "gateway", k.gatewayID)
 }
 
 // handleFrame acts on one frame from a gateway.

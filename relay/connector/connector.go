@@ -29,8 +29,12 @@ type Connector struct {
 	conns  map[*conn]struct{}
 	rr     map[identKey]int
 	closed bool
+	stop   chan struct{}
 	wg     sync.WaitGroup
 }
+
+// DedupeWindow is how long an inbound event's dedupe key is remembered.
+const DedupeWindow = 24 * time.Hour
 
 type identKey struct {
 	tenant   contract.TenantSlot
@@ -54,6 +58,7 @@ func New(cfg Config) (*Connector, error) {
 		byID:   map[identKey][]*conn{},
 		conns:  map[*conn]struct{}{},
 		rr:     map[identKey]int{},
+		stop:   make(chan struct{}),
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -98,6 +103,8 @@ func New(cfg Config) (*Connector, error) {
 			telegram: &telegram.Client{BaseURL: cfg.TelegramBaseURL, Token: bot.Token, HTTP: cfg.HTTPClient},
 		}
 	}
+	c.wg.Add(1)
+	go c.maintain()
 	return c, nil
 }
 
@@ -116,15 +123,20 @@ func (c *Connector) Handler() http.Handler {
 // for their goroutines, and refuses new ones. It is safe to call twice.
 func (c *Connector) Close() error {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.stop)
+	}
 	c.closed = true
 	conns := make([]*conn, 0, len(c.conns))
 	for k := range c.conns {
 		conns = append(conns, k)
 	}
 	c.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, k := range conns {
-		k.close(1001, "connector shutting down")
+		wg.Go(func() { k.close(1001, "connector shutting down") })
 	}
+	wg.Wait()
 	c.wg.Wait()
 	return nil
 }
@@ -191,7 +203,47 @@ func (c *Connector) unregister(k *conn) {
 	}
 	c.mu.Unlock()
 	c.router.Forget(k)
-	c.wg.Done()
+}
+
+// redrain offers tenant's buffered events (all tenants when tenant is "")
+// to one live connection per (tenant, platform, bot).
+func (c *Connector) redrain(tenant contract.TenantSlot) {
+	c.mu.RLock()
+	type job struct {
+		k             *conn
+		platform, bot string
+	}
+	var jobs []job
+	for id, list := range c.byID {
+		if len(list) > 0 && (tenant == "" || id.tenant == tenant) {
+			jobs = append(jobs, job{list[0], id.platform, id.bot})
+		}
+	}
+	c.mu.RUnlock()
+	for _, j := range jobs {
+		go c.drain(j.k, j.platform, j.bot)
+	}
+}
+
+// maintain redelivers buffered events whose lease ran out without an
+// acknowledgement and prunes expired capabilities and old dedupe keys,
+// until Close.
+func (c *Connector) maintain() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.LeaseTTL / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.redrain("")
+		now := c.now()
+		if err := c.cfg.Store.Prune(context.Background(), now, now.Add(-DedupeWindow)); err != nil {
+			c.log.Error("relay: prune", "err", err)
+		}
+	}
 }
 
 // pick returns the connection for an event of (tenant, platform, bot) in

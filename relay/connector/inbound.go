@@ -147,6 +147,7 @@ func (c *Connector) drain(k *conn, platform, bot string) {
 			}
 			return
 		}
+		c.log.Debug("relay: drain", "conn", k.id, "platform", platform, "bot", bot, "pending", len(page))
 		if len(page) == 0 {
 			return
 		}
