@@ -391,3 +391,5 @@ func logOut() io.Writer {
 	}
 	return io.Discard
 }
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
