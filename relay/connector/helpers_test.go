@@ -67,7 +67,7 @@ func (f *fakeAPI) Calls() []apiCall {
 	return append([]apiCall(nil), f.calls...)
 }
 
-func newFakeDiscord(t *testing.T) *fakeAPI {
+func newFakeDiscord(t testing.TB) *fakeAPI {
 	f := &fakeAPI{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
@@ -89,7 +89,7 @@ func newFakeDiscord(t *testing.T) *fakeAPI {
 	return f
 }
 
-func newFakeTelegram(t *testing.T) *fakeAPI {
+func newFakeTelegram(t testing.TB) *fakeAPI {
 	f := &fakeAPI{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
@@ -119,7 +119,7 @@ func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // env is one connector on an httptest server with fake platform APIs.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	conn     *connector.Connector
 	srv      *httptest.Server
 	store    *relaytest.Memory
@@ -130,7 +130,7 @@ type env struct {
 	clock    *clock
 }
 
-func newEnv(t *testing.T, mutate ...func(*connector.Config)) *env {
+func newEnv(t testing.TB, mutate ...func(*connector.Config)) *env {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	e := &env{t: t, store: relaytest.NewMemory(), audit: audit.NewMemory(), discord: newFakeDiscord(t), telegram: newFakeTelegram(t),
