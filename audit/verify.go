@@ -158,4 +158,3 @@ func hasField(body []byte, key, want string) bool {
 		}
 	}
 }
-

@@ -260,3 +260,49 @@ func TestNoIODependencies(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCanonicalJSON: canonical JSON is a fixed point, and two encodings of
+// one document (reparsed) canonicalize the same.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"b":1,"a":[true,null,"x"]}`, `1.50`, `"\u00e9<>&"`, `[]`, `{"a":{"c":1,"b":2}}`, `{`, `nul`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c1, err := CanonicalJSON(json.RawMessage(b))
+		if err != nil {
+			if KindOf(err) != KindInvalid {
+				t.Fatalf("error kind %v for %q", KindOf(err), b)
+			}
+			return
+		}
+		c2, err := CanonicalJSON(json.RawMessage(c1))
+		if err != nil || string(c1) != string(c2) {
+			t.Fatalf("not a fixed point: %q -> %q -> %q (%v)", b, c1, c2, err)
+		}
+		if !json.Valid(c1) {
+			t.Fatalf("invalid output %q", c1)
+		}
+	})
+}
+
+// FuzzSchemaValidate: validating arbitrary bytes never panics, and a refusal
+// is always an invalid Error with a message.
+func FuzzSchemaValidate(f *testing.F) {
+	f.Add([]byte(`{"tenant_slot":"slot-1","subject":"usr_0123456789abcdef","surface":"api","trust":"router"}`))
+	f.Add([]byte(`{"tenant_slot":1}`))
+	f.Add([]byte(`[`))
+	s := Def("identity")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := s.ValidateJSON(b)
+		if err == nil {
+			var id Identity
+			if json.Unmarshal(b, &id) != nil || !ValidTenantSlot(string(id.TenantSlot)) || !ValidUserRef(id.Subject) {
+				t.Fatalf("accepted %q", b)
+			}
+			return
+		}
+		if e := AsError(err); e.Kind != KindInvalid || e.Message == "" {
+			t.Fatalf("refusal %v", err)
+		}
+	})
+}

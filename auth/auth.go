@@ -1,0 +1,300 @@
+// Package auth issues and verifies API keys and turns a verified key into a
+// contract.Caller.
+//
+// A key looks like cad_<keyid>_<secret>: keyid is 16 hex digits, secret is 52
+// characters of lowercase base32 (256 random bits). Only sha256(secret) is
+// stored, and it is compared in constant time. A caller's subject is usr_ +
+// the hex sha256 of the key id: stable, never the raw id.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// Key is a stored API key (without its secret).
+type Key struct {
+	ID         string
+	Tenant     contract.TenantSlot
+	Scopes     []contract.Scope
+	Harness    string
+	RunContext contract.RunContext
+	SecretHash string // hex sha256 of the secret
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
+}
+
+// Store keeps keys. Implementations: store.Keys (SQL).
+type Store interface {
+	// CreateKey stores a new key; conflict if the id exists.
+	CreateKey(ctx context.Context, k Key) error
+	// Key returns a key by id; not_found if there is none.
+	Key(ctx context.Context, id string) (Key, error)
+	// ListKeys returns every key, revoked ones included, oldest first.
+	ListKeys(ctx context.Context) ([]Key, error)
+	// RevokeKey marks a key revoked; not_found if there is none, conflict if
+	// it was already revoked.
+	RevokeKey(ctx context.Context, id string) error
+}
+
+// Spec is what a new key is made of.
+type Spec struct {
+	Tenant     contract.TenantSlot
+	Scopes     []contract.Scope
+	Harness    string
+	RunContext contract.RunContext
+}
+
+// Service issues and verifies keys.
+type Service struct {
+	store Store
+	now   func() time.Time
+	// cacheTTL bounds how long a verified key is trusted without a store
+	// read. Revocation through this Service is immediate; a revocation made
+	// by another process takes effect within cacheTTL.
+	cacheTTL time.Duration
+	mu       sync.Mutex
+	cache    map[string]cached
+}
+
+type cached struct {
+	key     Key
+	expires time.Time
+}
+
+// DefaultCacheTTL is how long a verified key is cached.
+const DefaultCacheTTL = 5 * time.Second
+
+// NewService returns a Service over store. A cacheTTL of 0 disables caching.
+func NewService(store Store, now func() time.Time, cacheTTL time.Duration) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: store, now: now, cacheTTL: cacheTTL, cache: map[string]cached{}}
+}
+
+// Validate checks a spec. It returns an invalid Error naming the bad field.
+func (s Spec) Validate() error {
+	if !contract.ValidTenantSlot(string(s.Tenant)) {
+		return contract.FieldError("tenant", "bad_tenant", "tenant %q must look like slot-N (1 to 3 digits)", s.Tenant)
+	}
+	if len(s.Scopes) == 0 {
+		return contract.FieldError("scopes", "bad_scopes", "a key needs at least one scope (route, configure, operate, admin)")
+	}
+	for _, sc := range s.Scopes {
+		if !slices.Contains(contract.Scopes, sc) {
+			return contract.FieldError("scopes", "bad_scopes", "unknown scope %q (want route, configure, operate or admin)", sc)
+		}
+	}
+	switch s.RunContext {
+	case contract.RunNone, contract.RunCron, contract.RunChat, contract.RunAnalyst:
+	default:
+		return contract.FieldError("context", "bad_run_context", "unknown run context %q (want cron, chat or analyst)", s.RunContext)
+	}
+	if len(s.Harness) > 64 || strings.ContainsAny(s.Harness, " \t\r\n,") {
+		return contract.FieldError("harness", "bad_harness", "harness %q must be at most 64 characters without spaces or commas", s.Harness)
+	}
+	return nil
+}
+
+var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// Create makes a key and returns its token, which is shown once and never
+// stored.
+func (s *Service) Create(ctx context.Context, spec Spec) (token string, key Key, err error) {
+	if err := spec.Validate(); err != nil {
+		return "", Key{}, err
+	}
+	var idb [8]byte
+	var secret [32]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return "", Key{}, err
+	}
+	if _, err := rand.Read(secret[:]); err != nil {
+		return "", Key{}, err
+	}
+	id := hex.EncodeToString(idb[:])
+	sec := strings.ToLower(b32.EncodeToString(secret[:]))
+	scopes := slices.Clone(spec.Scopes)
+	slices.Sort(scopes)
+	scopes = slices.Compact(scopes)
+	key = Key{ID: id, Tenant: spec.Tenant, Scopes: scopes, Harness: spec.Harness, RunContext: spec.RunContext,
+		SecretHash: hashSecret(sec), CreatedAt: s.now().UTC()}
+	if err := s.store.CreateKey(ctx, key); err != nil {
+		return "", Key{}, err
+	}
+	return "cad_" + id + "_" + sec, key, nil
+}
+
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// ParseToken splits a token into key id and secret. It returns an
+// unauthenticated Error for anything that is not a well-formed token.
+func ParseToken(token string) (id, secret string, err error) {
+	rest, ok := strings.CutPrefix(token, "cad_")
+	if !ok {
+		return "", "", errMalformed
+	}
+	id, secret, ok = strings.Cut(rest, "_")
+	if !ok || len(id) != 16 || len(secret) != 52 || !isHex(id) {
+		return "", "", errMalformed
+	}
+	return id, secret, nil
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	errMalformed = &contract.Error{Kind: contract.KindUnauthenticated, Code: "bad_key", Message: "the API key is not a Caduceus key (cad_<id>_<secret>)"}
+	errBadKey    = &contract.Error{Kind: contract.KindUnauthenticated, Code: "bad_key", Message: "the API key is not valid"}
+	errRevoked   = &contract.Error{Kind: contract.KindUnauthenticated, Code: "key_revoked", Message: "the API key was revoked"}
+)
+
+// dummyHash is compared against when a key id is unknown, so an unknown id
+// costs the same as a wrong secret.
+var dummyHash = hashSecret("caduceus-unknown-key")
+
+// Verify checks a token and returns the caller it stands for. Unknown ids,
+// wrong secrets and revoked keys are unauthenticated Errors; a store failure
+// is an internal Error. When the id is known but the secret is wrong, the
+// returned Caller still names the key's tenant and subject (so the refusal can
+// be audited under that tenant) along with the error.
+func (s *Service) Verify(ctx context.Context, token string) (contract.Caller, error) {
+	id, secret, err := ParseToken(token)
+	if err != nil {
+		return contract.Caller{}, err
+	}
+	key, err := s.lookup(ctx, id)
+	if contract.KindOf(err) == contract.KindNotFound {
+		subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(dummyHash))
+		return contract.Caller{}, errBadKey
+	}
+	if err != nil {
+		return contract.Caller{}, contract.Internal(err)
+	}
+	caller := CallerOf(key)
+	if subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(key.SecretHash)) != 1 {
+		return caller, errBadKey
+	}
+	if key.RevokedAt != nil {
+		return caller, errRevoked
+	}
+	return caller, nil
+}
+
+func (s *Service) lookup(ctx context.Context, id string) (Key, error) {
+	now := s.now()
+	if s.cacheTTL > 0 {
+		s.mu.Lock()
+		c, ok := s.cache[id]
+		s.mu.Unlock()
+		if ok && now.Before(c.expires) {
+			return c.key, nil
+		}
+	}
+	key, err := s.store.Key(ctx, id)
+	if err != nil {
+		return Key{}, err
+	}
+	if s.cacheTTL > 0 {
+		s.mu.Lock()
+		if len(s.cache) > 10000 {
+			clear(s.cache)
+		}
+		s.cache[id] = cached{key: key, expires: now.Add(s.cacheTTL)}
+		s.mu.Unlock()
+	}
+	return key, nil
+}
+
+// Revoke revokes a key; it takes effect in this process at once.
+func (s *Service) Revoke(ctx context.Context, id string) error {
+	if err := s.store.RevokeKey(ctx, id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.cache, id)
+	s.mu.Unlock()
+	return nil
+}
+
+// List returns every key.
+func (s *Service) List(ctx context.Context) ([]Key, error) { return s.store.ListKeys(ctx) }
+
+// HasActiveAdmin reports whether any unrevoked key holds the admin scope.
+func (s *Service) HasActiveAdmin(ctx context.Context) (bool, error) {
+	keys, err := s.store.ListKeys(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, k := range keys {
+		if k.RevokedAt == nil && slices.Contains(k.Scopes, contract.ScopeAdmin) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Subject is the HUX user_ref of a key id: usr_ + hex sha256(id).
+func Subject(keyID string) string {
+	sum := sha256.Sum256([]byte(keyID))
+	return "usr_" + hex.EncodeToString(sum[:])
+}
+
+// CallerOf is the caller a key stands for. API keys are asserted by the
+// router (trust "router") on the api surface.
+func CallerOf(k Key) contract.Caller {
+	return contract.Caller{
+		Identity: contract.Identity{
+			TenantSlot: k.Tenant,
+			Subject:    Subject(k.ID),
+			Surface:    contract.SurfaceAPI,
+			Trust:      contract.TrustRouter,
+		},
+		KeyID:      k.ID,
+		Scopes:     slices.Clone(k.Scopes),
+		Harness:    k.Harness,
+		RunContext: k.RunContext,
+	}
+}
+
+// ParseScopes parses a comma-separated scope list ("route,configure").
+func ParseScopes(s string) ([]contract.Scope, error) {
+	var out []contract.Scope
+	for p := range strings.SplitSeq(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(contract.Scopes, contract.Scope(p)) {
+			return nil, contract.FieldError("scopes", "bad_scopes", "unknown scope %q (want route, configure, operate or admin)", p)
+		}
+		out = append(out, contract.Scope(p))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("auth: %w", contract.FieldError("scopes", "bad_scopes", "no scopes given"))
+	}
+	return out, nil
+}

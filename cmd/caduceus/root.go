@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// Set by the linker: -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+// env is the process environment as run sees it (injectable for tests).
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// config is what every command reads: file, then environment, then flags.
+type config struct {
+	Addr     string   `yaml:"addr"`
+	Data     string   `yaml:"data"`
+	Store    string   `yaml:"store"`
+	Gates    []string `yaml:"gates"`
+	LogLevel string   `yaml:"log_level"`
+}
+
+type app struct {
+	env
+	cfg        config
+	configFile string
+	log        *slog.Logger
+}
+
+// run is the whole program: parse args, run the command, return the exit
+// code. main only calls it; tests call it with their own args and writers.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{env: env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(stderr, "caduceus:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "caduceus:", userMessage(err))
+	return 1
+}
+
+// userMessage is an error as an operator should read it: the contract
+// error's own message, internal detail included (this is the operator's
+// terminal, not a remote caller).
+func userMessage(err error) string {
+	if e, ok := errors.AsType[*contract.Error](err); ok && e.Kind != contract.KindInternal {
+		if e.Field != "" && !strings.Contains(e.Message, e.Field) {
+			return e.Field + ": " + e.Message
+		}
+		return e.Message
+	}
+	return err.Error()
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "caduceus",
+		Short: "The governed edge of an AI agent",
+		Long: `Caduceus stands between an AI agent and what it touches: chat platforms (relay),
+LLM providers (shim) and a broker (trader, executor). Every crossing is
+authenticated, scoped to one tenant, checked, idempotent and audited.`,
+		Example: `  caduceus serve
+  caduceus keys create --tenant slot-1 --scopes route,configure
+  caduceus audit verify`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.loadConfig(cmd)
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.cfg.Data, "data", "", "data directory (default ./.caduceus; env CADUCEUS_DATA)")
+	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
+	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
+	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd())
+	return root
+}
+
+// loadConfig layers file < environment < flags into a.cfg.
+func (a *app) loadConfig(cmd *cobra.Command) error {
+	flags := a.cfg
+	file := a.configFile
+	if file == "" {
+		file = a.getenv("CADUCEUS_CONFIG")
+	}
+	var cfg config
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return &exitError{2, fmt.Errorf("config: %w", err)}
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return &exitError{2, fmt.Errorf("config %s: %w", file, err)}
+		}
+	}
+	envs := map[string]*string{
+		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel,
+	}
+	for k, p := range envs {
+		if v := a.getenv(k); v != "" {
+			*p = v
+		}
+	}
+	if v := a.getenv("CADUCEUS_GATES"); v != "" {
+		cfg.Gates = splitList(v)
+	}
+	set := func(name string, dst *string, v string) {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			*dst = v
+		}
+	}
+	set("data", &cfg.Data, flags.Data)
+	set("store", &cfg.Store, flags.Store)
+	set("log-level", &cfg.LogLevel, flags.LogLevel)
+	set("addr", &cfg.Addr, flags.Addr)
+	if f := cmd.Flags().Lookup("gates"); f != nil && f.Changed {
+		cfg.Gates = flags.Gates
+	}
+	if cfg.Data == "" {
+		cfg.Data = ".caduceus"
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:7600"
+	}
+	if len(cfg.Gates) == 0 {
+		cfg.Gates = allGates
+	}
+	a.cfg = cfg
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
+		return &exitError{2, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)}
+	}
+	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+func (a *app) openStore(ctx context.Context) (*store.DB, error) {
+	db, err := store.Open(ctx, a.cfg.Store, a.cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func buildInfo() (ver, rev string) {
+	ver, rev = version, commit
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if ver == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			ver = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && rev == "" {
+				rev = s.Value
+			}
+		}
+	}
+	if rev == "" {
+		rev = "unknown"
+	}
+	return ver, rev
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version and commit",
+		Example: "  caduceus version",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v, c := buildInfo()
+			fmt.Fprintf(a.stdout, "caduceus %s commit %s\n", v, c)
+			return nil
+		},
+	}
+}

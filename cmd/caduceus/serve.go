@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/server"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+var allGates = []string{"trader", "executor", "shim", "relay"}
+
+// bootstrapTenant owns the admin key made on first start.
+const bootstrapTenant contract.TenantSlot = "slot-1"
+
+func (a *app) serveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Caduceus server",
+		Long: `Run the HTTP server: management API under /v1, the MCP endpoint at /mcp,
+/healthz, /readyz and /metrics. With no flags it runs on SQLite in ./.caduceus
+and listens on 127.0.0.1:7600. On first start, when no admin key exists, it
+creates one for slot-1 and prints it once.`,
+		Example: `  caduceus serve
+  caduceus serve --addr 127.0.0.1:0 --data /tmp/cad
+  caduceus serve --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context()) },
+	}
+	cmd.Flags().StringVar(&a.cfg.Addr, "addr", "", "listen address (default 127.0.0.1:7600; env CADUCEUS_ADDR)")
+	cmd.Flags().StringSliceVar(&a.cfg.Gates, "gates", nil, "gates to run: trader,executor,shim,relay (default all; env CADUCEUS_GATES)")
+	return cmd
+}
+
+func (a *app) serve(ctx context.Context) error {
+	for _, g := range a.cfg.Gates {
+		if !slices.Contains(allGates, g) {
+			return &exitError{2, fmt.Errorf("unknown gate %q (want %v)", g, allGates)}
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
+	if err := a.bootstrapAdmin(ctx, keys); err != nil {
+		return err
+	}
+
+	ver, _ := buildInfo()
+	srv := server.New(server.Config{
+		Auth:    keys,
+		Audit:   db.Audit(),
+		Records: db.Audit(),
+		Store:   db,
+		Logger:  a.log,
+		Version: ver,
+	})
+
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          nil,
+	}
+	a.log.Info("listening", "addr", "http://"+ln.Addr().String(), "store", storeName(db), "data", a.cfg.Data, "gates", a.cfg.Gates)
+	fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// bootstrapAdmin creates the first admin key when there is none and prints
+// it once on stdout.
+func (a *app) bootstrapAdmin(ctx context.Context, keys *auth.Service) error {
+	ok, err := keys.HasActiveAdmin(ctx)
+	if err != nil || ok {
+		return err
+	}
+	token, key, err := keys.Create(ctx, auth.Spec{Tenant: bootstrapTenant, Scopes: contract.Scopes})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "caduceus: no admin key existed; created key %s for %s with every scope. It is shown once:\n%s\n", key.ID, key.Tenant, token)
+	return nil
+}
+
+func storeName(db *store.DB) string { return db.Dialect().String() }

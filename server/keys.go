@@ -1,0 +1,128 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// KeyView is a key as the API shows it: never the secret or its hash.
+type KeyView struct {
+	ID         string              `json:"id"`
+	Tenant     contract.TenantSlot `json:"tenant"`
+	Scopes     []contract.Scope    `json:"scopes"`
+	Harness    string              `json:"harness,omitempty"`
+	RunContext contract.RunContext `json:"context,omitempty"`
+	CreatedAt  string              `json:"created_at"`
+	RevokedAt  string              `json:"revoked_at,omitempty"`
+}
+
+func viewOf(k auth.Key) KeyView {
+	v := KeyView{ID: k.ID, Tenant: k.Tenant, Scopes: k.Scopes, Harness: k.Harness, RunContext: k.RunContext, CreatedAt: contract.Timestamp(k.CreatedAt)}
+	if k.RevokedAt != nil {
+		v.RevokedAt = contract.Timestamp(*k.RevokedAt)
+	}
+	return v
+}
+
+type createKeyRequest struct {
+	Tenant  contract.TenantSlot `json:"tenant"`
+	Scopes  []contract.Scope    `json:"scopes"`
+	Harness string              `json:"harness"`
+	Context contract.RunContext `json:"context"`
+}
+
+// createKey makes a key in the caller's own tenant; an admin of one tenant
+// cannot mint keys for another (the CLI, working on the data directory, can).
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *Call) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req createKeyRequest
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return contract.Invalidf("bad_json", "the body is not a key request: %v", err)
+	}
+	if req.Tenant == "" {
+		req.Tenant = c.Caller.Identity.TenantSlot
+	}
+	if req.Tenant != c.Caller.Identity.TenantSlot {
+		return contract.Denyf("cross_tenant", "an admin key of %s cannot create keys for %s", c.Caller.Identity.TenantSlot, req.Tenant)
+	}
+	token, key, err := s.cfg.Auth.Create(r.Context(), auth.Spec{Tenant: req.Tenant, Scopes: req.Scopes, Harness: req.Harness, RunContext: req.Context})
+	if err != nil {
+		return err
+	}
+	c.Resource = "key/" + key.ID
+	return WriteJSON(w, http.StatusCreated, struct {
+		Key string `json:"key"`
+		KeyView
+	}{token, viewOf(key)})
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *Call) error {
+	keys, err := s.cfg.Auth.List(r.Context())
+	if err != nil {
+		return err
+	}
+	out := []KeyView{}
+	for _, k := range keys {
+		if k.Tenant == c.Caller.Identity.TenantSlot {
+			out = append(out, viewOf(k))
+		}
+	}
+	c.Resource = "keys"
+	return WriteJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "key/" + clip(id, 100)
+	keys, err := s.cfg.Auth.List(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.ID == id && k.Tenant == c.Caller.Identity.TenantSlot {
+			if err := s.cfg.Auth.Revoke(r.Context(), id); err != nil {
+				return err
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
+	}
+	// Another tenant's key is indistinguishable from a missing one.
+	return contract.NotFoundf("key_not_found", "no key %s", id)
+}
+
+func (s *Server) auditTail(w http.ResponseWriter, r *http.Request, c *Call) error {
+	limit, err := queryLimit(r, 50, 1000)
+	if err != nil {
+		return err
+	}
+	recs, err := s.cfg.Records.Tail(r.Context(), store.AuditFilter{Tenant: c.Caller.Identity.TenantSlot, Limit: limit, Action: r.URL.Query().Get("action")})
+	if err != nil {
+		return err
+	}
+	c.Resource = "audit"
+	type rec struct {
+		ID         string                `json:"id"`
+		Seq        int64                 `json:"seq"`
+		Outcome    contract.AuditOutcome `json:"outcome"`
+		Provenance *contract.Provenance  `json:"provenance,omitempty"`
+		Payload    json.RawMessage       `json:"payload,omitempty"`
+		Hash       string                `json:"hash"`
+		PrevHash   string                `json:"prev_hash"`
+	}
+	out := make([]rec, 0, len(recs))
+	for _, x := range recs {
+		out = append(out, rec{x.ID, x.Seq, x.Outcome, x.Provenance, x.Payload, x.Hash, x.PrevHash})
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"records": out, "as_of": contract.Timestamp(time.Now())})
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// Tool is an MCP tool of a gate. The caller's scopes decide whether it is
+// listed: a key without Scope does not see the tool and cannot call it.
+type Tool struct {
+	Name        string
+	Description string
+	Scope       contract.Scope  // "" = any valid key
+	InputSchema json.RawMessage // a JSON Schema object (type "object")
+	// Call runs the tool. A *contract.Error that is not internal becomes a
+	// tool result with isError and the error's message; an internal error
+	// becomes a result saying "internal error" and is logged.
+	Call func(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error)
+	// Audited tools write their own audit record (the domain's, with its
+	// payload); for the others the request's record names the tool.
+	Audited bool
+}
+
+func whoamiTool() Tool {
+	return Tool{
+		Name:        "whoami",
+		Description: "Returns the caller's identity as Caduceus resolved it from the API key: tenant slot, hashed subject, surface, trust, scopes, harness and run context.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+		Call:        func(context.Context, contract.Caller, json.RawMessage) (any, error) { return nil, nil },
+	}
+}
+
+// Whoami is the whoami tool's answer.
+type Whoami struct {
+	Identity   contract.Identity   `json:"identity"`
+	Scopes     []contract.Scope    `json:"scopes"`
+	Harness    string              `json:"harness,omitempty"`
+	RunContext contract.RunContext `json:"run_context,omitempty"`
+}
+
+// mcpHandler is the stateless streamable-HTTP endpoint. A fresh MCP server
+// is built per request with the tools the caller's scopes allow.
+func (s *Server) mcpHandler() HandlerFunc {
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		caller, _ := contract.CallerFrom(r.Context())
+		return s.mcpServer(caller)
+	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: s.log})
+	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		if r.Method == http.MethodPost {
+			body, err := readBody(r)
+			if err != nil {
+				return err
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			method, tool := peekRPC(body)
+			c.Resource = "mcp:" + method
+			if tool != "" {
+				c.Resource += ":" + tool
+				for _, t := range s.tools {
+					if t.Name == tool && t.Audited && c.Caller.Has(t.Scope) {
+						c.Audited = true
+					}
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+		return nil
+	}
+}
+
+func peekRPC(body []byte) (method, tool string) {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return "batch_or_invalid", ""
+	}
+	if msg.Method == "tools/call" {
+		return msg.Method, clip(msg.Params.Name, 100)
+	}
+	return msg.Method, ""
+}
+
+func (s *Server) mcpServer(caller contract.Caller) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "caduceus", Version: s.cfg.Version}, nil)
+	for _, t := range s.tools {
+		if t.Scope != "" && !caller.Has(t.Scope) {
+			continue
+		}
+		t := t
+		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var out any
+				var err error
+				if t.Name == "whoami" {
+					out = Whoami{Identity: caller.Identity, Scopes: caller.Scopes, Harness: caller.Harness, RunContext: caller.RunContext}
+				} else {
+					args := req.Params.Arguments
+					if len(args) == 0 {
+						args = json.RawMessage(`{}`)
+					}
+					out, err = t.Call(contract.WithCaller(ctx, caller), caller, args)
+				}
+				if err != nil {
+					e := contract.AsError(err)
+					if e.Kind == contract.KindInternal {
+						s.log.Error("mcp tool failed", "tool", t.Name, "err", e.Err)
+					}
+					msg := e.Message
+					if e.Code != "" {
+						msg = e.Code + ": " + msg
+					}
+					if e.Kind == contract.KindInternal {
+						msg = "internal error"
+					}
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
+				}
+				b, err := json.Marshal(out)
+				if err != nil {
+					return nil, err
+				}
+				return &mcp.CallToolResult{
+					Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+					StructuredContent: json.RawMessage(b),
+				}, nil
+			})
+	}
+	return srv
+}

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// Call is what the wrapper hands a handler: the authenticated caller and the
+// parts of the audit record the handler fills in.
+type Call struct {
+	Caller contract.Caller
+	// Resource names what the request touched ("key/ab12..."); default: the path.
+	Resource string
+	// Reason is recorded with the outcome (max 200 characters).
+	Reason string
+	// Payload is an optional domain payload for the audit record.
+	Payload any
+	// Audited is set by handlers whose domain wrote the audit record itself
+	// (in the same transaction as its change); the wrapper then writes none.
+	Audited bool
+	// Outcome overrides the recorded outcome of a request that succeeded at
+	// the HTTP level but was refused in the domain (a rejected decision).
+	Outcome contract.Outcome
+}
+
+// HandlerFunc is a route handler. It writes its response on success and
+// returns an error otherwise; the wrapper turns the error into a problem
+// (unless the handler already wrote) and records the outcome.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request, c *Call) error
+
+// Mount is a gate's route: a ServeMux pattern, the audit action and the
+// scope it needs. Public routes skip authentication (and audit).
+type Mount struct {
+	Pattern string
+	Action  string         // "noun.verb"
+	Scope   contract.Scope // "" = any valid key
+	Handler HandlerFunc
+	Public  http.Handler // set instead of Handler for unauthenticated routes
+}
+
+// statusWriter records the status and whether anything was written, and
+// passes Flush through so streaming responses stay unbuffered.
+type statusWriter struct {
+	http.ResponseWriter
+	status  int
+	written bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.written {
+		w.status, w.written = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.status, w.written = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		w.written = true
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var (
+	errNavigation = &contract.Error{Kind: contract.KindDeny, Code: "browser_refused", Message: "browser navigations are refused: call the API with a key"}
+	errCookieOnly = &contract.Error{Kind: contract.KindUnauthenticated, Code: "cookie_refused", Message: "cookies are not credentials here: send Authorization: Bearer or x-api-key"}
+	errNoKey      = &contract.Error{Kind: contract.KindUnauthenticated, Code: "missing_key", Message: "an API key is required (Authorization: Bearer or x-api-key)"}
+)
+
+// TokenFrom returns the API key presented by r: Authorization: Bearer first,
+// then x-api-key.
+func TokenFrom(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok)
+		}
+	}
+	return strings.TrimSpace(r.Header.Get("x-api-key"))
+}
+
+// authenticate resolves the caller of r. When the key id is known but the
+// key is refused, the caller is returned too (for the audit record).
+func (s *Server) authenticate(r *http.Request) (contract.Caller, error) {
+	navigate := r.Header.Get("Sec-Fetch-Mode") == "navigate"
+	tok := TokenFrom(r)
+	if tok == "" {
+		switch {
+		case navigate:
+			return contract.Caller{}, errNavigation
+		case r.Header.Get("Cookie") != "":
+			return contract.Caller{}, errCookieOnly
+		}
+		return contract.Caller{}, errNoKey
+	}
+	caller, err := s.cfg.Auth.Verify(r.Context(), tok)
+	if err == nil && navigate {
+		// A browser navigation carrying a key is still refused, and recorded
+		// under the key's tenant.
+		return caller, errNavigation
+	}
+	return caller, err
+}
+
+// wrap turns a HandlerFunc into the http.Handler every authenticated route
+// uses: authenticate, check the scope, run, answer errors as problems, write
+// one audit record, count the request.
+func (s *Server) wrap(action string, scope contract.Scope, h HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		c := &Call{Resource: r.URL.Path}
+		caller, err := s.authenticate(r)
+		c.Caller = caller
+		if err == nil && scope != "" && !caller.Has(scope) {
+			err = contract.Denyf("missing_scope", "this route needs the %s scope", scope)
+		}
+		if err == nil {
+			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+			r = r.WithContext(contract.WithCaller(r.Context(), caller))
+			err = h(sw, r, c)
+		}
+		outcome := contract.OutcomeAllow
+		if err != nil {
+			if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				err = contract.Invalidf("body_too_large", "the request body is larger than %d bytes", mbe.Limit)
+			}
+			e := contract.AsError(err)
+			if e.Kind == contract.KindInternal {
+				s.log.Error("request failed", "route", r.Pattern, "path", r.URL.Path, "err", e.Err)
+			}
+			if !sw.written {
+				WriteProblem(sw, r, e)
+			}
+			outcome = e.Kind.Outcome()
+			if c.Reason == "" {
+				c.Reason = e.Code
+			}
+		} else if c.Outcome != "" {
+			outcome = c.Outcome
+		}
+		if caller.Identity.TenantSlot != "" && !c.Audited {
+			s.record(r.Context(), caller, action, c, outcome)
+		}
+		if err != nil && caller.Identity.TenantSlot == "" {
+			s.log.Info("refused unauthenticated request", "path", r.URL.Path, "reason", contract.AsError(err).Code, "remote", r.RemoteAddr)
+		}
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		s.metrics.requests.WithLabelValues(route, string(outcome)).Inc()
+		s.metrics.latency.WithLabelValues(route, string(outcome)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// record writes the request's audit record, detached from the request's
+// cancellation. A failure to record is logged loudly; the response has
+// already been decided.
+func (s *Server) record(ctx context.Context, caller contract.Caller, action string, c *Call, outcome contract.Outcome) {
+	e := audit.Entry{
+		Outcome: contract.AuditOutcome{
+			At:       contract.Timestamp(time.Now()),
+			Identity: caller.Identity,
+			Action:   action,
+			Resource: clip(c.Resource, 200),
+			Outcome:  outcome,
+			Reason:   clip(c.Reason, 200),
+		},
+		Payload: c.Payload,
+	}
+	if _, err := s.cfg.Audit.Append(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Error("audit append failed", "action", action, "err", err)
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary.
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// readBody reads a request body (bounded by the wrapper's MaxBytesReader).
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, err
+		}
+		return nil, contract.Invalidf("bad_body", "cannot read the request body: %v", err)
+	}
+	return b, nil
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

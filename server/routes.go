@@ -1,0 +1,68 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// routes registers every route of the server: the core ones here, the gates'
+// from Config.Mounts. This is the one place to read what the server answers.
+func (s *Server) routes() {
+	// Public: probes and metrics. No key, no audit record.
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+
+	// Keys and the audit trail (admin, own tenant only).
+	s.mux.Handle("POST /v1/admin/keys", s.wrap("keys.create", contract.ScopeAdmin, s.createKey))
+	s.mux.Handle("GET /v1/admin/keys", s.wrap("keys.list", contract.ScopeAdmin, s.listKeys))
+	s.mux.Handle("DELETE /v1/admin/keys/{id}", s.wrap("keys.revoke", contract.ScopeAdmin, s.revokeKey))
+	s.mux.Handle("GET /v1/audit", s.wrap("audit.read", contract.ScopeAdmin, s.auditTail))
+
+	// MCP: one stateless streamable-HTTP endpoint; scopes filter the tools.
+	s.mux.Handle("POST /mcp", s.wrap("mcp.request", "", s.mcpHandler()))
+	s.mux.Handle("GET /mcp", s.wrap("mcp.request", "", s.mcpHandler()))
+
+	// Gates.
+	for _, m := range s.cfg.Mounts {
+		if m.Public != nil {
+			s.mux.Handle(m.Pattern, m.Public)
+			continue
+		}
+		s.mux.Handle(m.Pattern, s.wrap(m.Action, m.Scope, m.Handler))
+	}
+
+	// Anything else under /v1 is a problem, not the mux's text 404.
+	s.mux.Handle("/v1/", s.wrap("api.unknown", "", func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		return contract.NotFoundf("no_route", "no route %s %s", r.Method, r.URL.Path)
+	}))
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Store.Ping(r.Context()); err != nil {
+		s.log.Warn("not ready", "err", err)
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unreachable"})
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func queryLimit(r *http.Request, def, max int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, contract.FieldError("limit", "bad_limit", "limit must be an integer from 1 to %d", max)
+	}
+	return n, nil
+}

@@ -1,0 +1,80 @@
+// Package server is the HTTP face of Caduceus: the routes (all in routes.go),
+// the middleware every route shares (authentication, scope check, audit
+// record, metrics, RFC 9457 problems) and the MCP endpoint.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// Pinger reports whether the store answers.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// AuditReader lists recent audit records.
+type AuditReader interface {
+	Tail(ctx context.Context, f store.AuditFilter) ([]audit.Record, error)
+}
+
+// Config is what a Server is built from. Gates add their routes and tools
+// through Mount and Tools.
+type Config struct {
+	Auth    *auth.Service
+	Audit   audit.Log
+	Records AuditReader
+	Store   Pinger
+	Logger  *slog.Logger
+	Version string
+	// Mounts are extra routes of the gates, registered after the core ones.
+	Mounts []Mount
+	// Tools are the MCP tools of the gates; whoami is always there.
+	Tools []Tool
+	// MaxBodyBytes bounds management request bodies (default 1 MiB).
+	MaxBodyBytes int64
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+	reg     *prometheus.Registry
+	tools   []Tool
+}
+
+// New builds a server and its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	reg := prometheus.NewRegistry()
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		mux:     http.NewServeMux(),
+		reg:     reg,
+		metrics: newMetrics(reg),
+	}
+	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Registry is the server's Prometheus registry, for gates that add metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// AuditLog is the audit trail in SQL: it implements audit.Log (appends) and
+// audit.Source (what audit.Verify reads).
+type AuditLog struct{ db *DB }
+
+// Audit returns the store's audit log.
+func (db *DB) Audit() *AuditLog { return &AuditLog{db: db} }
+
+var (
+	_ audit.Log    = (*AuditLog)(nil)
+	_ audit.Source = (*AuditLog)(nil)
+)
+
+// Append seals e onto its tenant's chain in a transaction of its own. The
+// context's cancellation is ignored (context.WithoutCancel): a client that
+// hangs up cannot erase the record of what it did.
+func (l *AuditLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	ctx = context.WithoutCancel(ctx)
+	var rec audit.Record
+	err := l.db.InTx(ctx, func(tx *Tx) error {
+		var err error
+		rec, err = AppendAudit(ctx, tx, e)
+		return err
+	})
+	return rec, err
+}
+
+// AppendAudit seals e onto its tenant's chain inside tx, so a domain change
+// and its audit record commit (or roll back) together.
+func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, error) {
+	if err := audit.Check(e); err != nil {
+		return audit.Record{}, err
+	}
+	tenant := string(e.Outcome.Identity.TenantSlot)
+	// Create the head row on the tenant's first record, and lock it: the
+	// no-op DO UPDATE takes the row lock on Postgres (SQLite's transaction
+	// already holds the write lock), so appends to one chain never fork.
+	var seq int64
+	var prev string
+	if err := tx.QueryRow(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)
+		ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING seq, hash`,
+		tenant, audit.Genesis).Scan(&seq, &prev); err != nil {
+		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
+	}
+	rec, err := audit.Seal(e, contract.NewID(contract.PrefixEvent), seq+1, prev)
+	if err != nil {
+		return audit.Record{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		tenant, rec.Seq, rec.ID, rec.Outcome.At, rec.Outcome.Action, rec.Outcome.Resource, string(rec.Outcome.Outcome),
+		string(rec.Body), rec.PrevHash, rec.Hash); err != nil {
+		return audit.Record{}, fmt.Errorf("store: audit append: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?`, rec.Seq, rec.Hash, tenant); err != nil {
+		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
+	}
+	return rec, nil
+}
+
+// Tenants implements audit.Source.
+func (l *AuditLog) Tenants(ctx context.Context) ([]contract.TenantSlot, error) {
+	rows, err := l.db.Query(ctx, `SELECT tenant FROM audit_heads ORDER BY tenant`)
+	if err != nil {
+		return nil, fmt.Errorf("store: audit tenants: %w", err)
+	}
+	defer rows.Close()
+	var ts []contract.TenantSlot
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		ts = append(ts, contract.TenantSlot(t))
+	}
+	return ts, rows.Err()
+}
+
+// Head implements audit.Source.
+func (l *AuditLog) Head(ctx context.Context, t contract.TenantSlot) (int64, string, error) {
+	var seq int64
+	var hash string
+	err := l.db.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`, string(t)).Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, audit.Genesis, nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("store: audit head: %w", err)
+	}
+	return seq, hash, nil
+}
+
+// Scan implements audit.Source: the tenant's rows in chain order.
+func (l *AuditLog) Scan(ctx context.Context, t contract.TenantSlot, fn func(audit.Row) error) error {
+	rows, err := l.db.Query(ctx, `SELECT id, seq, action, outcome, body, prev_hash, hash FROM audit_records WHERE tenant = ? ORDER BY seq`, string(t))
+	if err != nil {
+		return fmt.Errorf("store: audit scan: %w", err)
+	}
+	defer rows.Close()
+	r := audit.Row{Tenant: t}
+	for rows.Next() {
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Action, &r.Outcome, &r.Body, &r.PrevHash, &r.Hash); err != nil {
+			return fmt.Errorf("store: audit scan: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// AuditFilter selects records for Tail.
+type AuditFilter struct {
+	Tenant   contract.TenantSlot // empty: every tenant
+	Action   string              // empty: every action
+	Resource string              // empty: every resource
+	Limit    int                 // <= 0: 50
+}
+
+// Tail returns the newest records matching f, newest first. Records are
+// decoded from their hashed bodies, never from the index columns.
+func (l *AuditLog) Tail(ctx context.Context, f AuditFilter) ([]audit.Record, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	q := `SELECT body, prev_hash, hash FROM audit_records WHERE 1 = 1`
+	var args []any
+	if f.Tenant != "" {
+		q += ` AND tenant = ?`
+		args = append(args, string(f.Tenant))
+	}
+	if f.Action != "" {
+		q += ` AND action = ?`
+		args = append(args, f.Action)
+	}
+	if f.Resource != "" {
+		q += ` AND resource = ?`
+		args = append(args, f.Resource)
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, f.Limit)
+	rows, err := l.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: audit tail: %w", err)
+	}
+	defer rows.Close()
+	var out []audit.Record
+	for rows.Next() {
+		var body, prev, hash string
+		if err := rows.Scan(&body, &prev, &hash); err != nil {
+			return nil, err
+		}
+		rec, err := audit.Decode([]byte(body))
+		if err != nil {
+			return nil, err
+		}
+		rec.PrevHash, rec.Hash = prev, hash
+		out = append(out, rec)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,7 @@
+package store_test
+
+import "github.com/caduceus-dev/caduceus/store"
+
+type storeTx = store.Tx
+
+var appendAudit = store.AppendAudit

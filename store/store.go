@@ -1,0 +1,339 @@
+// Package store is the SQL persistence of Caduceus: one code path over
+// database/sql with two dialects, SQLite (the embedded default, a file in the
+// data directory) and Postgres (for several processes sharing one database).
+//
+// Queries are written once with ? placeholders; the DB rebinds them to $n for
+// Postgres. DDL in migrations/ uses only types both dialects accept (TEXT,
+// BIGINT, INTEGER, BOOLEAN, DOUBLE PRECISION). Every invariant that must hold
+// across processes (idempotency, revisions, one current strategy per concern,
+// the audit chain) is enforced in SQL: unique keys, conditional updates,
+// transactions, never in process memory.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Dialect is the SQL flavour of a DB.
+type Dialect int
+
+// Dialects.
+const (
+	SQLite Dialect = iota
+	Postgres
+)
+
+func (d Dialect) String() string {
+	if d == Postgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// DB is the store. Its zero value is not usable; call Open.
+//
+// On SQLite, writes and transactions go through a single connection (w), so
+// writers queue in Go rather than spin on SQLITE_BUSY, and reads use a small
+// pool of their own (r) that WAL lets run beside the writer. Code inside
+// InTx must use the Tx it is given, never the DB: the writer connection is
+// the transaction's.
+type DB struct {
+	w, r    *sql.DB
+	dialect Dialect
+	stmts   stmtCache // SQLite writer statements, prepared once
+	// Now is the clock for timestamps the store writes. Tests may replace it.
+	Now func() time.Time
+}
+
+// Querier is what both DB and Tx offer: statements with ? placeholders.
+type Querier interface {
+	Exec(ctx context.Context, query string, args ...any) (sql.Result, error)
+	Query(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRow(ctx context.Context, query string, args ...any) *sql.Row
+	Dialect() Dialect
+}
+
+// DefaultFile is the SQLite file name inside the data directory.
+const DefaultFile = "caduceus.db"
+
+// Open opens the store named by dsn and runs the embedded migrations.
+//
+// dsn is empty (SQLite at dataDir/caduceus.db), a postgres:// or
+// postgresql:// URL, or sqlite:PATH / file:PATH. The SQLite file is opened
+// with WAL, synchronous=NORMAL, foreign keys on and a busy timeout.
+func Open(ctx context.Context, dsn, dataDir string) (*DB, error) {
+	var db *DB
+	var err error
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		db, err = openPostgres(dsn)
+	case dsn == "":
+		if dataDir == "" {
+			dataDir = ".caduceus"
+		}
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("store: data directory: %w", err)
+		}
+		db, err = openSQLite(filepath.Join(dataDir, DefaultFile))
+	case strings.HasPrefix(dsn, "sqlite:"):
+		db, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+	case strings.HasPrefix(dsn, "file:"):
+		db, err = openSQLite(strings.TrimPrefix(dsn, "file:"))
+	default:
+		return nil, fmt.Errorf("store: unsupported store %q (want postgres://..., sqlite:PATH, or empty for the data directory)", redact(dsn))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func openSQLite(path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("store: empty sqlite path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	base := "file:" + path + "?_busy_timeout=10000&_foreign_keys=1&_synchronous=NORMAL&_journal_mode=WAL"
+	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+	// The writer sets WAL first: the readers then find the file in WAL mode.
+	if err := w.Ping(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", base)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open sqlite: %w", err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	return &DB{w: w, r: r, dialect: SQLite, Now: time.Now}, nil
+}
+
+func openPostgres(dsn string) (*DB, error) {
+	p, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open postgres: %w", err)
+	}
+	p.SetMaxOpenConns(16)
+	p.SetMaxIdleConns(16)
+	return &DB{w: p, r: p, dialect: Postgres, Now: time.Now}, nil
+}
+
+// Close closes the pools.
+func (db *DB) Close() error {
+	db.stmts.close()
+	err := db.w.Close()
+	if db.r != db.w {
+		err = errors.Join(err, db.r.Close())
+	}
+	return err
+}
+
+// Ping checks the store answers a query (readiness).
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	if err := db.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// Dialect reports the SQL flavour.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Exec runs a statement on the writer.
+func (db *DB) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.w.ExecContext(ctx, db.dialect.Rebind(query), args...)
+}
+
+// Query runs a read on the reader pool.
+func (db *DB) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return db.r.QueryContext(ctx, db.dialect.Rebind(query), args...)
+}
+
+// QueryRow runs a single-row read on the reader pool.
+func (db *DB) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return db.r.QueryRowContext(ctx, db.dialect.Rebind(query), args...)
+}
+
+// Tx is a transaction on the writer.
+type Tx struct {
+	tx      *sql.Tx
+	dialect Dialect
+	db      *DB
+}
+
+// Exec runs a statement in the transaction.
+func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, t.dialect.Rebind(query), args...)
+}
+
+// Query runs a read in the transaction.
+func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, t.dialect.Rebind(query), args...)
+}
+
+// QueryRow runs a single-row read in the transaction.
+func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, t.dialect.Rebind(query), args...)
+}
+
+// stmt returns the cached prepared statement for query bound to this
+// transaction, or nil where there is no cache (Postgres: pgx caches
+// statements per connection itself).
+func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
+	if t.dialect != SQLite {
+		return nil
+	}
+	st := t.db.stmts.get(query)
+	if st == nil {
+		return nil
+	}
+	return t.tx.StmtContext(ctx, st)
+}
+
+// Dialect reports the SQL flavour.
+func (t *Tx) Dialect() Dialect { return t.dialect }
+
+// DB returns the store the transaction belongs to (for its clock and
+// dialect helpers; not for statements).
+func (t *Tx) DB() *DB { return t.db }
+
+// InTx runs fn in a transaction and commits it if fn returns nil. On SQLite
+// the transaction takes the write lock at BEGIN (immediate), so it cannot
+// deadlock upgrading; on Postgres a serialization failure or deadlock is
+// retried up to three times. fn may run more than once and must not keep
+// side effects outside the transaction.
+func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		err = db.inTx(ctx, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
+	sqlTx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	t := &Tx{tx: sqlTx, dialect: db.dialect, db: db}
+	if err := fn(t); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	if db.dialect == SQLite {
+		db.stmts.preparePending(context.WithoutCancel(ctx), db.w)
+	}
+	return nil
+}
+
+// Rebind rewrites ? placeholders to $1, $2, ... for Postgres. Queries must not
+// contain a literal ? inside strings.
+func (d Dialect) Rebind(q string) string {
+	if d != Postgres || !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// ForUpdate is the row-lock suffix of a SELECT inside a transaction: Postgres
+// locks the rows; SQLite needs nothing because its transactions hold the
+// database write lock from BEGIN.
+func (d Dialect) ForUpdate() string {
+	if d == Postgres {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// IsUniqueViolation reports whether err is a unique or primary key violation.
+func IsUniqueViolation(err error) bool {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pe.Code == "23505"
+	}
+	if se, ok := errors.AsType[*sqlite.Error](err); ok {
+		c := se.Code()
+		return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+func retryable(err error) bool {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	return false
+}
+
+// redact hides a password in a DSN for error messages.
+func redact(dsn string) string {
+	if i := strings.Index(dsn, "@"); i > 0 {
+		if j := strings.Index(dsn, "://"); j > 0 && j < i {
+			return dsn[:j+3] + "***" + dsn[i:]
+		}
+	}
+	return dsn
+}
+
+// Micros is the store's time representation: microseconds since the epoch.
+func Micros(t time.Time) int64 { return t.UnixMicro() }
+
+// FromMicros turns a stored time back into a time.Time (UTC).
+func FromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
