@@ -10,11 +10,13 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -52,12 +54,11 @@ type Log interface {
 // Genesis is the prev_hash of a tenant's first record.
 var Genesis = "sha256:" + strings.Repeat("0", 64)
 
-var outcomeSchema = contract.Def("audit_outcome")
 var provenanceSchema = contract.Def("provenance")
 
 // Check validates an entry against the common schema before it is sealed.
 func Check(e Entry) error {
-	if err := outcomeSchema.Validate(e.Outcome); err != nil {
+	if err := e.Outcome.Validate(); err != nil {
 		return fmt.Errorf("audit: outcome: %w", err)
 	}
 	if e.Provenance != nil {
@@ -70,6 +71,11 @@ func Check(e Entry) error {
 
 // Seal builds the record that follows prev (Genesis for the first) at seq,
 // with the given id: it fills Body, PrevHash and Hash.
+//
+// Body is the canonical JSON of the record (keys sorted: id, outcome,
+// payload, provenance, seq, tenant), written directly rather than by
+// canonicalizing the whole record, so a payload is canonicalized once.
+// TestSealBodyIsCanonical proves it equals contract.CanonicalJSON(record).
 func Seal(e Entry, id string, seq int64, prevHash string) (Record, error) {
 	rec := Record{
 		ID:         id,
@@ -98,16 +104,63 @@ func Seal(e Entry, id string, seq int64, prevHash string) (Record, error) {
 		}
 		rec.Payload = canon
 	}
-	body, err := contract.CanonicalJSON(rec)
-	if err != nil {
-		return Record{}, fmt.Errorf("audit: record: %w", err)
+	var b bytes.Buffer
+	b.Grow(512 + len(rec.Payload))
+	b.WriteString(`{"id":`)
+	contract.WriteJSONString(&b, rec.ID)
+	b.WriteString(`,"outcome":`)
+	writeOutcome(&b, &rec.Outcome)
+	if rec.Payload != nil {
+		b.WriteString(`,"payload":`)
+		b.Write(rec.Payload)
 	}
-	rec.Body = body
-	rec.Hash, err = Link(prevHash, body)
+	if rec.Provenance != nil {
+		prov, err := contract.CanonicalJSON(rec.Provenance)
+		if err != nil {
+			return Record{}, fmt.Errorf("audit: provenance: %w", err)
+		}
+		b.WriteString(`,"provenance":`)
+		b.Write(prov)
+	}
+	b.WriteString(`,"seq":`)
+	b.WriteString(strconv.FormatInt(rec.Seq, 10))
+	b.WriteString(`,"tenant":`)
+	contract.WriteJSONString(&b, string(rec.Tenant))
+	b.WriteByte('}')
+	rec.Body = b.Bytes()
+	var err error
+	rec.Hash, err = Link(prevHash, rec.Body)
 	if err != nil {
 		return Record{}, err
 	}
 	return rec, nil
+}
+
+// writeOutcome writes an audit_outcome as canonical JSON: keys sorted
+// (action, at, identity{subject, surface, tenant_slot, trust}, outcome,
+// reason, resource), reason omitted when empty as its JSON tag says.
+func writeOutcome(b *bytes.Buffer, o *contract.AuditOutcome) {
+	b.WriteString(`{"action":`)
+	contract.WriteJSONString(b, o.Action)
+	b.WriteString(`,"at":`)
+	contract.WriteJSONString(b, o.At)
+	b.WriteString(`,"identity":{"subject":`)
+	contract.WriteJSONString(b, o.Identity.Subject)
+	b.WriteString(`,"surface":`)
+	contract.WriteJSONString(b, string(o.Identity.Surface))
+	b.WriteString(`,"tenant_slot":`)
+	contract.WriteJSONString(b, string(o.Identity.TenantSlot))
+	b.WriteString(`,"trust":`)
+	contract.WriteJSONString(b, string(o.Identity.Trust))
+	b.WriteString(`},"outcome":`)
+	contract.WriteJSONString(b, string(o.Outcome))
+	if o.Reason != "" {
+		b.WriteString(`,"reason":`)
+		contract.WriteJSONString(b, o.Reason)
+	}
+	b.WriteString(`,"resource":`)
+	contract.WriteJSONString(b, o.Resource)
+	b.WriteByte('}')
 }
 
 // Link computes sha256(prev || body) in the schema's "sha256:<hex>" form.

@@ -91,10 +91,29 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 }
 
 func writeString(buf *bytes.Buffer, s string) {
+	if plainString(s) {
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return
+	}
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)           // a Go string always encodes
 	buf.Truncate(buf.Len() - 1) // Encode appends a newline
+}
+
+// plainString reports whether s encodes as itself between quotes: printable
+// ASCII without '"' or '\\'. Anything else takes encoding/json's path, which
+// also escapes U+2028, U+2029 and invalid UTF-8.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // SHA256 returns the schema form "sha256:<hex>" of the digest of b.
@@ -102,3 +121,6 @@ func SHA256(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// WriteJSONString writes s as a JSON string exactly as CanonicalJSON does.
+func WriteJSONString(buf *bytes.Buffer, s string) { writeString(buf, s) }

@@ -306,3 +306,38 @@ func FuzzSchemaValidate(f *testing.F) {
 		}
 	})
 }
+
+// TestGoValidatorsAgreeWithSchema: the Go fast path of audit_outcome and
+// identity validation accepts exactly what the schema accepts.
+func TestGoValidatorsAgreeWithSchema(t *testing.T) {
+	good := AuditOutcome{At: "2026-11-29T19:57:41Z", Identity: Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: SurfaceAPI, Trust: TrustRouter},
+		Action: "keys.create", Resource: "key/1", Outcome: OutcomeAllow, Reason: "ok"}
+	mutate := []func(o *AuditOutcome){
+		func(o *AuditOutcome) {},
+		func(o *AuditOutcome) { o.At = "2026-11-29 19:57:41" },
+		func(o *AuditOutcome) { o.At = "2026-11-29T19:57:41.1234567Z" },
+		func(o *AuditOutcome) { o.Identity.TenantSlot = "slot-1000" },
+		func(o *AuditOutcome) { o.Identity.Subject = "usr_XYZ" },
+		func(o *AuditOutcome) { o.Identity.Surface = "email" },
+		func(o *AuditOutcome) { o.Identity.Trust = "" },
+		func(o *AuditOutcome) { o.Action = "keys" },
+		func(o *AuditOutcome) { o.Action = "Keys.create" },
+		func(o *AuditOutcome) { o.Resource = strings.Repeat("é", 200) },
+		func(o *AuditOutcome) { o.Resource = strings.Repeat("é", 201) },
+		func(o *AuditOutcome) { o.Outcome = "maybe" },
+		func(o *AuditOutcome) { o.Reason = strings.Repeat("x", 201) },
+		func(o *AuditOutcome) { o.Resource = "" },
+	}
+	for i, m := range mutate {
+		o := good
+		m(&o)
+		goErr := o.Validate()
+		schemaErr := Def("audit_outcome").Validate(o)
+		if (goErr == nil) != (schemaErr == nil) {
+			t.Errorf("case %d: Go says %v, schema says %v", i, goErr, schemaErr)
+		}
+		if goErr != nil && !strings.HasPrefix(AsError(goErr).Message, "field ") {
+			t.Errorf("case %d: message %q does not name the field", i, AsError(goErr).Message)
+		}
+	}
+}

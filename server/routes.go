@@ -27,7 +27,19 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /mcp", s.wrap("mcp.request", "", s.mcpHandler()))
 	s.mux.Handle("GET /mcp", s.wrap("mcp.request", "", s.mcpHandler()))
 
-	// Gates.
+	// Trader (seed 000): the one write entry point, management, reads.
+	if s.cfg.Trader != nil {
+		s.mux.Handle("POST /v1/trader/decisions", s.wrap("trader.apply", contract.ScopeOperate, s.traderApply))
+		s.mux.Handle("GET /v1/trader/decisions/{id}", s.wrap("trader.decision", contract.ScopeRoute, s.traderDecision))
+		s.mux.Handle("GET /v1/trader/history", s.wrap("trader.history", contract.ScopeRoute, s.traderHistory))
+		s.mux.Handle("GET /v1/trader/strategies", s.wrap("trader.list_strategies", contract.ScopeRoute, s.traderListStrategies))
+		s.mux.Handle("GET /v1/trader/strategies/{id}", s.wrap("trader.get_strategy", contract.ScopeRoute, s.traderGetStrategy))
+		s.mux.Handle("PUT /v1/trader/strategies/{id}", s.wrap("trader.put_strategy", contract.ScopeConfigure, s.traderPutStrategy))
+		s.mux.Handle("GET /v1/trader/concerns", s.wrap("trader.list_concerns", contract.ScopeRoute, s.traderListConcerns))
+		s.mux.Handle("PUT /v1/trader/concerns/{id}", s.wrap("trader.put_concern", contract.ScopeConfigure, s.traderPutConcern))
+	}
+
+	// Other mounted routes.
 	for _, m := range s.cfg.Mounts {
 		if m.Public != nil {
 			s.mux.Handle(m.Pattern, m.Public)

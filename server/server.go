@@ -13,6 +13,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/trader"
 )
 
 // Pinger reports whether the store answers.
@@ -34,6 +35,9 @@ type Config struct {
 	Store   Pinger
 	Logger  *slog.Logger
 	Version string
+	// Gates: a nil service means the gate is not served.
+	Trader *trader.Service
+
 	// Mounts are extra routes of the gates, registered after the core ones.
 	Mounts []Mount
 	// Tools are the MCP tools of the gates; whoami is always there.
@@ -68,7 +72,11 @@ func New(cfg Config) *Server {
 		reg:     reg,
 		metrics: newMetrics(reg),
 	}
-	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
+	s.tools = []Tool{whoamiTool()}
+	if cfg.Trader != nil {
+		s.tools = append(s.tools, s.traderTools()...)
+	}
+	s.tools = append(s.tools, cfg.Tools...)
 	s.routes()
 	return s
 }

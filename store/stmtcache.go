@@ -13,13 +13,14 @@ import (
 //
 // A statement cannot be prepared on the writer while a transaction holds its
 // only connection, so a query seen inside a transaction runs unprepared that
-// time and is prepared after the transaction ends (preparePending). Queries
+// time and is prepared between batches (prepareNow). Queries
 // are the package's own constants plus a bounded set of built ones; past
 // maxStmts nothing more is cached.
 type stmtCache struct {
 	mu      sync.Mutex
 	m       map[string]*sql.Stmt
 	pending map[string]bool
+	closed  bool
 }
 
 const maxStmts = 256
@@ -30,7 +31,7 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 	if st, ok := c.m[query]; ok {
 		return st
 	}
-	if len(c.m)+len(c.pending) < maxStmts {
+	if !c.closed && len(c.m)+len(c.pending) < maxStmts {
 		if c.pending == nil {
 			c.pending = map[string]bool{}
 		}
@@ -39,28 +40,47 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 	return nil
 }
 
-// preparePending prepares the queries seen since the last call. It must run
-// when no transaction holds the writer.
-func (c *stmtCache) preparePending(ctx context.Context, db *sql.DB) {
+// prepareNow prepares the queries seen since the last call. The batcher
+// calls it between batches, when no transaction holds the writer; it never
+// holds c.mu while preparing.
+func (c *stmtCache) prepareNow(ctx context.Context, db *sql.DB) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.pending) == 0 {
+	if c.closed || len(c.pending) == 0 {
+		c.mu.Unlock()
 		return
 	}
+	queries := make([]string, 0, len(c.pending))
+	for q := range c.pending {
+		queries = append(queries, q)
+	}
+	c.mu.Unlock()
+	prepared := map[string]*sql.Stmt{}
+	for _, q := range queries {
+		if st, err := db.PrepareContext(ctx, q); err == nil {
+			prepared[q] = st
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[string]*sql.Stmt{}
 	}
-	for q := range c.pending {
-		if st, err := db.PrepareContext(ctx, q); err == nil {
-			c.m[q] = st
-		}
+	for _, q := range queries {
 		delete(c.pending, q)
+	}
+	for q, st := range prepared {
+		if c.closed {
+			st.Close()
+			continue
+		}
+		c.m[q] = st
 	}
 }
 
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	for _, st := range c.m {
 		st.Close()
 	}

@@ -54,6 +54,7 @@ type DB struct {
 	w, r    *sql.DB
 	dialect Dialect
 	stmts   stmtCache // SQLite writer statements, prepared once
+	batch   *batcher  // SQLite group commit
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
 }
@@ -135,7 +136,9 @@ func openSQLite(path string) (*DB, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &DB{w: w, r: r, dialect: SQLite, Now: time.Now}, nil
+	db := &DB{w: w, r: r, dialect: SQLite, Now: time.Now}
+	db.batch = newBatcher(db)
+	return db, nil
 }
 
 func openPostgres(dsn string) (*DB, error) {
@@ -150,6 +153,9 @@ func openPostgres(dsn string) (*DB, error) {
 
 // Close closes the pools.
 func (db *DB) Close() error {
+	if db.batch != nil {
+		db.batch.close()
+	}
 	db.stmts.close()
 	err := db.w.Close()
 	if db.r != db.w {
@@ -237,12 +243,21 @@ func (t *Tx) Dialect() Dialect { return t.dialect }
 // dialect helpers; not for statements).
 func (t *Tx) DB() *DB { return t.db }
 
-// InTx runs fn in a transaction and commits it if fn returns nil. On SQLite
-// the transaction takes the write lock at BEGIN (immediate), so it cannot
-// deadlock upgrading; on Postgres a serialization failure or deadlock is
-// retried up to three times. fn may run more than once and must not keep
-// side effects outside the transaction.
+// InTx runs fn in a transaction and commits it if fn returns nil.
+//
+// On SQLite, transactions take the write lock at BEGIN (immediate), so they
+// cannot deadlock upgrading, and transactions that arrive together share one
+// commit (group commit, see batcher): each runs in its own savepoint, so one
+// failing rolls back only itself. On Postgres a serialization failure or
+// deadlock is retried up to three times. fn may run more than once and must
+// not keep side effects outside the transaction. Once fn has started, the
+// caller's cancellation no longer interrupts it: the answer always says
+// whether the change was committed. A panic in fn rolls the transaction back
+// and is returned as an error.
 func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
+	if db.batch != nil {
+		return db.batch.do(ctx, fn)
+	}
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
 		err = db.inTx(ctx, fn)
@@ -259,15 +274,12 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	t := &Tx{tx: sqlTx, dialect: db.dialect, db: db}
-	if err := fn(t); err != nil {
+	if err := safe(fn)(t); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
-	}
-	if db.dialect == SQLite {
-		db.stmts.preparePending(context.WithoutCancel(ctx), db.w)
 	}
 	return nil
 }

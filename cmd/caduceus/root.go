@@ -113,7 +113,7 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd())
 	return root
 }
 

@@ -63,14 +63,18 @@ func (a *app) serve(ctx context.Context) error {
 	}
 
 	ver, _ := buildInfo()
-	srv := server.New(server.Config{
+	cfg := server.Config{
 		Auth:    keys,
 		Audit:   db.Audit(),
 		Records: db.Audit(),
 		Store:   db,
 		Logger:  a.log,
 		Version: ver,
-	})
+	}
+	if err := a.gates(db, &cfg); err != nil {
+		return err
+	}
+	srv := server.New(cfg)
 
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {

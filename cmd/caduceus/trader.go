@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/trader"
+)
+
+func (a *app) traderCmd() *cobra.Command {
+	var tenant string
+	cmd := &cobra.Command{
+		Use:   "trader",
+		Short: "Manage strategies and apply control decisions (works on the data directory)",
+		Example: `  caduceus trader import strategies.yaml --tenant slot-1
+  caduceus trader apply --payload decision.json
+  caduceus trader history --concern qndd8o9ppop6:xrpusd`,
+	}
+	cmd.PersistentFlags().StringVar(&tenant, "tenant", "slot-1", "tenant slot the command acts in")
+	caller := func() (contract.Caller, error) {
+		if !contract.ValidTenantSlot(tenant) {
+			return contract.Caller{}, &exitError{2, fmt.Errorf("--tenant %q must look like slot-N", tenant)}
+		}
+		return operatorCaller(contract.TenantSlot(tenant)), nil
+	}
+
+	importCmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Load concerns and strategies from YAML or JSON; re-importing the same file changes nothing",
+		Example: `  caduceus trader import strategies.yaml
+  caduceus trader import strategies.json --tenant slot-2 --data /srv/caduceus`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := caller()
+			if err != nil {
+				return err
+			}
+			format, err := trader.FormatOf(args[0])
+			if err != nil {
+				return &exitError{2, fmt.Errorf("%s", userMessage(err))}
+			}
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return &exitError{2, err}
+			}
+			db, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			svc, err := a.traderService(db)
+			if err != nil {
+				return err
+			}
+			res, err := svc.Import(cmd.Context(), c, data, format)
+			if err != nil {
+				if contract.KindOf(err) == contract.KindInvalid {
+					return &exitError{2, fmt.Errorf("%s: %s", args[0], userMessage(err))}
+				}
+				return err
+			}
+			return printJSON(a.stdout, res)
+		},
+	}
+
+	var payload string
+	apply := &cobra.Command{
+		Use:   "apply --payload FILE",
+		Short: "Apply one control decision and print the response JSON (exit 0 for every contract status)",
+		Example: `  caduceus trader apply --payload decision.json
+  cat decision.json | caduceus trader apply --payload -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := caller()
+			if err != nil {
+				return err
+			}
+			var raw []byte
+			if payload == "-" {
+				raw, err = io.ReadAll(io.LimitReader(a.stdin, trader.MaxRequestBytes+1))
+			} else {
+				raw, err = os.ReadFile(payload)
+			}
+			if err != nil {
+				return &exitError{2, err}
+			}
+			db, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			svc, err := a.traderService(db)
+			if err != nil {
+				return err
+			}
+			resp, err := svc.Apply(cmd.Context(), c, raw)
+			if err != nil {
+				return err
+			}
+			if err := printJSON(a.stdout, resp); err != nil {
+				return err
+			}
+			if resp.NotARequest() {
+				return &exitError{2, fmt.Errorf("%s is not a control decision request", payload)}
+			}
+			return nil
+		},
+	}
+	apply.Flags().StringVar(&payload, "payload", "", "the decision request JSON file, or - for stdin (required)")
+	apply.MarkFlagRequired("payload")
+
+	var concern string
+	var limit int
+	history := &cobra.Command{
+		Use:     "history",
+		Short:   "Show decision attempts, newest first",
+		Example: "  caduceus trader history --concern qndd8o9ppop6:xrpusd -n 20",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := caller()
+			if err != nil {
+				return err
+			}
+			db, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			svc, err := a.traderService(db)
+			if err != nil {
+				return err
+			}
+			list, err := svc.History(cmd.Context(), c.Identity.TenantSlot, concern, limit)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(a.stdout)
+			for _, at := range list {
+				if err := enc.Encode(at); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	history.Flags().StringVar(&concern, "concern", "", "only this concern (account_id:market_symbol)")
+	history.Flags().IntVarP(&limit, "lines", "n", 50, "how many attempts")
+	cmd.AddCommand(importCmd, apply, history)
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+func TestProblemHidesInternalDetail(t *testing.T) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/v1/x", nil)
+	WriteProblem(rec, req, errors.New("pq: password authentication failed for user root at 10.0.0.5"))
+	var p Problem
+	json.Unmarshal(rec.Body.Bytes(), &p)
+	if rec.Code != 500 || p.Detail != "internal error" || strings.Contains(rec.Body.String(), "password") {
+		t.Errorf("internal problem leaked: %d %s", rec.Code, rec.Body.String())
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("content type %q", ct)
+	}
+}
+
+func TestProblemOfContractErrors(t *testing.T) {
+	cases := []struct {
+		err    error
+		status int
+		code   string
+		field  string
+	}{
+		{contract.FieldError("scopes", "bad_scopes", "unknown scope"), 400, "bad_scopes", "scopes"},
+		{contract.Denyf("missing_scope", "needs admin"), 403, "missing_scope", ""},
+		{contract.NotFoundf("no_route", "no"), 404, "no_route", ""},
+		{contract.Conflictf("stale_revision", "stale"), 409, "stale_revision", ""},
+		{&contract.Error{Kind: contract.KindUnauthenticated, Code: "missing_key"}, 401, "missing_key", ""},
+	}
+	for _, c := range cases {
+		p := ProblemOf(c.err, "/v1/x")
+		if p.Status != c.status || p.Code != c.code || p.Field != c.field || p.Type != problemBase+c.code || p.Title != http.StatusText(c.status) {
+			t.Errorf("%v: %+v", c.err, p)
+		}
+	}
+	rec := httptest.NewRecorder()
+	WriteProblem(rec, httptest.NewRequest("GET", "/", nil), cases[4].err)
+	if rec.Header().Get("WWW-Authenticate") == "" {
+		t.Error("401 without WWW-Authenticate")
+	}
+}
+
+func TestTokenFrom(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("x-api-key", "cad_b")
+	if TokenFrom(r) != "cad_b" {
+		t.Error("x-api-key ignored")
+	}
+	r.Header.Set("Authorization", "bearer  cad_a ")
+	if TokenFrom(r) != "cad_a" {
+		t.Errorf("bearer (any case) should win: %q", TokenFrom(r))
+	}
+	r.Header.Set("Authorization", "Basic abc")
+	if TokenFrom(r) != "cad_b" {
+		t.Errorf("Basic auth is not a key: %q", TokenFrom(r))
+	}
+}
+
+func TestClipKeepsRunes(t *testing.T) {
+	s := strings.Repeat("é", 150) // 300 bytes
+	c := clip(s, 201)
+	if len(c) != 200 || !strings.HasPrefix(s, c) {
+		t.Errorf("clip cut a rune: %d bytes", len(c))
+	}
+	if clip("short", 200) != "short" {
+		t.Error("clip changed a short string")
+	}
+}

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/trader"
+)
+
+// The trader gate's HTTP handlers and MCP tools: thin layers over
+// trader.Service, which validates, applies and audits.
+
+func (s *Server) traderApply(w http.ResponseWriter, r *http.Request, c *Call) error {
+	// Read one byte past the contract's limit so the trader can answer an
+	// oversized body itself (a recorded refusal), not the transport.
+	body, err := io.ReadAll(io.LimitReader(r.Body, trader.MaxRequestBytes+1))
+	if err != nil {
+		return err
+	}
+	resp, err := s.cfg.Trader.Apply(r.Context(), c.Caller, body)
+	if err != nil {
+		return err
+	}
+	c.Audited = true // the trader wrote the attempt's record in its transaction
+	c.Resource = "decision/" + clip(resp.DecisionID, 100)
+	if resp.Status != trader.Applied && resp.Status != trader.Noop {
+		c.Outcome = contract.OutcomeDeny
+	}
+	status := http.StatusOK
+	if resp.NotARequest() {
+		status = http.StatusBadRequest
+	}
+	return WriteJSON(w, status, resp)
+}
+
+func (s *Server) traderDecision(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "decision/" + clip(id, 100)
+	v, err := s.cfg.Trader.Decision(r.Context(), c.Caller.Identity.TenantSlot, id)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) traderHistory(w http.ResponseWriter, r *http.Request, c *Call) error {
+	limit, err := queryLimit(r, 50, 1000)
+	if err != nil {
+		return err
+	}
+	concern := r.URL.Query().Get("concern")
+	c.Resource = "history/" + clip(concern, 100)
+	list, err := s.cfg.Trader.History(r.Context(), c.Caller.Identity.TenantSlot, concern, limit)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []trader.Attempt{}
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"attempts": list})
+}
+
+func (s *Server) traderListStrategies(w http.ResponseWriter, r *http.Request, c *Call) error {
+	q := r.URL.Query()
+	f := trader.StrategyFilter{ConcernID: q.Get("concern_id"), AccountID: q.Get("account_id"), MarketSymbol: q.Get("market_symbol"), Status: trader.Status(q.Get("status"))}
+	c.Resource = "strategies"
+	list, err := s.cfg.Trader.ListStrategies(r.Context(), c.Caller.Identity.TenantSlot, f)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, trader.StrategyList{Strategies: list})
+}
+
+func (s *Server) traderGetStrategy(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "strategy/" + clip(id, 100)
+	st, err := s.cfg.Trader.GetStrategy(r.Context(), c.Caller.Identity.TenantSlot, id)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", strconv.FormatInt(int64(st.Revision), 10))
+	return WriteJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) traderListConcerns(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "concerns"
+	list, err := s.cfg.Trader.ListConcerns(r.Context(), c.Caller.Identity.TenantSlot)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"concerns": list})
+}
+
+// ifMatch reads If-Match as a revision; absent means 0 ("create only").
+func ifMatch(r *http.Request) (contract.Revision, error) {
+	v := strings.Trim(strings.TrimSpace(r.Header.Get("If-Match")), `"`)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, contract.FieldError("If-Match", "bad_if_match", "If-Match must be a revision number >= 1, got %q", v)
+	}
+	return contract.Revision(n), nil
+}
+
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return contract.Invalidf("bad_json", "the body is not valid: %v", err)
+	}
+	if dec.More() {
+		return contract.Invalidf("bad_json", "the body has data after the JSON value")
+	}
+	return nil
+}
+
+func (s *Server) traderPutStrategy(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "strategy/" + clip(id, 100)
+	rev, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var st trader.Strategy
+	if err := decodeStrict(body, &st); err != nil {
+		return err
+	}
+	if st.ID == "" {
+		st.ID = id
+	}
+	if st.ID != id {
+		return contract.FieldError("id", "id_mismatch", "the body's id %q is not the path's %q", st.ID, id)
+	}
+	out, err := s.cfg.Trader.PutStrategy(r.Context(), c.Caller, st, rev)
+	c.Audited = traderAudited(err)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", strconv.FormatInt(int64(out.Revision), 10))
+	return WriteJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) traderPutConcern(w http.ResponseWriter, r *http.Request, c *Call) error {
+	id := r.PathValue("id")
+	c.Resource = "concern/" + clip(id, 100)
+	rev, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var cn trader.Concern
+	if err := decodeStrict(body, &cn); err != nil {
+		return err
+	}
+	if cn.ConcernID == "" {
+		cn.ConcernID = id
+	}
+	if cn.ConcernID != id {
+		return contract.FieldError("concern_id", "id_mismatch", "the body's concern_id %q is not the path's %q", cn.ConcernID, id)
+	}
+	out, err := s.cfg.Trader.PutConcern(r.Context(), c.Caller, cn, rev)
+	c.Audited = traderAudited(err)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", strconv.FormatInt(int64(out.Revision), 10))
+	return WriteJSON(w, http.StatusOK, out)
+}
+
+// traderAudited reports whether the trader recorded a management write
+// itself: it does for every outcome but a deny (caller checks) or an
+// internal failure.
+func traderAudited(err error) bool {
+	if err == nil {
+		return true
+	}
+	k := contract.KindOf(err)
+	return k != contract.KindDeny && k != contract.KindInternal
+}
+
+var (
+	listStrategiesSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"concern_id":{"type":"string"},"account_id":{"type":"string"},"market_symbol":{"type":"string"},"status":{"type":"string","enum":["active","paused","inactive"]}}}`)
+	getStrategySchema    = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["strategy_id"],"properties":{"strategy_id":{"type":"string"}}}`)
+)
+
+func (s *Server) traderTools() []Tool {
+	svc := s.cfg.Trader
+	return []Tool{
+		{
+			Name:        "apply_control_decision",
+			Description: "Apply one Hermes control decision to a trading strategy (switch, pause, resume, set_risk_mode). Validated, idempotent on decision_id, audited; a refusal is a response with status rejected.",
+			Scope:       contract.ScopeOperate,
+			InputSchema: trader.RequestSchema(),
+			Audited:     true,
+			Call: func(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error) {
+				return svc.Apply(ctx, c, args)
+			},
+		},
+		{
+			Name:        "list_strategies",
+			Description: "List the caller's strategies, optionally filtered by concern_id, account_id, market_symbol or status.",
+			Scope:       contract.ScopeRoute,
+			InputSchema: listStrategiesSchema,
+			Call: func(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error) {
+				var f trader.StrategyFilter
+				if err := decodeStrict(args, &f); err != nil {
+					return nil, err
+				}
+				list, err := svc.ListStrategies(ctx, c.Identity.TenantSlot, f)
+				return trader.StrategyList{Strategies: list}, err
+			},
+		},
+		{
+			Name:        "get_strategy",
+			Description: "Get one of the caller's strategies by strategy_id.",
+			Scope:       contract.ScopeRoute,
+			InputSchema: getStrategySchema,
+			Call: func(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error) {
+				var ref trader.StrategyRef
+				if err := decodeStrict(args, &ref); err != nil {
+					return nil, err
+				}
+				return svc.GetStrategy(ctx, c.Identity.TenantSlot, ref.ID)
+			},
+		},
+	}
+}

@@ -1,0 +1,331 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/trader"
+)
+
+// TraderStore is the SQL trader.Store (tables of migrations/100_trader.sql).
+// Every statement filters on the transaction's tenant.
+type TraderStore struct{ db *DB }
+
+// Trader returns the store's trader.Store.
+func (db *DB) Trader() *TraderStore { return &TraderStore{db: db} }
+
+var _ trader.Store = (*TraderStore)(nil)
+
+// InTx implements trader.Store. A unique-key violation, a conditional update
+// that matched no row, and a serialization failure or deadlock that outlived
+// the DB's own retries are reported wrapping trader.ErrConflict.
+func (s *TraderStore) InTx(ctx context.Context, tenant contract.TenantSlot, fn func(trader.Tx) error) error {
+	err := s.db.InTx(ctx, func(tx *Tx) error {
+		return fn(&traderTx{tx: tx, tenant: string(tenant)})
+	})
+	if err != nil && !errors.Is(err, trader.ErrConflict) && (IsUniqueViolation(err) || retryable(err)) {
+		return fmt.Errorf("%w: %w", trader.ErrConflict, err)
+	}
+	return err
+}
+
+type traderTx struct {
+	tx     *Tx
+	tenant string
+}
+
+// conflict wraps a unique violation as trader.ErrConflict.
+func conflict(op string, err error) error {
+	if IsUniqueViolation(err) || retryable(err) {
+		return fmt.Errorf("store: %s: %w: %w", op, trader.ErrConflict, err)
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}
+
+const strategyColumns = `id, account_id, market_symbol, name, status, runnable, risk_mode, revision, updated_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanStrategy(row scanner) (trader.Strategy, error) {
+	var s trader.Strategy
+	var status string
+	var rev, updated int64
+	if err := row.Scan(&s.ID, &s.AccountID, &s.MarketSymbol, &s.Name, &status, &s.Runnable, &s.RiskMode, &rev, &updated); err != nil {
+		return trader.Strategy{}, err
+	}
+	s.Status, s.Revision, s.UpdatedAt = trader.Status(status), contract.Revision(rev), FromMicros(updated)
+	return s, nil
+}
+
+func (t *traderTx) Strategy(ctx context.Context, id string) (trader.Strategy, bool, error) {
+	s, err := scanStrategy(t.tx.QueryRow(ctx, `SELECT `+strategyColumns+` FROM trader_strategies WHERE tenant = ? AND id = ?`, t.tenant, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return trader.Strategy{}, false, nil
+	}
+	if err != nil {
+		return trader.Strategy{}, false, fmt.Errorf("store: trader strategy: %w", err)
+	}
+	return s, true, nil
+}
+
+func (t *traderTx) Strategies(ctx context.Context, f trader.StrategyFilter) ([]trader.Strategy, error) {
+	q := `SELECT ` + strategyColumns + ` FROM trader_strategies WHERE tenant = ?`
+	args := []any{t.tenant}
+	if f.ConcernID != "" {
+		account, market, ok := strings.Cut(f.ConcernID, ":")
+		if !ok {
+			return nil, nil
+		}
+		q += ` AND account_id = ? AND market_symbol = ?`
+		args = append(args, account, market)
+	}
+	if f.AccountID != "" {
+		q += ` AND account_id = ?`
+		args = append(args, f.AccountID)
+	}
+	if f.MarketSymbol != "" {
+		q += ` AND market_symbol = ?`
+		args = append(args, f.MarketSymbol)
+	}
+	if f.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, string(f.Status))
+	}
+	rows, err := t.tx.Query(ctx, q+` ORDER BY id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: trader strategies: %w", err)
+	}
+	defer rows.Close()
+	var out []trader.Strategy
+	for rows.Next() {
+		s, err := scanStrategy(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: trader strategies: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func (t *traderTx) InsertStrategy(ctx context.Context, s trader.Strategy) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO trader_strategies (tenant, `+strategyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.tenant, s.ID, s.AccountID, s.MarketSymbol, s.Name, string(s.Status), s.Runnable, s.RiskMode, int64(s.Revision), Micros(s.UpdatedAt))
+	if err != nil {
+		return conflict("trader insert strategy", err)
+	}
+	return nil
+}
+
+func (t *traderTx) UpdateStrategy(ctx context.Context, s trader.Strategy, expect contract.Revision) error {
+	res, err := t.tx.Exec(ctx, `UPDATE trader_strategies SET account_id = ?, market_symbol = ?, name = ?, status = ?, runnable = ?, risk_mode = ?, revision = ?, updated_at = ?
+		WHERE tenant = ? AND id = ? AND revision = ?`,
+		s.AccountID, s.MarketSymbol, s.Name, string(s.Status), s.Runnable, s.RiskMode, int64(s.Revision), Micros(s.UpdatedAt),
+		t.tenant, s.ID, int64(expect))
+	if err != nil {
+		return conflict("trader update strategy", err)
+	}
+	return t.oneRow(res, "strategy "+s.ID, expect)
+}
+
+func (t *traderTx) oneRow(res sql.Result, what string, expect contract.Revision) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: trader update %s: %w", what, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("store: %s is missing or not at revision %d: %w", what, expect, trader.ErrConflict)
+	}
+	return nil
+}
+
+func (t *traderTx) Concern(ctx context.Context, id string) (trader.Concern, bool, error) {
+	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? AND concern_id = ?`, t.tenant, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return trader.Concern{}, false, nil
+	}
+	if err != nil {
+		return trader.Concern{}, false, fmt.Errorf("store: trader concern: %w", err)
+	}
+	return c, true, nil
+}
+
+func (t *traderTx) LockConcern(ctx context.Context, id string) (trader.Concern, bool, error) {
+	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? AND concern_id = ?`+t.tx.Dialect().ForUpdate(), t.tenant, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return trader.Concern{}, false, nil
+	}
+	if err != nil {
+		return trader.Concern{}, false, fmt.Errorf("store: trader lock concern: %w", err)
+	}
+	return c, true, nil
+}
+
+func scanConcern(row scanner) (trader.Concern, error) {
+	var c trader.Concern
+	var state string
+	var rev, updated int64
+	if err := row.Scan(&c.ConcernID, &state, &rev, &updated); err != nil {
+		return trader.Concern{}, err
+	}
+	c.ExecutionState, c.Revision, c.UpdatedAt = trader.ExecutionState(state), contract.Revision(rev), FromMicros(updated)
+	return c, nil
+}
+
+func (t *traderTx) Concerns(ctx context.Context) ([]trader.Concern, error) {
+	rows, err := t.tx.Query(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? ORDER BY concern_id`, t.tenant)
+	if err != nil {
+		return nil, fmt.Errorf("store: trader concerns: %w", err)
+	}
+	defer rows.Close()
+	var out []trader.Concern
+	for rows.Next() {
+		c, err := scanConcern(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: trader concerns: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (t *traderTx) InsertConcern(ctx context.Context, c trader.Concern) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO trader_concerns (tenant, concern_id, execution_state, revision, updated_at) VALUES (?, ?, ?, ?, ?)`,
+		t.tenant, c.ConcernID, string(c.ExecutionState), int64(c.Revision), Micros(c.UpdatedAt))
+	if err != nil {
+		return conflict("trader insert concern", err)
+	}
+	return nil
+}
+
+func (t *traderTx) UpdateConcern(ctx context.Context, c trader.Concern, expect contract.Revision) error {
+	res, err := t.tx.Exec(ctx, `UPDATE trader_concerns SET execution_state = ?, revision = ?, updated_at = ? WHERE tenant = ? AND concern_id = ? AND revision = ?`,
+		string(c.ExecutionState), int64(c.Revision), Micros(c.UpdatedAt), t.tenant, c.ConcernID, int64(expect))
+	if err != nil {
+		return conflict("trader update concern", err)
+	}
+	return t.oneRow(res, "concern "+c.ConcernID, expect)
+}
+
+func (t *traderTx) LookupDecision(ctx context.Context, id string) (trader.Decision, bool, error) {
+	var d trader.Decision
+	var status, response string
+	var created int64
+	err := t.tx.QueryRow(ctx, `SELECT decision_id, concern_id, fingerprint, status, response, attempt_id, created_at FROM trader_decisions WHERE tenant = ? AND decision_id = ?`,
+		t.tenant, id).Scan(&d.DecisionID, &d.ConcernID, &d.Fingerprint, &status, &response, &d.AttemptID, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return trader.Decision{}, false, nil
+	}
+	if err != nil {
+		return trader.Decision{}, false, fmt.Errorf("store: trader decision: %w", err)
+	}
+	if err := json.Unmarshal([]byte(response), &d.Response); err != nil {
+		return trader.Decision{}, false, fmt.Errorf("store: trader decision %s: %w", id, err)
+	}
+	d.Status, d.CreatedAt = trader.Outcome(status), FromMicros(created)
+	return d, true, nil
+}
+
+func (t *traderTx) SaveDecision(ctx context.Context, d trader.Decision) error {
+	response, err := json.Marshal(d.Response)
+	if err != nil {
+		return fmt.Errorf("store: trader save decision: %w", err)
+	}
+	_, err = t.tx.Exec(ctx, `INSERT INTO trader_decisions (tenant, decision_id, concern_id, fingerprint, status, response, attempt_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.tenant, d.DecisionID, d.ConcernID, d.Fingerprint, string(d.Status), string(response), d.AttemptID, Micros(d.CreatedAt))
+	if err != nil {
+		return conflict("trader save decision", err)
+	}
+	return nil
+}
+
+func (t *traderTx) AddAttempt(ctx context.Context, a trader.Attempt) error {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("store: trader attempt: %w", err)
+	}
+	_, err = t.tx.Exec(ctx, `INSERT INTO trader_attempts (tenant, id, decision_id, concern_id, status, received_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.tenant, a.ID, a.DecisionID, a.ConcernID, string(a.Status), Micros(a.ReceivedAt), string(body))
+	if err != nil {
+		return conflict("trader attempt", err)
+	}
+	return nil
+}
+
+func (t *traderTx) Attempts(ctx context.Context, f trader.AttemptFilter) ([]trader.Attempt, error) {
+	q := `SELECT body FROM trader_attempts WHERE tenant = ?`
+	args := []any{t.tenant}
+	if f.ConcernID != "" {
+		q += ` AND concern_id = ?`
+		args = append(args, f.ConcernID)
+	}
+	if f.DecisionID != "" {
+		q += ` AND decision_id = ?`
+		args = append(args, f.DecisionID)
+	}
+	q += ` ORDER BY id DESC`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := t.tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: trader attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []trader.Attempt
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("store: trader attempts: %w", err)
+		}
+		var a trader.Attempt
+		if err := json.Unmarshal([]byte(body), &a); err != nil {
+			return nil, fmt.Errorf("store: trader attempts: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func (t *traderTx) Instance(ctx context.Context, id string) (trader.Instance, bool, error) {
+	var in trader.Instance
+	var desired, actual string
+	var updated int64
+	err := t.tx.QueryRow(ctx, `SELECT strategy_id, desired, actual, risk_mode, updated_at FROM trader_instances WHERE tenant = ? AND strategy_id = ?`,
+		t.tenant, id).Scan(&in.StrategyID, &desired, &actual, &in.RiskMode, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return trader.Instance{}, false, nil
+	}
+	if err != nil {
+		return trader.Instance{}, false, fmt.Errorf("store: trader instance: %w", err)
+	}
+	in.Desired, in.Actual, in.UpdatedAt = trader.Status(desired), trader.Status(actual), FromMicros(updated)
+	return in, true, nil
+}
+
+func (t *traderTx) PutInstance(ctx context.Context, in trader.Instance) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO trader_instances (tenant, strategy_id, desired, actual, risk_mode, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, strategy_id) DO UPDATE SET desired = excluded.desired, actual = excluded.actual, risk_mode = excluded.risk_mode, updated_at = excluded.updated_at`,
+		t.tenant, in.StrategyID, string(in.Desired), string(in.Actual), in.RiskMode, Micros(in.UpdatedAt))
+	if err != nil {
+		return conflict("trader instance", err)
+	}
+	return nil
+}
+
+func (t *traderTx) AppendAudit(ctx context.Context, e audit.Entry) (audit.Record, error) {
+	if string(e.Outcome.Identity.TenantSlot) != t.tenant {
+		return audit.Record{}, fmt.Errorf("store: audit entry of tenant %s in a transaction of %s", e.Outcome.Identity.TenantSlot, t.tenant)
+	}
+	rec, err := AppendAudit(ctx, t.tx, e)
+	if err != nil {
+		return audit.Record{}, conflict("trader audit", err)
+	}
+	return rec, nil
+}
