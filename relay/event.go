@@ -9,7 +9,8 @@ import (
 // SessionSource says where a message came from. Its JSON is exactly the
 // gateway's SessionSource.to_dict(): the eight keys platform, chat_id,
 // chat_type, chat_name, user_id, user_name, thread_id and chat_topic are always
-// present (null when empty); user_id_alt, chat_id_alt, guild_id,
+// present (null when empty, except platform and chat_type, which are always
+// strings); user_id_alt, chat_id_alt, guild_id,
 // parent_chat_id and message_id only when non-empty. Every id is a string.
 type SessionSource struct {
 	Platform     string
@@ -45,6 +46,7 @@ func (s SessionSource) MarshalJSON() ([]byte, error) {
 		if v == "" && !always {
 			return
 		}
+		str := k == "platform" || k == "chat_type" // never null: a null one cannot be keyed
 		if !first {
 			b.WriteByte(',')
 		}
@@ -52,7 +54,7 @@ func (s SessionSource) MarshalJSON() ([]byte, error) {
 		b.WriteByte('"')
 		b.WriteString(k)
 		b.WriteString(`":`)
-		if v == "" {
+		if v == "" && !str {
 			b.WriteString("null")
 			return
 		}
@@ -183,12 +185,12 @@ type MessageEvent struct {
 }
 
 type eventWire struct {
-	Text             string        `json:"text"`
-	MessageType      MessageType   `json:"message_type"`
-	Source           SessionSource `json:"source"`
-	MessageID        *string       `json:"message_id"`
-	ReplyToMessageID *string       `json:"reply_to_message_id"`
-	MediaURLs        []string      `json:"media_urls"`
+	Text             string         `json:"text"`
+	MessageType      MessageType    `json:"message_type"`
+	Source           *SessionSource `json:"source"`
+	MessageID        *string        `json:"message_id"`
+	ReplyToMessageID *string        `json:"reply_to_message_id"`
+	MediaURLs        []string       `json:"media_urls"`
 }
 
 func strPtr(s string) *string {
@@ -200,8 +202,9 @@ func strPtr(s string) *string {
 
 // MarshalJSON implements the wire form.
 func (e MessageEvent) MarshalJSON() ([]byte, error) {
+	src := e.Source
 	w := eventWire{
-		Text: e.Text, MessageType: ParseMessageType(string(e.MessageType)), Source: e.Source,
+		Text: e.Text, MessageType: ParseMessageType(string(e.MessageType)), Source: &src,
 		MessageID: strPtr(e.MessageID), ReplyToMessageID: strPtr(e.ReplyToMessageID),
 		MediaURLs: e.MediaURLs,
 	}
@@ -218,12 +221,17 @@ func (e MessageEvent) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads the wire form; an unknown message_type reads as text.
+// An event without a source (or with one ParseSource refuses) is an error:
+// it cannot be keyed.
 func (e *MessageEvent) UnmarshalJSON(b []byte) error {
 	var w eventWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("relay: event: %w", err)
 	}
-	*e = MessageEvent{Text: w.Text, MessageType: ParseMessageType(string(w.MessageType)), Source: w.Source, MediaURLs: w.MediaURLs}
+	if w.Source == nil {
+		return fmt.Errorf("relay: event: source is missing")
+	}
+	*e = MessageEvent{Text: w.Text, MessageType: ParseMessageType(string(w.MessageType)), Source: *w.Source, MediaURLs: w.MediaURLs}
 	if w.MessageID != nil {
 		e.MessageID = *w.MessageID
 	}
