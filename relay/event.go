@@ -103,48 +103,79 @@ func (s *SessionSource) UnmarshalJSON(b []byte) error {
 // missing, null or blank platform, and an explicit null chat_type. A missing
 // chat_type reads as "dm".
 func ParseSource(b []byte) (SessionSource, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return SessionSource{}, fmt.Errorf("relay: source: not a JSON object: %w", err)
+	var w struct {
+		Platform     json.RawMessage `json:"platform"`
+		ChatID       json.RawMessage `json:"chat_id"`
+		ChatType     json.RawMessage `json:"chat_type"`
+		ChatName     json.RawMessage `json:"chat_name"`
+		UserID       json.RawMessage `json:"user_id"`
+		UserName     json.RawMessage `json:"user_name"`
+		ThreadID     json.RawMessage `json:"thread_id"`
+		ChatTopic    json.RawMessage `json:"chat_topic"`
+		UserIDAlt    json.RawMessage `json:"user_id_alt"`
+		ChatIDAlt    json.RawMessage `json:"chat_id_alt"`
+		GuildID      json.RawMessage `json:"guild_id"`
+		ParentChatID json.RawMessage `json:"parent_chat_id"`
+		MessageID    json.RawMessage `json:"message_id"`
 	}
-	if raw == nil {
+	if len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' {
 		return SessionSource{}, fmt.Errorf("relay: source: not a JSON object")
 	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return SessionSource{}, fmt.Errorf("relay: source: not a JSON object: %w", err)
+	}
 	var s SessionSource
-	fields := []struct {
+	fields := [...]struct {
 		key string
+		raw json.RawMessage
 		dst *string
 	}{
-		{"platform", &s.Platform}, {"chat_id", &s.ChatID}, {"chat_type", &s.ChatType},
-		{"chat_name", &s.ChatName}, {"user_id", &s.UserID}, {"user_name", &s.UserName},
-		{"thread_id", &s.ThreadID}, {"chat_topic", &s.ChatTopic}, {"user_id_alt", &s.UserIDAlt},
-		{"chat_id_alt", &s.ChatIDAlt}, {"guild_id", &s.GuildID}, {"parent_chat_id", &s.ParentChatID},
-		{"message_id", &s.MessageID},
+		{"platform", w.Platform, &s.Platform}, {"chat_id", w.ChatID, &s.ChatID}, {"chat_type", w.ChatType, &s.ChatType},
+		{"chat_name", w.ChatName, &s.ChatName}, {"user_id", w.UserID, &s.UserID}, {"user_name", w.UserName, &s.UserName},
+		{"thread_id", w.ThreadID, &s.ThreadID}, {"chat_topic", w.ChatTopic, &s.ChatTopic}, {"user_id_alt", w.UserIDAlt, &s.UserIDAlt},
+		{"chat_id_alt", w.ChatIDAlt, &s.ChatIDAlt}, {"guild_id", w.GuildID, &s.GuildID}, {"parent_chat_id", w.ParentChatID, &s.ParentChatID},
+		{"message_id", w.MessageID, &s.MessageID},
 	}
 	for _, f := range fields {
-		v, ok := raw[f.key]
-		if !ok || string(v) == "null" {
+		v := f.raw
+		if len(v) == 0 || string(v) == "null" {
 			continue
 		}
-		if len(v) == 0 || v[0] != '"' {
+		if v[0] != '"' {
 			return SessionSource{}, fmt.Errorf("relay: source: %s is not a string", f.key)
 		}
-		if err := json.Unmarshal(v, f.dst); err != nil {
+		if str, ok := plainString(v); ok {
+			*f.dst = str
+		} else if err := json.Unmarshal(v, f.dst); err != nil {
 			return SessionSource{}, fmt.Errorf("relay: source: %s: %w", f.key, err)
 		}
 	}
-	if v, ok := raw["platform"]; !ok || string(v) == "null" {
+	if len(w.Platform) == 0 || string(w.Platform) == "null" {
 		return SessionSource{}, fmt.Errorf("relay: source: platform is missing")
 	}
-	if v, ok := raw["chat_type"]; !ok {
+	if len(w.ChatType) == 0 {
 		s.ChatType = ChatDM
-	} else if string(v) == "null" {
+	} else if string(w.ChatType) == "null" {
 		return SessionSource{}, fmt.Errorf("relay: source: chat_type is null")
 	}
 	if normalizePlatform(s.Platform) == "" {
 		return SessionSource{}, fmt.Errorf("relay: source: platform is blank")
 	}
 	return s, nil
+}
+
+// plainString decodes a JSON string without escapes directly.
+func plainString(v json.RawMessage) (string, bool) {
+	if len(v) < 2 || v[len(v)-1] != '"' {
+		return "", false
+	}
+	body := v[1 : len(v)-1]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(body), true
 }
 
 // MessageType is the kind of an inbound message.
