@@ -37,6 +37,8 @@ type conn struct {
 	idents []ident
 	ping   *time.Timer
 
+	drainMu sync.Mutex // one drain at a time, so a connection never leases an event twice
+
 	qmu     sync.Mutex
 	queue   []byte
 	spare   []byte

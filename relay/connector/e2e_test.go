@@ -49,6 +49,9 @@ func TestDiscordInteractionReachesAdapter(t *testing.T) {
 	if got := e.auditActions(slot1)["relay.deliver/allow"]; got != 1 {
 		t.Errorf("deliver records: %v", e.auditActions(slot1))
 	}
+	if strings.Contains(e.logs.String(), interactionToken) {
+		t.Error("a log line carries the interaction token")
+	}
 	// A PING is answered and delivers nothing.
 	if status, body := e.postDiscord(`{"id":"p","application_id":"`+discordApp+`","type":1}`, nil); status != 200 || body != `{"type":1}` {
 		t.Errorf("PING answered %d %s", status, body)
@@ -167,6 +170,9 @@ func TestFollowUpTenants(t *testing.T) {
 		if strings.Contains(e.auditBodies(contractSlot(tenant)), interactionToken) {
 			t.Errorf("%s audit carries the token", tenant)
 		}
+	}
+	if logs := e.logs.String(); logs == "" || strings.Contains(logs, interactionToken) {
+		t.Errorf("logs empty or carrying the token:\n%s", logs)
 	}
 	if e.auditActions(slot2)["relay.outbound/deny"] != 1 {
 		t.Errorf("tenant B's refusal not recorded: %v", e.auditActions(slot2))

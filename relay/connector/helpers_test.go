@@ -128,13 +128,32 @@ type env struct {
 	telegram *fakeAPI
 	priv     ed25519.PrivateKey
 	clock    *clock
+	logs     *syncBuffer // everything the connector logged, at debug level
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func newEnv(t testing.TB, mutate ...func(*connector.Config)) *env {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	e := &env{t: t, store: relaytest.NewMemory(), audit: audit.NewMemory(), discord: newFakeDiscord(t), telegram: newFakeTelegram(t),
-		priv: priv, clock: &clock{}}
+		priv: priv, clock: &clock{}, logs: &syncBuffer{}}
 	e.clock.ns.Store(time.Now().UnixNano())
 	cfg := connector.Config{
 		Gateways: map[string]connector.Gateway{
@@ -153,7 +172,7 @@ func newEnv(t testing.TB, mutate ...func(*connector.Config)) *env {
 		}},
 		Store: e.store, Audit: e.audit, Now: e.clock.Now,
 		DiscordBaseURL: e.discord.srv.URL, TelegramBaseURL: e.telegram.srv.URL,
-		Logger: slog.New(slog.NewTextHandler(logOut(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(logOut(), e.logs), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, m := range mutate {
 		m(&cfg)

@@ -137,6 +137,8 @@ func subjectKey(src relay.SessionSource) string {
 // each with its bufferId, leasing each so no other connection receives it
 // meanwhile. An event leaves the buffer only when k acknowledges it.
 func (c *Connector) drain(k *conn, platform, bot string) {
+	k.drainMu.Lock()
+	defer k.drainMu.Unlock()
 	ctx := k.ctx
 	for ctx.Err() == nil {
 		now := c.now()
