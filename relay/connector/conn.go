@@ -145,8 +145,10 @@ func (k *conn) schedulePing() {
 		cancel()
 		if err != nil {
 			if k.ctx.Err() == nil {
+				// An unresponsive peer would not answer a close handshake either.
 				k.c.log.Info("relay: keepalive failed; closing", "conn", k.id, "gateway", k.gatewayID)
-				k.close(websocket.StatusPolicyViolation, "keepalive timeout")
+				_ = k.ws.CloseNow()
+				k.cancel()
 			}
 			return
 		}

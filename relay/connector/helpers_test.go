@@ -98,6 +98,11 @@ func newFakeTelegram(t testing.TB) *fakeAPI {
 		f.mu.Lock()
 		f.calls = append(f.calls, apiCall{r.Method, r.URL.Path, "", body})
 		f.mu.Unlock()
+		if text, _ := body["text"].(string); strings.Contains(text, "*unclosed") && body["parse_mode"] != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"ok":false,"error_code":400,"description":"Bad Request: can't parse entities: Can't find end of Bold entity at byte offset 0"}`)
+			return
+		}
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/sendMessage"):
 			fmt.Fprintf(w, `{"ok":true,"result":{"message_id":%d,"chat":{"id":1,"type":"supergroup"}}}`, 500+f.next.Add(1))
