@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,4 +170,86 @@ func TestAdapterReconnects(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return")
 	}
+}
+
+// freezer is a TCP proxy whose traffic can be frozen, to make a live
+// connection silently stop (a half-open network) without closing it.
+type freezer struct {
+	ln     net.Listener
+	frozen atomic.Bool
+}
+
+func newFreezer(t *testing.T, target string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			pump := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						dst.Close()
+						return
+					}
+					for f.frozen.Load() {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if _, err := dst.Write(buf[:n]); err != nil {
+						src.Close()
+						return
+					}
+				}
+			}
+			go pump(out, in)
+			go pump(in, out)
+		}
+	}()
+	return f
+}
+
+// An adapter whose connector stops answering pings drops the connection and
+// dials again.
+func TestAdapterKeepalive(t *testing.T) {
+	e := newEnv(t, func(c *connector.Config) { c.PingInterval = -1 })
+	fr := newFreezer(t, strings.TrimPrefix(e.srv.URL, "http://"))
+	a, _ := gateway.New(gateway.Config{URL: "http://" + fr.ln.Addr().String(), GatewayID: "gw-a", Secret: secretA,
+		Platform: "discord", BotID: discordApp, PingInterval: 50 * time.Millisecond,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = a.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := a.WaitConnected(wctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // pings answered: still connected
+	if !a.Connected() {
+		t.Fatal("dropped while the connector answered")
+	}
+	fr.frozen.Store(true)
+	for deadline := time.Now().Add(5 * time.Second); a.Connected(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the adapter did not notice a connector that stopped answering")
+		}
+	}
+	fr.frozen.Store(false)
+	if err := a.WaitConnected(wctx); err != nil {
+		t.Fatalf("no reconnect: %v", err)
+	}
+	_ = a.Close()
 }

@@ -2,6 +2,8 @@ package connector_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -367,6 +369,10 @@ func TestRefusals(t *testing.T) {
 		"no signature":   func(ts, sig string, b []byte) (string, string, []byte) { return ts, "", b },
 		"garbage sig":    func(ts, sig string, b []byte) (string, string, []byte) { return ts, strings.Repeat("ab", 64), b },
 		"signature hex+": func(ts, sig string, b []byte) (string, string, []byte) { return ts, sig + "00", b },
+		"replayed an hour later": func(ts, sig string, b []byte) (string, string, []byte) {
+			old := fmt.Sprint(e.clock.Now().Add(-time.Hour).Unix())
+			return old, hex.EncodeToString(ed25519.Sign(e.priv, append([]byte(old), b...))), b
+		},
 	} {
 		if status, _ := e.postDiscord(body, tamper); status != 401 {
 			t.Errorf("%s: status %d, want 401", name, status)

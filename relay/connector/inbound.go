@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
@@ -212,6 +214,12 @@ func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid request signature", http.StatusUnauthorized)
 		return
 	}
+	if ts, err := strconv.ParseInt(r.Header.Get("X-Signature-Timestamp"), 10, 64); err != nil || absDuration(c.now().Sub(time.Unix(ts, 0))) > discord.MaxClockSkew {
+		// A validly signed but old request is a replay.
+		c.log.Warn("relay: discord request timestamp out of range", "app", app, "remote", r.RemoteAddr)
+		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		return
+	}
 	i, err := discord.ParseInteraction(body)
 	if err != nil {
 		http.Error(w, "bad interaction", http.StatusBadRequest)
@@ -297,6 +305,13 @@ func (c *Connector) serveTelegram(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 func (c *Connector) webhookError(w http.ResponseWriter, platform string, err error) {

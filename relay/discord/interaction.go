@@ -22,6 +22,10 @@ const Platform = "discord"
 // TokenTTL is how long an interaction token may be used (Discord: 15 minutes).
 const TokenTTL = 15 * time.Minute
 
+// MaxClockSkew is how far a request's X-Signature-Timestamp may be from the
+// connector's clock; an older, validly signed request is a replay.
+const MaxClockSkew = 5 * time.Minute
+
 // MaxBodyBytes bounds a webhook body.
 const MaxBodyBytes = 1 << 20
 

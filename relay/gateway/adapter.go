@@ -50,10 +50,14 @@ type Config struct {
 
 	OutboundTimeout  time.Duration // default 30 s
 	HandshakeTimeout time.Duration // default 30 s
-	MinBackoff       time.Duration // default 1 s
-	MaxBackoff       time.Duration // default 30 s
-	HTTPClient       *http.Client
-	Logger           *slog.Logger
+	// PingInterval is how often the adapter pings the connector; a ping
+	// unanswered within the interval ends the connection (and Run dials
+	// again). Default 30 s; negative: no pings.
+	PingInterval time.Duration
+	MinBackoff   time.Duration // default 1 s
+	MaxBackoff   time.Duration // default 30 s
+	HTTPClient   *http.Client
+	Logger       *slog.Logger
 }
 
 // Inbound is one event as the gateway receives it.
@@ -109,6 +113,9 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.OutboundTimeout <= 0 {
 		cfg.OutboundTimeout = 30 * time.Second
+	}
+	if cfg.PingInterval == 0 {
+		cfg.PingInterval = 30 * time.Second
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 30 * time.Second
@@ -234,7 +241,34 @@ func (a *Adapter) dial(ctx context.Context) (*link, error) {
 		<-l.done
 		return nil, fmt.Errorf("gateway: no descriptor: %w", hctx.Err())
 	}
+	a.keepalive(l)
 	return l, nil
+}
+
+// keepalive pings the connector every PingInterval while l lives; an
+// unanswered ping closes l. No goroutine waits between pings.
+func (a *Adapter) keepalive(l *link) {
+	every := a.cfg.PingInterval
+	if every <= 0 {
+		return
+	}
+	time.AfterFunc(every, func() {
+		if l.ctx.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, every)
+		err := l.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			if l.ctx.Err() == nil {
+				a.log.Info("relay: connector did not answer a ping; closing")
+				_ = l.ws.CloseNow()
+				l.cancel()
+			}
+			return
+		}
+		a.keepalive(l)
+	})
 }
 
 // wait blocks until l ends, then fails the requests still waiting on it.
