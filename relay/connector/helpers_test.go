@@ -134,6 +134,7 @@ type env struct {
 	priv     ed25519.PrivateKey
 	clock    *clock
 	logs     *syncBuffer // everything the connector logged, at debug level
+	config   connector.Config
 }
 
 // syncBuffer is a goroutine-safe log sink.
@@ -182,6 +183,7 @@ func newEnv(t testing.TB, mutate ...func(*connector.Config)) *env {
 	for _, m := range mutate {
 		m(&cfg)
 	}
+	e.config = cfg
 	c, err := connector.New(cfg)
 	if err != nil {
 		t.Fatal(err)
