@@ -77,10 +77,9 @@ func NewNATSRouter(nc *nats.Conn, o NATSOptions) (*NATSRouter, error) {
 		r.subs = append(r.subs, s)
 		return nil
 	}
-	if err := sub(r.prefix+".own", r.onClaim); err != nil {
-		return nil, err
-	}
-	if err := sub(r.prefix+".drop", r.onDrop); err != nil {
+	// Claims and drops share one subject so they are handled in the order
+	// each process sent them.
+	if err := sub(r.prefix+".own", r.onOwn); err != nil {
 		return nil, err
 	}
 	if err := sub(r.prefix+".proc."+r.process, r.onForward); err != nil {
@@ -155,12 +154,16 @@ func (r *NATSRouter) Forget(o Owner) {
 	delete(r.conns, o.ID())
 	r.mu.Unlock()
 	b, _ := json.Marshal(claimMsg{Process: r.process, Conn: o.ID()})
-	_ = r.nc.Publish(r.prefix+".drop", b)
+	_ = r.nc.Publish(r.prefix+".own", b) // a claim without a key is a drop
 }
 
-func (r *NATSRouter) onClaim(msg *nats.Msg) {
+func (r *NATSRouter) onOwn(msg *nats.Msg) {
 	var m claimMsg
-	if json.Unmarshal(msg.Data, &m) != nil || m.Process == r.process || m.Key == "" {
+	if json.Unmarshal(msg.Data, &m) != nil || m.Process == r.process {
+		return
+	}
+	if m.Key == "" {
+		r.drop(m)
 		return
 	}
 	k := routeKey{m.Tenant, m.Key}
@@ -178,11 +181,7 @@ func (r *NATSRouter) onClaim(msg *nats.Msg) {
 	r.mu.Unlock()
 }
 
-func (r *NATSRouter) onDrop(msg *nats.Msg) {
-	var m claimMsg
-	if json.Unmarshal(msg.Data, &m) != nil || m.Process == r.process {
-		return
-	}
+func (r *NATSRouter) drop(m claimMsg) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, ro := range r.remote {

@@ -134,7 +134,8 @@ func (c *Connector) followUp(ctx context.Context, k *conn, e *edge, a *relay.Act
 	if a.SessionKey == "" || a.Kind == "" {
 		return relay.Failure("relay: follow_up needs session_key and kind"), "invalid"
 	}
-	if o, _, ok := c.router.Owner(k.tenant, a.SessionKey); ok && o.ID() != k.id {
+	o, chatID, owned := c.router.Owner(k.tenant, a.SessionKey)
+	if owned && o.ID() != k.id {
 		return relay.Failure("relay: session is owned by another connection"), "not_owner"
 	}
 	cp, ok, err := c.cfg.Store.Capability(ctx, k.tenant, a.SessionKey, a.Kind, c.now())
@@ -148,7 +149,9 @@ func (c *Connector) followUp(ctx context.Context, k *conn, e *edge, a *relay.Act
 	if cp.Kind == relay.KindDiscordInteractionToken && cp.Bot != e.bot {
 		return relay.Failure("relay: capability belongs to another application"), "no_capability"
 	}
-	c.router.SetOwner(k.tenant, a.SessionKey, "", k)
+	if !owned {
+		c.router.SetOwner(k.tenant, a.SessionKey, chatID, k)
+	}
 	chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
 	d.Chunks = len(chunks)
 	var last string
