@@ -36,6 +36,11 @@ func TestDomainPackagesStayInTheMiddle(t *testing.T) {
 		}
 		checked++
 		for dep := range strings.FieldsSeq(deps) {
+			// The executor sees the broker port only; executor/cli is the one
+			// place that picks an implementation.
+			if rel == "executor" && strings.HasPrefix(dep, module+"/broker/") {
+				t.Errorf("executor imports a broker implementation: %s", dep)
+			}
 			for _, f := range forbiddenAlways {
 				if dep == f || strings.HasPrefix(dep, f+"/") {
 					t.Errorf("%s imports %s", rel, dep)

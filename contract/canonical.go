@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 )
 
 // CanonicalJSON returns v as canonical JSON: object keys sorted bytewise, no
@@ -28,65 +27,260 @@ func CanonicalJSON(v any) ([]byte, error) {
 			return nil, fmt.Errorf("contract: canonical json: %w", err)
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
-		return nil, Invalidf("bad_json", "not valid JSON: %v", err)
-	}
-	if dec.More() {
-		return nil, Invalidf("bad_json", "not valid JSON: trailing data after the value")
-	}
+	c := canonicalizer{in: raw}
 	var buf bytes.Buffer
 	buf.Grow(len(raw))
-	if err := writeCanonical(&buf, tree); err != nil {
+	c.skipSpace()
+	if err := c.value(&buf, 0); err != nil {
 		return nil, err
+	}
+	c.skipSpace()
+	if c.pos != len(c.in) {
+		return nil, Invalidf("bad_json", "not valid JSON: trailing data after the value at offset %d", c.pos)
 	}
 	return buf.Bytes(), nil
 }
 
-func writeCanonical(buf *bytes.Buffer, v any) error {
-	switch x := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		buf.WriteString(strconv.FormatBool(x))
-	case json.Number:
-		buf.WriteString(x.String())
-	case string:
-		writeString(buf, x)
-	case []any:
-		buf.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := writeCanonical(buf, e); err != nil {
-				return err
-			}
+// canonicalizer rewrites JSON into canonical form in one pass, without
+// building a tree of maps: objects collect their members' canonical bytes
+// and emit them sorted by key. Strings and numbers keep the meaning
+// encoding/json gives them (a string holding an escape or a non-ASCII byte
+// is decoded by encoding/json, so invalid UTF-8 becomes U+FFFD exactly as
+// json.Unmarshal does; numbers are copied as written after a grammar
+// check). Duplicate keys keep the last value, as a map would.
+type canonicalizer struct {
+	in  []byte
+	pos int
+}
+
+const maxDepth = 10000 // encoding/json's own nesting limit
+
+func (c *canonicalizer) bad(what string) error {
+	return Invalidf("bad_json", "not valid JSON: %s at offset %d", what, c.pos)
+}
+
+func (c *canonicalizer) skipSpace() {
+	for c.pos < len(c.in) {
+		switch c.in[c.pos] {
+		case ' ', '\t', '\n', '\r':
+			c.pos++
+		default:
+			return
 		}
-		buf.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, k)
-			buf.WriteByte(':')
-			if err := writeCanonical(buf, x[k]); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	default:
-		return fmt.Errorf("contract: canonical json: unexpected %T", v)
 	}
+}
+
+func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
+	if depth > maxDepth {
+		return c.bad("nesting too deep")
+	}
+	if c.pos >= len(c.in) {
+		return c.bad("unexpected end of input")
+	}
+	switch ch := c.in[c.pos]; {
+	case ch == '{':
+		return c.object(out, depth)
+	case ch == '[':
+		return c.array(out, depth)
+	case ch == '"':
+		s, err := c.str()
+		if err != nil {
+			return err
+		}
+		writeString(out, s)
+		return nil
+	case ch == '-' || ('0' <= ch && ch <= '9'):
+		return c.number(out)
+	default:
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if bytes.HasPrefix(c.in[c.pos:], []byte(lit)) {
+				c.pos += len(lit)
+				out.WriteString(lit)
+				return nil
+			}
+		}
+		return c.bad(fmt.Sprintf("unexpected character %q", ch))
+	}
+}
+
+// member is an object member whose canonical value was written to the
+// output at [start, end) before the members are sorted.
+type member struct {
+	key        string
+	start, end int
+}
+
+func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
+	c.pos++ // {
+	c.skipSpace()
+	if c.pos < len(c.in) && c.in[c.pos] == '}' {
+		c.pos++
+		out.WriteString("{}")
+		return nil
+	}
+	// Values are written to out as they are read, then the object is
+	// re-emitted with its members sorted: one copy per object, not one
+	// buffer per member.
+	objStart := out.Len()
+	var members []member
+	for {
+		c.skipSpace()
+		if c.pos >= len(c.in) || c.in[c.pos] != '"' {
+			return c.bad("expected a string key")
+		}
+		key, err := c.str()
+		if err != nil {
+			return err
+		}
+		c.skipSpace()
+		if c.pos >= len(c.in) || c.in[c.pos] != ':' {
+			return c.bad("expected ':' after an object key")
+		}
+		c.pos++
+		c.skipSpace()
+		start := out.Len()
+		if err := c.value(out, depth+1); err != nil {
+			return err
+		}
+		members = append(members, member{key, start - objStart, out.Len() - objStart})
+		c.skipSpace()
+		if c.pos >= len(c.in) {
+			return c.bad("unexpected end of input in an object")
+		}
+		if c.in[c.pos] == ',' {
+			c.pos++
+			continue
+		}
+		if c.in[c.pos] == '}' {
+			c.pos++
+			break
+		}
+		return c.bad("expected ',' or '}' in an object")
+	}
+	vals := bytes.Clone(out.Bytes()[objStart:])
+	out.Truncate(objStart)
+	// Sort by key (stable: among duplicates the last one is last, and wins).
+	sort.SliceStable(members, func(i, j int) bool { return members[i].key < members[j].key })
+	out.WriteByte('{')
+	first := true
+	for i, m := range members {
+		if i+1 < len(members) && members[i+1].key == m.key {
+			continue
+		}
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		writeString(out, m.key)
+		out.WriteByte(':')
+		out.Write(vals[m.start:m.end])
+	}
+	out.WriteByte('}')
+	return nil
+}
+
+func (c *canonicalizer) array(out *bytes.Buffer, depth int) error {
+	c.pos++ // [
+	out.WriteByte('[')
+	c.skipSpace()
+	if c.pos < len(c.in) && c.in[c.pos] == ']' {
+		c.pos++
+		out.WriteByte(']')
+		return nil
+	}
+	for n := 0; ; n++ {
+		if n > 0 {
+			out.WriteByte(',')
+		}
+		c.skipSpace()
+		if err := c.value(out, depth+1); err != nil {
+			return err
+		}
+		c.skipSpace()
+		if c.pos >= len(c.in) {
+			return c.bad("unexpected end of input in an array")
+		}
+		if c.in[c.pos] == ',' {
+			c.pos++
+			continue
+		}
+		if c.in[c.pos] == ']' {
+			c.pos++
+			out.WriteByte(']')
+			return nil
+		}
+		return c.bad("expected ',' or ']' in an array")
+	}
+}
+
+// str reads the JSON string at c.pos and returns its value.
+func (c *canonicalizer) str() (string, error) {
+	start := c.pos
+	c.pos++ // opening quote
+	plain := true
+	for c.pos < len(c.in) {
+		ch := c.in[c.pos]
+		switch {
+		case ch == '"':
+			c.pos++
+			if plain {
+				return string(c.in[start+1 : c.pos-1]), nil
+			}
+			var s string
+			if err := json.Unmarshal(c.in[start:c.pos], &s); err != nil {
+				return "", Invalidf("bad_json", "not valid JSON: bad string at offset %d", start)
+			}
+			return s, nil
+		case ch == '\\':
+			plain = false
+			c.pos += 2
+			continue
+		case ch < 0x20:
+			return "", c.bad("control character in a string")
+		case ch >= 0x80:
+			plain = false
+		}
+		c.pos++
+	}
+	return "", Invalidf("bad_json", "not valid JSON: unterminated string at offset %d", start)
+}
+
+// number copies the JSON number at c.pos after checking its grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (c *canonicalizer) number(out *bytes.Buffer) error {
+	start, in := c.pos, c.in
+	digits := func() int {
+		n := 0
+		for c.pos < len(in) && '0' <= in[c.pos] && in[c.pos] <= '9' {
+			c.pos++
+			n++
+		}
+		return n
+	}
+	if in[c.pos] == '-' {
+		c.pos++
+	}
+	if c.pos < len(in) && in[c.pos] == '0' {
+		c.pos++
+	} else if digits() == 0 {
+		return c.bad("bad number")
+	}
+	if c.pos < len(in) && in[c.pos] == '.' {
+		c.pos++
+		if digits() == 0 {
+			return c.bad("bad number")
+		}
+	}
+	if c.pos < len(in) && (in[c.pos] == 'e' || in[c.pos] == 'E') {
+		c.pos++
+		if c.pos < len(in) && (in[c.pos] == '+' || in[c.pos] == '-') {
+			c.pos++
+		}
+		if digits() == 0 {
+			return c.bad("bad number")
+		}
+	}
+	out.Write(in[start:c.pos])
 	return nil
 }
 

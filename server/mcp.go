@@ -24,7 +24,8 @@ type Tool struct {
 	// becomes a result saying "internal error" and is logged.
 	Call func(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error)
 	// Audited tools write their own audit record (the domain's, with its
-	// payload); for the others the request's record names the tool.
+	// payload) whenever Call returns no error; for the others, and for an
+	// audited tool's error, the request's record names the tool.
 	Audited bool
 }
 
@@ -50,7 +51,8 @@ type Whoami struct {
 func (s *Server) mcpHandler() HandlerFunc {
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		caller, _ := contract.CallerFrom(r.Context())
-		return s.mcpServer(caller)
+		c, _ := r.Context().Value(callKey{}).(*Call)
+		return s.mcpServer(caller, c)
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: s.log})
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
 		if r.Method == http.MethodPost {
@@ -63,17 +65,27 @@ func (s *Server) mcpHandler() HandlerFunc {
 			c.Resource = "mcp:" + method
 			if tool != "" {
 				c.Resource += ":" + tool
+				// A tool the key may not see is refused by the SDK as
+				// unknown; the record says why.
+				c.Outcome, c.Reason = contract.OutcomeNotFound, "unknown_tool"
 				for _, t := range s.tools {
-					if t.Name == tool && t.Audited && c.Caller.Has(t.Scope) {
-						c.Audited = true
+					if t.Name == tool {
+						c.Outcome, c.Reason = "", ""
+						if t.Scope != "" && !c.Caller.Has(t.Scope) {
+							c.Outcome, c.Reason = contract.OutcomeDeny, "missing_scope"
+						}
 					}
 				}
 			}
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 		return nil
 	}
 }
+
+// callKey carries the request's *Call to the tool handlers, which tell the
+// wrapper whether the domain recorded the call and how it ended.
+type callKey struct{}
 
 func peekRPC(body []byte) (method, tool string) {
 	var msg struct {
@@ -91,7 +103,10 @@ func peekRPC(body []byte) (method, tool string) {
 	return msg.Method, ""
 }
 
-func (s *Server) mcpServer(caller contract.Caller) *mcp.Server {
+func (s *Server) mcpServer(caller contract.Caller, call *Call) *mcp.Server {
+	if call == nil {
+		call = &Call{}
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "caduceus", Version: s.cfg.Version}, nil)
 	for _, t := range s.tools {
 		if t.Scope != "" && !caller.Has(t.Scope) {
@@ -111,8 +126,12 @@ func (s *Server) mcpServer(caller contract.Caller) *mcp.Server {
 					}
 					out, err = t.Call(contract.WithCaller(ctx, caller), caller, args)
 				}
+				if err == nil && t.Audited {
+					call.Audited = true
+				}
 				if err != nil {
 					e := contract.AsError(err)
+					call.Outcome, call.Reason = e.Kind.Outcome(), e.Code
 					if e.Kind == contract.KindInternal {
 						s.log.Error("mcp tool failed", "tool", t.Name, "err", e.Err)
 					}

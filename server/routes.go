@@ -39,6 +39,11 @@ func (s *Server) routes() {
 		s.mux.Handle("PUT /v1/trader/concerns/{id}", s.wrap("trader.put_concern", contract.ScopeConfigure, s.traderPutConcern))
 	}
 
+	// Executor (seed 001): one tick through the broker gate.
+	if s.cfg.Executor != nil {
+		s.mux.Handle("POST /v1/executor/ticks", s.wrap("executor.tick", contract.ScopeOperate, s.executorTick))
+	}
+
 	// Other mounted routes.
 	for _, m := range s.cfg.Mounts {
 		if m.Public != nil {

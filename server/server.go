@@ -12,6 +12,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
 )
@@ -36,7 +37,8 @@ type Config struct {
 	Logger  *slog.Logger
 	Version string
 	// Gates: a nil service means the gate is not served.
-	Trader *trader.Service
+	Trader   *trader.Service
+	Executor *executor.Executor
 
 	// Mounts are extra routes of the gates, registered after the core ones.
 	Mounts []Mount
@@ -75,6 +77,9 @@ func New(cfg Config) *Server {
 	s.tools = []Tool{whoamiTool()}
 	if cfg.Trader != nil {
 		s.tools = append(s.tools, s.traderTools()...)
+	}
+	if cfg.Executor != nil {
+		s.tools = append(s.tools, s.executorTools()...)
 	}
 	s.tools = append(s.tools, cfg.Tools...)
 	s.routes()

@@ -122,64 +122,61 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-func (s *Server) traderPutStrategy(w http.ResponseWriter, r *http.Request, c *Call) error {
-	id := r.PathValue("id")
-	c.Resource = "strategy/" + clip(id, 100)
+// putRequest reads a revisioned PUT: the If-Match revision and the strict
+// JSON body; idOf points at the body's id field, which must be empty (it is
+// filled from the path) or equal to the path's id.
+func putRequest[T any](r *http.Request, idField string, idOf func(*T) *string) (T, contract.Revision, error) {
+	var v T
 	rev, err := ifMatch(r)
 	if err != nil {
-		return err
+		return v, 0, err
 	}
 	body, err := readBody(r)
 	if err != nil {
-		return err
+		return v, 0, err
 	}
-	var st trader.Strategy
-	if err := decodeStrict(body, &st); err != nil {
-		return err
+	if err := decodeStrict(body, &v); err != nil {
+		return v, 0, err
 	}
-	if st.ID == "" {
-		st.ID = id
+	id, pathID := idOf(&v), r.PathValue("id")
+	if *id == "" {
+		*id = pathID
 	}
-	if st.ID != id {
-		return contract.FieldError("id", "id_mismatch", "the body's id %q is not the path's %q", st.ID, id)
+	if *id != pathID {
+		return v, 0, contract.FieldError(idField, "id_mismatch", "the body's %s %q is not the path's %q", idField, *id, pathID)
 	}
-	out, err := s.cfg.Trader.PutStrategy(r.Context(), c.Caller, st, rev)
+	return v, rev, nil
+}
+
+// answerPut finishes a trader management write: whether the trader audited
+// it, the error or the new revision as ETag and the record.
+func answerPut(w http.ResponseWriter, c *Call, rev contract.Revision, out any, err error) error {
 	c.Audited = traderAudited(err)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", strconv.FormatInt(int64(out.Revision), 10))
+	w.Header().Set("ETag", strconv.FormatInt(int64(rev), 10))
 	return WriteJSON(w, http.StatusOK, out)
 }
 
+func (s *Server) traderPutStrategy(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "strategy/" + clip(r.PathValue("id"), 100)
+	st, rev, err := putRequest(r, "id", func(st *trader.Strategy) *string { return &st.ID })
+	if err != nil {
+		return err
+	}
+	out, err := s.cfg.Trader.PutStrategy(r.Context(), c.Caller, st, rev)
+	return answerPut(w, c, out.Revision, out, err)
+}
+
 func (s *Server) traderPutConcern(w http.ResponseWriter, r *http.Request, c *Call) error {
-	id := r.PathValue("id")
-	c.Resource = "concern/" + clip(id, 100)
-	rev, err := ifMatch(r)
+	c.Resource = "concern/" + clip(r.PathValue("id"), 100)
+	cn, rev, err := putRequest(r, "concern_id", func(cn *trader.Concern) *string { return &cn.ConcernID })
 	if err != nil {
 		return err
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	var cn trader.Concern
-	if err := decodeStrict(body, &cn); err != nil {
-		return err
-	}
-	if cn.ConcernID == "" {
-		cn.ConcernID = id
-	}
-	if cn.ConcernID != id {
-		return contract.FieldError("concern_id", "id_mismatch", "the body's concern_id %q is not the path's %q", cn.ConcernID, id)
 	}
 	out, err := s.cfg.Trader.PutConcern(r.Context(), c.Caller, cn, rev)
-	c.Audited = traderAudited(err)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("ETag", strconv.FormatInt(int64(out.Revision), 10))
-	return WriteJSON(w, http.StatusOK, out)
+	return answerPut(w, c, out.Revision, out, err)
 }
 
 // traderAudited reports whether the trader recorded a management write

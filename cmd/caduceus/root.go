@@ -46,6 +46,12 @@ type config struct {
 	Store    string   `yaml:"store"`
 	Gates    []string `yaml:"gates"`
 	LogLevel string   `yaml:"log_level"`
+	Executor struct {
+		Skills   string `yaml:"skills"`   // skills root of the strategist manifests
+		Broker   string `yaml:"broker"`   // paper (default) or robinhood
+		Scenario string `yaml:"scenario"` // paper scenario YAML
+		MCPURL   string `yaml:"mcp_url"`  // Robinhood MCP server
+	} `yaml:"executor"`
 }
 
 type app struct {
@@ -113,7 +119,7 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd(), a.execCmd())
 	return root
 }
 
@@ -138,6 +144,8 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	}
 	envs := map[string]*string{
 		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel,
+		"CADUCEUS_SKILLS": &cfg.Executor.Skills, "CADUCEUS_BROKER": &cfg.Executor.Broker, "CADUCEUS_SCENARIO": &cfg.Executor.Scenario,
+		"CADUCEUS_MCP_URL": &cfg.Executor.MCPURL,
 	}
 	for k, p := range envs {
 		if v := a.getenv(k); v != "" {
@@ -156,6 +164,10 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	set("store", &cfg.Store, flags.Store)
 	set("log-level", &cfg.LogLevel, flags.LogLevel)
 	set("addr", &cfg.Addr, flags.Addr)
+	set("skills", &cfg.Executor.Skills, flags.Executor.Skills)
+	set("broker", &cfg.Executor.Broker, flags.Executor.Broker)
+	set("scenario", &cfg.Executor.Scenario, flags.Executor.Scenario)
+	set("mcp-url", &cfg.Executor.MCPURL, flags.Executor.MCPURL)
 	if f := cmd.Flags().Lookup("gates"); f != nil && f.Changed {
 		cfg.Gates = flags.Gates
 	}

@@ -40,6 +40,10 @@ creates one for slot-1 and prints it once.`,
 	}
 	cmd.Flags().StringVar(&a.cfg.Addr, "addr", "", "listen address (default 127.0.0.1:7600; env CADUCEUS_ADDR)")
 	cmd.Flags().StringSliceVar(&a.cfg.Gates, "gates", nil, "gates to run: trader,executor,shim,relay (default all; env CADUCEUS_GATES)")
+	cmd.Flags().StringVar(&a.cfg.Executor.Skills, "skills", "", "executor: skills root of the strategist manifests (default DATA/skills; env CADUCEUS_SKILLS)")
+	cmd.Flags().StringVar(&a.cfg.Executor.Broker, "broker", "", "executor: paper (default) or robinhood (env CADUCEUS_BROKER)")
+	cmd.Flags().StringVar(&a.cfg.Executor.Scenario, "scenario", "", "executor: paper broker scenario YAML (env CADUCEUS_SCENARIO)")
+	cmd.Flags().StringVar(&a.cfg.Executor.MCPURL, "mcp-url", "", "executor: Robinhood MCP server URL; token from "+EnvRobinhoodToken)
 	return cmd
 }
 
@@ -71,7 +75,7 @@ func (a *app) serve(ctx context.Context) error {
 		Logger:  a.log,
 		Version: ver,
 	}
-	if err := a.gates(db, &cfg); err != nil {
+	if err := a.gates(ctx, db, &cfg); err != nil {
 		return err
 	}
 	srv := server.New(cfg)

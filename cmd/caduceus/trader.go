@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,15 +49,11 @@ func (a *app) traderCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			db, err := a.openStore(cmd.Context())
+			svc, done, err := a.openTrader(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			svc, err := a.traderService(db)
-			if err != nil {
-				return err
-			}
+			defer done()
 			res, err := svc.Import(cmd.Context(), c, data, format)
 			if err != nil {
 				if contract.KindOf(err) == contract.KindInvalid {
@@ -89,15 +86,11 @@ func (a *app) traderCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			db, err := a.openStore(cmd.Context())
+			svc, done, err := a.openTrader(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			svc, err := a.traderService(db)
-			if err != nil {
-				return err
-			}
+			defer done()
 			resp, err := svc.Apply(cmd.Context(), c, raw)
 			if err != nil {
 				return err
@@ -126,15 +119,11 @@ func (a *app) traderCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			db, err := a.openStore(cmd.Context())
+			svc, done, err := a.openTrader(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			svc, err := a.traderService(db)
-			if err != nil {
-				return err
-			}
+			defer done()
 			list, err := svc.History(cmd.Context(), c.Identity.TenantSlot, concern, limit)
 			if err != nil {
 				return err
@@ -158,4 +147,18 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// openTrader opens the store and the trader service over it; done closes
+// the store.
+func (a *app) openTrader(ctx context.Context) (svc *trader.Service, done func(), err error) {
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if svc, err = a.traderService(db); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return svc, func() { db.Close() }, nil
 }

@@ -44,7 +44,7 @@ func TestTraderEndToEnd(t *testing.T) {
 	if got := strings.Join(toolNames(t, routeSess), ","); got != "get_strategy,list_strategies,whoami" {
 		t.Errorf("route key sees %s", got)
 	}
-	if got := strings.Join(toolNames(t, opSess), ","); got != "apply_control_decision,get_strategy,list_strategies,whoami" {
+	if got := strings.Join(toolNames(t, opSess), ","); got != "apply_control_decision,execute_intents,get_strategy,list_strategies,whoami" {
 		t.Errorf("operate key sees %s", got)
 	}
 	// A route key cannot call the write tool it does not see.

@@ -1,0 +1,116 @@
+package executor
+
+import (
+	"fmt"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// RunContext is where a tick runs, which decides whether it may place.
+type RunContext string
+
+// Run contexts, from least to most strict.
+const (
+	ContextCron       RunContext = "cron"        // scheduled, unattended: places live manifests' intents after review
+	ContextChat       RunContext = "chat"        // interactive Hermes: places only on a matching EXECUTE: directive
+	ContextClaudeCode RunContext = "claude-code" // analyst: never places
+)
+
+func (c RunContext) strictness() int {
+	switch c {
+	case ContextCron:
+		return 0
+	case ContextChat:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Stricter returns the stricter of a and b.
+func Stricter(a, b RunContext) RunContext {
+	if b.strictness() > a.strictness() {
+		return b
+	}
+	return a
+}
+
+// ParseRunContext parses a context name ("cron", "chat", "claude-code"; the
+// key vocabulary's "analyst" is claude-code).
+func ParseRunContext(s string) (RunContext, error) {
+	switch s {
+	case "cron":
+		return ContextCron, nil
+	case "chat":
+		return ContextChat, nil
+	case "claude-code", "analyst":
+		return ContextClaudeCode, nil
+	}
+	return "", contract.Invalidf("bad_context", "executor: run context %q is not cron, chat or claude-code", s)
+}
+
+// DetectContext determines the run context of a local run from the
+// environment, never from the payload:
+//
+//   - cron when HERMES_CRON_RUN_ID is set and there is no TTY;
+//   - chat when a TTY is present and HERMES_SESSION_TYPE=chat;
+//   - otherwise claude-code.
+//
+// A cron run id seen together with a TTY is ambiguous and resolves to the
+// strictest context that still applies (chat when the session says so, else
+// claude-code). stricter, when not empty, is an operator's --context flag:
+// it can only make the result stricter, never looser. DetectContext returns
+// an invalid error only for an unknown stricter value.
+func DetectContext(env func(string) string, isTTY bool, stricter string) (RunContext, error) {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	c := ContextClaudeCode
+	cronID := env("HERMES_CRON_RUN_ID") != ""
+	chat := env("HERMES_SESSION_TYPE") == "chat"
+	switch {
+	case cronID && !isTTY:
+		c = ContextCron
+		if chat {
+			// Scheduled run id but the session says chat: ambiguous.
+			c = ContextChat
+		}
+	case isTTY && chat:
+		c = ContextChat
+	}
+	if stricter != "" {
+		s, err := ParseRunContext(stricter)
+		if err != nil {
+			return "", err
+		}
+		c = Stricter(c, s)
+	}
+	return c, nil
+}
+
+// ContextFromCaller is the run context of an HTTP or MCP call: the calling
+// key's run context, claude-code when the key has none.
+func ContextFromCaller(c contract.Caller) RunContext {
+	switch c.RunContext {
+	case contract.RunCron:
+		return ContextCron
+	case contract.RunChat:
+		return ContextChat
+	}
+	return ContextClaudeCode
+}
+
+// DetectProfile is the loaded profile of a local run: HERMES_PROFILE, else
+// "claude-code".
+func DetectProfile(env func(string) string) string {
+	if env != nil {
+		if p := env("HERMES_PROFILE"); p != "" {
+			return p
+		}
+	}
+	return "claude-code"
+}
+
+func (c RunContext) String() string { return string(c) }
+
+var _ fmt.Stringer = ContextCron

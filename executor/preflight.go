@@ -1,0 +1,231 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/caduceus-dev/caduceus/broker"
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// preflight runs phase 1 (1.0-1.6) and gathers the quotes and positions
+// phase 2 needs. It returns an abort reason, or "" to go on; an error only
+// when the executor's own store fails or the skills root is unusable.
+func (t *tick) preflight(ctx context.Context) (string, error) {
+	if r, err := t.manifestGate(); r != "" || err != nil {
+		return r, err
+	}
+	s := &t.m.Strategist
+	t.env.Mode = s.Mode
+
+	// 1.1 Account lock.
+	accts, err := retry(func() ([]broker.Account, error) { return t.b.accounts(ctx) })
+	if err != nil {
+		t.note("get_accounts failed: %v", err)
+		return AbortBrokerUnavailable, nil
+	}
+	want, found := "", false
+	var target broker.Account
+	switch {
+	case s.AccountLock != nil:
+		want = *s.AccountLock
+	case t.req.ProfileAccount != "":
+		want = t.req.ProfileAccount
+	}
+	for _, a := range accts {
+		if (want != "" && a.AccountNumber == want) || (want == "" && a.IsDefault) {
+			target, found = a, true
+			break
+		}
+	}
+	if !found {
+		if want != "" {
+			t.env.AccountNumber = want
+			t.note("account %s not found among %d accounts", want, len(accts))
+		} else {
+			t.note("no default account among %d accounts", len(accts))
+		}
+		return AbortAccountLockFailed, nil
+	}
+	t.acct = target
+	t.env.AccountNumber = target.AccountNumber
+	if !target.AgenticAllowed {
+		t.note("account %s does not allow agentic trading", target.AccountNumber)
+		return AbortAccountLockFailed, nil
+	}
+
+	// 1.2 Live portfolio: one retry on 5xx, then broker_unavailable.
+	port, err := retry(func() (broker.Portfolio, error) { return t.b.portfolio(ctx, target.AccountNumber) })
+	if err != nil {
+		t.note("get_portfolio failed: %v", err)
+		return AbortBrokerUnavailable, nil
+	}
+	t.port = port
+	t.env.AccountValue, t.env.BuyingPower = port.TotalValue, port.BuyingPower
+
+	// 1.3 Capability gate (an unknown capability cannot be verified: gated).
+	for _, c := range s.CapabilityRequires {
+		ok := false
+		switch c {
+		case "option_level_2":
+			ok = target.OptionLevel == "option_level_2" || target.OptionLevel == "option_level_3"
+		case "option_level_3":
+			ok = target.OptionLevel == "option_level_3"
+		}
+		if !ok {
+			t.note("capability %q not met by account %s (option_level %q)", c, target.AccountNumber, target.OptionLevel)
+			return AbortCapabilityGated, nil
+		}
+	}
+
+	// 1.4 Profile compatibility.
+	if !slices.Contains(s.ProfileCompatibility, t.req.Profile) {
+		t.note("profile %q is not in profile_compatibility %v", t.req.Profile, s.ProfileCompatibility)
+		return AbortProfileCompatibility, nil
+	}
+
+	// 1.5 Time window, for ticks that would place.
+	if s.window != nil && !s.window.contains(t.now) && t.willPlace() {
+		t.note("now %s is outside time_window %q", t.now.In(broker.NewYork).Format("15:04 MST"), s.TimeWindow)
+		return AbortOutsideTimeWindow, nil
+	}
+
+	// 1.6 Daily-loss breaker.
+	pnl, err := retry(func() (broker.PnL, error) { return t.b.pnl(ctx, target.AccountNumber, "day") })
+	if err != nil {
+		t.note("get_realized_pnl failed: %v", err)
+		return AbortBrokerUnavailable, nil
+	}
+	start, err := t.e.Store.CaptureDayStart(ctx, t.tenant(), target.AccountNumber, t.day, port.TotalValue)
+	if err != nil {
+		return "", fmt.Errorf("executor: day start: %w", err)
+	}
+	switch {
+	case start > 0:
+		if pnl.TotalRealizedGain/start <= DailyLossLimit {
+			t.env.CircuitBreakerTripped = true
+		}
+	case pnl.TotalRealizedGain < 0:
+		t.env.CircuitBreakerTripped = true // no base to measure against: fail closed
+	}
+	if t.env.CircuitBreakerTripped {
+		t.note("daily loss breaker: realized %.2f on day-start value %.2f (%s)", pnl.TotalRealizedGain, start, t.day)
+	}
+
+	if t.anomalies, err = t.e.Store.Anomalies(ctx, t.tenant(), target.AccountNumber, t.day); err != nil {
+		return "", fmt.Errorf("executor: anomalies: %w", err)
+	}
+
+	// Market data for phase 2: quotes for every equity order symbol, and
+	// the account's positions.
+	var syms []string
+	for _, in := range t.p.Intents {
+		if in.Side != SideCancel && in.AssetClass == AssetEquity && !slices.Contains(syms, in.Symbol) {
+			syms = append(syms, in.Symbol)
+		}
+	}
+	if len(syms) == 0 {
+		return "", nil
+	}
+	qs, err := retry(func() ([]broker.Quote, error) { return t.b.quotes(ctx, syms) })
+	if err != nil {
+		t.note("get_equity_quotes failed: %v", err)
+		return AbortBrokerUnavailable, nil
+	}
+	t.quotes = make(map[string]broker.Quote, len(qs))
+	for _, q := range qs {
+		if q.LastTradePrice > 0 && slices.Contains(syms, q.Symbol) {
+			t.quotes[q.Symbol] = q
+		}
+	}
+	if len(t.quotes) == 0 {
+		t.note("no quote for any of %v", syms)
+		return AbortDataAnomaly, nil
+	}
+	ps, err := retry(func() ([]broker.Position, error) { return t.b.positions(ctx, target.AccountNumber) })
+	if err != nil {
+		t.note("get_equity_positions failed: %v", err)
+		return AbortBrokerUnavailable, nil
+	}
+	t.positions = make(map[string]broker.Position, len(ps))
+	for _, p := range ps {
+		if p.Quantity > 0 {
+			t.positions[p.Symbol] = p
+		}
+	}
+	return "", nil
+}
+
+// manifestGate is phase 1.0.
+func (t *tick) manifestGate() (string, error) {
+	name := t.p.Strategy
+	if !SafeStrategyName(name) {
+		t.note("strategy name %q is not a safe path element", name)
+		return AbortManifestPathInvalid, nil
+	}
+	b, err := ReadManifest(t.e.Skills, name)
+	switch {
+	case errors.Is(err, errPathInvalid):
+		t.note("manifest path for %q leaves the skills root", name)
+		return AbortManifestPathInvalid, nil
+	case errors.Is(err, errManifestMissing):
+		t.note("no manifest at %s", ManifestPath(name))
+		return AbortManifestMissing, nil
+	case err != nil:
+		return "", err
+	}
+	t.manifestSHA = contract.SHA256(b)
+	m, err := t.e.manifests.parse(t.manifestSHA, b)
+	if err != nil {
+		t.note("%s", contract.AsError(err).Message)
+		return AbortManifestInvalid, nil
+	}
+	t.m = m
+	if m.Name != name {
+		t.note("manifest name %q != payload strategy %q", m.Name, name)
+		return AbortManifestIdentityMismatch, nil
+	}
+	if m.DoNotPromote {
+		return AbortPromotionBlocked, nil
+	}
+	if t.p.Mode == ModeLive && m.Strategist.Mode != ModeLive {
+		t.note("payload mode live, manifest mode %q", m.Strategist.Mode)
+		return AbortModeMismatch, nil
+	}
+	if t.p.ContextHint != "" && t.p.ContextHint != string(t.req.Context) {
+		t.note("context_hint %q ignored; detected context %s", t.p.ContextHint, t.req.Context)
+	}
+	return "", nil
+}
+
+// routes reports whether the routing table lets intent in be placed (or
+// cancelled): cron + live always, chat + live only on a matching EXECUTE:
+// directive in the latest user message, claude-code never, review never.
+func (t *tick) routes(in *Intent) bool {
+	if t.m.Strategist.Mode != ModeLive {
+		return false
+	}
+	switch t.req.Context {
+	case ContextCron:
+		return true
+	case ContextChat:
+		for _, d := range t.directives {
+			if d.Matches(in) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// willPlace reports whether any intent would take the placement path.
+func (t *tick) willPlace() bool {
+	for i := range t.p.Intents {
+		if t.routes(&t.p.Intents[i]) {
+			return true
+		}
+	}
+	return false
+}

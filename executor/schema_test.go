@@ -1,0 +1,100 @@
+package executor_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/executor"
+)
+
+// The wire schema contract/schema/executor.schema.json must accept every
+// golden envelope and every fixture payload the parser accepts, and refuse
+// what the parser refuses.
+func compileSchema(t *testing.T, def string) *contract.Schema {
+	t.Helper()
+	s, err := contract.LoadSchema("executor.schema.json#/$defs/" + def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func instance(t *testing.T, b []byte) any {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestSchemaAcceptsGoldenEnvelopes(t *testing.T) {
+	env := compileSchema(t, "envelope")
+	files, _ := filepath.Glob("testdata/golden/*.json")
+	n := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		var ticks []json.RawMessage
+		if err := json.Unmarshal(b, &ticks); err != nil {
+			t.Fatal(err)
+		}
+		for i, tk := range ticks {
+			var probe map[string]any
+			_ = json.Unmarshal(tk, &probe)
+			if _, isErr := probe["error"]; isErr {
+				continue
+			}
+			n++
+			if err := env.Validate(instance(t, tk)); err != nil {
+				t.Errorf("%s tick %d: %v", f, i, err)
+			}
+		}
+	}
+	if n < 50 {
+		t.Fatalf("only %d envelopes checked", n)
+	}
+}
+
+func TestSchemaAgreesWithParser(t *testing.T) {
+	pay := compileSchema(t, "payload")
+	files, _ := filepath.Glob("testdata/scenarios/*.yaml")
+	n := 0
+	for _, file := range files {
+		f := loadFixture(t, file)
+		for i, tk := range f.Ticks {
+			if tk.Tenant != "" {
+				continue
+			}
+			raw := []byte(tk.PayloadRaw)
+			if tk.PayloadRaw == "" {
+				raw, _ = json.Marshal(tk.Payload)
+			}
+			_, perr := executor.ParsePayload(raw)
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				if perr == nil {
+					t.Errorf("%s tick %d: parser accepted non-JSON", file, i)
+				}
+				continue
+			}
+			n++
+			serr := pay.Validate(instance(t, raw))
+			if (perr == nil) != (serr == nil) {
+				t.Errorf("%s tick %d: parser says %v, schema says %v", file, i, perr, serr)
+			}
+		}
+	}
+	if n < 60 {
+		t.Fatalf("only %d payloads checked", n)
+	}
+	in := compileSchema(t, "tick_input")
+	if err := in.Validate(instance(t, executor.TickInputSchema)); err == nil {
+		t.Error("tick_input accepted a schema document")
+	}
+}

@@ -1,0 +1,86 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// TickInput is the body of POST /v1/executor/ticks and the arguments of the
+// MCP tool execute_intents.
+type TickInput struct {
+	Payload json.RawMessage `json:"payload"`           // the strategist's payload object
+	Message string          `json:"message,omitempty"` // the latest user message (chat keys: its EXECUTE: directive)
+}
+
+// TickInputSchema is the JSON Schema of TickInput, for the MCP tool's input
+// schema and for validating HTTP bodies at the edge.
+var TickInputSchema = json.RawMessage(`{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["payload"],
+  "properties": {
+    "payload": {"type": "object", "description": "the strategist payload: {strategy, mode, context_hint, intents[]}"},
+    "message": {"type": "string", "description": "the latest user message; chat places only on a matching EXECUTE: directive"}
+  }
+}`)
+
+// TickAs runs a tick for an authenticated HTTP or MCP caller. The run
+// context is the calling key's (ContextFromCaller: a key without one is
+// claude-code and never places); the profile is the key's harness, or
+// "claude-code" when it has none; the clock is the wall clock. It returns a
+// deny *contract.Error when the caller lacks the operate scope, an invalid
+// one when the input is not a payload, and otherwise what Tick returns.
+func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) (Envelope, error) {
+	if !c.Has(contract.ScopeOperate) {
+		return Envelope{}, contract.Denyf("scope_required", "executor: ticks need the operate scope")
+	}
+	if len(in.Payload) == 0 {
+		return Envelope{}, contract.FieldError("/payload", "missing_field", "executor: payload is required")
+	}
+	profile := c.Harness
+	if profile == "" {
+		profile = "claude-code"
+	}
+	return e.Tick(ctx, TickRequest{
+		Payload:  in.Payload,
+		Identity: c.Identity,
+		Context:  ContextFromCaller(c),
+		Profile:  profile,
+		Message:  in.Message,
+	})
+}
+
+// ExecuteIntents is the MCP tool execute_intents (server.Tool.Call's
+// shape): args is a TickInput, decoded strictly; the result is the
+// Envelope. Errors are those of TickAs, plus invalid for arguments that do
+// not decode.
+func (e *Executor) ExecuteIntents(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error) {
+	in, err := DecodeTickInput(args)
+	if err != nil {
+		return nil, err
+	}
+	env, err := e.TickAs(ctx, c, in)
+	if err != nil && !env.Audited {
+		return nil, err
+	}
+	return env, err
+}
+
+// DecodeTickInput decodes an HTTP body or MCP arguments into a TickInput,
+// refusing unknown fields and trailing data with an invalid error.
+func DecodeTickInput(b []byte) (TickInput, error) {
+	var in TickInput
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input must be {\"payload\": {...}, \"message\": \"...\"}: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input has data after the JSON object")
+	}
+	return in, nil
+}
