@@ -47,10 +47,14 @@ const (
 // the connection owning its session (or any connection of the tenant
 // serving that platform and bot, which becomes the owner), or buffer it
 // while none is connected. It returns an error only when the store fails
-// (the webhook then answers 500 and the platform retries); an invalid
-// *contract.Error for an event whose source cannot be keyed.
+// (the webhook then answers 500 and the platform retries), and an invalid
+// *contract.Error for a tenant that is not a slot or an event whose source
+// cannot be keyed (nothing is stored then).
 func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 	src := in.Event.Source
+	if !contract.ValidTenantSlot(string(in.Tenant)) {
+		return "", contract.FieldError("tenant", "relay_tenant", "relay: tenant %q is not a tenant slot", in.Tenant)
+	}
 	key, err := relay.SessionKey(src, c.keys)
 	if err != nil {
 		return "", contract.Invalidf("relay_unkeyable", "%v", err)

@@ -172,3 +172,49 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	_ = c.Close()
 }
+
+// Deliver refuses what it cannot attribute or key, and stores nothing.
+func TestDeliverRefusesBadInput(t *testing.T) {
+	e := newEnv(t)
+	ev := relay.MessageEvent{Text: "x", MessageID: "1", Source: relay.SessionSource{Platform: "telegram", ChatType: "dm", ChatID: "5"}}
+	if _, err := e.conn.Deliver(t.Context(), connector.Inbound{Tenant: "tenant-one", Bot: telegramBot, Event: ev, DedupeID: "1"}); contract.KindOf(err) != contract.KindInvalid {
+		t.Errorf("bad tenant: %v", err)
+	}
+	ev.Source.Platform = ""
+	if _, err := e.conn.Deliver(t.Context(), connector.Inbound{Tenant: slot1, Bot: telegramBot, Event: ev, DedupeID: "1"}); contract.KindOf(err) != contract.KindInvalid {
+		t.Errorf("unkeyable source: %v", err)
+	}
+	if first, _ := e.store.MarkSeen(t.Context(), slot1, ":5:1", time.Now()); !first {
+		t.Error("a refused event was marked seen")
+	}
+	if len(e.audit.Records(slot1)) != 0 {
+		t.Error("a refused event was recorded as a delivery")
+	}
+	// A valid one is delivered... into the buffer, with no gateway connected.
+	ev.Source.Platform = "telegram"
+	if d, err := e.conn.Deliver(t.Context(), connector.Inbound{Tenant: slot1, Bot: telegramBot, Event: ev, DedupeID: "1"}); err != nil || d != connector.Buffered {
+		t.Errorf("Deliver = %v, %v", d, err)
+	}
+	if d, _ := e.conn.Deliver(t.Context(), connector.Inbound{Tenant: slot1, Bot: telegramBot, Event: ev, DedupeID: "1"}); d != connector.Duplicate {
+		t.Errorf("second Deliver = %v", d)
+	}
+}
+
+// With no gateway and a full buffer, an event is dropped and the refusal
+// recorded.
+func TestBufferFull(t *testing.T) {
+	e := newEnv(t, func(c *connector.Config) { c.BufferLimit = 2 })
+	for i := 1; i <= 3; i++ {
+		if s := e.postTelegram(forumUpdate(i, 200+i, 42, "m"), tgSecret); s != 200 {
+			t.Fatalf("webhook %d", s)
+		}
+	}
+	acts := e.auditActions(slot1)
+	if acts["relay.buffer/allow"] != 2 || acts["relay.buffer/deny"] != 1 {
+		t.Fatalf("audit %v", acts)
+	}
+	g := e.gateway("gw-a", secretA, "telegram", telegramBot)
+	g.next(t)
+	g.next(t)
+	g.none(t, "the dropped event")
+}
