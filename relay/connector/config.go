@@ -1,0 +1,147 @@
+// Package connector is the relay connector: the platform edge that gateways
+// dial. It serves GET /relay (the gateways' WebSocket), POST
+// /hooks/discord/{app} and POST /hooks/telegram/{bot} (the platforms'
+// webhooks); resolves each event's tenant from the event itself; keeps
+// platform capabilities (Discord interaction tokens) in a vault that never
+// reaches a gateway; deduplicates, buffers while no gateway of a tenant is
+// connected, routes interrupts and follow-ups to the connection that owns a
+// session, and writes one audit record per delivery in or out.
+package connector
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/discord"
+)
+
+// Config configures a Connector. Store and Audit are required.
+type Config struct {
+	// Gateways binds each gateway id to one tenant and the secrets its
+	// upgrade tokens are signed with.
+	Gateways map[string]Gateway
+	// Discord lists the Discord applications, by application id (the {app}
+	// of /hooks/discord/{app} and the botId of a gateway's hello).
+	Discord map[string]DiscordApp
+	// Telegram lists the Telegram bots, by name (the {bot} of
+	// /hooks/telegram/{bot} and the botId of a gateway's hello).
+	Telegram map[string]TelegramBot
+
+	Store  relay.Store
+	Audit  audit.Log
+	Router Router       // NewLocalRouter() when nil
+	Logger *slog.Logger // slog.Default() when nil
+	Now    func() time.Time
+
+	HTTPClient      *http.Client // for platform APIs; http.DefaultClient when nil
+	DiscordBaseURL  string       // discord.DefaultBaseURL when empty
+	TelegramBaseURL string       // telegram.DefaultBaseURL when empty
+
+	// SessionKeys are the gateway's session-key switches; the gateway's
+	// defaults (group sessions per user, thread sessions shared) when nil.
+	SessionKeys *relay.SessionKeyOptions
+	// BufferLimit bounds each tenant's buffer of undelivered events
+	// (default 10,000).
+	BufferLimit int
+	// PingInterval is the keepalive period (default 30 s; negative: none).
+	PingInterval time.Duration
+	// LeaseTTL is how long a delivered buffered event waits for its
+	// inbound_ack before another connection may receive it (default 2 min).
+	LeaseTTL time.Duration
+	// Build is recorded in audit provenance.
+	Build string
+}
+
+// Gateway is one gateway's binding.
+type Gateway struct {
+	Tenant  contract.TenantSlot
+	Secrets [][]byte // several during a rotation; any one verifies
+}
+
+// DiscordApp is one Discord application.
+type DiscordApp struct {
+	PublicKey string // hex Ed25519 key from the developer portal
+	BotToken  string
+	// Guilds maps guild ids to tenants, Users maps DM users to tenants;
+	// Tenant, when set, takes what neither maps (the webhook path's tenant).
+	Guilds map[string]contract.TenantSlot
+	Users  map[string]contract.TenantSlot
+	Tenant contract.TenantSlot
+}
+
+// TelegramBot is one Telegram bot.
+type TelegramBot struct {
+	Token       string
+	SecretToken string // the webhook's secret_token
+	// Chats maps chat ids to tenants; Tenant, when set, takes the rest.
+	Chats  map[string]contract.TenantSlot
+	Tenant contract.TenantSlot
+	// ParseMode is sent with messages: "MarkdownV2" (default, the
+	// descriptor's dialect), "HTML", or "plain" for none. A message the
+	// platform cannot parse is re-sent as plain text.
+	ParseMode string
+}
+
+func (cfg *Config) check() error {
+	if cfg.Store == nil {
+		return fmt.Errorf("connector: config: Store is required")
+	}
+	if cfg.Audit == nil {
+		return fmt.Errorf("connector: config: Audit is required")
+	}
+	for id, g := range cfg.Gateways {
+		if !contract.ValidTenantSlot(string(g.Tenant)) {
+			return fmt.Errorf("connector: config: gateway %q: tenant %q is not a tenant slot", id, g.Tenant)
+		}
+		if len(g.Secrets) == 0 {
+			return fmt.Errorf("connector: config: gateway %q has no secret", id)
+		}
+		for _, s := range g.Secrets {
+			if len(s) < 16 {
+				return fmt.Errorf("connector: config: gateway %q: secrets must be at least 16 bytes", id)
+			}
+		}
+	}
+	slots := func(what string, m map[string]contract.TenantSlot, def contract.TenantSlot) error {
+		for k, t := range m {
+			if !contract.ValidTenantSlot(string(t)) {
+				return fmt.Errorf("connector: config: %s %q: tenant %q is not a tenant slot", what, k, t)
+			}
+		}
+		if def != "" && !contract.ValidTenantSlot(string(def)) {
+			return fmt.Errorf("connector: config: %s: tenant %q is not a tenant slot", what, def)
+		}
+		return nil
+	}
+	for id, a := range cfg.Discord {
+		if _, err := discord.ParsePublicKey(a.PublicKey); err != nil {
+			return fmt.Errorf("connector: config: discord app %q: %w", id, err)
+		}
+		if err := slots("discord app "+id, a.Guilds, a.Tenant); err != nil {
+			return err
+		}
+		if err := slots("discord app "+id+" user", a.Users, ""); err != nil {
+			return err
+		}
+	}
+	for name, b := range cfg.Telegram {
+		if b.SecretToken == "" {
+			return fmt.Errorf("connector: config: telegram bot %q has no secret token", name)
+		}
+		if err := slots("telegram bot "+name, b.Chats, b.Tenant); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mustKey(hexKey string) ed25519.PublicKey {
+	k, _ := discord.ParsePublicKey(hexKey)
+	return k
+}

@@ -1,0 +1,117 @@
+package connector
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/discord"
+	"github.com/caduceus-dev/caduceus/relay/telegram"
+)
+
+// edge is one configured platform identity (a Discord application or a
+// Telegram bot) and its outbound client.
+type edge struct {
+	platform string
+	bot      string
+	desc     relay.CapabilityDescriptor
+
+	discordApp DiscordApp
+	discordKey ed25519.PublicKey
+	discord    *discord.Client
+
+	telegramBot TelegramBot
+	parseMode   string
+	telegram    *telegram.Client
+}
+
+// tenantOf resolves a chat's tenant from configuration alone (Telegram
+// chat maps); "" when configuration does not say.
+func (e *edge) tenantOf(chatID string) contract.TenantSlot {
+	if e.platform == telegram.Platform {
+		if t, ok := e.telegramBot.Chats[chatID]; ok {
+			return t
+		}
+	}
+	return ""
+}
+
+func metaString(meta map[string]any, key string) string {
+	switch v := meta[key].(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return ""
+}
+
+func (e *edge) send(ctx context.Context, chatID, content, replyTo string, meta map[string]any) (string, error) {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.Send(ctx, chatID, content, replyTo)
+	case telegram.Platform:
+		o := telegram.SendOptions{ThreadID: metaString(meta, "thread_id"), ReplyTo: replyTo, ParseMode: e.parseMode}
+		id, err := e.telegram.SendMessage(ctx, chatID, content, o)
+		if cannotParse(err) {
+			o.ParseMode = ""
+			id, err = e.telegram.SendMessage(ctx, chatID, content, o)
+		}
+		return id, err
+	}
+	return "", fmt.Errorf("relay: platform %s cannot send", e.platform)
+}
+
+func (e *edge) edit(ctx context.Context, chatID, messageID, content string) error {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.Edit(ctx, chatID, messageID, content)
+	case telegram.Platform:
+		err := e.telegram.EditMessageText(ctx, chatID, messageID, content, e.parseMode)
+		if cannotParse(err) {
+			err = e.telegram.EditMessageText(ctx, chatID, messageID, content, "")
+		}
+		return err
+	}
+	return fmt.Errorf("relay: platform %s cannot edit", e.platform)
+}
+
+func (e *edge) typing(ctx context.Context, chatID string, meta map[string]any) error {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.Typing(ctx, chatID)
+	case telegram.Platform:
+		return e.telegram.SendChatAction(ctx, chatID, metaString(meta, "thread_id"), "typing")
+	}
+	return fmt.Errorf("relay: platform %s cannot show typing", e.platform)
+}
+
+func (e *edge) chatInfo(ctx context.Context, chatID string) (string, string, error) {
+	switch e.platform {
+	case discord.Platform:
+		info, err := e.discord.Channel(ctx, chatID)
+		return info.Name, info.Type, err
+	case telegram.Platform:
+		info, err := e.telegram.GetChat(ctx, chatID)
+		return info.Name, info.Type, err
+	}
+	return "", "", fmt.Errorf("relay: platform %s has no chat info", e.platform)
+}
+
+func (e *edge) followUp(ctx context.Context, c relay.Capability, content string) (string, error) {
+	if e.platform != discord.Platform || c.Kind != relay.KindDiscordInteractionToken {
+		return "", fmt.Errorf("relay: capability kind %s is not usable on %s", c.Kind, e.platform)
+	}
+	return e.discord.FollowUp(ctx, c.Bot, c.Secret, content)
+}
+
+// cannotParse reports a Telegram refusal of the message's markup.
+func cannotParse(err error) bool {
+	var apiErr *telegram.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 400 && strings.Contains(strings.ToLower(apiErr.Description), "can't parse entities")
+}

@@ -1,0 +1,325 @@
+package connector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/discord"
+	"github.com/caduceus-dev/caduceus/relay/telegram"
+)
+
+// Inbound is one platform event, verified and normalized at the edge,
+// ready for delivery to its tenant's gateway.
+type Inbound struct {
+	Tenant contract.TenantSlot
+	Bot    string
+	Event  relay.MessageEvent
+	// DedupeID identifies the delivery within its chat (the message id,
+	// or the message id and edit date for an edit).
+	DedupeID string
+	// Capability, when set, goes into the vault under the event's session
+	// key; it never reaches a gateway.
+	Capability *relay.Capability
+}
+
+// Delivery says what became of an inbound event.
+type Delivery string
+
+// Deliveries.
+const (
+	Delivered  Delivery = "delivered"   // queued on a gateway connection
+	Buffered   Delivery = "buffered"    // kept until a gateway connects and acknowledges it
+	Duplicate  Delivery = "duplicate"   // seen before; dropped
+	BufferFull Delivery = "buffer_full" // no gateway and no room; dropped, recorded as a refusal
+)
+
+// Deliver runs an inbound event through the pipeline: dedupe on
+// platform:chat_id:dedupe_id, bind the chat to the tenant, store the
+// capability, route a "/stop" command as an interrupt, then deliver it to
+// the connection owning its session (or any connection of the tenant
+// serving that platform and bot, which becomes the owner), or buffer it
+// while none is connected. It returns an error only when the store fails
+// (the webhook then answers 500 and the platform retries), and an invalid
+// *contract.Error for a tenant that is not a slot or an event whose source
+// cannot be keyed (nothing is stored then).
+func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
+	src := in.Event.Source
+	if !contract.ValidTenantSlot(string(in.Tenant)) {
+		return "", contract.FieldError("tenant", "relay_tenant", "relay: tenant %q is not a tenant slot", in.Tenant)
+	}
+	key, err := relay.SessionKey(src, c.keys)
+	if err != nil {
+		return "", contract.Invalidf("relay_unkeyable", "%v", err)
+	}
+	now := c.now()
+	first, err := c.cfg.Store.MarkSeen(ctx, in.Tenant, src.Platform+":"+src.ChatID+":"+in.DedupeID, now)
+	if err != nil {
+		return "", contract.Internal(err)
+	}
+	if !first {
+		c.log.Debug("relay: duplicate inbound dropped", "platform", src.Platform, "chat", src.ChatID, "message", in.Event.MessageID)
+		return Duplicate, nil
+	}
+	if err := c.cfg.Store.BindChat(ctx, in.Tenant, src.Platform, src.ChatID, now); err != nil {
+		return "", contract.Internal(err)
+	}
+	if in.Capability != nil {
+		cp := *in.Capability
+		cp.Tenant, cp.SessionKey = in.Tenant, key
+		if err := c.cfg.Store.PutCapability(ctx, cp); err != nil {
+			return "", contract.Internal(err)
+		}
+	}
+	if in.Event.MessageType == relay.MessageCommand && isStop(in.Event.Text) {
+		c.interrupt(ctx, in.Tenant, key, "platform", subjectKey(src))
+	}
+	e := entry{tenant: in.Tenant, resource: src.Platform + ":" + src.ChatID, subjectOf: subjectKey(src),
+		platform: src.Platform, actor: contract.ActorUser, sessionKey: key, messageID: in.Event.MessageID}
+	d := &delivery{Direction: "in", Platform: src.Platform, Bot: in.Bot, ChatID: src.ChatID, SessionKey: key,
+		MessageID: in.Event.MessageID, ContentSHA256: contentHash(in.Event.Text)}
+	e.payload = d
+	if o := c.pick(in.Tenant, src.Platform, in.Bot, key, src.ChatID); o != nil {
+		ev := in.Event
+		if o.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev}) {
+			d.Conn, d.Success = o.ID(), true
+			e.action, e.outcome, e.conn = "relay.deliver", contract.OutcomeAllow, o.ID()
+			c.record(ctx, e)
+			return Delivered, nil
+		}
+	}
+	body, err := json.Marshal(in.Event)
+	if err != nil {
+		return "", contract.Internal(err)
+	}
+	b := relay.Buffered{ID: contract.NewID("rbuf"), Tenant: in.Tenant, Platform: src.Platform, Bot: in.Bot,
+		SessionKey: key, Event: body, CreatedAt: now}
+	ok, err := c.cfg.Store.Enqueue(ctx, b, c.cfg.BufferLimit)
+	if err != nil {
+		return "", contract.Internal(err)
+	}
+	e.action = "relay.buffer"
+	if !ok {
+		d.Error = "buffer full"
+		e.outcome, e.reason = contract.OutcomeDeny, "buffer_full"
+		c.record(ctx, e)
+		c.log.Warn("relay: buffer full; inbound event dropped", "tenant", in.Tenant, "platform", src.Platform)
+		return BufferFull, nil
+	}
+	d.BufferID, d.Success = b.ID, true
+	e.outcome = contract.OutcomeAllow
+	c.record(ctx, e)
+	// A gateway may have said hello between pick and Enqueue: drain for it.
+	c.mu.RLock()
+	conns := append([]*conn(nil), c.byID[identKey{in.Tenant, src.Platform, in.Bot}]...)
+	c.mu.RUnlock()
+	if len(conns) > 0 {
+		go c.drain(conns[0], src.Platform, in.Bot)
+	}
+	return Buffered, nil
+}
+
+func isStop(text string) bool {
+	f := strings.Fields(text)
+	return len(f) > 0 && (f[0] == "/stop" || strings.HasPrefix(f[0], "/stop@"))
+}
+
+func subjectKey(src relay.SessionSource) string {
+	u := src.UserID
+	if u == "" {
+		u = src.ChatID
+	}
+	return src.Platform + ":" + u
+}
+
+// drain delivers the tenant's buffered events for (platform, bot) to k,
+// each with its bufferId, leasing each so no other connection receives it
+// meanwhile. An event leaves the buffer only when k acknowledges it.
+func (c *Connector) drain(k *conn, platform, bot string) {
+	k.drainMu.Lock()
+	defer k.drainMu.Unlock()
+	ctx := k.ctx
+	for ctx.Err() == nil {
+		now := c.now()
+		page, err := c.cfg.Store.Pending(ctx, k.tenant, platform, bot, now, 256)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Error("relay: read buffer", "conn", k.id, "err", err)
+			}
+			return
+		}
+		c.log.Debug("relay: drain", "conn", k.id, "platform", platform, "bot", bot, "pending", len(page))
+		if len(page) == 0 {
+			return
+		}
+		for _, b := range page {
+			ok, err := c.cfg.Store.Lease(ctx, k.tenant, b.ID, k.id, now, now.Add(c.cfg.LeaseTTL))
+			if err != nil || !ok {
+				continue
+			}
+			var ev relay.MessageEvent
+			if err := json.Unmarshal(b.Event, &ev); err != nil {
+				c.log.Error("relay: buffered event unreadable; dropped", "buffer", b.ID, "err", err)
+				_, _ = c.cfg.Store.Ack(ctx, k.tenant, b.ID)
+				continue
+			}
+			c.router.SetOwner(k.tenant, b.SessionKey, ev.Source.ChatID, k)
+			if !k.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev, BufferID: b.ID}) {
+				return // the lease is released when the connection ends
+			}
+			c.record(ctx, entry{tenant: k.tenant, action: "relay.deliver", resource: platform + ":" + ev.Source.ChatID,
+				outcome: contract.OutcomeAllow, subjectOf: subjectKey(ev.Source), platform: platform, actor: contract.ActorUser,
+				sessionKey: b.SessionKey, messageID: ev.MessageID, conn: k.id,
+				payload: &delivery{Direction: "in", Platform: platform, Bot: bot, ChatID: ev.Source.ChatID, SessionKey: b.SessionKey,
+					MessageID: ev.MessageID, BufferID: b.ID, ContentSHA256: contentHash(ev.Text), Conn: k.id, Success: true}})
+		}
+		if len(page) < 256 {
+			return
+		}
+	}
+}
+
+// readBody reads at most limit bytes; ok is false (and 413 answered) when
+// the body is longer.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		http.Error(w, "cannot read body", http.StatusBadRequest)
+		return nil, false
+	}
+	if int64(len(body)) > limit {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return nil, false
+	}
+	return body, true
+}
+
+// serveDiscord is POST /hooks/discord/{app}.
+func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
+	app := r.PathValue("app")
+	e := c.edge(discord.Platform, app)
+	if e == nil {
+		http.NotFound(w, r)
+		return
+	}
+	body, ok := readBody(w, r, discord.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	if !discord.Verify(e.discordKey, r.Header.Get("X-Signature-Ed25519"), r.Header.Get("X-Signature-Timestamp"), body) {
+		c.log.Warn("relay: discord signature refused", "app", app, "remote", r.RemoteAddr)
+		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		return
+	}
+	if ts, err := strconv.ParseInt(r.Header.Get("X-Signature-Timestamp"), 10, 64); err != nil || absDuration(c.now().Sub(time.Unix(ts, 0))) > discord.MaxClockSkew {
+		// A validly signed but old request is a replay.
+		c.log.Warn("relay: discord request timestamp out of range", "app", app, "remote", r.RemoteAddr)
+		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		return
+	}
+	i, err := discord.ParseInteraction(body)
+	if err != nil {
+		http.Error(w, "bad interaction", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if i.Type == discord.TypePing || i.Type == discord.TypeAutocomplete {
+		_, _ = w.Write(discord.Ack(i))
+		return
+	}
+	in, err := discord.Normalize(i)
+	if err != nil {
+		http.Error(w, "unsupported interaction", http.StatusBadRequest)
+		return
+	}
+	// Tenant from the event: the guild's, else the DM user's, else the app's.
+	var tenant contract.TenantSlot
+	if in.GuildID != "" {
+		tenant = e.discordApp.Guilds[in.GuildID]
+	} else {
+		tenant = e.discordApp.Users[in.UserID]
+	}
+	if tenant == "" {
+		tenant = e.discordApp.Tenant
+	}
+	if tenant == "" {
+		c.log.Warn("relay: discord interaction with no tenant", "app", app, "guild", in.GuildID)
+		_, _ = w.Write([]byte(`{"type":4,"data":{"content":"This conversation is not connected to an agent.","flags":64}}`))
+		return
+	}
+	_, err = c.Deliver(r.Context(), Inbound{Tenant: tenant, Bot: app, Event: in.Event, DedupeID: in.Event.MessageID,
+		Capability: &relay.Capability{Kind: relay.KindDiscordInteractionToken, Bot: in.ApplicationID, Secret: in.Token,
+			ExpiresAt: c.now().Add(discord.TokenTTL)}})
+	if err != nil {
+		c.webhookError(w, "discord", err)
+		return
+	}
+	_, _ = w.Write(discord.Ack(i))
+}
+
+// serveTelegram is POST /hooks/telegram/{bot}.
+func (c *Connector) serveTelegram(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("bot")
+	e := c.edge(telegram.Platform, name)
+	if e == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if !telegram.CheckSecret(r.Header.Get(telegram.SecretHeader), e.telegramBot.SecretToken) {
+		c.log.Warn("relay: telegram secret token refused", "bot", name, "remote", r.RemoteAddr)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	body, ok := readBody(w, r, telegram.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	u, err := telegram.ParseUpdate(body)
+	if err != nil {
+		http.Error(w, "bad update", http.StatusBadRequest)
+		return
+	}
+	in, err := telegram.Normalize(u)
+	if errors.Is(err, telegram.ErrIgnored) {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if err != nil {
+		http.Error(w, "bad update", http.StatusBadRequest)
+		return
+	}
+	tenant := e.telegramBot.Tenant
+	if t, ok := e.telegramBot.Chats[in.ChatID]; ok {
+		tenant = t
+	}
+	if tenant == "" {
+		c.log.Warn("relay: telegram update with no tenant", "bot", name, "chat", in.ChatID)
+		w.WriteHeader(http.StatusOK) // answered, so Telegram does not retry it forever
+		return
+	}
+	if _, err := c.Deliver(r.Context(), Inbound{Tenant: tenant, Bot: name, Event: in.Event, DedupeID: in.DedupeKey}); err != nil {
+		c.webhookError(w, "telegram", err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+func (c *Connector) webhookError(w http.ResponseWriter, platform string, err error) {
+	e := contract.AsError(err)
+	c.log.Error("relay: inbound delivery failed", "platform", platform, "err", err)
+	http.Error(w, e.Message, e.Kind.HTTPStatus())
+}

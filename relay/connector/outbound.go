@@ -1,0 +1,225 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay"
+)
+
+// outbound performs one outbound action for connection k and returns the
+// result the gateway receives. Every call is one audit record.
+func (c *Connector) outbound(ctx context.Context, k *conn, f relay.Frame) relay.Result {
+	a := f.Action
+	platform, bot := f.Platform, f.BotID
+	if platform == "" {
+		ids := k.identities()
+		if len(ids) == 0 {
+			return relay.Failure("relay: outbound before hello")
+		}
+		platform, bot = ids[0].platform, ids[0].bot
+	}
+	if bot == "" {
+		bot, _ = c.defaultBot(platform)
+	}
+	d := &delivery{Direction: "out", Platform: platform, Bot: bot, Op: a.Op, RequestID: trunc(f.RequestID, 80),
+		ChatID: a.ChatID, SessionKey: a.SessionKey, MessageID: a.MessageID, Kind: a.Kind,
+		ContentSHA256: contentHash(a.Content), Gateway: k.gatewayID, Conn: k.id}
+	res, reason := c.act(ctx, k, platform, bot, a, d)
+	d.Success, d.Error = res.Success, res.Error
+	if res.MessageID != "" {
+		d.MessageID = res.MessageID
+	}
+	e := entry{tenant: k.tenant, action: "relay.outbound", outcome: contract.OutcomeAllow, subjectOf: "gateway:" + k.gatewayID,
+		platform: platform, actor: contract.ActorAssistant, sessionKey: a.SessionKey, messageID: d.MessageID,
+		gateway: k.gatewayID, conn: k.id, payload: d}
+	e.resource = platform + ":" + a.ChatID
+	if a.Op == relay.OpFollowUp {
+		e.resource = platform + ":" + a.SessionKey
+	}
+	if reason != "" {
+		e.outcome, e.reason = contract.OutcomeDeny, reason
+	}
+	c.record(ctx, e)
+	return res
+}
+
+// act performs the action. reason is set when the connector refused it
+// (as opposed to the platform failing it).
+func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *relay.Action, d *delivery) (relay.Result, string) {
+	if !k.Serves(platform, bot) {
+		return relay.Failure("relay: no hello for " + platform + " " + bot), "not_hello"
+	}
+	e := c.edge(platform, bot)
+	if e == nil {
+		return relay.Failure("relay: unknown platform or bot"), "unknown_bot"
+	}
+	needChat := func() (relay.Result, string, bool) {
+		if a.ChatID == "" {
+			return relay.Failure("relay: " + a.Op + " needs chat_id"), "invalid", false
+		}
+		if ok, err := c.chatAllowed(ctx, k.tenant, e, a.ChatID); err != nil {
+			c.log.Error("relay: chat binding lookup", "err", err)
+			return relay.Failure("relay: internal error"), "internal", false
+		} else if !ok {
+			return relay.Failure("relay: chat " + a.ChatID + " is not bound to this tenant"), "chat_not_bound", false
+		}
+		return relay.Result{}, "", true
+	}
+	switch a.Op {
+	case relay.OpSend:
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
+		d.Chunks = len(chunks)
+		var last string
+		for i, chunk := range chunks {
+			replyTo := ""
+			if i == 0 {
+				replyTo = a.ReplyTo
+			}
+			id, err := e.send(ctx, a.ChatID, chunk, replyTo, a.Metadata)
+			if err != nil {
+				return relay.Failure(failText(err, i, len(chunks))), ""
+			}
+			last = id
+		}
+		return relay.Result{Success: true, MessageID: last}, ""
+	case relay.OpEdit:
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		if a.MessageID == "" {
+			return relay.Failure("relay: edit needs message_id"), "invalid"
+		}
+		if n := relay.Len(a.Content, e.desc.LenUnit); n > e.desc.MaxMessageLength {
+			return relay.Failure(fmt.Sprintf("relay: edit content is %d %s, over the limit of %d", n, e.desc.LenUnit, e.desc.MaxMessageLength)), "invalid"
+		}
+		if err := e.edit(ctx, a.ChatID, a.MessageID, a.Content); err != nil {
+			return relay.Failure(err.Error()), ""
+		}
+		return relay.Result{Success: true, MessageID: a.MessageID}, ""
+	case relay.OpTyping:
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		if err := e.typing(ctx, a.ChatID, a.Metadata); err != nil {
+			return relay.Failure(err.Error()), ""
+		}
+		return relay.Result{Success: true}, ""
+	case relay.OpGetChatInfo:
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		name, typ, err := e.chatInfo(ctx, a.ChatID)
+		if err != nil {
+			return relay.Failure(err.Error()), ""
+		}
+		return relay.Result{Success: true, Name: name, Type: typ}, ""
+	case relay.OpFollowUp:
+		return c.followUp(ctx, k, e, a, d)
+	}
+	return relay.Failure("relay: unsupported op " + a.Op), "unsupported_op"
+}
+
+// followUp resolves the capability from the vault by (the connection's
+// tenant, session key, kind) — never from the frame — and uses it. It is
+// refused when the capability is absent, expired or another tenant's (the
+// three look the same to the gateway), and when another connection owns the
+// session.
+func (c *Connector) followUp(ctx context.Context, k *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+	if a.SessionKey == "" || a.Kind == "" {
+		return relay.Failure("relay: follow_up needs session_key and kind"), "invalid"
+	}
+	o, chatID, owned := c.router.Owner(k.tenant, a.SessionKey)
+	if owned && o.ID() != k.id {
+		return relay.Failure("relay: session is owned by another connection"), "not_owner"
+	}
+	cp, ok, err := c.cfg.Store.Capability(ctx, k.tenant, a.SessionKey, a.Kind, c.now())
+	if err != nil {
+		c.log.Error("relay: vault lookup", "err", err)
+		return relay.Failure("relay: internal error"), "internal"
+	}
+	if !ok {
+		return relay.Failure("relay: no " + a.Kind + " capability for this session"), "no_capability"
+	}
+	if cp.Kind == relay.KindDiscordInteractionToken && cp.Bot != e.bot {
+		return relay.Failure("relay: capability belongs to another application"), "no_capability"
+	}
+	if !owned {
+		c.router.SetOwner(k.tenant, a.SessionKey, chatID, k)
+	}
+	chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
+	d.Chunks = len(chunks)
+	var last string
+	for i, chunk := range chunks {
+		id, err := e.followUp(ctx, cp, chunk)
+		if err != nil {
+			return relay.Failure(failText(err, i, len(chunks))), ""
+		}
+		last = id
+	}
+	return relay.Result{Success: true, MessageID: last}, ""
+}
+
+// chatAllowed reports whether tenant may act in chatID: the chat is bound
+// to the tenant (an inbound event of the tenant came from it) or the
+// configuration maps it to the tenant.
+func (c *Connector) chatAllowed(ctx context.Context, tenant contract.TenantSlot, e *edge, chatID string) (bool, error) {
+	if t := e.tenantOf(chatID); t != "" {
+		return t == tenant, nil
+	}
+	return c.cfg.Store.ChatBound(ctx, tenant, e.platform, chatID)
+}
+
+func failText(err error, i, n int) string {
+	msg := err.Error()
+	if n > 1 {
+		msg = fmt.Sprintf("%s (chunk %d of %d)", msg, i+1, n)
+	}
+	return strings.TrimSpace(msg)
+}
+
+// interruptFromGateway forwards a gateway's interrupt to the connection
+// owning the session, within the sender's tenant.
+func (c *Connector) interruptFromGateway(ctx context.Context, k *conn, f relay.Frame) {
+	if f.SessionKey == "" {
+		return
+	}
+	c.interrupt(ctx, k.tenant, f.SessionKey, "gateway", "gateway:"+k.gatewayID)
+}
+
+// Interrupt sends interrupt_inbound for (tenant, sessionKey) down the
+// connection that owns the session. It reports whether one did; a session
+// with no owner is recorded as a refusal (not_found).
+func (c *Connector) Interrupt(ctx context.Context, tenant contract.TenantSlot, sessionKey string) bool {
+	return c.interrupt(ctx, tenant, sessionKey, "api", "api")
+}
+
+func (c *Connector) interrupt(ctx context.Context, tenant contract.TenantSlot, key, from, subjectOf string) bool {
+	e := entry{tenant: tenant, action: "relay.interrupt", resource: "session:" + key, subjectOf: subjectOf,
+		sessionKey: key, actor: contract.ActorUser}
+	d := &delivery{Direction: "in", SessionKey: key, Op: "interrupt:" + from}
+	e.payload = d
+	o, chatID, ok := c.router.Owner(tenant, key)
+	if !ok {
+		e.outcome, e.reason = contract.OutcomeNotFound, "no_owner"
+		c.record(ctx, e)
+		return false
+	}
+	if parts := strings.SplitN(key, ":", 4); len(parts) >= 3 {
+		e.platform = parts[2] // agent:main:<platform>:...
+	}
+	d.ChatID, d.Conn = chatID, o.ID()
+	delivered := o.Deliver(relay.Frame{Type: relay.FrameInterruptInbound, SessionKey: key, ChatID: chatID})
+	d.Success = delivered
+	e.outcome, e.conn = contract.OutcomeAllow, o.ID()
+	if !delivered {
+		e.outcome, e.reason = contract.OutcomeDeny, "owner_gone"
+	}
+	c.record(ctx, e)
+	return delivered
+}

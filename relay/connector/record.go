@@ -1,0 +1,111 @@
+package connector
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// entry is one audit record to write. It holds ids and hashes, never
+// message text or capability material.
+type entry struct {
+	tenant    contract.TenantSlot
+	action    string // relay.deliver, relay.buffer, relay.outbound, relay.interrupt, relay.connect
+	resource  string
+	outcome   contract.Outcome
+	reason    string
+	subjectOf string // what the subject hash is taken from ("discord:555", "gateway:gw-1")
+	platform  string
+	actor     contract.ActorType
+
+	sessionKey string
+	messageID  string
+	gateway    string
+	conn       string
+	payload    *delivery
+}
+
+// delivery is the audit payload of a delivery in or out.
+type delivery struct {
+	Direction     string `json:"direction"` // in, out
+	Platform      string `json:"platform,omitempty"`
+	Bot           string `json:"bot,omitempty"`
+	ChatID        string `json:"chat_id,omitempty"`
+	SessionKey    string `json:"session_key,omitempty"`
+	MessageID     string `json:"message_id,omitempty"`
+	BufferID      string `json:"buffer_id,omitempty"`
+	Op            string `json:"op,omitempty"`
+	RequestID     string `json:"request_id,omitempty"`
+	Kind          string `json:"kind,omitempty"`
+	Chunks        int    `json:"chunks,omitempty"`
+	ContentSHA256 string `json:"content_sha256,omitempty"`
+	Gateway       string `json:"gateway,omitempty"`
+	Conn          string `json:"conn,omitempty"`
+	Success       bool   `json:"success"`
+	Error         string `json:"error,omitempty"`
+}
+
+// subject hashes an outside identity into a HUX user_ref.
+func subject(of string) string {
+	sum := sha256.Sum256([]byte("relay:" + of))
+	return "usr_" + hex.EncodeToString(sum[:16])
+}
+
+func contentHash(s string) string {
+	if s == "" {
+		return ""
+	}
+	return contract.SHA256([]byte(s))
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// record writes e to the audit log on a context detached from the request,
+// so a client hanging up cannot erase it. Failures are logged.
+func (c *Connector) record(ctx context.Context, e entry) {
+	surface := contract.SurfaceChat
+	if e.platform == "telegram" {
+		surface = contract.SurfaceTelegram
+	}
+	actor := e.actor
+	if actor == "" {
+		actor = contract.ActorSystem
+	}
+	sub := subject(e.subjectOf)
+	now := contract.Timestamp(c.now())
+	out := contract.AuditOutcome{
+		At:       now,
+		Identity: contract.Identity{TenantSlot: e.tenant, Subject: sub, Surface: surface, Trust: contract.TrustRelay},
+		Action:   e.action,
+		Resource: trunc(e.resource, 200),
+		Outcome:  e.outcome,
+		Reason:   e.reason,
+	}
+	prov := &contract.Provenance{Surface: surface, Actor: contract.Actor{Type: actor, ID: sub}, RecordedAt: now,
+		MessageID: trunc(e.messageID, 120)}
+	if e.sessionKey != "" {
+		if len(e.sessionKey) <= 120 {
+			prov.SessionID = e.sessionKey
+		} else {
+			prov.SessionID = contract.SHA256([]byte(e.sessionKey))
+		}
+	}
+	if c.cfg.Build != "" {
+		prov.Build = &contract.Build{Commit: c.cfg.Build}
+	}
+	ae := audit.Entry{Outcome: out, Provenance: prov}
+	if e.payload != nil {
+		ae.Payload = e.payload
+	}
+	if _, err := c.cfg.Audit.Append(context.WithoutCancel(ctx), ae); err != nil {
+		c.log.Error("relay: audit append failed", "action", e.action, "err", err)
+	}
+}

@@ -1,0 +1,150 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// DefaultBaseURL is Discord's REST API root.
+const DefaultBaseURL = "https://discord.com/api/v10"
+
+// Client calls the Discord REST API for one bot.
+type Client struct {
+	BaseURL  string       // DefaultBaseURL when empty
+	BotToken string       // "Bot <token>" authorization for channel calls
+	HTTP     *http.Client // http.DefaultClient when nil
+}
+
+// APIError is a non-2xx answer. It never holds the request URL (a
+// follow-up URL carries the interaction token).
+type APIError struct {
+	Op     string
+	Status int
+	Body   string // at most 300 bytes of the answer
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("discord: %s: status %d: %s", e.Op, e.Status, e.Body)
+}
+
+// Send posts content to channelID, as a reply to replyTo when set, and
+// returns the new message id.
+func (c *Client) Send(ctx context.Context, channelID, content, replyTo string) (string, error) {
+	body := map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}}}
+	if replyTo != "" {
+		body["message_reference"] = map[string]any{"message_id": replyTo, "fail_if_not_exists": false}
+	}
+	var m struct {
+		ID string `json:"id"`
+	}
+	err := c.do(ctx, "send", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/messages", true, body, &m)
+	return m.ID, err
+}
+
+// Edit replaces the content of a message.
+func (c *Client) Edit(ctx context.Context, channelID, messageID, content string) error {
+	return c.do(ctx, "edit", http.MethodPatch, "/channels/"+url.PathEscape(channelID)+"/messages/"+url.PathEscape(messageID), true,
+		map[string]any{"content": content}, nil)
+}
+
+// Typing shows the typing indicator in channelID.
+func (c *Client) Typing(ctx context.Context, channelID string) error {
+	return c.do(ctx, "typing", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/typing", true, nil, nil)
+}
+
+// FollowUp posts a follow-up message through an interaction's webhook
+// (POST /webhooks/{application}/{token}?wait=true) and returns its id. The
+// token is used only in the request path and appears in no error.
+func (c *Client) FollowUp(ctx context.Context, applicationID, token, content string) (string, error) {
+	var m struct {
+		ID string `json:"id"`
+	}
+	err := c.do(ctx, "follow_up", http.MethodPost, "/webhooks/"+url.PathEscape(applicationID)+"/"+url.PathEscape(token)+"?wait=true", false,
+		map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}}}, &m)
+	return m.ID, err
+}
+
+// ChatInfo is what get_chat_info answers.
+type ChatInfo struct {
+	Name string
+	Type string // dm, group, thread, channel
+}
+
+// Channel returns a channel's name and relay chat type.
+func (c *Client) Channel(ctx context.Context, channelID string) (ChatInfo, error) {
+	var ch Channel
+	if err := c.do(ctx, "get_chat_info", http.MethodGet, "/channels/"+url.PathEscape(channelID), true, nil, &ch); err != nil {
+		return ChatInfo{}, err
+	}
+	info := ChatInfo{Name: ch.Name, Type: "group"}
+	switch ch.Type {
+	case 1, 3: // DM, GROUP_DM
+		info.Type = "dm"
+	case 10, 11, 12: // threads
+		info.Type = "thread"
+	}
+	if info.Name == "" {
+		info.Name = ch.ID
+	}
+	return info, nil
+}
+
+func (c *Client) do(ctx context.Context, op, method, path string, auth bool, body, out any) error {
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("discord: %s: %w", op, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return fmt.Errorf("discord: %s: bad request", op)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth {
+		req.Header.Set("Authorization", "Bot "+c.BotToken)
+	}
+	req.Header.Set("User-Agent", "DiscordBot (https://caduceus.dev, 1)")
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		// *url.Error names the URL, which may hold a token: keep only the cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("discord: %s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		snip := data
+		if len(snip) > 300 {
+			snip = snip[:300]
+		}
+		return &APIError{Op: op, Status: resp.StatusCode, Body: string(snip)}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("discord: %s: answer: %w", op, err)
+		}
+	}
+	return nil
+}

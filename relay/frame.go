@@ -1,0 +1,354 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Frame types of RELAY.md §1.
+const (
+	// gateway -> connector
+	FrameHello      = "hello"
+	FrameOutbound   = "outbound"
+	FrameInterrupt  = "interrupt"
+	FrameInboundAck = "inbound_ack"
+	// connector -> gateway
+	FrameDescriptor       = "descriptor"
+	FrameOutboundResult   = "outbound_result"
+	FrameInbound          = "inbound"
+	FrameInterruptInbound = "interrupt_inbound"
+)
+
+// Outbound ops.
+const (
+	OpSend        = "send"
+	OpEdit        = "edit"
+	OpTyping      = "typing"
+	OpFollowUp    = "follow_up"
+	OpGetChatInfo = "get_chat_info"
+)
+
+// KindDiscordInteractionToken is the capability kind of a Discord
+// interaction token (the only kind so far).
+const KindDiscordInteractionToken = "discord.interaction_token"
+
+// Action is the body of an outbound frame. Which fields matter depends on
+// Op (seed 004 §4): send {chat_id, content, reply_to?, metadata?}, edit
+// {chat_id, message_id, content, metadata?}, typing {chat_id}, follow_up
+// {session_key, kind, content, metadata?}, get_chat_info {chat_id}.
+type Action struct {
+	Op         string         `json:"op"`
+	ChatID     string         `json:"chat_id,omitempty"`
+	Content    string         `json:"content,omitempty"`
+	ReplyTo    string         `json:"reply_to,omitempty"`
+	MessageID  string         `json:"message_id,omitempty"`
+	SessionKey string         `json:"session_key,omitempty"`
+	Kind       string         `json:"kind,omitempty"`
+	Metadata   map[string]any `json:"metadata,omitempty"`
+}
+
+// Result is the body of an outbound_result frame. Name and Type are set by
+// get_chat_info.
+type Result struct {
+	Success   bool   `json:"success"`
+	MessageID string `json:"message_id,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Type      string `json:"type,omitempty"`
+}
+
+// The failure results the gateway produces itself (RELAY.md §1).
+const (
+	ErrTextTimeout      = "relay outbound timed out"
+	ErrTextNotConnected = "relay transport not connected"
+)
+
+// Failure returns a failed Result with msg.
+func Failure(msg string) Result { return Result{Success: false, Error: msg} }
+
+// Frame is one relay frame. Type selects which fields are on the wire:
+//
+//	hello             platform, botId
+//	descriptor        descriptor
+//	outbound          requestId, action (platform, botId optional: which hello it is for)
+//	outbound_result   requestId, result
+//	interrupt         session_key, reason (string or null)
+//	interrupt_inbound session_key, chat_id
+//	inbound           event, bufferId?
+//	inbound_ack       bufferId
+//
+// Frames of other types decode with only Type set, so readers can ignore them.
+type Frame struct {
+	Type       string
+	Platform   string
+	BotID      string
+	RequestID  string
+	Action     *Action
+	Result     *Result
+	SessionKey string
+	Reason     *string
+	ChatID     string
+	Descriptor *CapabilityDescriptor
+	Event      *MessageEvent
+	BufferID   string
+}
+
+type frameWire struct {
+	Type       string                `json:"type"`
+	Platform   string                `json:"platform,omitempty"`
+	BotID      string                `json:"botId,omitempty"`
+	RequestID  string                `json:"requestId,omitempty"`
+	Action     *Action               `json:"action,omitempty"`
+	Result     *Result               `json:"result,omitempty"`
+	SessionKey string                `json:"session_key,omitempty"`
+	Reason     json.RawMessage       `json:"reason,omitempty"`
+	ChatID     string                `json:"chat_id,omitempty"`
+	Descriptor *CapabilityDescriptor `json:"descriptor,omitempty"`
+	Event      *MessageEvent         `json:"event,omitempty"`
+	BufferID   string                `json:"bufferId,omitempty"`
+}
+
+// MarshalJSON writes exactly the keys of f's type.
+func (f Frame) MarshalJSON() ([]byte, error) {
+	var v any
+	switch f.Type {
+	case FrameHello:
+		v = struct {
+			Type     string `json:"type"`
+			Platform string `json:"platform"`
+			BotID    string `json:"botId"`
+		}{f.Type, f.Platform, f.BotID}
+	case FrameDescriptor:
+		if f.Descriptor == nil {
+			return nil, fmt.Errorf("relay: descriptor frame without descriptor")
+		}
+		v = struct {
+			Type       string                `json:"type"`
+			Descriptor *CapabilityDescriptor `json:"descriptor"`
+		}{f.Type, f.Descriptor}
+	case FrameOutbound:
+		if f.Action == nil {
+			return nil, fmt.Errorf("relay: outbound frame without action")
+		}
+		v = struct {
+			Type      string  `json:"type"`
+			RequestID string  `json:"requestId"`
+			Action    *Action `json:"action"`
+			Platform  string  `json:"platform,omitempty"`
+			BotID     string  `json:"botId,omitempty"`
+		}{f.Type, f.RequestID, f.Action, f.Platform, f.BotID}
+	case FrameOutboundResult:
+		r := Result{}
+		if f.Result != nil {
+			r = *f.Result
+		}
+		v = struct {
+			Type      string `json:"type"`
+			RequestID string `json:"requestId"`
+			Result    Result `json:"result"`
+		}{f.Type, f.RequestID, r}
+	case FrameInterrupt:
+		v = struct {
+			Type       string  `json:"type"`
+			SessionKey string  `json:"session_key"`
+			Reason     *string `json:"reason"`
+		}{f.Type, f.SessionKey, f.Reason}
+	case FrameInterruptInbound:
+		v = struct {
+			Type       string `json:"type"`
+			SessionKey string `json:"session_key"`
+			ChatID     string `json:"chat_id"`
+		}{f.Type, f.SessionKey, f.ChatID}
+	case FrameInbound:
+		if f.Event == nil {
+			return nil, fmt.Errorf("relay: inbound frame without event")
+		}
+		v = struct {
+			Type     string        `json:"type"`
+			Event    *MessageEvent `json:"event"`
+			BufferID string        `json:"bufferId,omitempty"`
+		}{f.Type, f.Event, f.BufferID}
+	case FrameInboundAck:
+		v = struct {
+			Type     string `json:"type"`
+			BufferID string `json:"bufferId"`
+		}{f.Type, f.BufferID}
+	default:
+		return nil, fmt.Errorf("relay: unknown frame type %q", f.Type)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// UnmarshalJSON reads any frame; a frame of an unknown type keeps only Type.
+func (f *Frame) UnmarshalJSON(b []byte) error {
+	var w frameWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("relay: frame: %w", err)
+	}
+	if w.Type == "" {
+		return fmt.Errorf("relay: frame: no type")
+	}
+	*f = Frame{Type: w.Type}
+	switch w.Type {
+	case FrameHello:
+		f.Platform, f.BotID = w.Platform, w.BotID
+	case FrameDescriptor:
+		if w.Descriptor == nil {
+			return fmt.Errorf("relay: frame: descriptor frame without descriptor")
+		}
+		d := w.Descriptor.Normalize()
+		f.Descriptor = &d
+	case FrameOutbound:
+		if w.Action == nil || w.Action.Op == "" {
+			return fmt.Errorf("relay: frame: outbound frame without action.op")
+		}
+		f.RequestID, f.Action, f.Platform, f.BotID = w.RequestID, w.Action, w.Platform, w.BotID
+	case FrameOutboundResult:
+		if w.Result == nil {
+			return fmt.Errorf("relay: frame: outbound_result frame without result")
+		}
+		f.RequestID, f.Result = w.RequestID, w.Result
+	case FrameInterrupt:
+		f.SessionKey = w.SessionKey
+		if len(w.Reason) > 0 && string(w.Reason) != "null" {
+			var s string
+			if err := json.Unmarshal(w.Reason, &s); err != nil {
+				return fmt.Errorf("relay: frame: interrupt reason is not a string")
+			}
+			f.Reason = &s
+		}
+	case FrameInterruptInbound:
+		f.SessionKey, f.ChatID = w.SessionKey, w.ChatID
+	case FrameInbound:
+		if w.Event == nil {
+			return fmt.Errorf("relay: frame: inbound frame without event")
+		}
+		f.Event, f.BufferID = w.Event, w.BufferID
+	case FrameInboundAck:
+		f.BufferID = w.BufferID
+	}
+	return nil
+}
+
+// Known reports whether f's type is one of RELAY.md §1.
+func (f Frame) Known() bool {
+	switch f.Type {
+	case FrameHello, FrameOutbound, FrameInterrupt, FrameInboundAck,
+		FrameDescriptor, FrameOutboundResult, FrameInbound, FrameInterruptInbound:
+		return true
+	}
+	return false
+}
+
+// AppendFrame appends f's JSON and a newline to dst.
+func AppendFrame(dst []byte, f Frame) ([]byte, error) {
+	b, err := f.MarshalJSON()
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, b...)
+	return append(dst, '\n'), nil
+}
+
+// JoinFrames encodes several frames into one newline-delimited message.
+func JoinFrames(fs ...Frame) ([]byte, error) {
+	var out []byte
+	for _, f := range fs {
+		var err error
+		if out, err = AppendFrame(out, f); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ParseFrame decodes one frame (without its newline).
+func ParseFrame(b []byte) (Frame, error) {
+	var f Frame
+	err := f.UnmarshalJSON(b)
+	return f, err
+}
+
+// MaxFrameBytes bounds one frame; a longer line is dropped as malformed.
+const MaxFrameBytes = 4 << 20
+
+// Splitter reassembles frames from WebSocket messages: a message may hold
+// part of a frame or several frames. Blank lines are ignored and malformed
+// lines reported to OnMalformed and skipped. A Splitter is not safe for
+// concurrent use.
+type Splitter struct {
+	// OnMalformed, if set, is called with each skipped line (truncated to
+	// 200 bytes) and the reason.
+	OnMalformed func(line []byte, err error)
+	buf         []byte
+	skipping    bool // dropping the rest of an over-long line
+}
+
+// Feed adds one message's bytes and calls fn with every complete frame, in
+// order, including frames of unknown types (check Known).
+func (s *Splitter) Feed(msg []byte, fn func(Frame)) {
+	for len(msg) > 0 {
+		i := bytes.IndexByte(msg, '\n')
+		if i < 0 {
+			if s.skipping {
+				return
+			}
+			s.buf = append(s.buf, msg...)
+			if len(s.buf) > MaxFrameBytes {
+				s.malformed(s.buf, fmt.Errorf("relay: frame longer than %d bytes", MaxFrameBytes))
+				s.buf = s.buf[:0]
+				s.skipping = true
+			}
+			return
+		}
+		line := msg[:i]
+		msg = msg[i+1:]
+		if s.skipping {
+			s.skipping = false
+			continue
+		}
+		if len(s.buf) > 0 {
+			s.buf = append(s.buf, line...)
+			line = s.buf
+		}
+		s.line(line, fn)
+		s.buf = s.buf[:0]
+	}
+}
+
+// Pending reports how many bytes of an unfinished frame are buffered.
+func (s *Splitter) Pending() int { return len(s.buf) }
+
+func (s *Splitter) line(line []byte, fn func(Frame)) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	if len(line) > MaxFrameBytes {
+		s.malformed(line, fmt.Errorf("relay: frame longer than %d bytes", MaxFrameBytes))
+		return
+	}
+	f, err := ParseFrame(line)
+	if err != nil {
+		s.malformed(line, err)
+		return
+	}
+	fn(f)
+}
+
+func (s *Splitter) malformed(line []byte, err error) {
+	if s.OnMalformed == nil {
+		return
+	}
+	if len(line) > 200 {
+		line = line[:200]
+	}
+	s.OnMalformed(line, err)
+}

@@ -1,0 +1,169 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// DefaultBaseURL is the Bot API root.
+const DefaultBaseURL = "https://api.telegram.org"
+
+// Client calls the Bot API for one bot.
+type Client struct {
+	BaseURL string       // DefaultBaseURL when empty
+	Token   string       // the bot token; part of every request path, never of an error
+	HTTP    *http.Client // http.DefaultClient when nil
+}
+
+// APIError is an answer with ok=false.
+type APIError struct {
+	Method      string
+	Code        int
+	Description string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("telegram: %s: %d %s", e.Method, e.Code, e.Description)
+}
+
+// SendOptions are the optional parts of sendMessage.
+type SendOptions struct {
+	ThreadID  string // forum topic (message_thread_id)
+	ReplyTo   string // message id to reply to
+	ParseMode string // "MarkdownV2", "HTML" or "" for plain text
+}
+
+// SendMessage sends text to chatID and returns the new message id.
+func (c *Client) SendMessage(ctx context.Context, chatID, text string, o SendOptions) (string, error) {
+	p := map[string]any{"chat_id": chatID, "text": text}
+	if o.ThreadID != "" && o.ThreadID != GeneralTopic {
+		n, err := strconv.ParseInt(o.ThreadID, 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("telegram: sendMessage: thread id %q is not an integer", o.ThreadID)
+		}
+		p["message_thread_id"] = n
+	}
+	if o.ReplyTo != "" {
+		n, err := strconv.ParseInt(o.ReplyTo, 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("telegram: sendMessage: reply_to %q is not an integer", o.ReplyTo)
+		}
+		p["reply_parameters"] = map[string]any{"message_id": n, "allow_sending_without_reply": true}
+	}
+	if o.ParseMode != "" {
+		p["parse_mode"] = o.ParseMode
+	}
+	var m struct {
+		MessageID ID `json:"message_id"`
+	}
+	err := c.call(ctx, "sendMessage", p, &m)
+	return string(m.MessageID), err
+}
+
+// EditMessageText replaces a message's text.
+func (c *Client) EditMessageText(ctx context.Context, chatID, messageID, text, parseMode string) error {
+	n, err := strconv.ParseInt(messageID, 10, 64)
+	if err != nil {
+		return fmt.Errorf("telegram: editMessageText: message id %q is not an integer", messageID)
+	}
+	p := map[string]any{"chat_id": chatID, "message_id": n, "text": text}
+	if parseMode != "" {
+		p["parse_mode"] = parseMode
+	}
+	return c.call(ctx, "editMessageText", p, nil)
+}
+
+// SendChatAction shows an action ("typing") in chatID (and topic threadID).
+func (c *Client) SendChatAction(ctx context.Context, chatID, threadID, action string) error {
+	p := map[string]any{"chat_id": chatID, "action": action}
+	if threadID != "" && threadID != GeneralTopic {
+		if n, err := strconv.ParseInt(threadID, 10, 64); err == nil {
+			p["message_thread_id"] = n
+		}
+	}
+	return c.call(ctx, "sendChatAction", p, nil)
+}
+
+// ChatInfo is what get_chat_info answers.
+type ChatInfo struct {
+	Name string
+	Type string // dm, group, forum, channel
+}
+
+// GetChat returns a chat's name and relay chat type.
+func (c *Client) GetChat(ctx context.Context, chatID string) (ChatInfo, error) {
+	var ch Chat
+	if err := c.call(ctx, "getChat", map[string]any{"chat_id": chatID}, &ch); err != nil {
+		return ChatInfo{}, err
+	}
+	info := ChatInfo{Name: ch.Title, Type: "group"}
+	switch {
+	case ch.Type == "private":
+		info.Type, info.Name = "dm", fullName(ch.FirstName, ch.LastName, ch.Username)
+	case ch.Type == "channel":
+		info.Type = "channel"
+	case ch.IsForum:
+		info.Type = "forum"
+	}
+	return info, nil
+}
+
+func (c *Client) call(ctx context.Context, method string, params, out any) error {
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("telegram: %s: %w", method, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/bot"+c.Token+"/"+method, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("telegram: %s: bad request", method)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		// *url.Error names the URL, which holds the bot token: keep only the cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("telegram: %s: %w", method, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var env struct {
+		OK          bool            `json:"ok"`
+		Result      json.RawMessage `json:"result"`
+		ErrorCode   int             `json:"error_code"`
+		Description string          `json:"description"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return &APIError{Method: method, Code: resp.StatusCode, Description: "answer is not JSON"}
+	}
+	if !env.OK {
+		code := env.ErrorCode
+		if code == 0 {
+			code = resp.StatusCode
+		}
+		return &APIError{Method: method, Code: code, Description: env.Description}
+	}
+	if out != nil && len(env.Result) > 0 {
+		if err := json.Unmarshal(env.Result, out); err != nil {
+			return fmt.Errorf("telegram: %s: result: %w", method, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay"
+)
+
+// Relay is the relay connector's state; it implements relay.Store. Every
+// statement filters on tenant, except Prune's deletions of expired rows.
+type Relay struct{ db *DB }
+
+// Relay returns the store's relay tables.
+func (db *DB) Relay() *Relay { return &Relay{db: db} }
+
+var _ relay.Store = (*Relay)(nil)
+
+// PutCapability implements relay.Store (one upsert).
+func (s *Relay) PutCapability(ctx context.Context, c relay.Capability) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO relay_capabilities (tenant, session_key, kind, bot, secret, expires_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, session_key, kind) DO UPDATE SET bot = excluded.bot, secret = excluded.secret, expires_at = excluded.expires_at`,
+		string(c.Tenant), c.SessionKey, c.Kind, c.Bot, c.Secret, Micros(c.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("store: relay: put capability: %w", err)
+	}
+	return nil
+}
+
+// Capability implements relay.Store.
+func (s *Relay) Capability(ctx context.Context, tenant contract.TenantSlot, sessionKey, kind string, now time.Time) (relay.Capability, bool, error) {
+	c := relay.Capability{Tenant: tenant, SessionKey: sessionKey, Kind: kind}
+	var exp int64
+	err := s.db.QueryRow(ctx, `SELECT bot, secret, expires_at FROM relay_capabilities WHERE tenant = ? AND session_key = ? AND kind = ? AND expires_at > ?`,
+		string(tenant), sessionKey, kind, Micros(now)).Scan(&c.Bot, &c.Secret, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return relay.Capability{}, false, nil
+	}
+	if err != nil {
+		return relay.Capability{}, false, fmt.Errorf("store: relay: capability: %w", err)
+	}
+	c.ExpiresAt = FromMicros(exp)
+	return c, true, nil
+}
+
+// MarkSeen implements relay.Store (one INSERT ... ON CONFLICT DO NOTHING).
+func (s *Relay) MarkSeen(ctx context.Context, tenant contract.TenantSlot, key string, at time.Time) (bool, error) {
+	res, err := s.db.Exec(ctx, `INSERT INTO relay_seen (tenant, dedupe_key, seen_at) VALUES (?, ?, ?) ON CONFLICT (tenant, dedupe_key) DO NOTHING`,
+		string(tenant), key, Micros(at))
+	if err != nil {
+		return false, fmt.Errorf("store: relay: mark seen: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: relay: mark seen: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Enqueue implements relay.Store: one INSERT ... SELECT guarded by the
+// tenant's count. On SQLite the single writer makes the bound exact; on
+// Postgres concurrent enqueues of one tenant may pass it by a few rows.
+func (s *Relay) Enqueue(ctx context.Context, b relay.Buffered, limit int) (bool, error) {
+	args := []any{string(b.Tenant), b.ID, b.Platform, b.Bot, b.SessionKey, string(b.Event), Micros(b.CreatedAt)}
+	q := `INSERT INTO relay_buffer (tenant, id, platform, bot, session_key, event, created_at)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT)`
+	if limit > 0 {
+		q += ` WHERE (SELECT COUNT(*) FROM relay_buffer WHERE tenant = ?) < ?`
+		args = append(args, string(b.Tenant), limit)
+	}
+	res, err := s.db.Exec(ctx, q, args...)
+	if IsUniqueViolation(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: relay: enqueue: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: relay: enqueue: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Pending implements relay.Store.
+func (s *Relay) Pending(ctx context.Context, tenant contract.TenantSlot, platform, bot string, now time.Time, limit int) ([]relay.Buffered, error) {
+	q := `SELECT id, session_key, event, created_at FROM relay_buffer
+		WHERE tenant = ? AND platform = ? AND bot = ? AND lease_until <= ? ORDER BY id`
+	args := []any{string(tenant), platform, bot, Micros(now)}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: relay: pending: %w", err)
+	}
+	defer rows.Close()
+	var out []relay.Buffered
+	for rows.Next() {
+		b := relay.Buffered{Tenant: tenant, Platform: platform, Bot: bot}
+		var event string
+		var created int64
+		if err := rows.Scan(&b.ID, &b.SessionKey, &event, &created); err != nil {
+			return nil, fmt.Errorf("store: relay: pending: %w", err)
+		}
+		b.Event, b.CreatedAt = []byte(event), FromMicros(created)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: relay: pending: %w", err)
+	}
+	return out, nil
+}
+
+// Lease implements relay.Store (one conditional UPDATE).
+func (s *Relay) Lease(ctx context.Context, tenant contract.TenantSlot, id, owner string, now, until time.Time) (bool, error) {
+	res, err := s.db.Exec(ctx, `UPDATE relay_buffer SET lease_owner = ?, lease_until = ?
+		WHERE tenant = ? AND id = ? AND (lease_until <= ? OR lease_owner = ?)`,
+		owner, Micros(until), string(tenant), id, Micros(now), owner)
+	if err != nil {
+		return false, fmt.Errorf("store: relay: lease: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: relay: lease: %w", err)
+	}
+	return n == 1, nil
+}
+
+// ReleaseLeases implements relay.Store.
+func (s *Relay) ReleaseLeases(ctx context.Context, tenant contract.TenantSlot, owner string) error {
+	if _, err := s.db.Exec(ctx, `UPDATE relay_buffer SET lease_owner = '', lease_until = 0 WHERE tenant = ? AND lease_owner = ?`,
+		string(tenant), owner); err != nil {
+		return fmt.Errorf("store: relay: release leases: %w", err)
+	}
+	return nil
+}
+
+// Ack implements relay.Store.
+func (s *Relay) Ack(ctx context.Context, tenant contract.TenantSlot, id string) (bool, error) {
+	res, err := s.db.Exec(ctx, `DELETE FROM relay_buffer WHERE tenant = ? AND id = ?`, string(tenant), id)
+	if err != nil {
+		return false, fmt.Errorf("store: relay: ack: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: relay: ack: %w", err)
+	}
+	return n == 1, nil
+}
+
+// BindChat implements relay.Store.
+func (s *Relay) BindChat(ctx context.Context, tenant contract.TenantSlot, platform, chatID string, at time.Time) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO relay_chats (tenant, platform, chat_id, bound_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (tenant, platform, chat_id) DO NOTHING`, string(tenant), platform, chatID, Micros(at)); err != nil {
+		return fmt.Errorf("store: relay: bind chat: %w", err)
+	}
+	return nil
+}
+
+// ChatBound implements relay.Store.
+func (s *Relay) ChatBound(ctx context.Context, tenant contract.TenantSlot, platform, chatID string) (bool, error) {
+	var one int
+	err := s.db.QueryRow(ctx, `SELECT 1 FROM relay_chats WHERE tenant = ? AND platform = ? AND chat_id = ?`,
+		string(tenant), platform, chatID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: relay: chat bound: %w", err)
+	}
+	return true, nil
+}
+
+// Prune implements relay.Store.
+func (s *Relay) Prune(ctx context.Context, now, seenBefore time.Time) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM relay_capabilities WHERE expires_at <= ?`, Micros(now)); err != nil {
+		return fmt.Errorf("store: relay: prune capabilities: %w", err)
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM relay_seen WHERE seen_at < ?`, Micros(seenBefore)); err != nil {
+		return fmt.Errorf("store: relay: prune seen: %w", err)
+	}
+	return nil
+}
