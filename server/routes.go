@@ -66,6 +66,14 @@ func (s *Server) routes() {
 		s.mux.HandleFunc("POST /api/preview", s.shimPreview)
 	}
 
+	// Relay (seed 004): gateways and platforms authenticate themselves
+	// (HMAC bearer tokens, Ed25519 signatures, secret tokens), not with keys.
+	if s.cfg.Relay != nil {
+		s.mux.Handle("GET /relay", s.cfg.Relay)
+		s.mux.Handle("POST /hooks/discord/{app}", s.cfg.Relay)
+		s.mux.Handle("POST /hooks/telegram/{bot}", s.cfg.Relay)
+	}
+
 	// Other mounted routes.
 	for _, m := range s.cfg.Mounts {
 		if m.Public != nil {

@@ -41,6 +41,10 @@ type Config struct {
 	Trader   *trader.Service
 	Executor *executor.Executor
 	Shim     *shim.Service
+	// Relay is the relay connector's handler (GET /relay, POST
+	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
+	// gateways and platforms itself (HMAC tokens, platform signatures).
+	Relay http.Handler
 
 	// Mounts are extra routes of the gates, registered after the core ones.
 	Mounts []Mount

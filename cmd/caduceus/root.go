@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
@@ -52,7 +53,10 @@ type config struct {
 		Scenario string `yaml:"scenario"` // paper scenario YAML
 		MCPURL   string `yaml:"mcp_url"`  // Robinhood MCP server
 	} `yaml:"executor"`
-	Shim shimConfig `yaml:"shim"`
+	Shim  shimConfig           `yaml:"shim"`
+	Relay connector.FileConfig `yaml:"relay"`
+	// NATS routes relay session ownership across connector processes.
+	NATS string `yaml:"nats"`
 }
 
 type app struct {
@@ -121,7 +125,8 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd(), a.execCmd(), a.shimCmd())
+	pf.StringVar(&a.cfg.NATS, "nats", "", "NATS URL routing relay sessions across processes, e.g. nats://127.0.0.1:4222 (env CADUCEUS_NATS)")
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd())
 	return root
 }
 
@@ -147,7 +152,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	envs := map[string]*string{
 		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel,
 		"CADUCEUS_SKILLS": &cfg.Executor.Skills, "CADUCEUS_BROKER": &cfg.Executor.Broker, "CADUCEUS_SCENARIO": &cfg.Executor.Scenario,
-		"CADUCEUS_MCP_URL": &cfg.Executor.MCPURL,
+		"CADUCEUS_MCP_URL": &cfg.Executor.MCPURL, "CADUCEUS_NATS": &cfg.NATS,
 	}
 	for k, p := range envs {
 		if v := a.getenv(k); v != "" {
@@ -170,6 +175,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	set("broker", &cfg.Executor.Broker, flags.Executor.Broker)
 	set("scenario", &cfg.Executor.Scenario, flags.Executor.Scenario)
 	set("mcp-url", &cfg.Executor.MCPURL, flags.Executor.MCPURL)
+	set("nats", &cfg.NATS, flags.NATS)
 	if f := cmd.Flags().Lookup("gates"); f != nil && f.Changed {
 		cfg.Gates = flags.Gates
 	}

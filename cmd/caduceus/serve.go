@@ -80,6 +80,20 @@ func (a *app) serve(ctx context.Context) error {
 	if err := a.gates(ctx, db, &cfg); err != nil {
 		return err
 	}
+	var relayConn interface{ Close() error }
+	if a.gateOn("relay") {
+		if !a.relayConfigured() {
+			a.log.Info("relay gate: no gateways or platforms configured (relay section of the config); not serving /relay or /hooks")
+		} else {
+			c, closeRelay, err := a.relayConnector(db)
+			if err != nil {
+				return err
+			}
+			defer closeRelay()
+			cfg.Relay = c.Handler()
+			relayConn = c
+		}
+	}
 	srv := server.New(cfg)
 
 	ln, err := net.Listen("tcp", a.cfg.Addr)
@@ -95,6 +109,10 @@ func (a *app) serve(ctx context.Context) error {
 	a.log.Info("listening", "addr", "http://"+ln.Addr().String(), "store", storeName(db), "data", a.cfg.Data, "gates", a.cfg.Gates)
 	fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
 
+	if relayConn != nil {
+		// http.Server.Shutdown does not wait for WebSockets: close them.
+		hs.RegisterOnShutdown(func() { relayConn.Close() })
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/connector"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// relayConfigured reports whether the config names any gateway or platform.
+func (a *app) relayConfigured() bool {
+	r := a.cfg.Relay
+	return len(r.Gateways) > 0 || len(r.Discord) > 0 || len(r.Telegram) > 0
+}
+
+// relayConnector builds the connector from the relay section of the config.
+// With --nats, session ownership is routed across connector processes
+// through NATS; otherwise in this process. close releases the connector and
+// the NATS connection.
+func (a *app) relayConnector(db *store.DB) (c *connector.Connector, close func(), err error) {
+	rc, err := a.cfg.Relay.Config(a.getenv)
+	if err != nil {
+		return nil, nil, &exitError{2, fmt.Errorf("%s", userMessage(err))}
+	}
+	rc.Store, rc.Audit, rc.Logger = db.Relay(), db.Audit(), a.log
+	var nc *nats.Conn
+	if a.cfg.NATS != "" {
+		if nc, err = nats.Connect(a.cfg.NATS, nats.Name("caduceus-relay")); err != nil {
+			return nil, nil, fmt.Errorf("relay: nats %s: %w", a.cfg.NATS, err)
+		}
+		if rc.Router, err = connector.NewNATSRouter(nc, connector.NATSOptions{}); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+	}
+	if c, err = connector.New(rc); err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		return nil, nil, &exitError{2, fmt.Errorf("%s", userMessage(err))}
+	}
+	return c, func() {
+		c.Close()
+		if nc != nil {
+			nc.Close()
+		}
+	}, nil
+}
+
+func (a *app) relayCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Run the relay connector alone, mint gateway tokens, compute session keys",
+		Long: `With no subcommand, run the relay connector alone (the same as
+caduceus serve --gates relay): GET /relay for gateways, POST /hooks/discord/{app}
+and POST /hooks/telegram/{bot} for the platforms, as configured in the relay
+section of the config file.`,
+		Example: `  caduceus relay --config caduceus.yaml --addr 0.0.0.0:7601
+  caduceus relay token --gateway gw-acme --ttl 5m --config caduceus.yaml
+  echo '{"platform":"telegram","chat_id":"-1001","chat_type":"group","user_id":"42"}' | caduceus relay session-key`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.cfg.Gates = []string{"relay"}
+			return a.serve(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&a.cfg.Addr, "addr", "", "listen address (default 127.0.0.1:7600)")
+
+	var gateway string
+	var ttl time.Duration
+	token := &cobra.Command{
+		Use:     "token --gateway ID",
+		Short:   "Mint an HMAC bearer token for a configured gateway",
+		Example: "  caduceus relay token --gateway gw-acme --ttl 5m --config caduceus.yaml",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rc, err := a.cfg.Relay.Config(a.getenv)
+			if err != nil {
+				return &exitError{2, fmt.Errorf("%s", userMessage(err))}
+			}
+			gw, ok := rc.Gateways[gateway]
+			if !ok || len(gw.Secrets) == 0 {
+				return &exitError{2, fmt.Errorf("gateway %q is not configured (relay.gateways in the config file)", gateway)}
+			}
+			if ttl < 0 {
+				return &exitError{2, fmt.Errorf("--ttl %s: must not be negative", ttl)}
+			}
+			fmt.Fprintln(a.stdout, relay.MintToken(gw.Secrets[0], gateway, ttl))
+			return nil
+		},
+	}
+	token.Flags().StringVar(&gateway, "gateway", "", "gateway id (required)")
+	token.Flags().DurationVar(&ttl, "ttl", 5*time.Minute, "token lifetime (0: never expires)")
+	token.MarkFlagRequired("gateway")
+
+	var group, thread bool
+	sessionKey := &cobra.Command{
+		Use:   "session-key",
+		Short: "Read SessionSource JSON objects, one per line, and print the gateway's session key for each",
+		Long: `Read one SessionSource JSON object per line on stdin and print one session
+key per line, as the gateway's build_session_key() would. A source the gateway
+could not key prints a line starting "error:" and the run goes on.`,
+		Example: `  echo '{"platform":"discord","chat_id":"333","chat_type":"group","user_id":"555"}' | caduceus relay session-key
+  caduceus relay session-key --group-sessions-per-user=false < sources.jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return relay.SessionKeyLines(a.stdin, a.stdout, relay.SessionKeyOptions{GroupSessionsPerUser: group, ThreadSessionsPerUser: thread})
+		},
+	}
+	sessionKey.Flags().BoolVar(&group, "group-sessions-per-user", true, "key group chats per user")
+	sessionKey.Flags().BoolVar(&thread, "thread-sessions-per-user", false, "key threads per user")
+	cmd.AddCommand(token, sessionKey)
+	return cmd
+}
