@@ -64,7 +64,7 @@ type RuleOutcome struct {
 //
 //   - TouchEntities is an upsert per entity: INSERT ... ON CONFLICT
 //     (tenant, subject, project, kind, value) DO UPDATE SET count = count
-//     + 1, last_seen = excluded.last_seen (first_seen kept).
+//   - 1, last_seen = excluded.last_seen (first_seen kept).
 //   - AddOutcomes inserts pending rows keyed (tenant, receipt, provision);
 //     a duplicate key is ignored.
 //   - ResolveOutcomes is one conditional UPDATE: WHERE tenant = ? AND

@@ -19,7 +19,7 @@ type MemoryStore struct {
 }
 
 type entityKey struct {
-	tenant                       contract.TenantSlot
+	tenant                        contract.TenantSlot
 	subject, project, kind, value string
 }
 
