@@ -3,6 +3,8 @@ package shimtest
 import (
 	"testing"
 
+	"github.com/caduceus-dev/caduceus/audit"
+
 	"github.com/caduceus-dev/caduceus/shim"
 )
 
@@ -12,4 +14,10 @@ func TestMemory(t *testing.T) {
 
 func TestMemoryStoreInMemory(t *testing.T) {
 	TestMemoryStore(t, func(*testing.T) shim.MemoryStore { return NewMemoryStore() })
+}
+
+func TestScenariosInMemory(t *testing.T) {
+	TestScenarios(t, func(*testing.T) Stores {
+		return Stores{Rules: NewMemory(), Memory: NewMemoryStore(), Audit: audit.NewMemory()}
+	})
 }
