@@ -35,6 +35,7 @@ func TestScenarios(t *testing.T, open func(t *testing.T) Stores) {
 	t.Run("H13_ThreeTurnRetryAndInsights", func(t *testing.T) { testThreeTurns(t, open(t)) })
 	t.Run("H13_MemoryPerCallerAndProject", func(t *testing.T) { testMemoryIsolation(t, open(t)) })
 	t.Run("H12_H07_GovernedSync", func(t *testing.T) { testGovernedSync(t, open(t)) })
+	t.Run("H07_ConcurrentSyncCAS", func(t *testing.T) { testConcurrentSync(t, open(t)) })
 	t.Run("H07_HandshakeClamp", func(t *testing.T) { testHandshake(t, open(t)) })
 	t.Run("H09_SyncedContextShimmed", func(t *testing.T) { testSyncedContextShimmed(t, open(t)) })
 	t.Run("H19_BuiltinStarters", func(t *testing.T) { testStarters(t, open(t)) })
@@ -609,5 +610,54 @@ func testStarters(t *testing.T, st Stores) {
 	r2 := newRig(t, st, g) // a fresh process: no cached rules
 	if rc := r2.chat(t, callerA, "", ask); fired(rc, "STARTER") || skippedWhy(rc, "STARTER") != "not_admitted:"+shim.ReasonQuarantined {
 		t.Fatalf("quarantined starter: %+v", rc)
+	}
+}
+
+// Two syncs of a newer source version race: exactly one update lands, the
+// other finds it unchanged or loses the CAS; nothing is written twice.
+func testConcurrentSync(t *testing.T, st Stores) {
+	ctx := t.Context()
+	r := newRig(t, st, nil)
+	bs := newBundleServer(t)
+	pub := gov("verified", "public", "")
+	bs.set(map[string]any{"provisions": []any{prov("RACE", 1, pub)}})
+	y := shim.NewSyncer(r.svc, shim.SyncConfig{})
+	must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+	bs.set(map[string]any{"provisions": []any{prov("RACE", 2, pub, "priority", 7)}})
+	const n = 4
+	reps := make([]shim.SyncReport, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			rep, err := shim.NewSyncer(r.svc, shim.SyncConfig{}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")
+			if err != nil {
+				t.Error(err)
+			}
+			reps[i] = rep
+		})
+	}
+	wg.Wait()
+	updated := 0
+	for _, rep := range reps {
+		for _, it := range rep.Taken {
+			switch it.Result {
+			case shim.SyncUpdated:
+				updated++
+			case shim.SyncUnchanged:
+			default:
+				t.Fatalf("unexpected %+v", it)
+			}
+		}
+		for _, it := range rep.Conflicts {
+			if it.Reason != shim.ReasonVersionConflict && it.Reason != shim.ReasonStale {
+				t.Fatalf("unexpected conflict %+v", it)
+			}
+		}
+	}
+	if updated != 1 {
+		t.Fatalf("%d updates landed, want 1: %+v", updated, reps)
+	}
+	if p := must(r.svc.GetProvision(ctx, callerA, "RACE")); p.Version != 2 || p.Priority != 7 {
+		t.Fatalf("RACE is %+v", p)
 	}
 }
