@@ -131,7 +131,9 @@ func (x *extractor) add(kind, v string) {
 }
 
 func (x *extractor) token(tok string, before, after byte) {
-	tok = strings.TrimRight(tok, ".:-")
+	for len(tok) > 0 && (tok[len(tok)-1] == '.' || tok[len(tok)-1] == ':' || tok[len(tok)-1] == '-') {
+		tok = tok[:len(tok)-1]
+	}
 	if len(tok) < 3 {
 		return
 	}
@@ -271,6 +273,7 @@ func ErrorSignatures(text string) []string {
 		text = text[:MaxEntityInput]
 	}
 	var out []string
+	var done map[string]bool // raw lines already normalized (stack traces repeat)
 	for len(text) > 0 && len(out) < MaxEntitiesPerKind {
 		line := text
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
@@ -279,9 +282,13 @@ func ErrorSignatures(text string) []string {
 			text = ""
 		}
 		line = strings.TrimSpace(line)
-		if !errorLine(line) {
+		if !errorLine(line) || done[line] {
 			continue
 		}
+		if done == nil {
+			done = map[string]bool{}
+		}
+		done[line] = true
 		if s := NormalizeError(line); s != "" && !slices.Contains(out, s) {
 			out = append(out, s)
 		}

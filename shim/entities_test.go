@@ -115,3 +115,19 @@ func BenchmarkExtractEntities32KB(b *testing.B) {
 		ExtractEntities(text)
 	}
 }
+
+// BenchmarkExtractEntities32KBUnique is the worst case: every error line
+// and path differs, so no normalization is reused.
+func BenchmarkExtractEntities32KBUnique(b *testing.B) {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 32<<10; i++ {
+		fmt.Fprintf(&sb, "Editing internal/api/h%d.go: the call parseConfig%d() returns nil; check `Server.Start%d`.\n"+
+			"  File \"/srv/app/x%d.py\", line %d\nKeyError%d: 'user_%d' at /srv/app/m%d.py\nSome plain prose follows to pad the request.\n", i, i, i, i, i, i%7, i, i)
+	}
+	text := sb.String()[:32<<10]
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ExtractEntities(text)
+	}
+}
