@@ -38,6 +38,7 @@ const (
 	ReasonBuiltin         = "builtin_protected"
 	ReasonInvalid         = "invalid"
 	ReasonStale           = "stale_version"
+	ReasonLocalEdit       = "local_edit"
 	ReasonVersionConflict = "version_conflict"
 	ReasonStoreError      = "store_error"
 )

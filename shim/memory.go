@@ -88,6 +88,28 @@ type MemoryStore interface {
 	// ListOutcomes returns outcomes newest first (by receipt id, a ULID,
 	// descending, then provision), for one subject ("" = all), at most limit.
 	ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]RuleOutcome, error)
+
+	SyncLedger
+}
+
+// SyncMark remembers what the last sync of one record did: the source
+// version it took and the local version that write produced. A local
+// version other than LocalVersion means the record was edited locally
+// since, and a sync will not overwrite it.
+type SyncMark struct {
+	Kind          string `json:"kind"` // provision, context
+	ID            string `json:"id"`
+	SourceVersion int64  `json:"source_version"`
+	LocalVersion  int64  `json:"local_version"`
+}
+
+// SyncLedger keeps SyncMarks per tenant (part of MemoryStore). PutSyncMark
+// is one upsert on (tenant, kind, id).
+type SyncLedger interface {
+	// GetSyncMark returns the mark of a record, and false when there is none.
+	GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (SyncMark, bool, error)
+	// PutSyncMark stores m, replacing the record's previous mark.
+	PutSyncMark(ctx context.Context, tenant contract.TenantSlot, m SyncMark) error
 }
 
 // MemoryConfig configures a Memory. Store and Rules are required.

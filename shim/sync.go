@@ -38,6 +38,10 @@ type SyncConfig struct {
 	MaxChars int
 	// MaxBytes bounds a bundle, a handshake answer and a blob (0: 16 MiB).
 	MaxBytes int64
+	// Ledger remembers what each sync wrote (pass the MemoryStore). With
+	// it, a record edited locally since its last sync, or created locally,
+	// is never overwritten; without it, only the version comparison holds.
+	Ledger SyncLedger
 }
 
 // DefaultMaxCharsCeiling is SyncConfig.MaxChars when unset.
@@ -120,8 +124,11 @@ type source interface {
 // whose SHA-256 does not match its URI, an invalid document and a
 // system_builtin record from a non-admin key are refused with their
 // reason; each write is a CAS (create, or update on the local version
-// read), and a local record whose version is not older than the source's
-// is left alone and reported as a conflict. Every max_chars above the
+// read). A record is left alone and reported as a conflict when the
+// source version is not newer than the one last synced (stale_version;
+// never synced: than the local version), when it was created or edited
+// locally since its last sync (local_edit, with a Ledger), or when another
+// writer won the CAS (version_conflict, exists). Every max_chars above the
 // ceiling is clamped, and the clamp recorded. Starters (system_builtin)
 // go to the builtin tenant and fire only through Governor.Admit.
 //
@@ -168,7 +175,7 @@ func (r *SyncReport) add(it SyncItem) {
 	switch {
 	case it.Result != "":
 		r.Taken = append(r.Taken, it)
-	case it.Reason == ReasonStale || it.Reason == ReasonVersionConflict || it.Reason == CodeExists:
+	case it.Reason == ReasonStale || it.Reason == ReasonLocalEdit || it.Reason == ReasonVersionConflict || it.Reason == CodeExists:
 		r.Conflicts = append(r.Conflicts, it)
 	default:
 		r.Refused = append(r.Refused, it)
@@ -375,23 +382,66 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 	switch {
 	case isNotFound(err):
 		got, err := st.CreateContext(ctx, tenant, e)
-		return written(it, got.Version, SyncCreated, err), tenant
+		return y.mark(ctx, tenant, written(it, got.Version, SyncCreated, err)), tenant
 	case err != nil:
 		return refuse(it, ReasonStoreError, err.Error()), tenant
 	}
-	it.Version = cur.Version
 	a, b := cur, e
 	a.Version, a.UpdatedAt, b.Version, b.UpdatedAt = 0, "", 0, ""
 	a.SystemBuiltin, b.SystemBuiltin = false, false
-	if a == b {
-		it.Result = SyncUnchanged
+	if it, ok := y.decide(ctx, tenant, it, cur.Version, a == b); !ok {
 		return it, tenant
 	}
-	if cur.Version >= meta.Version {
-		return conflict(it, cur.Version, meta.Version), tenant
-	}
 	got, err := st.UpdateContext(ctx, tenant, e, cur.Version)
-	return written(it, got.Version, SyncUpdated, err), tenant
+	return y.mark(ctx, tenant, written(it, got.Version, SyncUpdated, err)), tenant
+}
+
+// decide says whether a record that exists locally may be updated: not
+// when unchanged (taken as is), not when the source version is not newer
+// than the one last synced (or, never synced, than the local version),
+// and not when it was created or edited locally since its last sync.
+func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it SyncItem, local int64, same bool) (SyncItem, bool) {
+	it.Version = local
+	var mark SyncMark
+	marked := false
+	if y.cfg.Ledger != nil {
+		m, ok, err := y.cfg.Ledger.GetSyncMark(ctx, tenant, it.Kind, it.ID)
+		if err != nil {
+			return refuse(it, ReasonStoreError, err.Error()), false
+		}
+		mark, marked = m, ok
+	}
+	if same {
+		it.Result = SyncUnchanged
+		if y.cfg.Ledger != nil && (!marked || it.SourceVersion >= mark.SourceVersion) {
+			return y.mark(ctx, tenant, it), false
+		}
+		return it, false
+	}
+	base := local
+	if marked {
+		base = mark.SourceVersion
+	}
+	if it.SourceVersion <= base {
+		return conflict(it, base, it.SourceVersion), false
+	}
+	if y.cfg.Ledger != nil && (!marked || mark.LocalVersion != local) {
+		it.Reason = ReasonLocalEdit
+		it.Detail = fmt.Sprintf("local version %d was created or edited outside sync; kept the local record", local)
+		return it, false
+	}
+	return it, true
+}
+
+// mark records a taken record in the ledger.
+func (y *Syncer) mark(ctx context.Context, tenant contract.TenantSlot, it SyncItem) SyncItem {
+	if y.cfg.Ledger == nil || it.Result == "" {
+		return it
+	}
+	if err := y.cfg.Ledger.PutSyncMark(ctx, tenant, SyncMark{Kind: it.Kind, ID: it.ID, SourceVersion: it.SourceVersion, LocalVersion: it.Version}); err != nil {
+		y.svc.log.Error("shim: sync mark not stored", "kind", it.Kind, "id", it.ID, "err", err)
+	}
+	return it
 }
 
 // syncProvision takes one provision record, or says why not.
@@ -423,23 +473,18 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 	switch {
 	case isNotFound(err):
 		got, err := st.CreateProvision(ctx, tenant, p)
-		return written(it, got.Version, SyncCreated, err), tenant
+		return y.mark(ctx, tenant, written(it, got.Version, SyncCreated, err)), tenant
 	case err != nil:
 		return refuse(it, ReasonStoreError, err.Error()), tenant
 	}
-	it.Version = cur.Version
 	cur.defaults()
 	a, _ := json.Marshal(withoutServerFields(cur))
 	b, _ := json.Marshal(withoutServerFields(p))
-	if bytes.Equal(a, b) {
-		it.Result = SyncUnchanged
+	if it, ok := y.decide(ctx, tenant, it, cur.Version, bytes.Equal(a, b)); !ok {
 		return it, tenant
 	}
-	if cur.Version >= meta.Version {
-		return conflict(it, cur.Version, meta.Version), tenant
-	}
 	got, err := st.UpdateProvision(ctx, tenant, p, cur.Version)
-	return written(it, got.Version, SyncUpdated, err), tenant
+	return y.mark(ctx, tenant, written(it, got.Version, SyncUpdated, err)), tenant
 }
 
 func withoutServerFields(p Provision) Provision {
@@ -474,9 +519,9 @@ func refuse(it SyncItem, reason, detail string) SyncItem {
 	return it
 }
 
-func conflict(it SyncItem, local, src int64) SyncItem {
+func conflict(it SyncItem, base, src int64) SyncItem {
 	it.Reason = ReasonStale
-	it.Detail = fmt.Sprintf("local version %d is not older than source version %d; kept the local record", local, src)
+	it.Detail = fmt.Sprintf("source version %d is not newer than %d; kept the local record", src, base)
 	return it
 }
 

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -157,4 +159,29 @@ FROM shim_outcomes WHERE tenant = ?`
 		return nil, fmt.Errorf("store: list outcomes: %w", err)
 	}
 	return out, nil
+}
+
+// GetSyncMark implements shim.SyncLedger.
+func (s *ShimMemory) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (shim.SyncMark, bool, error) {
+	m := shim.SyncMark{Kind: kind, ID: id}
+	err := s.db.QueryRow(ctx, `SELECT source_version, local_version FROM shim_sync_marks WHERE tenant = ? AND kind = ? AND id = ?`,
+		string(tenant), kind, id).Scan(&m.SourceVersion, &m.LocalVersion)
+	if errors.Is(err, sql.ErrNoRows) {
+		return shim.SyncMark{}, false, nil
+	}
+	if err != nil {
+		return shim.SyncMark{}, false, fmt.Errorf("store: sync mark: %w", err)
+	}
+	return m, true, nil
+}
+
+// PutSyncMark implements shim.SyncLedger with one upsert.
+func (s *ShimMemory) PutSyncMark(ctx context.Context, tenant contract.TenantSlot, m shim.SyncMark) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO shim_sync_marks (tenant, kind, id, source_version, local_version) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (tenant, kind, id) DO UPDATE SET source_version = excluded.source_version, local_version = excluded.local_version`,
+		string(tenant), m.Kind, m.ID, m.SourceVersion, m.LocalVersion)
+	if err != nil {
+		return fmt.Errorf("store: put sync mark: %w", err)
+	}
+	return nil
 }

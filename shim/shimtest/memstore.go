@@ -16,6 +16,12 @@ type MemoryStore struct {
 	mu       sync.Mutex
 	entities map[entityKey]*entityRow
 	outcomes map[outcomeKey]shim.RuleOutcome
+	marks    map[markKey]shim.SyncMark
+}
+
+type markKey struct {
+	tenant   contract.TenantSlot
+	kind, id string
 }
 
 type entityKey struct {
@@ -35,7 +41,7 @@ type outcomeKey struct {
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{entities: map[entityKey]*entityRow{}, outcomes: map[outcomeKey]shim.RuleOutcome{}}
+	return &MemoryStore{entities: map[entityKey]*entityRow{}, outcomes: map[outcomeKey]shim.RuleOutcome{}, marks: map[markKey]shim.SyncMark{}}
 }
 
 var _ shim.MemoryStore = (*MemoryStore)(nil)
@@ -135,4 +141,20 @@ func (m *MemoryStore) ListOutcomes(_ context.Context, tenant contract.TenantSlot
 		rows = []shim.RuleOutcome{}
 	}
 	return rows, nil
+}
+
+// GetSyncMark implements shim.SyncLedger.
+func (m *MemoryStore) GetSyncMark(_ context.Context, tenant contract.TenantSlot, kind, id string) (shim.SyncMark, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mk, ok := m.marks[markKey{tenant, kind, id}]
+	return mk, ok, nil
+}
+
+// PutSyncMark implements shim.SyncLedger.
+func (m *MemoryStore) PutSyncMark(_ context.Context, tenant contract.TenantSlot, mk shim.SyncMark) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.marks[markKey{tenant, mk.Kind, mk.ID}] = mk
+	return nil
 }

@@ -17,6 +17,28 @@ func TestMemoryStore(t *testing.T, open func(t *testing.T) shim.MemoryStore) {
 	t.Run("EntityIsolation", func(t *testing.T) { testEntityIsolation(t, open(t)) })
 	t.Run("Outcomes", func(t *testing.T) { testOutcomes(t, open(t)) })
 	t.Run("OutcomesConcurrentResolve", func(t *testing.T) { testConcurrentResolve(t, open(t)) })
+	t.Run("SyncMarks", func(t *testing.T) { testSyncMarks(t, open(t)) })
+}
+
+func testSyncMarks(t *testing.T, s shim.MemoryStore) {
+	ctx := t.Context()
+	if _, ok, err := s.GetSyncMark(ctx, tenantA, "provision", "P1"); ok || err != nil {
+		t.Fatalf("empty store has a mark: %v %v", ok, err)
+	}
+	m := shim.SyncMark{Kind: "provision", ID: "P1", SourceVersion: 7, LocalVersion: 1}
+	must(0, s.PutSyncMark(ctx, tenantA, m))
+	must(0, s.PutSyncMark(ctx, tenantA, shim.SyncMark{Kind: "context", ID: "P1", SourceVersion: 1, LocalVersion: 1}))
+	if got, ok, err := s.GetSyncMark(ctx, tenantA, "provision", "P1"); !ok || err != nil || got != m {
+		t.Fatalf("mark %+v %v %v, want %+v", got, ok, err, m)
+	}
+	m2 := shim.SyncMark{Kind: "provision", ID: "P1", SourceVersion: 9, LocalVersion: 2}
+	must(0, s.PutSyncMark(ctx, tenantA, m2))
+	if got, _, _ := s.GetSyncMark(ctx, tenantA, "provision", "P1"); got != m2 {
+		t.Fatalf("replaced mark %+v, want %+v", got, m2)
+	}
+	if _, ok, _ := s.GetSyncMark(ctx, tenantB, "provision", "P1"); ok {
+		t.Fatal("tenant B sees tenant A's mark")
+	}
 }
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 123456000, time.UTC)

@@ -371,7 +371,7 @@ func testGovernedSync(t *testing.T, st Stores) {
 	r := newRig(t, st, nil)
 	bs := newBundleServer(t)
 	g := &shim.Governor{Cohorts: map[contract.TenantSlot][]string{"slot-1": {"core"}}}
-	y := shim.NewSyncer(r.svc, shim.SyncConfig{Governor: g, MaxChars: 8000})
+	y := shim.NewSyncer(r.svc, shim.SyncConfig{Governor: g, MaxChars: 8000, Ledger: st.Memory})
 
 	// A local provision edited after the source's copy: version 2 locally.
 	must(r.svc.CreateProvision(ctx, callerA, "claude-code", []byte(`{"id":"STALE","triggers":{"keyword":{"any":["stale"]}},"action":"shim","context_refs":["detail:guide"]}`)))
@@ -471,6 +471,23 @@ func testGovernedSync(t *testing.T, st Stores) {
 	rep3 := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
 	if it := items(rep3.Taken)["provision/PUBLIC"]; it.Result != shim.SyncUpdated || it.Version != 2 {
 		t.Fatalf("newer source version not taken: %+v", rep3)
+	}
+	// A local edit after the sync is never overwritten, even by a newer source version.
+	edited := must(r.svc.UpdateProvision(ctx, callerA, "claude-code", "PUBLIC", 2, []byte(`{"id":"PUBLIC","priority":42,"triggers":{"keyword":{"any":["public"]}},"action":"shim","context_refs":["detail:guide"]}`)))
+	for v := int64(3); v <= 4; v++ {
+		bs.set(map[string]any{"provisions": []any{prov("PUBLIC", v, gov("verified", "public", ""), "priority", 11)}})
+		rep := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+		if it := items(rep.Conflicts)["provision/PUBLIC"]; it.Reason != shim.ReasonLocalEdit || it.Version != 3 {
+			t.Fatalf("source v%d over a local edit: %+v", v, rep)
+		}
+	}
+	if p := must(r.svc.GetProvision(ctx, callerA, "PUBLIC")); !reflect.DeepEqual(p, edited) {
+		t.Fatalf("local edit overwritten: %+v", p)
+	}
+	// A source going back to an older version than the one synced is stale.
+	bs.set(map[string]any{"provisions": []any{prov("GOOD", 2, ok, "priority", 1)}})
+	if it := items(must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")).Conflicts)["provision/GOOD"]; it.Reason != shim.ReasonStale {
+		t.Fatalf("older source version of GOOD: %+v", it)
 	}
 	// Write rules: configure scope and the key's harness attested.
 	if _, err := y.Sync(ctx, callerA, "", bs.URL+"/bundle.json"); contract.AsError(err).Code != "harness_required" {
@@ -621,7 +638,7 @@ func testConcurrentSync(t *testing.T, st Stores) {
 	bs := newBundleServer(t)
 	pub := gov("verified", "public", "")
 	bs.set(map[string]any{"provisions": []any{prov("RACE", 1, pub)}})
-	y := shim.NewSyncer(r.svc, shim.SyncConfig{})
+	y := shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory})
 	must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
 	bs.set(map[string]any{"provisions": []any{prov("RACE", 2, pub, "priority", 7)}})
 	const n = 4
@@ -629,7 +646,7 @@ func testConcurrentSync(t *testing.T, st Stores) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			rep, err := shim.NewSyncer(r.svc, shim.SyncConfig{}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")
+			rep, err := shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")
 			if err != nil {
 				t.Error(err)
 			}
@@ -649,7 +666,7 @@ func testConcurrentSync(t *testing.T, st Stores) {
 			}
 		}
 		for _, it := range rep.Conflicts {
-			if it.Reason != shim.ReasonVersionConflict && it.Reason != shim.ReasonStale {
+			if it.Reason != shim.ReasonVersionConflict {
 				t.Fatalf("unexpected conflict %+v", it)
 			}
 		}

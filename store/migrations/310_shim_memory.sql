@@ -39,3 +39,14 @@ CREATE TABLE shim_outcomes (
 
 CREATE INDEX shim_outcomes_pending ON shim_outcomes (tenant, conversation, outcome);
 CREATE INDEX shim_outcomes_subject ON shim_outcomes (tenant, subject, receipt);
+
+-- What the last sync of each record did (shim.SyncMark): the source
+-- version taken and the local version it wrote. One upsert per write.
+CREATE TABLE shim_sync_marks (
+    tenant          TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    id              TEXT NOT NULL,
+    source_version  BIGINT NOT NULL,
+    local_version   BIGINT NOT NULL,
+    PRIMARY KEY (tenant, kind, id)
+);
