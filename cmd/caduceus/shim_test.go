@@ -143,12 +143,51 @@ func TestShimThroughTheServer(t *testing.T) {
 	if !strings.Contains(string(db), "PROV-DEPLOY") || !strings.Contains(string(db), `"persisted":false`) || up.calls.Load() != calls {
 		t.Errorf("dry-run: %s (upstream calls %d -> %d)", db, calls, up.calls.Load())
 	}
+	// Provisions are CAS-versioned: a stale If-Match changes nothing.
+	send := func(method, path, ifMatch, body string) (int, string) {
+		req, _ := http.NewRequest(method, in.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Caduceus-Harness", "claude-code")
+		if ifMatch != "" {
+			req.Header.Set("If-Match", ifMatch)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("ETag") + " " + string(b)
+	}
+	code, got := send("GET", "/v1/provisions/PROV-REFUNDS", "", "")
+	etag, _, _ := strings.Cut(got, " ")
+	if code != 200 || etag == "" {
+		t.Fatalf("get provision: %d %s", code, got)
+	}
+	updated := `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 7 days.","stop_reason":"end_turn"}}`
+	if code, got := send("PUT", "/v1/provisions/PROV-REFUNDS", "999", updated); code != 409 {
+		t.Errorf("stale If-Match: %d %s", code, got)
+	}
+	if code, got := send("PUT", "/v1/provisions/PROV-REFUNDS", etag, updated); code != 200 {
+		t.Errorf("update: %d %s", code, got)
+	}
+	if resp, _, err := ask("refund?", "gpt-4o-mini"); err != nil || resp.Choices[0].Message.Content != "Refunds take 7 days." {
+		t.Errorf("updated provision not in force: %v %+v", err, resp)
+	}
+	_, got = send("GET", "/v1/provisions/PROV-REFUNDS", "", "")
+	etag, _, _ = strings.Cut(got, " ")
+	if code, got := send("DELETE", "/v1/provisions/PROV-REFUNDS", etag, ""); code != 204 {
+		t.Errorf("delete: %d %s", code, got)
+	}
+	if code, _ := send("GET", "/v1/provisions/PROV-REFUNDS", "", ""); code != 404 {
+		t.Errorf("deleted provision still there: %d", code)
+	}
 	if code, out, errOut := cli(t, "audit", "verify", "--data", in.data); code != 0 {
 		t.Errorf("audit verify: %s %s", out, errOut)
 	}
 	_, tail, _ := cli(t, "audit", "tail", "--data", in.data, "--tenant", "slot-1", "--json", "-n", "200")
-	if n := strings.Count(tail, `"action":"shim.proxy"`); n != 3 {
-		t.Errorf("%d shim.proxy records; want 3 (the bad-key requests have no tenant)", n)
+	if n := strings.Count(tail, `"action":"shim.proxy"`); n != 4 {
+		t.Errorf("%d shim.proxy records; want 4 (the bad-key requests have no tenant)", n)
 	}
 }
 
