@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/wire"
@@ -52,15 +53,36 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 	var ev evaluation
 	text := req.LastUserText()
 	sig := rs.signals(text, req.Used, req.AllPaths)
-	budget, cancel := context.WithTimeout(ctx, s.cfg.Budget)
-	defer cancel()
+	// the budget bounds tiers 2 and 3 from the start of the evaluation; its
+	// timer is made only when a rule reaches one of them
+	deadline := time.Now().Add(s.cfg.Budget)
+	var budget context.Context
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
+	getBudget := func() context.Context {
+		if budget == nil {
+			budget, cancel = context.WithDeadline(ctx, deadline)
+		}
+		return budget
+	}
 	var query []float32
 	queryErr := ""
 	embedder := s.embedder
 	if mode == modeOffline && embedder.Remote() {
 		embedder = Local{}
 	}
-	for _, c := range rs.rules {
+	// Without an admission hook, only the candidate rules are visited: a
+	// simple rule left out cannot fire, and would only have counted as
+	// evaluated (rs.quiet counts those up front).
+	var visit []uint64
+	if s.cfg.Admit == nil {
+		visit = rs.candidates(sig)
+		ev.Evaluated = rs.quiet
+	}
+	for i, c := range rs.rules {
+		if visit != nil && visit[i/64]&(1<<(i%64)) == 0 {
+			continue
+		}
 		if !c.applies(caller, req) {
 			continue
 		}
@@ -70,7 +92,9 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 				continue
 			}
 		}
-		ev.Evaluated++
+		if visit == nil || !c.simple || c.p.Match != nil {
+			ev.Evaluated++ // a visited quiet rule is already counted
+		}
 		if c.vetoed(sig) {
 			ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "keyword_none"})
 			continue
@@ -88,12 +112,12 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 			}
 		}
 		if fired == nil && c.hasT2 {
-			if budget.Err() != nil {
+			if getBudget().Err() != nil {
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
 				continue
 			}
 			if query == nil && queryErr == "" {
-				vs, err := embedder.Embed(budget, []string{text})
+				vs, err := embedder.Embed(getBudget(), []string{text})
 				if err != nil || len(vs) != 1 {
 					queryErr = fmt.Sprint("embedder_error: ", err)
 				} else {
@@ -104,7 +128,7 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, queryErr})
 				continue
 			}
-			score, err := s.similarity(budget, embedder, query, c.p.Triggers.Semantic.Examples)
+			score, err := s.similarity(getBudget(), embedder, query, c.p.Triggers.Semantic.Examples)
 			if err != nil {
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "embedder_error"})
 				continue
@@ -134,14 +158,14 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 			case s.cfg.Classifier == nil:
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_not_configured"})
 				continue
-			case budget.Err() != nil:
+			case getBudget().Err() != nil:
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
 				continue
 			}
-			v, err := s.cfg.Classifier.Classify(budget, mm.Model, mm.Question, text)
+			v, err := s.cfg.Classifier.Classify(getBudget(), mm.Model, mm.Question, text)
 			if err != nil {
 				reason := "micromodel_error"
-				if budget.Err() != nil {
+				if getBudget().Err() != nil {
 					reason = "budget_exhausted"
 				} else if isMalformed(err) {
 					reason = "micromodel_malformed"

@@ -29,6 +29,12 @@ type compiled struct {
 	active  bool
 	hasT2   bool
 	hasT3   bool
+
+	// simple: active, tier 1 only, mode any, no keyword.all or .none; such
+	// a rule fires only when one of its own triggers does, so evaluate
+	// visits it only when the request holds a candidate for one of them
+	simple bool
+	idx    int // position in ruleset.rules
 }
 
 // keyword is one entry of the ruleset's keyword index: the words after the
@@ -52,6 +58,16 @@ type ruleset struct {
 	litIDs   map[string]int
 	first2   [1 << 16 / 64]uint64
 	byFirst2 map[uint16][]int
+
+	// the candidate index (see candidates): rules to visit on every
+	// request, and the simple rules each trigger signal can wake
+	always    []uint64 // bitset over rules
+	kwOwner   []int    // keyword id -> rule index
+	litRules  [][]int  // regex literal id -> simple rules needing it
+	pathRules []int    // simple rules with path triggers
+	toolRules []int    // simple rules with tool triggers
+	quiet     int      // simple rules without match: always evaluated, rarely visited
+	maybeWord [1 << 16 / 64]uint64
 }
 
 func (rs *ruleset) literal(lit string) int {
@@ -110,6 +126,7 @@ func compile(tenant, builtin []Provision) *ruleset {
 		c.hasT1 = len(c.anyKW)+len(c.allKW) > 0 || len(c.regex) > 0 || len(t.Path) > 0 || len(t.Tool) > 0
 		c.hasT2 = t.Semantic != nil && len(t.Semantic.Examples) > 0
 		c.hasT3 = t.Micromodel != nil
+		c.simple = c.active && !c.hasT2 && !c.hasT3 && t.Mode != "all" && len(c.allKW) == 0 && len(c.noneKW) == 0
 		rs.rules = append(rs.rules, c)
 	}
 	for _, p := range tenant {
@@ -128,7 +145,92 @@ func compile(tenant, builtin []Provision) *ruleset {
 		}
 		return strings.Compare(a.p.ID, b.p.ID)
 	})
+	rs.index1()
 	return rs
+}
+
+// index1 builds the candidate index over the sorted rules.
+func (rs *ruleset) index1() {
+	rs.always = make([]uint64, (len(rs.rules)+63)/64)
+	rs.kwOwner = make([]int, len(rs.words))
+	rs.litRules = make([][]int, len(rs.lits))
+	for i, c := range rs.rules {
+		c.idx = i
+		for _, ids := range [][]int{c.anyKW, c.allKW, c.noneKW} {
+			for _, id := range ids {
+				rs.kwOwner[id] = i
+			}
+		}
+		switch {
+		case !c.active:
+			// never applies: never visited
+		case !c.simple || c.p.Match != nil:
+			rs.always[i/64] |= 1 << (i % 64)
+		default:
+			rs.quiet++
+			for _, lit := range c.reLit {
+				if lit < 0 {
+					rs.always[i/64] |= 1 << (i % 64) // a regex with no literal to wait for
+				} else {
+					rs.litRules[lit] = append(rs.litRules[lit], i)
+				}
+			}
+			if len(c.p.Triggers.Path) > 0 {
+				rs.pathRules = append(rs.pathRules, i)
+			}
+			if len(c.p.Triggers.Tool) > 0 {
+				rs.toolRules = append(rs.toolRules, i)
+			}
+		}
+	}
+	for w := range rs.index {
+		k := wordKey(w)
+		rs.maybeWord[k/64] |= 1 << (k % 64)
+	}
+}
+
+// wordKey hashes a word's length and end bytes into the maybeWord filter.
+func wordKey(w string) uint16 {
+	return uint16(w[0])<<8 ^ uint16(w[len(w)-1]) ^ uint16(len(w))<<4
+}
+
+// candidates returns the rules evaluate visits for s, as a bitset: every
+// rule that is not simple (or has a match clause), and the simple rules a
+// signal of s can wake — a keyword present, a regex literal present,
+// tools called, paths named. A simple rule left out cannot fire on s.
+func (rs *ruleset) candidates(s *signals) []uint64 {
+	visit := slices.Clone(rs.always)
+	set := func(i int) { visit[i/64] |= 1 << (i % 64) }
+	for id, hit := range s.hits {
+		if hit {
+			set(rs.kwOwner[id])
+		}
+	}
+	if len(rs.lits) > 0 {
+		in := s.text
+		if len(in) > MaxRegexInput {
+			in = in[:MaxRegexInput]
+		}
+		s.folded(in)
+		for id, hit := range s.lits {
+			if hit {
+				for _, i := range rs.litRules[id] {
+					set(i)
+				}
+			}
+		}
+	}
+	if len(rs.toolRules) > 0 && len(s.tools) > 0 {
+		for _, i := range rs.toolRules {
+			set(i)
+		}
+	}
+	if len(rs.pathRules) > 0 && len(s.paths()) > 0 {
+		for _, i := range rs.pathRules {
+			set(i)
+		}
+	}
+	return visit
 }
 
 func (rs *ruleset) keywords(ks []string) []int {
@@ -280,26 +382,68 @@ func (rs *ruleset) signals(text string, tools []string, paths func() []string) *
 		return s
 	}
 	s.lower = strings.ToLower(text)
-	toks := tokens(s.lower)
-	for i, t := range toks {
+	lower := s.lower
+	for i := 0; ; {
+		st, en := nextToken(lower, i)
+		if st < 0 {
+			break
+		}
+		i = en
+		t := lower[st:en]
+		if k := wordKey(t); rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
+			continue
+		}
 		ks, ok := rs.index[t]
 		if !ok {
 			continue
 		}
 	next:
 		for _, k := range ks {
-			if s.hits[k.id] || len(k.rest) > len(toks)-i-1 {
+			if s.hits[k.id] {
 				continue
 			}
-			for j, w := range k.rest {
-				if toks[i+1+j] != w {
+			at := en
+			for _, w := range k.rest {
+				ws, we := nextToken(lower, at)
+				if ws < 0 || lower[ws:we] != w {
 					continue next
 				}
+				at = we
 			}
 			s.hits[k.id] = true
 		}
 	}
 	return s
+}
+
+// nextToken returns the bounds of the first word of s at or after i (as
+// tokens splits it), or -1, -1 when there is none.
+func nextToken(s string, i int) (int, int) {
+	start := -1
+	for i < len(s) {
+		c := s[i]
+		var word bool
+		size := 1
+		if c < utf8.RuneSelf {
+			word = wordByte[c]
+		} else {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			size = n
+			word = unicode.IsLetter(r) || unicode.IsDigit(r)
+		}
+		if word {
+			if start < 0 {
+				start = i
+			}
+		} else if start >= 0 {
+			return start, i
+		}
+		i += size
+	}
+	if start >= 0 {
+		return start, len(s)
+	}
+	return -1, -1
 }
 
 // vetoed reports whether a keyword.none word is present.

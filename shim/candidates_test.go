@@ -1,0 +1,118 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// TestCandidatesMatchFullScan checks the candidate index against the plain
+// scan: evaluate visits every rule when an admission hook is set, so with a
+// hook that admits everything it must report exactly what the indexed path
+// reports — the same evaluated count, fired and skipped rules, in order.
+func TestCandidatesMatchFullScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	vocab := []string{"deploy", "release", "rollback", "database", "migration", "prod", "Bash", "Edit", "e1234", "secret", "ſecret", "train", "dry", "run", "déploiement"}
+	pick := func() string { return vocab[rng.IntN(len(vocab))] }
+	words := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = pick()
+			if rng.IntN(4) == 0 {
+				out[i] += " " + pick() // a phrase
+			}
+		}
+		return out
+	}
+	var provs []Provision
+	for i := range 300 {
+		tr := Triggers{}
+		if rng.IntN(6) == 0 {
+			tr.Mode = "all"
+		}
+		if rng.IntN(2) == 0 {
+			tr.Keyword = &Keywords{Any: words(rng.IntN(3))}
+			if rng.IntN(5) == 0 {
+				tr.Keyword.All = words(1 + rng.IntN(2))
+			}
+			if rng.IntN(6) == 0 {
+				tr.Keyword.None = words(1)
+			}
+		}
+		switch rng.IntN(6) {
+		case 0:
+			tr.Regex = []Regex{{Pattern: `(?i)\bE\d{4}\b`}}
+		case 1:
+			tr.Regex = []Regex{{Pattern: `(?i)secret-(key|token)`}}
+		case 2:
+			tr.Regex = []Regex{{Pattern: `prod(uction)?`}}
+		}
+		if rng.IntN(8) == 0 {
+			tr.Path = []string{"deploy/**", "*.tf"}
+		}
+		if rng.IntN(8) == 0 {
+			tr.Tool = []string{"bash"}
+		}
+		if rng.IntN(10) == 0 {
+			tr.Semantic = &Semantic{Examples: []string{"ship this to production"}, Threshold: 0.3}
+		}
+		if rng.IntN(12) == 0 {
+			tr.Micromodel = &Micromodel{Model: "clf", Question: "deploy?"}
+		}
+		p := Provision{ID: fmt.Sprintf("R%03d", i), Status: StatusActive, Priority: rng.IntN(4), Version: 1,
+			Triggers: tr, Action: ActionShim}
+		switch rng.IntN(8) {
+		case 0:
+			p.Status = StatusDisabled
+		case 1:
+			p.Match = &Match{Models: []string{"gpt-*"}}
+		case 2:
+			p.Match = &Match{Protocols: []string{"messages"}}
+		}
+		provs = append(provs, p)
+	}
+	rs := compile(provs[:250], provs[250:])
+	caller := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1"}, Harness: "claude-code"}
+	plain := New(Config{Store: entryStore{}, Audit: nopLog{}})
+	hooked := New(Config{Store: entryStore{}, Audit: nopLog{},
+		Admit: func(context.Context, contract.Caller, Provision) (bool, string) { return true, "" }})
+	fires := 0
+	for n := range 400 {
+		text := strings.Join(words(rng.IntN(12)), " . ")
+		if rng.IntN(3) == 0 {
+			text += " secret-Key deploy/app/main.go E1234 production"
+		}
+		msgs := []any{map[string]any{"role": "user", "content": text}}
+		if rng.IntN(3) == 0 {
+			msgs = append([]any{map[string]any{"role": "assistant", "content": "ok", "tool_calls": []any{
+				map[string]any{"type": "function", "id": "c", "function": map[string]any{"name": "Bash", "arguments": `{"path":"infra/vpc.tf"}`}}}}}, msgs...)
+		}
+		model := "gpt-4o"
+		if n%2 == 1 {
+			model = "claude-x"
+		}
+		body, _ := json.Marshal(map[string]any{"model": model, "messages": msgs})
+		req1, err := wire.Parse(wire.ChatCompletions, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req2, _ := wire.Parse(wire.ChatCompletions, body)
+		a := plain.evaluate(t.Context(), rs, caller, req1, modeOffline)
+		b := hooked.evaluate(t.Context(), rs, caller, req2, modeOffline)
+		a.fired, b.fired = nil, nil
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("text %q:\nindexed %+v\nfull    %+v", text, a, b)
+		}
+		fires += len(a.Fired)
+	}
+	if fires == 0 {
+		t.Fatal("nothing fired: the test exercises nothing")
+	}
+}
