@@ -207,28 +207,36 @@ func plainString(raw []byte) (string, bool) {
 	return string(body), true
 }
 
+// chatIn is what parseChat decodes from a chat completions body.
+type chatIn struct {
+	Model    string        `json:"model"`
+	Stream   bool          `json:"stream"`
+	Messages []chatInMessage `json:"messages"`
+	Tools    []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+type chatInMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
 func parseChat(body []byte) (*Request, error) {
-	var in struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role      string          `json:"role"`
-			Content   json.RawMessage `json:"content"`
-			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, typeErr("body", err)
+	var in chatIn
+	if !parseChatFast(body, &in) {
+		in = chatIn{}
+		if err := json.Unmarshal(body, &in); err != nil {
+			return nil, typeErr("body", err)
+		}
 	}
 	if in.Messages == nil {
 		return nil, fmt.Errorf("wire: field messages is required")

@@ -1,0 +1,68 @@
+package wire
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+var fastSeeds = []string{
+	`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"gpt-4o","stream":true,"temperature":0.2,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a\nb"}]}],"tools":[{"type":"function","function":{"name":"Bash"}}]}`,
+	`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"Edit","arguments":"{\"path\":\"a/b.go\"}"}}]},{"role":"tool","content":"ok"}]}`,
+	`{"Model":"m","messages":[]}`,
+	`{"model":"m","model":"n","messages":[]}`,
+	`{"model":"m","messages":[{"role":"user","content":"x","ROLE":"system"}]}`,
+	`{"model":null,"messages":[{"role":"user","content":"x"}]}`,
+	`{"model":"m","stream":"yes","messages":[]}`,
+	`{"model":"m","messages":[1]}`,
+	`{"model":"m","messages":[{"role":"user","content":"caf\u00e9 \ud83d\ude00"}], "x": [1e5, -0.5, true, false, null, {}]}`,
+	"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}",
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":1}}]}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}]} x`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"n":01}`,
+	`{"model":"m","ſtream":true,"messages":[]}`,
+}
+
+// FuzzFastParse checks that the fast path never disagrees with
+// encoding/json: whenever it answers, validity and the decoded request are
+// what json.Valid and json.Unmarshal give.
+func FuzzFastParse(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if validJSON(b) && !json.Valid(b) {
+			t.Fatalf("validJSON accepts what json.Valid refuses: %q", b)
+		}
+		var fast chatIn
+		if !parseChatFast(b, &fast) {
+			return
+		}
+		var slow chatIn
+		if err := json.Unmarshal(b, &slow); err != nil {
+			t.Fatalf("fast path read %q, encoding/json refuses it: %v", b, err)
+		}
+		for i := range fast.Messages {
+			// RawMessage aliases the body on the fast path; compare bytes
+			if fast.Messages[i].Content != nil && len(fast.Messages[i].Content) == 0 {
+				fast.Messages[i].Content = nil
+			}
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", b, fast, slow)
+		}
+	})
+}
+
+func TestFastParseTakesTheCommonCase(t *testing.T) {
+	var in chatIn
+	if !parseChatFast([]byte(fastSeeds[1]), &in) || in.Model != "gpt-4o" || !in.Stream || len(in.Messages) != 2 || len(in.Tools) != 1 {
+		t.Fatalf("fast path declined or misread the common request: %+v", in)
+	}
+	for _, s := range fastSeeds[3:9] {
+		if parseChatFast([]byte(s), &in) {
+			t.Errorf("fast path took %s, which needs encoding/json", s)
+		}
+	}
+}
