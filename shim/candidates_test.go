@@ -116,3 +116,34 @@ func TestCandidatesMatchFullScan(t *testing.T) {
 		t.Fatal("nothing fired: the test exercises nothing")
 	}
 }
+
+// TestASCIIHitsMatchTokens checks the ASCII keyword scan against the
+// generic one (tokens of the lowered text) on random mixed-case text.
+func TestASCIIHitsMatchTokens(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	vocab := []string{"Deploy", "deploy", "RELEASE", "train", "e1234", "_x", "x_", "a", "ab", "db_migrate", "prod", strings.Repeat("long", 20)}
+	seps := []string{" ", ", ", ".", "-", "\n", "__", "!!", "/"}
+	var kws []string
+	for range 40 {
+		k := vocab[rng.IntN(len(vocab))]
+		if rng.IntN(3) == 0 {
+			k += seps[rng.IntN(len(seps))] + vocab[rng.IntN(len(vocab))]
+		}
+		kws = append(kws, k)
+	}
+	rs := compile([]Provision{{ID: "K", Status: StatusActive, Triggers: Triggers{Keyword: &Keywords{Any: kws}}}}, nil)
+	for range 500 {
+		var b strings.Builder
+		for range rng.IntN(30) {
+			b.WriteString(vocab[rng.IntN(len(vocab))])
+			b.WriteString(seps[rng.IntN(len(seps))])
+		}
+		text := b.String()
+		fast := rs.signals(text, nil, nil)
+		slow := &signals{hits: make([]bool, len(rs.words))}
+		rs.lowerHits(slow, strings.ToLower(text))
+		if !reflect.DeepEqual(fast.hits, slow.hits) {
+			t.Fatalf("%q: ascii %v, generic %v", text, fast.hits, slow.hits)
+		}
+	}
+}

@@ -307,9 +307,12 @@ func (s *signals) folded(in string) string {
 		s.done = true
 		// ASCII lowers byte for byte, so the lowered text's prefix is the
 		// lowered input; anything else takes the full fold
-		if len(s.lower) >= len(in) && isASCII(in) {
+		switch {
+		case len(s.lower) >= len(in) && isASCII(in):
 			s.fold = s.lower[:len(in)]
-		} else {
+		case isASCII(in):
+			s.fold = strings.ToLower(in)
+		default:
 			s.fold = foldString(in)
 		}
 		s.lits = s.rs.literalHits(s.fold)
@@ -318,7 +321,13 @@ func (s *signals) folded(in string) string {
 }
 
 func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7] >= 0x80 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= 0x80 {
 			return false
 		}
@@ -381,8 +390,17 @@ func (rs *ruleset) signals(text string, tools []string, paths func() []string) *
 	if len(rs.index) == 0 {
 		return s
 	}
+	if isASCII(text) {
+		rs.asciiHits(s, text)
+		return s
+	}
 	s.lower = strings.ToLower(text)
-	lower := s.lower
+	rs.lowerHits(s, s.lower)
+	return s
+}
+
+// lowerHits marks the keywords present in lowered text.
+func (rs *ruleset) lowerHits(s *signals, lower string) {
 	for i := 0; ; {
 		st, en := nextToken(lower, i)
 		if st < 0 {
@@ -413,7 +431,91 @@ func (rs *ruleset) signals(text string, tools []string, paths func() []string) *
 			s.hits[k.id] = true
 		}
 	}
-	return s
+}
+
+// wordByte256 is wordByte over every byte value (ASCII text only).
+var wordByte256 = func() (t [256]bool) {
+	copy(t[:], wordByte[:])
+	return t
+}()
+
+// asciiHits is signals' keyword scan for ASCII text: the words are found
+// in text itself and lowered one by one (only those the maybeWord filter
+// lets through), which reads the same words as tokens(ToLower(text)).
+func (rs *ruleset) asciiHits(s *signals, text string) {
+	var buf [64]byte
+	next := func(i int) (int, int) {
+		for i < len(text) && !wordByte256[text[i]] {
+			i++
+		}
+		st := i
+		for i < len(text) && wordByte256[text[i]] {
+			i++
+		}
+		if st == i {
+			return -1, -1
+		}
+		return st, i
+	}
+	for i := 0; ; {
+		st, en := next(i)
+		if st < 0 {
+			return
+		}
+		i = en
+		k := uint16(lowerASCII(text[st]))<<8 ^ uint16(lowerASCII(text[en-1])) ^ uint16(en-st)<<4
+		if rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
+			continue
+		}
+		var ks []keyword
+		var ok bool
+		if w := text[st:en]; len(w) <= len(buf) {
+			for j := 0; j < len(w); j++ {
+				buf[j] = lowerASCII(w[j])
+			}
+			ks, ok = rs.index[string(buf[:len(w)])]
+		} else {
+			ks, ok = rs.index[strings.ToLower(w)]
+		}
+		if !ok {
+			continue
+		}
+	next:
+		for _, k := range ks {
+			if s.hits[k.id] {
+				continue
+			}
+			at := en
+			for _, w := range k.rest {
+				ws, we := next(at)
+				if ws < 0 || !asciiEqualLower(text[ws:we], w) {
+					continue next
+				}
+				at = we
+			}
+			s.hits[k.id] = true
+		}
+	}
+}
+
+// asciiEqualLower reports whether ASCII t lowered equals w.
+func asciiEqualLower(t, w string) bool {
+	if len(t) != len(w) {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if lowerASCII(t[i]) != w[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // nextToken returns the bounds of the first word of s at or after i (as

@@ -209,8 +209,8 @@ func plainString(raw []byte) (string, bool) {
 
 // chatIn is what parseChat decodes from a chat completions body.
 type chatIn struct {
-	Model    string        `json:"model"`
-	Stream   bool          `json:"stream"`
+	Model    string          `json:"model"`
+	Stream   bool            `json:"stream"`
 	Messages []chatInMessage `json:"messages"`
 	Tools    []struct {
 		Function struct {
