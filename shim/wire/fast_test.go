@@ -2,7 +2,9 @@ package wire
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +65,56 @@ func TestFastParseTakesTheCommonCase(t *testing.T) {
 	for _, s := range fastSeeds[3:9] {
 		if parseChatFast([]byte(s), &in) {
 			t.Errorf("fast path took %s, which needs encoding/json", s)
+		}
+	}
+}
+
+// pathsInTextIndexAny is pathsInText as it was with strings.IndexAny, the
+// reference for TestPathsInText.
+func pathsInTextIndexAny(s string) []string {
+	if len(s) > maxPathScan {
+		s = s[:maxPathScan]
+	}
+	var out []string
+	for i := 0; i < len(s); {
+		j := strings.IndexAny(s[i:], "/.")
+		if j < 0 {
+			break
+		}
+		j += i
+		start, end := j, j
+		for start > 0 && !pathBreak(s[start-1]) {
+			start--
+		}
+		for end < len(s) && !pathBreak(s[end]) {
+			end++
+		}
+		tok := s[start:end]
+		for len(tok) > 0 && strings.IndexByte(".:;!?", tok[len(tok)-1]) >= 0 {
+			tok = tok[:len(tok)-1]
+		}
+		if looksLikePath(tok) {
+			out = append(out, tok)
+			if len(out) == 64 {
+				return out
+			}
+		}
+		i = end + 1
+	}
+	return out
+}
+
+func TestPathsInText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	parts := []string{"a", "main.go", "deploy/app", "/", ".", " ", "..", "x.tf", "http://h/p", "(", "src/", ".git", "é", "passed.", "\n", ",", "a.b.c"}
+	for range 2000 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		s := b.String()
+		if got, want := pathsInText(s), pathsInTextIndexAny(s); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %q, want %q", s, got, want)
 		}
 	}
 }

@@ -443,12 +443,27 @@ func pathsInText(s string) []string {
 	}
 	var out []string
 	// A path has a slash or a dot: visit only the tokens that hold one.
+	// the next '/' and '.' at or after i, found with IndexByte (much
+	// faster than IndexAny) and kept until passed; -1: none left
+	slash, dot := -2, -2
+	next := func(i int, at *int, c byte) int {
+		if *at != -1 && *at < i {
+			if k := strings.IndexByte(s[i:], c); k < 0 {
+				*at = -1
+			} else {
+				*at = i + k
+			}
+		}
+		return *at
+	}
 	for i := 0; i < len(s); {
-		j := strings.IndexAny(s[i:], "/.")
+		j := next(i, &slash, '/')
+		if d := next(i, &dot, '.'); j < 0 || d >= 0 && d < j {
+			j = d
+		}
 		if j < 0 {
 			break
 		}
-		j += i
 		start, end := j, j
 		for start > 0 && !pathBreak(s[start-1]) {
 			start--
