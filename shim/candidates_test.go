@@ -147,3 +147,38 @@ func TestASCIIHitsMatchTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestLiteralHitsASCII checks the in-place literal scan against the scan
+// of the lowered copy.
+func TestLiteralHitsASCII(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	var pats []Provision
+	for i, lit := range []string{"ERR", "secret-KEY", "abc", "aab", "Deploy", "zz9", "x_y", "err1234"} {
+		pats = append(pats, Provision{ID: fmt.Sprint("L", i), Status: StatusActive, Triggers: Triggers{Regex: []Regex{{Pattern: "(?i)" + lit + `\d?`}}}})
+	}
+	rs := compile(pats, nil)
+	if len(rs.lits) < 6 {
+		t.Fatalf("only %d literals", len(rs.lits))
+	}
+	alphabet := "aAbBcCdDeErRzZ9_-xXyYkKsS 1234"
+	nhits := 0
+	for range 3000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		text := string(b)
+		got, want := rs.literalHitsASCII(text), rs.literalHits(strings.ToLower(text))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %v, want %v", text, got, want)
+		}
+		for _, h := range got {
+			if h {
+				nhits++
+			}
+		}
+	}
+	if nhits == 0 {
+		t.Fatal("no literal ever hit")
+	}
+}

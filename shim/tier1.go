@@ -294,30 +294,72 @@ type signals struct {
 	hits  []bool   // keyword id -> present
 	tools []string // tools called in the conversation
 	paths func() []string
-	fold  string // folded regex input, computed on first use
+	fold  string // folded regex input of non-ASCII text, computed on first use
 	done  bool
-	lits  []bool // regex literal id -> present in fold
+	lits  []bool // regex literal id -> present in the folded regex input
 	rs    *ruleset
 }
 
-// folded is the regex input lowered (with the long s folded to s, as RE2's
-// case folding does), for the literal prefilter.
-func (s *signals) folded(in string) string {
-	if !s.done {
-		s.done = true
-		// ASCII lowers byte for byte, so the lowered text's prefix is the
-		// lowered input; anything else takes the full fold
-		switch {
-		case len(s.lower) >= len(in) && isASCII(in):
-			s.fold = s.lower[:len(in)]
-		case isASCII(in):
-			s.fold = strings.ToLower(in)
-		default:
-			s.fold = foldString(in)
-		}
-		s.lits = s.rs.literalHits(s.fold)
+// folded computes, once, which regex literals occur in the regex input
+// in folded (lowered, with the long s folded to s, as RE2's case folding
+// does). ASCII input is lowered byte by byte as it is scanned.
+func (s *signals) folded(in string) {
+	if s.done {
+		return
 	}
-	return s.fold
+	s.done = true
+	if isASCII(in) {
+		s.lits = s.rs.literalHitsASCII(in)
+		return
+	}
+	s.fold = foldString(in)
+	s.lits = s.rs.literalHits(s.fold)
+}
+
+// lowerTable maps each byte to its ASCII lower case.
+var lowerTable = func() (t [256]byte) {
+	for i := range t {
+		t[i] = lowerASCII(byte(i))
+	}
+	return t
+}()
+
+// literalHitsASCII is literalHits(strings.ToLower(t)) for ASCII t, without
+// the lowered copy.
+func (rs *ruleset) literalHitsASCII(t string) []bool {
+	hits := make([]bool, len(rs.lits))
+	if len(t) < 2 {
+		return hits
+	}
+	prev := lowerTable[t[0]]
+	for i := 1; i < len(t); i++ {
+		cur := lowerTable[t[i]]
+		k := uint16(prev)<<8 | uint16(cur)
+		prev = cur
+		if rs.first2[k/64]&(1<<(k%64)) == 0 {
+			continue
+		}
+		at := t[i-1:]
+		for _, id := range rs.byFirst2[k] {
+			if !hits[id] && hasLowerPrefix(at, rs.lits[id]) {
+				hits[id] = true
+			}
+		}
+	}
+	return hits
+}
+
+// hasLowerPrefix reports whether ASCII t lowered starts with lit.
+func hasLowerPrefix(t, lit string) bool {
+	if len(t) < len(lit) {
+		return false
+	}
+	for i := 0; i < len(lit); i++ {
+		if lowerTable[t[i]] != lit[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func isASCII(s string) bool {
