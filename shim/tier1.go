@@ -58,6 +58,7 @@ type ruleset struct {
 	litIDs   map[string]int
 	first2   [1 << 16 / 64]uint64
 	byFirst2 map[uint16][]int
+	first3   [1 << 16 / 64]uint64 // a hash of their first three bytes
 
 	// the candidate index (see candidates): rules to visit on every
 	// request, and the simple rules each trigger signal can wake
@@ -86,8 +87,12 @@ func (rs *ruleset) literal(lit string) int {
 	k := uint16(lit[0])<<8 | uint16(lit[1])
 	rs.first2[k/64] |= 1 << (k % 64)
 	rs.byFirst2[k] = append(rs.byFirst2[k], id)
+	k3 := key3(lit[0], lit[1], lit[2]) // requiredLiteral: 3 bytes or more
+	rs.first3[k3/64] |= 1 << (k3 % 64)
 	return id
 }
+
+func key3(a, b, c byte) uint16 { return uint16(a)<<8 ^ uint16(b)<<4 ^ uint16(c) ^ uint16(c)<<12 }
 
 // literalHits marks which regex literals occur in the folded text t.
 func (rs *ruleset) literalHits(t string) []bool {
@@ -296,6 +301,7 @@ type signals struct {
 	paths func() []string
 	fold  string // folded regex input of non-ASCII text, computed on first use
 	done  bool
+	ascii bool   // text is ASCII (known when a keyword scan ran)
 	lits  []bool // regex literal id -> present in the folded regex input
 	rs    *ruleset
 }
@@ -308,7 +314,7 @@ func (s *signals) folded(in string) {
 		return
 	}
 	s.done = true
-	if isASCII(in) {
+	if s.ascii || isASCII(in) {
 		s.lits = s.rs.literalHitsASCII(in)
 		return
 	}
@@ -331,15 +337,16 @@ func (rs *ruleset) literalHitsASCII(t string) []bool {
 	if len(t) < 2 {
 		return hits
 	}
-	prev := lowerTable[t[0]]
-	for i := 1; i < len(t); i++ {
-		cur := lowerTable[t[i]]
-		k := uint16(prev)<<8 | uint16(cur)
-		prev = cur
-		if rs.first2[k/64]&(1<<(k%64)) == 0 {
+	a, b := lowerTable[t[0]], lowerTable[t[1]]
+	for i := 2; i < len(t); i++ {
+		c := lowerTable[t[i]]
+		k3 := key3(a, b, c)
+		k := uint16(a)<<8 | uint16(b)
+		a, b = b, c
+		if rs.first3[k3/64]&(1<<(k3%64)) == 0 {
 			continue
 		}
-		at := t[i-1:]
+		at := t[i-2:]
 		for _, id := range rs.byFirst2[k] {
 			if !hits[id] && hasLowerPrefix(at, rs.lits[id]) {
 				hits[id] = true
@@ -433,6 +440,7 @@ func (rs *ruleset) signals(text string, tools []string, paths func() []string) *
 		return s
 	}
 	if isASCII(text) {
+		s.ascii = true // and so is any prefix of it
 		rs.asciiHits(s, text)
 		return s
 	}

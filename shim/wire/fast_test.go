@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
@@ -115,6 +116,55 @@ func TestPathsInText(t *testing.T) {
 		s := b.String()
 		if got, want := pathsInText(s), pathsInTextIndexAny(s); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: got %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestSWAR checks the 8-byte tests against byte-by-byte ones, and that
+// validJSON accepts every valid string it is shown (so the fast path is
+// taken) and plainString agrees with its definition.
+func TestSWAR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	interesting := []byte{0, 0x1f, 0x20, 0x21, '"', '\\', 0x7f, 0x80, 0xa2, 0xdc, 0xff, 'a', 0x5b, 0x5d, 0x02, 0x23}
+	for range 200000 {
+		var b [8]byte
+		for i := range b {
+			if rng.IntN(2) == 0 {
+				b[i] = interesting[rng.IntN(len(interesting))]
+			} else {
+				b[i] = byte(rng.IntN(256))
+			}
+		}
+		want := false
+		for _, c := range b {
+			want = want || c < 0x20 || c == '"' || c == '\\'
+		}
+		if got := special8(binary.LittleEndian.Uint64(b[:])); got != want {
+			t.Fatalf("special8(% x) = %v, want %v", b, got, want)
+		}
+	}
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = interesting[rng.IntN(len(interesting))]
+			if rng.IntN(3) == 0 {
+				b[i] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		q, _ := json.Marshal(string(b))
+		if !validJSON(q) {
+			t.Fatalf("validJSON refuses %q", q)
+		}
+		raw := append(append([]byte{'"'}, b...), '"')
+		plain := true
+		for _, c := range b {
+			plain = plain && c >= 0x20 && c < 0x80 && c != '"' && c != '\\'
+		}
+		if s, ok := plainString(raw); ok != plain || ok && s != string(b) {
+			t.Fatalf("plainString(%q) = %q, %v; want plain %v", raw, s, ok, plain)
+		}
+		if validJSON(raw) != json.Valid(raw) {
+			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", raw, validJSON(raw), json.Valid(raw))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -199,7 +200,14 @@ func plainString(raw []byte) (string, bool) {
 		return "", false
 	}
 	body := raw[1 : len(raw)-1]
-	for _, c := range body {
+	i := 0
+	for ; i+8 <= len(body); i += 8 {
+		x := binary.LittleEndian.Uint64(body[i:])
+		if x&highs != 0 || special8(x) {
+			return "", false
+		}
+	}
+	for _, c := range body[i:] {
 		if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
 			return "", false
 		}
