@@ -182,3 +182,32 @@ func TestLiteralHitsASCII(t *testing.T) {
 		t.Fatal("no literal ever hit")
 	}
 }
+
+// TestConversationIDStable pins the derived conversation id to its
+// original definition (sha256 of the parts, each followed by a zero byte),
+// so ids stored by earlier versions keep matching.
+func TestConversationIDStable(t *testing.T) {
+	ref := func(caller contract.Caller, req *wire.Request) string {
+		var b []byte
+		for _, part := range []string{string(caller.Identity.TenantSlot), caller.Identity.Subject, string(req.Protocol), req.System, firstUserText(req)} {
+			b = append(append(b, part...), 0)
+		}
+		return contract.SHA256(b)[len("sha256:"):][:32]
+	}
+	caller := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_a"}}
+	for _, n := range []int{0, 1, 1023, 1024, 1025, 5000} {
+		body, _ := json.Marshal(map[string]any{"model": "m", "messages": []any{
+			map[string]any{"role": "system", "content": strings.Repeat("s", n/2)},
+			map[string]any{"role": "user", "content": strings.Repeat("u", n)}}})
+		req, err := wire.Parse(wire.ChatCompletions, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ConversationID("", caller, req), "conv_"+ref(caller, req); got != want {
+			t.Errorf("n=%d: %s, want %s", n, got, want)
+		}
+	}
+	if got := ConversationID("my-conv.1", caller, &wire.Request{}); got != "my-conv.1" {
+		t.Errorf("header id not kept: %s", got)
+	}
+}

@@ -416,8 +416,13 @@ func ConversationID(header string, caller contract.Caller, req *wire.Request) st
 		return header
 	}
 	h := sha256.New()
+	var buf [1024]byte // parts go through it: []byte(part) would copy a long prompt
 	for _, part := range []string{string(caller.Identity.TenantSlot), caller.Identity.Subject, string(req.Protocol), req.System, firstUserText(req)} {
-		h.Write([]byte(part))
+		for len(part) > 0 {
+			n := copy(buf[:], part)
+			h.Write(buf[:n])
+			part = part[n:]
+		}
 		h.Write([]byte{0})
 	}
 	return "conv_" + hex.EncodeToString(h.Sum(nil))[:32]
