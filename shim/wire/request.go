@@ -472,6 +472,13 @@ func pathsInText(s string) []string {
 		if j < 0 {
 			break
 		}
+		if s[j] == '.' && (j+1 == len(s) || pathBreak(s[j+1])) {
+			// a sentence's full stop: the token ends at this dot, and has
+			// no '/' or earlier '.' (j is the first at or after i), so once
+			// the dot is trimmed it cannot look like a path
+			i = j + 1
+			continue
+		}
 		start, end := j, j
 		for start > 0 && !pathBreak(s[start-1]) {
 			start--
