@@ -154,9 +154,11 @@ func BenchmarkTier1Inject1000(b *testing.B) {
 // provisions (keywords, some regex, path and tool triggers) of which one,
 // P0500, fires on request8K and shims a context entry; receipts are sealed
 // into an audit chain.
-func tier1Handler(b *testing.B) http.Handler {
+func tier1Handler(b *testing.B) http.Handler { return tier1HandlerLog(b, &sealLog{}) }
+
+func tier1HandlerLog(b *testing.B, log audit.Log) http.Handler {
 	store := benchStore{shimtest.NewMemory()}
-	svc := shim.New(shim.Config{Store: store, Audit: &sealLog{},
+	svc := shim.New(shim.Config{Store: store, Audit: log,
 		Upstreams: map[string]shim.Upstream{"openai": {BaseURL: "http://upstream", APIKey: "k"}},
 		Client:    &http.Client{Transport: memTransport{upstreamReply}}})
 	ctx := b.Context()
@@ -189,8 +191,21 @@ func tier1Handler(b *testing.B) http.Handler {
 // injects, the receipt is sealed), timing each; overhead-p50-µs is the p50
 // of the shim's wall time minus the p50 of the pass-through's, both from
 // this run. ns/op covers the pair.
-func BenchmarkTier1Overhead1000(b *testing.B) {
-	shimH, passH := tier1Handler(b), passThrough()
+func BenchmarkTier1Overhead1000(b *testing.B) { overhead(b, tier1Handler(b)) }
+
+// BenchmarkTier1Overhead1000Unsealed is BenchmarkTier1Overhead1000 with an
+// audit log that drops entries: the difference between the two is what
+// sealing the receipt (audit.Check and audit.Seal) costs per request.
+func BenchmarkTier1Overhead1000Unsealed(b *testing.B) { overhead(b, tier1HandlerLog(b, dropLog{})) }
+
+type dropLog struct{}
+
+func (dropLog) Append(context.Context, audit.Entry) (audit.Record, error) {
+	return audit.Record{ID: "evt_drop"}, nil
+}
+
+func overhead(b *testing.B, shimH http.Handler) {
+	passH := passThrough()
 	body := request8K()
 	if w := serve(b, shimH, body); w.Header().Get(shim.HeaderReceipt) == "" {
 		b.Fatal("no receipt")
