@@ -206,10 +206,8 @@ func wordKey(w string) uint16 {
 func (rs *ruleset) candidates(s *signals) []uint64 {
 	visit := slices.Clone(rs.always)
 	set := func(i int) { visit[i/64] |= 1 << (i % 64) }
-	for id, hit := range s.hits {
-		if hit {
-			set(rs.kwOwner[id])
-		}
+	for _, id := range s.hitIDs {
+		set(rs.kwOwner[id])
 	}
 	if len(rs.lits) > 0 {
 		in := s.text
@@ -294,16 +292,17 @@ func tokens(s string) []string {
 
 // signals is what tier 1 reads from one request, computed once.
 type signals struct {
-	text  string   // last user text, bounded
-	lower string   // text lowered (tokens and the regex prefilter read it)
-	hits  []bool   // keyword id -> present
-	tools []string // tools called in the conversation
-	paths func() []string
-	fold  string // folded regex input of non-ASCII text, computed on first use
-	done  bool
-	ascii bool   // text is ASCII (known when a keyword scan ran)
-	lits  []bool // regex literal id -> present in the folded regex input
-	rs    *ruleset
+	text   string   // last user text, bounded
+	lower  string   // text lowered (tokens and the regex prefilter read it)
+	hits   []bool   // keyword id -> present
+	hitIDs []int    // the keyword ids present, as found
+	tools  []string // tools called in the conversation
+	paths  func() []string
+	fold   string // folded regex input of non-ASCII text, computed on first use
+	done   bool
+	ascii  bool   // text is ASCII (known when a keyword scan ran)
+	lits   []bool // regex literal id -> present in the folded regex input
+	rs     *ruleset
 }
 
 // folded computes, once, which regex literals occur in the regex input
@@ -479,6 +478,7 @@ func (rs *ruleset) lowerHits(s *signals, lower string) {
 				at = we
 			}
 			s.hits[k.id] = true
+			s.hitIDs = append(s.hitIDs, k.id)
 		}
 	}
 }
@@ -544,6 +544,7 @@ func (rs *ruleset) asciiHits(s *signals, text string) {
 				at = we
 			}
 			s.hits[k.id] = true
+			s.hitIDs = append(s.hitIDs, k.id)
 		}
 	}
 }
