@@ -65,6 +65,14 @@ func (s *Server) routes() {
 		s.mux.Handle("POST /v1/dry-run", s.wrap("shim.dry_run", contract.ScopeRoute, s.shimDryRun))
 		s.mux.HandleFunc("POST /api/preview", s.shimPreview)
 	}
+	if s.cfg.ShimMemory != nil {
+		s.mux.Handle("GET /v1/memory", s.wrap("shim.memory", contract.ScopeRoute, s.shimMemory))
+		s.mux.Handle("GET /v1/outcomes", s.wrap("shim.outcomes", contract.ScopeRoute, s.shimOutcomes))
+		s.mux.Handle("GET /v1/insights", s.wrap("shim.insights", contract.ScopeRoute, s.shimInsights))
+	}
+	if s.cfg.ShimSync != nil {
+		s.mux.Handle("POST /v1/sync", s.wrap("shim.sync", contract.ScopeConfigure, s.shimSyncHandler))
+	}
 
 	// Relay (seed 004): gateways and platforms authenticate themselves
 	// (HMAC bearer tokens, Ed25519 signatures, secret tokens), not with keys.

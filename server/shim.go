@@ -328,3 +328,73 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
+
+// projectOf is the project tag of a memory read: ?project=, else the
+// X-Caduceus-Project header; empty means every project.
+func projectOf(r *http.Request) string {
+	if p := r.URL.Query().Get("project"); p != "" {
+		return p
+	}
+	return r.Header.Get("X-Caduceus-Project")
+}
+
+func (s *Server) shimMemory(w http.ResponseWriter, r *http.Request, c *Call) error {
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	c.Resource = "memory"
+	list, err := s.cfg.ShimMemory.Entities(r.Context(), c.Caller, projectOf(r), limit)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"entities": list})
+}
+
+func (s *Server) shimOutcomes(w http.ResponseWriter, r *http.Request, c *Call) error {
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	c.Resource = "outcomes"
+	list, err := s.cfg.ShimMemory.Outcomes(r.Context(), c.Caller, limit)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"outcomes": list})
+}
+
+func (s *Server) shimInsights(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "insights"
+	ins, err := s.cfg.ShimMemory.Insights(r.Context(), c.Caller, projectOf(r))
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, ins)
+}
+
+// shimSyncHandler runs a governed sync from {"source": URL}; the server only
+// fetches from the configured allowlist (shim.sync_allow) and never reads
+// directories.
+func (s *Server) shimSyncHandler(w http.ResponseWriter, r *http.Request, c *Call) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Source string `json:"source"`
+	}
+	if err := decodeStrict(body, &in); err != nil {
+		return err
+	}
+	if in.Source == "" {
+		return contract.FieldError("source", "missing_field", "source is required: the URL of a provision bundle or handshake+https://host")
+	}
+	c.Resource = "sync/" + clip(in.Source, 150)
+	rep, err := s.cfg.ShimSync.Sync(r.Context(), c.Caller, harnessOf(r), in.Source)
+	if err != nil {
+		return err
+	}
+	c.Audited = rep.AuditID != "" // the sync recorded its report
+	return WriteJSON(w, http.StatusOK, rep)
+}
