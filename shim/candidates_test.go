@@ -14,9 +14,9 @@ import (
 )
 
 // TestCandidatesMatchFullScan checks the candidate index against the plain
-// scan: evaluate visits every rule when an admission hook is set, so with a
-// hook that admits everything it must report exactly what the indexed path
-// reports — the same evaluated count, fired and skipped rules, in order.
+// scan of every rule (Service.fullScan, the evaluation as it was before the
+// index): the same evaluated count, fired and skipped rules, in order —
+// without an admission hook and with one that refuses some provisions.
 func TestCandidatesMatchFullScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	vocab := []string{"deploy", "release", "rollback", "database", "migration", "prod", "Bash", "Edit", "e1234", "secret", "ſecret", "train", "dry", "run", "déploiement"}
@@ -80,10 +80,20 @@ func TestCandidatesMatchFullScan(t *testing.T) {
 	}
 	rs := compile(provs[:250], provs[250:])
 	caller := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1"}, Harness: "claude-code"}
-	plain := New(Config{Store: entryStore{}, Audit: nopLog{}})
-	hooked := New(Config{Store: entryStore{}, Audit: nopLog{},
-		Admit: func(context.Context, contract.Caller, Provision) (bool, string) { return true, "" }})
-	fires := 0
+	refuse := func(_ context.Context, _ contract.Caller, p Provision) (bool, string) {
+		if p.ID[len(p.ID)-1]%3 == 0 {
+			return false, "test"
+		}
+		return true, ""
+	}
+	type pair struct{ indexed, full *Service }
+	var pairs []pair
+	for _, admit := range []func(context.Context, contract.Caller, Provision) (bool, string){nil, refuse} {
+		full := New(Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit})
+		full.fullScan = true
+		pairs = append(pairs, pair{New(Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit}), full})
+	}
+	fires, refused := 0, 0
 	for n := range 400 {
 		text := strings.Join(words(rng.IntN(12)), " . ")
 		if rng.IntN(3) == 0 {
@@ -99,18 +109,24 @@ func TestCandidatesMatchFullScan(t *testing.T) {
 			model = "claude-x"
 		}
 		body, _ := json.Marshal(map[string]any{"model": model, "messages": msgs})
-		req1, err := wire.Parse(wire.ChatCompletions, body)
-		if err != nil {
-			t.Fatal(err)
+		for _, pr := range pairs {
+			req1, err := wire.Parse(wire.ChatCompletions, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req2, _ := wire.Parse(wire.ChatCompletions, body)
+			a := pr.indexed.evaluate(t.Context(), rs, caller, req1, modeOffline)
+			b := pr.full.evaluate(t.Context(), rs, caller, req2, modeOffline)
+			a.fired, b.fired = nil, nil
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("text %q (admit hook %v):\nindexed %+v\nfull    %+v", text, pr.indexed.cfg.Admit != nil, a, b)
+			}
+			fires += len(a.Fired)
+			refused += strings.Count(fmt.Sprint(a.Skipped), "not_admitted")
 		}
-		req2, _ := wire.Parse(wire.ChatCompletions, body)
-		a := plain.evaluate(t.Context(), rs, caller, req1, modeOffline)
-		b := hooked.evaluate(t.Context(), rs, caller, req2, modeOffline)
-		a.fired, b.fired = nil, nil
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("text %q:\nindexed %+v\nfull    %+v", text, a, b)
-		}
-		fires += len(a.Fired)
+	}
+	if refused == 0 {
+		t.Fatal("the hook never refused: the test exercises nothing")
 	}
 	if fires == 0 {
 		t.Fatal("nothing fired: the test exercises nothing")

@@ -71,29 +71,39 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 	if mode == modeOffline && embedder.Remote() {
 		embedder = Local{}
 	}
-	// Without an admission hook, only the candidate rules are visited: a
-	// simple rule left out cannot fire, and would only have counted as
-	// evaluated (rs.quiet counts those up front).
-	var visit []uint64
-	if s.cfg.Admit == nil {
-		visit = rs.candidates(sig)
+	// Only the candidate rules run their triggers: a simple rule no signal
+	// woke cannot fire. Without an admission hook such a rule is not even
+	// visited (rs.quiet counts it as evaluated up front); with one, it is
+	// still offered to the hook, whose refusals the receipt lists.
+	admit := s.cfg.Admit
+	visit := rs.candidates(sig)
+	if s.fullScan {
+		for i := range visit {
+			visit[i] = ^uint64(0)
+		}
+	}
+	if admit == nil && !s.fullScan {
 		ev.Evaluated = rs.quiet
 	}
 	for i, c := range rs.rules {
-		if visit != nil && visit[i/64]&(1<<(i%64)) == 0 {
+		woken := visit[i/64]&(1<<(i%64)) != 0
+		if !woken && admit == nil {
 			continue
 		}
 		if !c.applies(caller, req) {
 			continue
 		}
-		if s.cfg.Admit != nil {
-			if ok, why := s.cfg.Admit(ctx, caller, c.p); !ok {
+		if admit != nil {
+			if ok, why := admit(ctx, caller, c.p); !ok {
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "not_admitted:" + why})
 				continue
 			}
 		}
-		if visit == nil || !c.simple || c.p.Match != nil {
-			ev.Evaluated++ // a visited quiet rule is already counted
+		if admit != nil || s.fullScan || !c.simple || c.p.Match != nil {
+			ev.Evaluated++ // a quiet rule is already counted
+		}
+		if !woken {
+			continue
 		}
 		if c.vetoed(sig) {
 			ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "keyword_none"})

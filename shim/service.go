@@ -99,6 +99,8 @@ type Service struct {
 	rules         sync.Map // contract.TenantSlot -> *cachedRules
 	compiledCache sync.Map // compiledKey -> *compiledEntry
 	examples      sync.Map // embedder name + "\x00" + text -> []float32
+
+	fullScan bool // tests: evaluate runs every rule's triggers (the reference for the candidate index)
 }
 
 type cachedRules struct {
