@@ -154,11 +154,15 @@ func BenchmarkTier1Inject1000(b *testing.B) {
 // provisions (keywords, some regex, path and tool triggers) of which one,
 // P0500, fires on request8K and shims a context entry; receipts are sealed
 // into an audit chain.
-func tier1Handler(b *testing.B) http.Handler { return tier1HandlerLog(b, &sealLog{}) }
+func tier1Handler(b *testing.B) http.Handler { return tier1HandlerLog(b, &sealLog{}, nil) }
 
-func tier1HandlerLog(b *testing.B, log audit.Log) http.Handler {
+func tier1HandlerLog(b *testing.B, log audit.Log, admit func(context.Context, contract.Caller, shim.Provision) (bool, string)) http.Handler {
 	store := benchStore{shimtest.NewMemory()}
-	svc := shim.New(shim.Config{Store: store, Audit: log,
+	var only func(shim.Provision) bool
+	if admit != nil {
+		only = shim.Governed
+	}
+	svc := shim.New(shim.Config{Store: store, Audit: log, Admit: admit, AdmitOnly: only,
 		Upstreams: map[string]shim.Upstream{"openai": {BaseURL: "http://upstream", APIKey: "k"}},
 		Client:    &http.Client{Transport: memTransport{upstreamReply}}})
 	ctx := b.Context()
@@ -196,7 +200,18 @@ func BenchmarkTier1Overhead1000(b *testing.B) { overhead(b, tier1Handler(b)) }
 // BenchmarkTier1Overhead1000Unsealed is BenchmarkTier1Overhead1000 with an
 // audit log that drops entries: the difference between the two is what
 // sealing the receipt (audit.Check and audit.Seal) costs per request.
-func BenchmarkTier1Overhead1000Unsealed(b *testing.B) { overhead(b, tier1HandlerLog(b, dropLog{})) }
+func BenchmarkTier1Overhead1000Unsealed(b *testing.B) {
+	overhead(b, tier1HandlerLog(b, dropLog{}, nil))
+}
+
+// BenchmarkTier1Overhead1000Governed is BenchmarkTier1Overhead1000 wired
+// as caduceus serve wires the shim: the governance lens (Governor.Admit)
+// as the admission hook, with AdmitOnly: Governed so that only the
+// provisions carrying fabric_governance (none here) cost a call.
+func BenchmarkTier1Overhead1000Governed(b *testing.B) {
+	gov := &shim.Governor{Cohorts: map[contract.TenantSlot][]string{}}
+	overhead(b, tier1HandlerLog(b, &sealLog{}, gov.Admit))
+}
 
 type dropLog struct{}
 

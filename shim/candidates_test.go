@@ -68,6 +68,9 @@ func TestCandidatesMatchFullScan(t *testing.T) {
 		}
 		p := Provision{ID: fmt.Sprintf("R%03d", i), Status: StatusActive, Priority: rng.IntN(4), Version: 1,
 			Triggers: tr, Action: ActionShim}
+		if rng.IntN(3) == 0 {
+			p.FabricGovernance = &Governance{Status: "verified"}
+		}
 		switch rng.IntN(8) {
 		case 0:
 			p.Status = StatusDisabled
@@ -86,12 +89,31 @@ func TestCandidatesMatchFullScan(t *testing.T) {
 		}
 		return true, ""
 	}
-	type pair struct{ indexed, full *Service }
+	// refuseGoverned is a hook that, like Governor.Admit, admits every
+	// provision without fabric_governance, so AdmitOnly: Governed agrees
+	refuseGoverned := func(ctx context.Context, c contract.Caller, p Provision) (bool, string) {
+		if p.FabricGovernance == nil {
+			return true, ""
+		}
+		return refuse(ctx, c, p)
+	}
+	type pair struct {
+		indexed, full *Service
+		rsIndexed     *ruleset
+	}
 	var pairs []pair
-	for _, admit := range []func(context.Context, contract.Caller, Provision) (bool, string){nil, refuse} {
+	for k, admit := range []func(context.Context, contract.Caller, Provision) (bool, string){nil, refuse, refuseGoverned} {
 		full := New(Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit})
 		full.fullScan = true
-		pairs = append(pairs, pair{New(Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit}), full})
+		cfg := Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit}
+		rsi := rs
+		if k == 2 {
+			// refuseGoverned: the indexed side skips the calls it need not make
+			cfg.AdmitOnly = Governed
+			rsi = compile(provs[:250], provs[250:])
+			rsi.admitOnly(Governed)
+		}
+		pairs = append(pairs, pair{New(cfg), full, rsi})
 	}
 	fires, refused := 0, 0
 	for n := range 400 {
@@ -115,7 +137,7 @@ func TestCandidatesMatchFullScan(t *testing.T) {
 				t.Fatal(err)
 			}
 			req2, _ := wire.Parse(wire.ChatCompletions, body)
-			a := pr.indexed.evaluate(t.Context(), rs, caller, req1, modeOffline)
+			a := pr.indexed.evaluate(t.Context(), pr.rsIndexed, caller, req1, modeOffline)
 			b := pr.full.evaluate(t.Context(), rs, caller, req2, modeOffline)
 			a.fired, b.fired = nil, nil
 			if !reflect.DeepEqual(a, b) {

@@ -72,35 +72,38 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 		embedder = Local{}
 	}
 	// Only the candidate rules run their triggers: a simple rule no signal
-	// woke cannot fire. Without an admission hook such a rule is not even
-	// visited (rs.quiet counts it as evaluated up front); with one, it is
-	// still offered to the hook, whose refusals the receipt lists.
+	// woke cannot fire. A quiet rule (simple, no match clause) that needs
+	// no admission call is not even visited unless woken: it is counted as
+	// evaluated up front. Every other rule is still offered to the
+	// admission hook, whose refusals the receipt lists.
 	admit := s.cfg.Admit
 	visit := rs.candidates(sig)
 	if s.fullScan {
 		for i := range visit {
 			visit[i] = ^uint64(0)
 		}
-	}
-	if admit == nil && !s.fullScan {
+	} else if admit == nil {
 		ev.Evaluated = rs.quiet
+	} else {
+		ev.Evaluated = rs.quietFree
 	}
 	for i, c := range rs.rules {
 		woken := visit[i/64]&(1<<(i%64)) != 0
-		if !woken && admit == nil {
+		counted := !s.fullScan && c.quiet && (admit == nil || c.noAdmit)
+		if !woken && counted {
 			continue
 		}
 		if !c.applies(caller, req) {
 			continue
 		}
-		if admit != nil {
+		if admit != nil && !c.noAdmit {
 			if ok, why := admit(ctx, caller, c.p); !ok {
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "not_admitted:" + why})
 				continue
 			}
 		}
-		if admit != nil || s.fullScan || !c.simple || c.p.Match != nil {
-			ev.Evaluated++ // a quiet rule is already counted
+		if !counted {
+			ev.Evaluated++
 		}
 		if !woken {
 			continue
@@ -205,6 +208,10 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 	}
 	return ev
 }
+
+// Governed is the Config.AdmitOnly of Governor.Admit: the provisions that
+// carry fabric_governance, the only ones that lens may refuse.
+func Governed(p Provision) bool { return p.FabricGovernance != nil }
 
 func isMalformed(err error) bool {
 	for e := err; e != nil; {

@@ -34,7 +34,10 @@ type compiled struct {
 	// a rule fires only when one of its own triggers does, so evaluate
 	// visits it only when the request holds a candidate for one of them
 	simple bool
-	idx    int // position in ruleset.rules
+	quiet  bool // simple with no match clause: applies to every request
+	idx    int  // position in ruleset.rules
+
+	noAdmit bool // Config.AdmitOnly rejects it: admitted without a call
 }
 
 // keyword is one entry of the ruleset's keyword index: the words after the
@@ -67,7 +70,8 @@ type ruleset struct {
 	litRules  [][]int  // regex literal id -> simple rules needing it
 	pathRules []int    // simple rules with path triggers
 	toolRules []int    // simple rules with tool triggers
-	quiet     int      // simple rules without match: always evaluated, rarely visited
+	quiet     int      // quiet rules: always evaluated, rarely visited
+	quietFree int      // quiet rules that need no admission call
 	maybeWord [1 << 16 / 64]uint64
 }
 
@@ -172,6 +176,7 @@ func (rs *ruleset) index1() {
 		case !c.simple || c.p.Match != nil:
 			rs.always[i/64] |= 1 << (i % 64)
 		default:
+			c.quiet = true
 			rs.quiet++
 			for _, lit := range c.reLit {
 				if lit < 0 {
@@ -191,6 +196,20 @@ func (rs *ruleset) index1() {
 	for w := range rs.index {
 		k := wordKey(w)
 		rs.maybeWord[k/64] |= 1 << (k % 64)
+	}
+}
+
+// admitOnly marks the rules the admission hook need not see (only
+// rejects them; nil: it sees every rule).
+func (rs *ruleset) admitOnly(only func(Provision) bool) {
+	if only == nil {
+		return
+	}
+	for _, c := range rs.rules {
+		c.noAdmit = !only(c.p)
+		if c.quiet && c.noAdmit {
+			rs.quietFree++
+		}
 	}
 }
 
