@@ -85,6 +85,7 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 		EdgeSecret: a.getenv("CADUCEUS_EDGE_SECRET"),
 		Logger:     a.log,
 		Admit:      gov.Admit,
+		AdmitOnly:  shim.Governed, // the lens admits ungoverned provisions anyway
 	}
 	for name, url := range c.Upstreams {
 		var key string
