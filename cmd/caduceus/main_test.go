@@ -19,6 +19,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
 	_ "modernc.org/sqlite"
 
 	"github.com/caduceus-dev/caduceus/store/storetest"
@@ -517,4 +518,23 @@ func TestVersion(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`^caduceus \S+ commit \S+\n$`).MatchString(out) {
 		t.Errorf("version: %d %q", code, out)
 	}
+}
+
+// TestEveryCommandHasAnExample: DESIGN §4 asks every command's --help to
+// show an example.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	a := &app{env: env{getenv: noEnv}}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "help" || c.Name() == "completion" {
+			return // cobra's own
+		}
+		if c.Example == "" {
+			t.Errorf("%q has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(a.rootCmd())
 }

@@ -157,7 +157,11 @@ func (a *app) shimCmd() *cobra.Command {
 		return fn(g, db, c)
 	}
 
-	provisions := &cobra.Command{Use: "provisions", Short: "Manage provisions and context entries"}
+	provisions := &cobra.Command{
+		Use:     "provisions",
+		Short:   "Manage provisions and context entries",
+		Example: "  caduceus shim provisions apply provisions.yaml --harness claude-code",
+	}
 	apply := &cobra.Command{
 		Use:   "apply FILE",
 		Short: "Create or update the provisions and context entries of a YAML or JSON bundle",
