@@ -189,6 +189,18 @@ func (e MessageEvent) MarshalJSON() ([]byte, error) {
 // An event without a source (or with one ParseSource refuses) is an error:
 // it cannot be keyed.
 func (e *MessageEvent) UnmarshalJSON(b []byte) error {
+	sc := scanner{b: b}
+	var fast MessageEvent
+	if sc.event(&fast) && sc.end() {
+		*e = fast
+		return nil
+	}
+	return e.unmarshalReflect(b)
+}
+
+// unmarshalReflect is UnmarshalJSON through encoding/json, for every event
+// the scanner declines.
+func (e *MessageEvent) unmarshalReflect(b []byte) error {
 	var w eventWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("relay: event: %w", err)

@@ -116,6 +116,16 @@ func (f Frame) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads any frame; a frame of an unknown type keeps only Type.
 func (f *Frame) UnmarshalJSON(b []byte) error {
+	if g, ok := parseFrameFast(b); ok {
+		*f = g
+		return nil
+	}
+	return f.unmarshalReflect(b)
+}
+
+// unmarshalReflect is UnmarshalJSON through encoding/json, for every frame
+// parseFrameFast declines.
+func (f *Frame) unmarshalReflect(b []byte) error {
 	var w frameWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("relay: frame: %w", err)

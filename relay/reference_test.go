@@ -172,3 +172,79 @@ func refFrameJSON(f Frame) ([]byte, error) {
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
+
+// refEventIn decodes through the reflective event decoder only.
+type refEventIn MessageEvent
+
+func (e *refEventIn) UnmarshalJSON(b []byte) error {
+	return (*MessageEvent)(e).unmarshalReflect(b)
+}
+
+// refFrameWire is frameWire with the reflective event decoder.
+type refFrameWire struct {
+	Type       string                `json:"type"`
+	Platform   string                `json:"platform,omitempty"`
+	BotID      string                `json:"botId,omitempty"`
+	RequestID  string                `json:"requestId,omitempty"`
+	Action     *Action               `json:"action,omitempty"`
+	Result     *Result               `json:"result,omitempty"`
+	SessionKey string                `json:"session_key,omitempty"`
+	Reason     json.RawMessage       `json:"reason,omitempty"`
+	ChatID     string                `json:"chat_id,omitempty"`
+	Descriptor *CapabilityDescriptor `json:"descriptor,omitempty"`
+	Event      *refEventIn           `json:"event,omitempty"`
+	BufferID   string                `json:"bufferId,omitempty"`
+}
+
+// refParseFrame is ParseFrame as it was before parseFrameFast: encoding/json
+// all the way down.
+func refParseFrame(b []byte) (Frame, error) {
+	var w refFrameWire
+	var f Frame
+	if err := json.Unmarshal(b, &w); err != nil {
+		return f, fmt.Errorf("relay: frame: %w", err)
+	}
+	if w.Type == "" {
+		return f, fmt.Errorf("relay: frame: no type")
+	}
+	f = Frame{Type: w.Type}
+	switch w.Type {
+	case FrameHello:
+		f.Platform, f.BotID = w.Platform, w.BotID
+	case FrameDescriptor:
+		if w.Descriptor == nil {
+			return f, fmt.Errorf("relay: frame: descriptor frame without descriptor")
+		}
+		d := w.Descriptor.Normalize()
+		f.Descriptor = &d
+	case FrameOutbound:
+		if w.Action == nil || w.Action.Op == "" {
+			return f, fmt.Errorf("relay: frame: outbound frame without action.op")
+		}
+		f.RequestID, f.Action, f.Platform, f.BotID = w.RequestID, w.Action, w.Platform, w.BotID
+	case FrameOutboundResult:
+		if w.Result == nil {
+			return f, fmt.Errorf("relay: frame: outbound_result frame without result")
+		}
+		f.RequestID, f.Result = w.RequestID, w.Result
+	case FrameInterrupt:
+		f.SessionKey = w.SessionKey
+		if len(w.Reason) > 0 && string(w.Reason) != "null" {
+			var s string
+			if err := json.Unmarshal(w.Reason, &s); err != nil {
+				return f, fmt.Errorf("relay: frame: interrupt reason is not a string")
+			}
+			f.Reason = &s
+		}
+	case FrameInterruptInbound:
+		f.SessionKey, f.ChatID = w.SessionKey, w.ChatID
+	case FrameInbound:
+		if w.Event == nil {
+			return f, fmt.Errorf("relay: frame: inbound frame without event")
+		}
+		f.Event, f.BufferID = (*MessageEvent)(w.Event), w.BufferID
+	case FrameInboundAck:
+		f.BufferID = w.BufferID
+	}
+	return f, nil
+}
