@@ -10,7 +10,7 @@ import "unicode/utf8"
 // of any kind) it declines with ok false, and the caller falls back to the
 // reflective decoder, so both always agree (decode_test.go proves it).
 func parseFrameFast(b []byte) (f Frame, ok bool) {
-	s := scanner{b: b}
+	s := newScanner(b)
 	if !s.open() {
 		return Frame{}, false
 	}
@@ -66,10 +66,16 @@ func parseFrameFast(b []byte) (f Frame, ok bool) {
 }
 
 // scanner reads JSON for parseFrameFast; every method reports false for
-// input it declines.
+// input it declines. The strings it returns are substrings of one copy of
+// the input (s), so a frame costs one allocation for all its strings.
 type scanner struct {
 	b []byte
+	s string // string(b)
 	i int
+}
+
+func newScanner(b []byte) scanner {
+	return scanner{b: b, s: string(b)}
 }
 
 func (s *scanner) ws() {
@@ -162,12 +168,11 @@ func (s *scanner) str() (string, bool) {
 		c := s.b[j]
 		switch {
 		case c == '"':
-			body := s.b[start:j]
-			if !ascii && !utf8.Valid(body) {
+			if !ascii && !utf8.Valid(s.b[start:j]) {
 				return "", false
 			}
 			s.i = j + 1
-			return string(body), true
+			return s.s[start:j], true
 		case c == '\\':
 			return s.escaped(start, j)
 		case c < 0x20:

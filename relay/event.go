@@ -189,7 +189,7 @@ func (e MessageEvent) MarshalJSON() ([]byte, error) {
 // An event without a source (or with one ParseSource refuses) is an error:
 // it cannot be keyed.
 func (e *MessageEvent) UnmarshalJSON(b []byte) error {
-	sc := scanner{b: b}
+	sc := newScanner(b)
 	var fast MessageEvent
 	if sc.event(&fast) && sc.end() {
 		*e = fast

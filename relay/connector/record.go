@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -126,15 +127,22 @@ func validUTF8(s string) string {
 
 // subject hashes an outside identity into a HUX user_ref.
 func subject(of string) string {
-	sum := sha256.Sum256([]byte("relay:" + of))
-	return "usr_" + hex.EncodeToString(sum[:16])
+	var in [128]byte
+	sum := sha256.Sum256(append(append(in[:0], "relay:"...), of...))
+	var out [4 + 32]byte
+	return string(hex.AppendEncode(append(out[:0], "usr_"...), sum[:16]))
 }
 
+// contentHash is contract.SHA256 of s, without copying s.
 func contentHash(s string) string {
 	if s == "" {
 		return ""
 	}
-	return contract.SHA256([]byte(s))
+	h := sha256.New()
+	_, _ = io.WriteString(h, s)
+	var sum [sha256.Size]byte
+	var out [7 + 2*sha256.Size]byte
+	return string(hex.AppendEncode(append(out[:0], "sha256:"...), h.Sum(sum[:0])))
 }
 
 func trunc(s string, n int) string {

@@ -2,7 +2,10 @@ package connector
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -69,4 +72,21 @@ func FuzzDeliveryCanonical(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b, c string, n int, bits uint32) {
 		sameCanonical(t, deliveryFrom([]string{a, b, c}, n, bits))
 	})
+}
+
+// TestHashes pins subject and contentHash to their definitions.
+func TestHashes(t *testing.T) {
+	for _, s := range append(payloadStrings, strings.Repeat("x", 300)) {
+		sum := sha256.Sum256([]byte("relay:" + s))
+		if got, want := subject(s), "usr_"+hex.EncodeToString(sum[:16]); got != want {
+			t.Errorf("subject(%q) = %s, want %s", s, got, want)
+		}
+		want := contract.SHA256([]byte(s))
+		if s == "" {
+			want = ""
+		}
+		if got := contentHash(s); got != want {
+			t.Errorf("contentHash(%q) = %s, want %s", s, got, want)
+		}
+	}
 }
