@@ -54,15 +54,13 @@ type Log interface {
 // Genesis is the prev_hash of a tenant's first record.
 var Genesis = "sha256:" + strings.Repeat("0", 64)
 
-var provenanceSchema = contract.Def("provenance")
-
 // Check validates an entry against the common schema before it is sealed.
 func Check(e Entry) error {
 	if err := e.Outcome.Validate(); err != nil {
 		return fmt.Errorf("audit: outcome: %w", err)
 	}
 	if e.Provenance != nil {
-		if err := provenanceSchema.Validate(e.Provenance); err != nil {
+		if err := e.Provenance.Validate(); err != nil {
 			return fmt.Errorf("audit: provenance: %w", err)
 		}
 	}

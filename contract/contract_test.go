@@ -341,3 +341,42 @@ func TestGoValidatorsAgreeWithSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestProvenanceValidatorAgreesWithSchema(t *testing.T) {
+	good := Provenance{Surface: SurfaceChat, Actor: Actor{Type: ActorUser, ID: "u1", Display: "U"}, RecordedAt: "2026-11-29T19:57:41.5Z",
+		SessionID: "s", ConversationID: "conv_abcd", MessageID: "m", RunID: "r",
+		Route: &Route{Requested: "fast", ResolvedTarget: "t", Provider: ProviderLocal, Effort: EffortHigh},
+		Build: &Build{Commit: strings.Repeat("a", 40), ImageDigest: SHA256(nil)}}
+	mutate := []func(p *Provenance){
+		func(p *Provenance) {},
+		func(p *Provenance) { p.Route, p.Build = nil, nil },
+		func(p *Provenance) { p.Surface = "fax" },
+		func(p *Provenance) { p.Actor.Type = "robot" },
+		func(p *Provenance) { p.Actor.ID = "" },
+		func(p *Provenance) { p.Actor.ID = strings.Repeat("é", 121) },
+		func(p *Provenance) { p.Actor.Display = strings.Repeat("x", 121) },
+		func(p *Provenance) { p.RecordedAt = "now" },
+		func(p *Provenance) { p.SessionID = strings.Repeat("x", 121) },
+		func(p *Provenance) { p.ConversationID = "c" },
+		func(p *Provenance) { p.MessageID = strings.Repeat("x", 120) },
+		func(p *Provenance) { p.RunID = strings.Repeat("x", 121) },
+		func(p *Provenance) { p.Route.Requested = "" },
+		func(p *Provenance) { p.Route.ResolvedTarget = strings.Repeat("x", 121) },
+		func(p *Provenance) { p.Route.Provider = "openai" },
+		func(p *Provenance) { p.Route.Effort = "max" },
+		func(p *Provenance) { p.Build.Commit = "abc" },
+		func(p *Provenance) { p.Build.ImageDigest = "sha256:00" },
+		func(p *Provenance) { p.Build = &Build{} },
+	}
+	for i, m := range mutate {
+		p := good
+		r, b := *good.Route, *good.Build
+		p.Route, p.Build = &r, &b
+		m(&p)
+		goErr := p.Validate()
+		schemaErr := Def("provenance").Validate(p)
+		if (goErr == nil) != (schemaErr == nil) {
+			t.Errorf("case %d: Go says %v, schema says %v", i, goErr, schemaErr)
+		}
+	}
+}

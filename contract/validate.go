@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"regexp"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -66,6 +68,70 @@ func validTrust(t Trust) bool {
 func validOutcome(o Outcome) bool {
 	switch o {
 	case OutcomeAllow, OutcomeDeny, OutcomeNotFound, OutcomeConflict, OutcomeFlagOff:
+		return true
+	}
+	return false
+}
+
+// Validate checks the provenance against the common schema's provenance def
+// without a round trip through JSON. TestGoValidatorsAgreeWithSchema proves
+// it agrees with the schema.
+func (p *Provenance) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return FieldError("/"+strings.ReplaceAll(field, ".", "/"), "schema_invalid", "field "+field+": "+format, args...)
+	}
+	switch {
+	case !validSurface(p.Surface):
+		return bad("surface", "%q is not one of chat, worker, telegram, voice, api", p.Surface)
+	case !validActorType(p.Actor.Type):
+		return bad("actor.type", "%q is not one of user, assistant, tool, system, operator", p.Actor.Type)
+	case p.Actor.ID == "" || runes(p.Actor.ID) > 120:
+		return bad("actor.id", "must be 1 to 120 characters")
+	case runes(p.Actor.Display) > 120:
+		return bad("actor.display", "longer than 120 characters")
+	case !timestampRE.MatchString(p.RecordedAt):
+		return bad("recorded_at", "%q is not an RFC 3339 UTC timestamp with a trailing Z", p.RecordedAt)
+	case runes(p.SessionID) > 120:
+		return bad("session_id", "longer than 120 characters")
+	case p.ConversationID != "" && !idRE.MatchString(p.ConversationID):
+		return bad("conversation_id", "%q is not a prefix-typed id", p.ConversationID)
+	case runes(p.MessageID) > 120:
+		return bad("message_id", "longer than 120 characters")
+	case runes(p.RunID) > 120:
+		return bad("run_id", "longer than 120 characters")
+	}
+	if r := p.Route; r != nil {
+		switch {
+		case r.Requested == "" || runes(r.Requested) > 120:
+			return bad("route.requested", "must be 1 to 120 characters")
+		case runes(r.ResolvedTarget) > 120:
+			return bad("route.resolved_target", "longer than 120 characters")
+		case r.Provider != "" && r.Provider != ProviderCodex && r.Provider != ProviderClaude && r.Provider != ProviderLocal:
+			return bad("route.provider", "%q is not one of codex, claude, local", r.Provider)
+		case r.Effort != "" && r.Effort != EffortLow && r.Effort != EffortMedium && r.Effort != EffortHigh && r.Effort != EffortXHigh:
+			return bad("route.effort", "%q is not one of low, medium, high, xhigh", r.Effort)
+		}
+	}
+	if b := p.Build; b != nil {
+		switch {
+		case b.Commit != "" && !commitRE.MatchString(b.Commit):
+			return bad("build.commit", "%q is not 40 lowercase hex digits", b.Commit)
+		case b.ImageDigest != "" && !sha256RE.MatchString(b.ImageDigest):
+			return bad("build.image_digest", "%q is not sha256:<64 hex>", b.ImageDigest)
+		}
+	}
+	return nil
+}
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// runes counts characters as JSON Schema's maxLength does (code points);
+// invalid UTF-8 counts as the U+FFFD it decodes to.
+func runes(s string) int { return utf8.RuneCountInString(s) }
+
+func validActorType(t ActorType) bool {
+	switch t {
+	case ActorUser, ActorAssistant, ActorTool, ActorSystem, ActorOperator:
 		return true
 	}
 	return false

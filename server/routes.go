@@ -51,19 +51,28 @@ func (s *Server) routes() {
 		s.mux.Handle("POST /v1/chat/completions", s.llmRoute(wire.ChatCompletions))
 		s.mux.Handle("POST /v1/responses", s.llmRoute(wire.Responses))
 		s.mux.Handle("POST /v1/messages", s.llmRoute(wire.Messages))
-		s.mux.Handle("GET /v1/provisions", s.wrap("shim.list_provisions", contract.ScopeRoute, s.shimListProvisions))
-		s.mux.Handle("POST /v1/provisions", s.wrap("shim.create_provision", contract.ScopeConfigure, s.shimCreateProvision))
-		s.mux.Handle("GET /v1/provisions/{id}", s.wrap("shim.get_provision", contract.ScopeRoute, s.shimGetProvision))
-		s.mux.Handle("PUT /v1/provisions/{id}", s.wrap("shim.update_provision", contract.ScopeConfigure, s.shimUpdateProvision))
-		s.mux.Handle("DELETE /v1/provisions/{id}", s.wrap("shim.delete_provision", contract.ScopeConfigure, s.shimDeleteProvision))
-		s.mux.Handle("GET /v1/context", s.wrap("shim.list_context", contract.ScopeRoute, s.shimListContext))
-		s.mux.Handle("POST /v1/context", s.wrap("shim.create_context", contract.ScopeConfigure, s.shimCreateContext))
-		s.mux.Handle("GET /v1/context/{ref}", s.wrap("shim.get_context", contract.ScopeRoute, s.shimGetContext))
-		s.mux.Handle("PUT /v1/context/{ref}", s.wrap("shim.update_context", contract.ScopeConfigure, s.shimUpdateContext))
-		s.mux.Handle("DELETE /v1/context/{ref}", s.wrap("shim.delete_context", contract.ScopeConfigure, s.shimDeleteContext))
+		prov, ctxs := s.shimProvisions(), s.shimContext()
+		s.mux.Handle("GET /v1/provisions", s.wrap("shim.list_provisions", contract.ScopeRoute, prov.listHandler("provisions")))
+		s.mux.Handle("POST /v1/provisions", s.wrap("shim.create_provision", contract.ScopeConfigure, prov.createHandler()))
+		s.mux.Handle("GET /v1/provisions/{id}", s.wrap("shim.get_provision", contract.ScopeRoute, prov.getHandler()))
+		s.mux.Handle("PUT /v1/provisions/{id}", s.wrap("shim.update_provision", contract.ScopeConfigure, prov.updateHandler()))
+		s.mux.Handle("DELETE /v1/provisions/{id}", s.wrap("shim.delete_provision", contract.ScopeConfigure, prov.deleteHandler()))
+		s.mux.Handle("GET /v1/context", s.wrap("shim.list_context", contract.ScopeRoute, ctxs.listHandler("context")))
+		s.mux.Handle("POST /v1/context", s.wrap("shim.create_context", contract.ScopeConfigure, ctxs.createHandler()))
+		s.mux.Handle("GET /v1/context/{ref}", s.wrap("shim.get_context", contract.ScopeRoute, ctxs.getHandler()))
+		s.mux.Handle("PUT /v1/context/{ref}", s.wrap("shim.update_context", contract.ScopeConfigure, ctxs.updateHandler()))
+		s.mux.Handle("DELETE /v1/context/{ref}", s.wrap("shim.delete_context", contract.ScopeConfigure, ctxs.deleteHandler()))
 		s.mux.Handle("GET /v1/receipts", s.wrap("shim.list_receipts", contract.ScopeRoute, s.shimReceipts))
 		s.mux.Handle("POST /v1/dry-run", s.wrap("shim.dry_run", contract.ScopeRoute, s.shimDryRun))
 		s.mux.HandleFunc("POST /api/preview", s.shimPreview)
+	}
+	if s.cfg.ShimMemory != nil {
+		s.mux.Handle("GET /v1/memory", s.wrap("shim.memory", contract.ScopeRoute, s.shimMemory))
+		s.mux.Handle("GET /v1/outcomes", s.wrap("shim.outcomes", contract.ScopeRoute, s.shimOutcomes))
+		s.mux.Handle("GET /v1/insights", s.wrap("shim.insights", contract.ScopeRoute, s.shimInsights))
+	}
+	if s.cfg.ShimSync != nil {
+		s.mux.Handle("POST /v1/sync", s.wrap("shim.sync", contract.ScopeConfigure, s.shimSyncHandler))
 	}
 
 	// Relay (seed 004): gateways and platforms authenticate themselves

@@ -41,6 +41,10 @@ type Config struct {
 	Trader   *trader.Service
 	Executor *executor.Executor
 	Shim     *shim.Service
+	// ShimMemory and ShimSync serve memory, outcomes, insights and governed
+	// sync (issue 6); nil when the shim gate is off.
+	ShimMemory *shim.Memory
+	ShimSync   *shim.Syncer
 	// Relay is the relay connector's handler (GET /relay, POST
 	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
 	// gateways and platforms itself (HMAC tokens, platform signatures).

@@ -88,132 +88,116 @@ func ifVersion(r *http.Request) (int64, error) {
 	return int64(rev), err
 }
 
-func (s *Server) shimListProvisions(w http.ResponseWriter, r *http.Request, c *Call) error {
-	c.Resource = "provisions"
-	list, err := s.cfg.Shim.ListProvisions(r.Context(), c.Caller)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"provisions": list})
+// versioned is a CAS-versioned shim resource (provisions, context entries)
+// as the HTTP layer manages it: list, get, create, update and delete, each a
+// call of the shim Service; writes carry the harness attestation header and
+// updates and deletes an If-Match version.
+type versioned[T any] struct {
+	noun    string // "provision", "context"
+	param   string // the path wildcard: "id", "ref"
+	key     func(T) string
+	version func(T) int64
+	list    func(context.Context, contract.Caller) ([]T, error)
+	get     func(context.Context, contract.Caller, string) (T, error)
+	create  func(context.Context, contract.Caller, string, []byte) (T, error)
+	update  func(context.Context, contract.Caller, string, string, int64, []byte) (T, error)
+	delete  func(context.Context, contract.Caller, string, string, int64) error
 }
 
-func (s *Server) shimGetProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
-	id := r.PathValue("id")
-	c.Resource = "provision/" + clip(id, 100)
-	p, err := s.cfg.Shim.GetProvision(r.Context(), c.Caller, id)
-	if err != nil {
-		return err
+func (v versioned[T]) listHandler(field string) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		c.Resource = field
+		list, err := v.list(r.Context(), c.Caller)
+		if err != nil {
+			return err
+		}
+		return WriteJSON(w, http.StatusOK, map[string]any{field: list})
 	}
-	return writeVersioned(w, http.StatusOK, p.Version, p)
 }
 
-func (s *Server) shimCreateProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
+func (v versioned[T]) getHandler() HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		id := r.PathValue(v.param)
+		c.Resource = v.noun + "/" + clip(id, 100)
+		x, err := v.get(r.Context(), c.Caller, id)
+		if err != nil {
+			return err
+		}
+		return writeVersioned(w, http.StatusOK, v.version(x), x)
 	}
-	p, err := s.cfg.Shim.CreateProvision(r.Context(), c.Caller, harnessOf(r), body)
-	if err != nil {
-		return err
-	}
-	c.Resource = "provision/" + clip(p.ID, 100)
-	return writeVersioned(w, http.StatusCreated, p.Version, p)
 }
 
-func (s *Server) shimUpdateProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
-	id := r.PathValue("id")
-	c.Resource = "provision/" + clip(id, 100)
-	v, err := ifVersion(r)
-	if err != nil {
-		return err
+func (v versioned[T]) createHandler() HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		x, err := v.create(r.Context(), c.Caller, harnessOf(r), body)
+		if err != nil {
+			return err
+		}
+		c.Resource = v.noun + "/" + clip(v.key(x), 100)
+		return writeVersioned(w, http.StatusCreated, v.version(x), x)
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	p, err := s.cfg.Shim.UpdateProvision(r.Context(), c.Caller, harnessOf(r), id, v, body)
-	if err != nil {
-		return err
-	}
-	return writeVersioned(w, http.StatusOK, p.Version, p)
 }
 
-func (s *Server) shimDeleteProvision(w http.ResponseWriter, r *http.Request, c *Call) error {
-	id := r.PathValue("id")
-	c.Resource = "provision/" + clip(id, 100)
-	v, err := ifVersion(r)
-	if err != nil {
-		return err
+func (v versioned[T]) updateHandler() HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		id := r.PathValue(v.param)
+		c.Resource = v.noun + "/" + clip(id, 100)
+		ver, err := ifVersion(r)
+		if err != nil {
+			return err
+		}
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		x, err := v.update(r.Context(), c.Caller, harnessOf(r), id, ver, body)
+		if err != nil {
+			return err
+		}
+		return writeVersioned(w, http.StatusOK, v.version(x), x)
 	}
-	if err := s.cfg.Shim.DeleteProvision(r.Context(), c.Caller, harnessOf(r), id, v); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
-func (s *Server) shimListContext(w http.ResponseWriter, r *http.Request, c *Call) error {
-	c.Resource = "context"
-	list, err := s.cfg.Shim.ListContext(r.Context(), c.Caller)
-	if err != nil {
-		return err
+func (v versioned[T]) deleteHandler() HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		id := r.PathValue(v.param)
+		c.Resource = v.noun + "/" + clip(id, 100)
+		ver, err := ifVersion(r)
+		if err != nil {
+			return err
+		}
+		if err := v.delete(r.Context(), c.Caller, harnessOf(r), id, ver); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"context": list})
 }
 
-func (s *Server) shimGetContext(w http.ResponseWriter, r *http.Request, c *Call) error {
-	ref := r.PathValue("ref")
-	c.Resource = "context/" + clip(ref, 100)
-	e, err := s.cfg.Shim.GetContext(r.Context(), c.Caller, ref)
-	if err != nil {
-		return err
+func (s *Server) shimProvisions() versioned[shim.Provision] {
+	svc := s.cfg.Shim
+	return versioned[shim.Provision]{
+		noun: "provision", param: "id",
+		key:     func(p shim.Provision) string { return p.ID },
+		version: func(p shim.Provision) int64 { return p.Version },
+		list:    svc.ListProvisions, get: svc.GetProvision, create: svc.CreateProvision,
+		update: svc.UpdateProvision, delete: svc.DeleteProvision,
 	}
-	return writeVersioned(w, http.StatusOK, e.Version, e)
 }
 
-func (s *Server) shimCreateContext(w http.ResponseWriter, r *http.Request, c *Call) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
+func (s *Server) shimContext() versioned[shim.ContextEntry] {
+	svc := s.cfg.Shim
+	return versioned[shim.ContextEntry]{
+		noun: "context", param: "ref",
+		key:     func(e shim.ContextEntry) string { return e.Ref },
+		version: func(e shim.ContextEntry) int64 { return e.Version },
+		list:    svc.ListContext, get: svc.GetContext, create: svc.CreateContext,
+		update: svc.UpdateContext, delete: svc.DeleteContext,
 	}
-	e, err := s.cfg.Shim.CreateContext(r.Context(), c.Caller, harnessOf(r), body)
-	if err != nil {
-		return err
-	}
-	c.Resource = "context/" + clip(e.Ref, 100)
-	return writeVersioned(w, http.StatusCreated, e.Version, e)
-}
-
-func (s *Server) shimUpdateContext(w http.ResponseWriter, r *http.Request, c *Call) error {
-	ref := r.PathValue("ref")
-	c.Resource = "context/" + clip(ref, 100)
-	v, err := ifVersion(r)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	e, err := s.cfg.Shim.UpdateContext(r.Context(), c.Caller, harnessOf(r), ref, v, body)
-	if err != nil {
-		return err
-	}
-	return writeVersioned(w, http.StatusOK, e.Version, e)
-}
-
-func (s *Server) shimDeleteContext(w http.ResponseWriter, r *http.Request, c *Call) error {
-	ref := r.PathValue("ref")
-	c.Resource = "context/" + clip(ref, 100)
-	v, err := ifVersion(r)
-	if err != nil {
-		return err
-	}
-	if err := s.cfg.Shim.DeleteContext(r.Context(), c.Caller, harnessOf(r), ref, v); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 func writeVersioned(w http.ResponseWriter, status int, version int64, v any) error {
@@ -327,4 +311,74 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// projectOf is the project tag of a memory read: ?project=, else the
+// X-Caduceus-Project header; empty means every project.
+func projectOf(r *http.Request) string {
+	if p := r.URL.Query().Get("project"); p != "" {
+		return p
+	}
+	return r.Header.Get("X-Caduceus-Project")
+}
+
+func (s *Server) shimMemory(w http.ResponseWriter, r *http.Request, c *Call) error {
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	c.Resource = "memory"
+	list, err := s.cfg.ShimMemory.Entities(r.Context(), c.Caller, projectOf(r), limit)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"entities": list})
+}
+
+func (s *Server) shimOutcomes(w http.ResponseWriter, r *http.Request, c *Call) error {
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		return err
+	}
+	c.Resource = "outcomes"
+	list, err := s.cfg.ShimMemory.Outcomes(r.Context(), c.Caller, limit)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"outcomes": list})
+}
+
+func (s *Server) shimInsights(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "insights"
+	ins, err := s.cfg.ShimMemory.Insights(r.Context(), c.Caller, projectOf(r))
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, ins)
+}
+
+// shimSyncHandler runs a governed sync from {"source": URL}; the server only
+// fetches from the configured allowlist (shim.sync_allow) and never reads
+// directories.
+func (s *Server) shimSyncHandler(w http.ResponseWriter, r *http.Request, c *Call) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Source string `json:"source"`
+	}
+	if err := decodeStrict(body, &in); err != nil {
+		return err
+	}
+	if in.Source == "" {
+		return contract.FieldError("source", "missing_field", "source is required: the URL of a provision bundle or handshake+https://host")
+	}
+	c.Resource = "sync/" + clip(in.Source, 150)
+	rep, err := s.cfg.ShimSync.Sync(r.Context(), c.Caller, harnessOf(r), in.Source)
+	if err != nil {
+		return err
+	}
+	c.Audited = rep.AuditID != "" // the sync recorded its report
+	return WriteJSON(w, http.StatusOK, rep)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/wire"
@@ -52,25 +53,61 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 	var ev evaluation
 	text := req.LastUserText()
 	sig := rs.signals(text, req.Used, req.AllPaths)
-	budget, cancel := context.WithTimeout(ctx, s.cfg.Budget)
-	defer cancel()
+	// the budget bounds tiers 2 and 3 from the start of the evaluation; its
+	// timer is made only when a rule reaches one of them
+	deadline := time.Now().Add(s.cfg.Budget)
+	var budget context.Context
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
+	getBudget := func() context.Context {
+		if budget == nil {
+			budget, cancel = context.WithDeadline(ctx, deadline)
+		}
+		return budget
+	}
 	var query []float32
 	queryErr := ""
 	embedder := s.embedder
 	if mode == modeOffline && embedder.Remote() {
 		embedder = Local{}
 	}
-	for _, c := range rs.rules {
+	// Only the candidate rules run their triggers: a simple rule no signal
+	// woke cannot fire. A quiet rule (simple, no match clause) that needs
+	// no admission call is not even visited unless woken: it is counted as
+	// evaluated up front. Every other rule is still offered to the
+	// admission hook, whose refusals the receipt lists.
+	admit := s.cfg.Admit
+	visit := rs.candidates(sig)
+	if s.fullScan {
+		for i := range visit {
+			visit[i] = ^uint64(0)
+		}
+	} else if admit == nil {
+		ev.Evaluated = rs.quiet
+	} else {
+		ev.Evaluated = rs.quietFree
+	}
+	for i, c := range rs.rules {
+		woken := visit[i/64]&(1<<(i%64)) != 0
+		counted := !s.fullScan && c.quiet && (admit == nil || c.noAdmit)
+		if !woken && counted {
+			continue
+		}
 		if !c.applies(caller, req) {
 			continue
 		}
-		if s.cfg.Admit != nil {
-			if ok, why := s.cfg.Admit(ctx, caller, c.p); !ok {
+		if admit != nil && !c.noAdmit {
+			if ok, why := admit(ctx, caller, c.p); !ok {
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "not_admitted:" + why})
 				continue
 			}
 		}
-		ev.Evaluated++
+		if !counted {
+			ev.Evaluated++
+		}
+		if !woken {
+			continue
+		}
 		if c.vetoed(sig) {
 			ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "keyword_none"})
 			continue
@@ -88,12 +125,12 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 			}
 		}
 		if fired == nil && c.hasT2 {
-			if budget.Err() != nil {
+			if getBudget().Err() != nil {
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
 				continue
 			}
 			if query == nil && queryErr == "" {
-				vs, err := embedder.Embed(budget, []string{text})
+				vs, err := embedder.Embed(getBudget(), []string{text})
 				if err != nil || len(vs) != 1 {
 					queryErr = fmt.Sprint("embedder_error: ", err)
 				} else {
@@ -104,7 +141,7 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, queryErr})
 				continue
 			}
-			score, err := s.similarity(budget, embedder, query, c.p.Triggers.Semantic.Examples)
+			score, err := s.similarity(getBudget(), embedder, query, c.p.Triggers.Semantic.Examples)
 			if err != nil {
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "embedder_error"})
 				continue
@@ -134,14 +171,14 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 			case s.cfg.Classifier == nil:
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_not_configured"})
 				continue
-			case budget.Err() != nil:
+			case getBudget().Err() != nil:
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
 				continue
 			}
-			v, err := s.cfg.Classifier.Classify(budget, mm.Model, mm.Question, text)
+			v, err := s.cfg.Classifier.Classify(getBudget(), mm.Model, mm.Question, text)
 			if err != nil {
 				reason := "micromodel_error"
-				if budget.Err() != nil {
+				if getBudget().Err() != nil {
 					reason = "budget_exhausted"
 				} else if isMalformed(err) {
 					reason = "micromodel_malformed"
@@ -171,6 +208,10 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 	}
 	return ev
 }
+
+// Governed is the Config.AdmitOnly of Governor.Admit: the provisions that
+// carry fabric_governance, the only ones that lens may refuse.
+func Governed(p Provision) bool { return p.FabricGovernance != nil }
 
 func isMalformed(err error) bool {
 	for e := err; e != nil; {

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -63,6 +64,43 @@ type turn struct {
 	conv   string
 	rc     Receipt
 	r      *http.Request
+
+	// hashing runs beside the rule work: the request's and the forwarded
+	// body's sha256 are only read by finish, which waits for them
+	sums sync.WaitGroup
+}
+
+// hash sets *dst to the sha256 of b, off the request's path.
+func (t *turn) hash(dst *string, b []byte) {
+	t.sums.Add(1)
+	go func() {
+		defer t.sums.Done()
+		*dst = contract.SHA256(b)
+	}()
+}
+
+// readBody is io.ReadAll of the body bounded by max, sized up front when
+// the request says how long it is.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, max)
+	size := int64(512)
+	if n := r.ContentLength; n > 0 && n < max {
+		size = n + 1 // room to see EOF without growing
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol) {
@@ -78,7 +116,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		Tenant: caller.Identity.TenantSlot, Subject: caller.Identity.Subject, KeyID: caller.KeyID,
 		Harness: caller.Harness, Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{},
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	body, err := readBody(w, r, s.cfg.MaxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -88,7 +126,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		}
 		return
 	}
-	t.rc.RequestSHA256 = contract.SHA256(body)
+	t.hash(&t.rc.RequestSHA256, body)
 	t.rc.Model = wire.PeekModel(body)
 	if IsContributorModel(t.rc.Model) {
 		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
@@ -236,7 +274,7 @@ var dropResponseHeaders = map[string]bool{
 
 func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body []byte) {
 	t.rc.Decision = DecisionForward
-	t.rc.ForwardedSHA256 = contract.SHA256(body)
+	t.hash(&t.rc.ForwardedSHA256, body)
 	provider := p.Provider()
 	t.rc.Upstream = provider
 	up, ok := s.cfg.Upstreams[provider]
@@ -326,6 +364,7 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 // finish appends the receipt to the audit trail and the store, then tells
 // the observers, on a context the caller's hang-up cannot cancel.
 func (s *Service) finish(t *turn) {
+	t.sums.Wait()
 	ctx := context.WithoutCancel(t.r.Context())
 	outcome := contract.OutcomeAllow
 	reason := ""
@@ -377,8 +416,13 @@ func ConversationID(header string, caller contract.Caller, req *wire.Request) st
 		return header
 	}
 	h := sha256.New()
+	var buf [1024]byte // parts go through it: []byte(part) would copy a long prompt
 	for _, part := range []string{string(caller.Identity.TenantSlot), caller.Identity.Subject, string(req.Protocol), req.System, firstUserText(req)} {
-		h.Write([]byte(part))
+		for len(part) > 0 {
+			n := copy(buf[:], part)
+			h.Write(buf[:n])
+			part = part[n:]
+		}
 		h.Write([]byte{0})
 	}
 	return "conv_" + hex.EncodeToString(h.Sum(nil))[:32]

@@ -29,6 +29,15 @@ type compiled struct {
 	active  bool
 	hasT2   bool
 	hasT3   bool
+
+	// simple: active, tier 1 only, mode any, no keyword.all or .none; such
+	// a rule fires only when one of its own triggers does, so evaluate
+	// visits it only when the request holds a candidate for one of them
+	simple bool
+	quiet  bool // simple with no match clause: applies to every request
+	idx    int  // position in ruleset.rules
+
+	noAdmit bool // Config.AdmitOnly rejects it: admitted without a call
 }
 
 // keyword is one entry of the ruleset's keyword index: the words after the
@@ -52,6 +61,18 @@ type ruleset struct {
 	litIDs   map[string]int
 	first2   [1 << 16 / 64]uint64
 	byFirst2 map[uint16][]int
+	first3   [1 << 16 / 64]uint64 // a hash of their first three bytes
+
+	// the candidate index (see candidates): rules to visit on every
+	// request, and the simple rules each trigger signal can wake
+	always    []uint64 // bitset over rules
+	kwOwner   []int    // keyword id -> rule index
+	litRules  [][]int  // regex literal id -> simple rules needing it
+	pathRules []int    // simple rules with path triggers
+	toolRules []int    // simple rules with tool triggers
+	quiet     int      // quiet rules: always evaluated, rarely visited
+	quietFree int      // quiet rules that need no admission call
+	maybeWord [1 << 16 / 64]uint64
 }
 
 func (rs *ruleset) literal(lit string) int {
@@ -70,8 +91,12 @@ func (rs *ruleset) literal(lit string) int {
 	k := uint16(lit[0])<<8 | uint16(lit[1])
 	rs.first2[k/64] |= 1 << (k % 64)
 	rs.byFirst2[k] = append(rs.byFirst2[k], id)
+	k3 := key3(lit[0], lit[1], lit[2]) // requiredLiteral: 3 bytes or more
+	rs.first3[k3/64] |= 1 << (k3 % 64)
 	return id
 }
+
+func key3(a, b, c byte) uint16 { return uint16(a)<<8 ^ uint16(b)<<4 ^ uint16(c) ^ uint16(c)<<12 }
 
 // literalHits marks which regex literals occur in the folded text t.
 func (rs *ruleset) literalHits(t string) []bool {
@@ -110,6 +135,7 @@ func compile(tenant, builtin []Provision) *ruleset {
 		c.hasT1 = len(c.anyKW)+len(c.allKW) > 0 || len(c.regex) > 0 || len(t.Path) > 0 || len(t.Tool) > 0
 		c.hasT2 = t.Semantic != nil && len(t.Semantic.Examples) > 0
 		c.hasT3 = t.Micromodel != nil
+		c.simple = c.active && !c.hasT2 && !c.hasT3 && t.Mode != "all" && len(c.allKW) == 0 && len(c.noneKW) == 0
 		rs.rules = append(rs.rules, c)
 	}
 	for _, p := range tenant {
@@ -128,7 +154,105 @@ func compile(tenant, builtin []Provision) *ruleset {
 		}
 		return strings.Compare(a.p.ID, b.p.ID)
 	})
+	rs.index1()
 	return rs
+}
+
+// index1 builds the candidate index over the sorted rules.
+func (rs *ruleset) index1() {
+	rs.always = make([]uint64, (len(rs.rules)+63)/64)
+	rs.kwOwner = make([]int, len(rs.words))
+	rs.litRules = make([][]int, len(rs.lits))
+	for i, c := range rs.rules {
+		c.idx = i
+		for _, ids := range [][]int{c.anyKW, c.allKW, c.noneKW} {
+			for _, id := range ids {
+				rs.kwOwner[id] = i
+			}
+		}
+		switch {
+		case !c.active:
+			// never applies: never visited
+		case !c.simple || c.p.Match != nil:
+			rs.always[i/64] |= 1 << (i % 64)
+		default:
+			c.quiet = true
+			rs.quiet++
+			for _, lit := range c.reLit {
+				if lit < 0 {
+					rs.always[i/64] |= 1 << (i % 64) // a regex with no literal to wait for
+				} else {
+					rs.litRules[lit] = append(rs.litRules[lit], i)
+				}
+			}
+			if len(c.p.Triggers.Path) > 0 {
+				rs.pathRules = append(rs.pathRules, i)
+			}
+			if len(c.p.Triggers.Tool) > 0 {
+				rs.toolRules = append(rs.toolRules, i)
+			}
+		}
+	}
+	for w := range rs.index {
+		k := wordKey(w)
+		rs.maybeWord[k/64] |= 1 << (k % 64)
+	}
+}
+
+// admitOnly marks the rules the admission hook need not see (only
+// rejects them; nil: it sees every rule).
+func (rs *ruleset) admitOnly(only func(Provision) bool) {
+	if only == nil {
+		return
+	}
+	for _, c := range rs.rules {
+		c.noAdmit = !only(c.p)
+		if c.quiet && c.noAdmit {
+			rs.quietFree++
+		}
+	}
+}
+
+// wordKey hashes a word's length and end bytes into the maybeWord filter.
+func wordKey(w string) uint16 {
+	return uint16(w[0])<<8 ^ uint16(w[len(w)-1]) ^ uint16(len(w))<<4
+}
+
+// candidates returns the rules evaluate visits for s, as a bitset: every
+// rule that is not simple (or has a match clause), and the simple rules a
+// signal of s can wake — a keyword present, a regex literal present,
+// tools called, paths named. A simple rule left out cannot fire on s.
+func (rs *ruleset) candidates(s *signals) []uint64 {
+	visit := slices.Clone(rs.always)
+	set := func(i int) { visit[i/64] |= 1 << (i % 64) }
+	for _, id := range s.hitIDs {
+		set(rs.kwOwner[id])
+	}
+	if len(rs.lits) > 0 {
+		in := s.text
+		if len(in) > MaxRegexInput {
+			in = in[:MaxRegexInput]
+		}
+		s.folded(in)
+		for id, hit := range s.lits {
+			if hit {
+				for _, i := range rs.litRules[id] {
+					set(i)
+				}
+			}
+		}
+	}
+	if len(rs.toolRules) > 0 && len(s.tools) > 0 {
+		for _, i := range rs.toolRules {
+			set(i)
+		}
+	}
+	if len(rs.pathRules) > 0 && len(s.paths()) > 0 {
+		for _, i := range rs.pathRules {
+			set(i)
+		}
+	}
+	return visit
 }
 
 func (rs *ruleset) keywords(ks []string) []int {
@@ -187,36 +311,90 @@ func tokens(s string) []string {
 
 // signals is what tier 1 reads from one request, computed once.
 type signals struct {
-	text  string   // last user text, bounded
-	lower string   // text lowered (tokens and the regex prefilter read it)
-	hits  []bool   // keyword id -> present
-	tools []string // tools called in the conversation
-	paths func() []string
-	fold  string // folded regex input, computed on first use
-	done  bool
-	lits  []bool // regex literal id -> present in fold
-	rs    *ruleset
+	text   string   // last user text, bounded
+	lower  string   // text lowered (tokens and the regex prefilter read it)
+	hits   []bool   // keyword id -> present
+	hitIDs []int    // the keyword ids present, as found
+	tools  []string // tools called in the conversation
+	paths  func() []string
+	fold   string // folded regex input of non-ASCII text, computed on first use
+	done   bool
+	ascii  bool   // text is ASCII (known when a keyword scan ran)
+	lits   []bool // regex literal id -> present in the folded regex input
+	rs     *ruleset
 }
 
-// folded is the regex input lowered (with the long s folded to s, as RE2's
-// case folding does), for the literal prefilter.
-func (s *signals) folded(in string) string {
-	if !s.done {
-		s.done = true
-		// ASCII lowers byte for byte, so the lowered text's prefix is the
-		// lowered input; anything else takes the full fold
-		if len(s.lower) >= len(in) && isASCII(in) {
-			s.fold = s.lower[:len(in)]
-		} else {
-			s.fold = foldString(in)
-		}
-		s.lits = s.rs.literalHits(s.fold)
+// folded computes, once, which regex literals occur in the regex input
+// in folded (lowered, with the long s folded to s, as RE2's case folding
+// does). ASCII input is lowered byte by byte as it is scanned.
+func (s *signals) folded(in string) {
+	if s.done {
+		return
 	}
-	return s.fold
+	s.done = true
+	if s.ascii || isASCII(in) {
+		s.lits = s.rs.literalHitsASCII(in)
+		return
+	}
+	s.fold = foldString(in)
+	s.lits = s.rs.literalHits(s.fold)
+}
+
+// lowerTable maps each byte to its ASCII lower case.
+var lowerTable = func() (t [256]byte) {
+	for i := range t {
+		t[i] = lowerASCII(byte(i))
+	}
+	return t
+}()
+
+// literalHitsASCII is literalHits(strings.ToLower(t)) for ASCII t, without
+// the lowered copy.
+func (rs *ruleset) literalHitsASCII(t string) []bool {
+	hits := make([]bool, len(rs.lits))
+	if len(t) < 2 {
+		return hits
+	}
+	a, b := lowerTable[t[0]], lowerTable[t[1]]
+	for i := 2; i < len(t); i++ {
+		c := lowerTable[t[i]]
+		k3 := key3(a, b, c)
+		k := uint16(a)<<8 | uint16(b)
+		a, b = b, c
+		if rs.first3[k3/64]&(1<<(k3%64)) == 0 {
+			continue
+		}
+		at := t[i-2:]
+		for _, id := range rs.byFirst2[k] {
+			if !hits[id] && hasLowerPrefix(at, rs.lits[id]) {
+				hits[id] = true
+			}
+		}
+	}
+	return hits
+}
+
+// hasLowerPrefix reports whether ASCII t lowered starts with lit.
+func hasLowerPrefix(t, lit string) bool {
+	if len(t) < len(lit) {
+		return false
+	}
+	for i := 0; i < len(lit); i++ {
+		if lowerTable[t[i]] != lit[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7] >= 0x80 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= 0x80 {
 			return false
 		}
@@ -279,27 +457,165 @@ func (rs *ruleset) signals(text string, tools []string, paths func() []string) *
 	if len(rs.index) == 0 {
 		return s
 	}
+	if isASCII(text) {
+		s.ascii = true // and so is any prefix of it
+		rs.asciiHits(s, text)
+		return s
+	}
 	s.lower = strings.ToLower(text)
-	toks := tokens(s.lower)
-	for i, t := range toks {
+	rs.lowerHits(s, s.lower)
+	return s
+}
+
+// lowerHits marks the keywords present in lowered text.
+func (rs *ruleset) lowerHits(s *signals, lower string) {
+	for i := 0; ; {
+		st, en := nextToken(lower, i)
+		if st < 0 {
+			break
+		}
+		i = en
+		t := lower[st:en]
+		if k := wordKey(t); rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
+			continue
+		}
 		ks, ok := rs.index[t]
 		if !ok {
 			continue
 		}
 	next:
 		for _, k := range ks {
-			if s.hits[k.id] || len(k.rest) > len(toks)-i-1 {
+			if s.hits[k.id] {
 				continue
 			}
-			for j, w := range k.rest {
-				if toks[i+1+j] != w {
+			at := en
+			for _, w := range k.rest {
+				ws, we := nextToken(lower, at)
+				if ws < 0 || lower[ws:we] != w {
 					continue next
 				}
+				at = we
 			}
 			s.hits[k.id] = true
+			s.hitIDs = append(s.hitIDs, k.id)
 		}
 	}
-	return s
+}
+
+// wordByte256 is wordByte over every byte value (ASCII text only).
+var wordByte256 = func() (t [256]bool) {
+	copy(t[:], wordByte[:])
+	return t
+}()
+
+// asciiHits is signals' keyword scan for ASCII text: the words are found
+// in text itself and lowered one by one (only those the maybeWord filter
+// lets through), which reads the same words as tokens(ToLower(text)).
+func (rs *ruleset) asciiHits(s *signals, text string) {
+	var buf [64]byte
+	next := func(i int) (int, int) {
+		for i < len(text) && !wordByte256[text[i]] {
+			i++
+		}
+		st := i
+		for i < len(text) && wordByte256[text[i]] {
+			i++
+		}
+		if st == i {
+			return -1, -1
+		}
+		return st, i
+	}
+	for i := 0; ; {
+		st, en := next(i)
+		if st < 0 {
+			return
+		}
+		i = en
+		k := uint16(lowerASCII(text[st]))<<8 ^ uint16(lowerASCII(text[en-1])) ^ uint16(en-st)<<4
+		if rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
+			continue
+		}
+		var ks []keyword
+		var ok bool
+		if w := text[st:en]; len(w) <= len(buf) {
+			for j := 0; j < len(w); j++ {
+				buf[j] = lowerASCII(w[j])
+			}
+			ks, ok = rs.index[string(buf[:len(w)])]
+		} else {
+			ks, ok = rs.index[strings.ToLower(w)]
+		}
+		if !ok {
+			continue
+		}
+	next:
+		for _, k := range ks {
+			if s.hits[k.id] {
+				continue
+			}
+			at := en
+			for _, w := range k.rest {
+				ws, we := next(at)
+				if ws < 0 || !asciiEqualLower(text[ws:we], w) {
+					continue next
+				}
+				at = we
+			}
+			s.hits[k.id] = true
+			s.hitIDs = append(s.hitIDs, k.id)
+		}
+	}
+}
+
+// asciiEqualLower reports whether ASCII t lowered equals w.
+func asciiEqualLower(t, w string) bool {
+	if len(t) != len(w) {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if lowerASCII(t[i]) != w[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// nextToken returns the bounds of the first word of s at or after i (as
+// tokens splits it), or -1, -1 when there is none.
+func nextToken(s string, i int) (int, int) {
+	start := -1
+	for i < len(s) {
+		c := s[i]
+		var word bool
+		size := 1
+		if c < utf8.RuneSelf {
+			word = wordByte[c]
+		} else {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			size = n
+			word = unicode.IsLetter(r) || unicode.IsDigit(r)
+		}
+		if word {
+			if start < 0 {
+				start = i
+			}
+		} else if start >= 0 {
+			return start, i
+		}
+		i += size
+	}
+	if start >= 0 {
+		return start, len(s)
+	}
+	return -1, -1
 }
 
 // vetoed reports whether a keyword.none word is present.

@@ -44,11 +44,11 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 		cfg.Trader = svc
 	}
 	if a.gateOn("shim") {
-		svc, err := a.shimService(db)
+		g, err := a.shimService(db)
 		if err != nil {
 			return err
 		}
-		cfg.Shim = svc
+		cfg.Shim, cfg.ShimMemory, cfg.ShimSync = g.svc, g.mem, g.syncer(a, db, false)
 	}
 	if a.gateOn("executor") {
 		ex, err := a.executor(ctx, db)

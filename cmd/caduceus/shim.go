@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -30,12 +31,52 @@ type shimConfig struct {
 	// empty: the deterministic local embedder.
 	EmbeddingsURL   string `yaml:"embeddings_url"`
 	EmbeddingsModel string `yaml:"embeddings_model"`
+	// Cohorts places tenants in fabric_governance cohorts: {slot-3: [core]}.
+	// A tenant not listed belongs to no cohort.
+	Cohorts map[string][]string `yaml:"cohorts"`
+	// SyncAllow lists the URL prefixes POST /v1/sync may fetch from. Empty:
+	// the server syncs from no URL (the CLI may sync from any source).
+	SyncAllow []string `yaml:"sync_allow"`
+	// MaxCharsCeiling clamps every synced max_chars (0: 20000).
+	MaxCharsCeiling int `yaml:"max_chars_ceiling"`
+}
+
+// shimGate is the shim service with its memory and governance parts.
+type shimGate struct {
+	svc *shim.Service
+	mem *shim.Memory
+	gov *shim.Governor
+}
+
+// syncer returns a Syncer for the server (allowlisted URLs only) or the CLI
+// (any source, directories included).
+func (g shimGate) syncer(a *app, db *store.DB, cli bool) *shim.Syncer {
+	cfg := shim.SyncConfig{Governor: g.gov, Ledger: db.ShimMemory(), MaxChars: a.cfg.Shim.MaxCharsCeiling, AllowDir: cli}
+	if !cli {
+		allow := a.cfg.Shim.SyncAllow
+		cfg.AllowURL = func(u *url.URL) bool {
+			for _, prefix := range allow {
+				if prefix != "" && strings.HasPrefix(u.String(), prefix) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return shim.NewSyncer(g.svc, cfg)
 }
 
 // shimService builds the shim over db from the configuration and the
 // environment (provider keys, the edge secret).
-func (a *app) shimService(db *store.DB) (*shim.Service, error) {
+func (a *app) shimService(db *store.DB) (shimGate, error) {
 	c := a.cfg.Shim
+	gov := &shim.Governor{Cohorts: map[contract.TenantSlot][]string{}}
+	for t, cohorts := range c.Cohorts {
+		if !contract.ValidTenantSlot(t) {
+			return shimGate{}, &exitError{2, fmt.Errorf("shim.cohorts: %q is not a tenant slot", t)}
+		}
+		gov.Cohorts[contract.TenantSlot(t)] = cohorts
+	}
 	cfg := shim.Config{
 		Store:      db.Shim(),
 		Audit:      db.Audit(),
@@ -43,6 +84,8 @@ func (a *app) shimService(db *store.DB) (*shim.Service, error) {
 		Offline:    c.Offline,
 		EdgeSecret: a.getenv("CADUCEUS_EDGE_SECRET"),
 		Logger:     a.log,
+		Admit:      gov.Admit,
+		AdmitOnly:  shim.Governed, // the lens admits ungoverned provisions anyway
 	}
 	for name, url := range c.Upstreams {
 		var key string
@@ -52,10 +95,10 @@ func (a *app) shimService(db *store.DB) (*shim.Service, error) {
 		case "anthropic":
 			key = a.getenv("CADUCEUS_ANTHROPIC_API_KEY")
 		default:
-			return nil, &exitError{2, fmt.Errorf("upstream %q: want openai or anthropic", name)}
+			return shimGate{}, &exitError{2, fmt.Errorf("upstream %q: want openai or anthropic", name)}
 		}
 		if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-			return nil, &exitError{2, fmt.Errorf("upstream %s=%q: want an http(s) URL", name, url)}
+			return shimGate{}, &exitError{2, fmt.Errorf("upstream %s=%q: want an http(s) URL", name, url)}
 		}
 		cfg.Upstreams[name] = shim.Upstream{BaseURL: strings.TrimRight(url, "/"), APIKey: key}
 	}
@@ -65,7 +108,13 @@ func (a *app) shimService(db *store.DB) (*shim.Service, error) {
 	if c.EmbeddingsURL != "" {
 		cfg.Embedder = &shim.OpenAIEmbedder{BaseURL: c.EmbeddingsURL, Model: c.EmbeddingsModel, APIKey: a.getenv("CADUCEUS_EMBEDDINGS_API_KEY")}
 	}
-	return shim.New(cfg), nil
+	mem := shim.NewMemory(shim.MemoryConfig{Store: db.ShimMemory(), Rules: db.Shim(),
+		Logf: func(format string, args ...any) { a.log.Warn(fmt.Sprintf(format, args...)) }})
+	cfg.Observers = append(cfg.Observers, mem)
+	if err := shim.CheckConfig(cfg); err != nil {
+		return shimGate{}, &exitError{2, fmt.Errorf("%s", userMessage(err))}
+	}
+	return shimGate{svc: shim.New(cfg), mem: mem, gov: gov}, nil
 }
 
 // parseUpstreams turns --upstream openai=URL flags into the config map.
@@ -90,7 +139,7 @@ func (a *app) shimCmd() *cobra.Command {
   caduceus shim dry-run --protocol messages request.json`,
 	}
 	cmd.PersistentFlags().StringVar(&tenant, "tenant", "slot-1", "tenant slot the command acts in")
-	withShim := func(ctx context.Context, fn func(*shim.Service, contract.Caller) error) error {
+	withShim := func(ctx context.Context, fn func(shimGate, *store.DB, contract.Caller) error) error {
 		if !contract.ValidTenantSlot(tenant) {
 			return &exitError{2, fmt.Errorf("--tenant %q must look like slot-N", tenant)}
 		}
@@ -99,13 +148,13 @@ func (a *app) shimCmd() *cobra.Command {
 			return err
 		}
 		defer db.Close()
-		svc, err := a.shimService(db)
+		g, err := a.shimService(db)
 		if err != nil {
 			return err
 		}
 		c := operatorCaller(contract.TenantSlot(tenant))
 		c.Harness = harness
-		return fn(svc, c)
+		return fn(g, db, c)
 	}
 
 	provisions := &cobra.Command{Use: "provisions", Short: "Manage provisions and context entries"}
@@ -120,8 +169,8 @@ func (a *app) shimCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			return withShim(cmd.Context(), func(svc *shim.Service, c contract.Caller) error {
-				rep, err := svc.Apply(cmd.Context(), c, c.Harness, doc)
+			return withShim(cmd.Context(), func(g shimGate, _ *store.DB, c contract.Caller) error {
+				rep, err := g.svc.Apply(cmd.Context(), c, c.Harness, doc)
 				if err != nil {
 					if contract.KindOf(err) == contract.KindInvalid {
 						return &exitError{2, fmt.Errorf("%s: %s", args[0], userMessage(err))}
@@ -157,8 +206,8 @@ func (a *app) shimCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			return withShim(cmd.Context(), func(svc *shim.Service, c contract.Caller) error {
-				res, err := svc.DryRun(cmd.Context(), c, p, body)
+			return withShim(cmd.Context(), func(g shimGate, _ *store.DB, c contract.Caller) error {
+				res, err := g.svc.DryRun(cmd.Context(), c, p, body)
 				if err != nil {
 					if contract.KindOf(err) == contract.KindInvalid {
 						return &exitError{2, fmt.Errorf("%s: %s", args[0], userMessage(err))}
@@ -170,6 +219,39 @@ func (a *app) shimCmd() *cobra.Command {
 		},
 	}
 	dryRun.Flags().StringVar(&protocol, "protocol", "chat", "wire protocol of FILE: chat, responses or messages")
-	cmd.AddCommand(provisions, dryRun)
+	var from string
+	syncCmd := &cobra.Command{
+		Use:   "sync --from DIR|URL|handshake+URL --harness H",
+		Short: "Sync governed provisions and context entries from a provision source",
+		Long: `Load provisions and context entries from a directory of JSON bundles, an
+http(s) URL serving a bundle, or a provision server's handshake
+(handshake+https://host). Only verified records whose visibility, cohort and
+harness admit the tenant are taken; blobs are checked against their SHA-256;
+every write is a compare-and-swap, so a newer local version is never
+overwritten. The report lists what was taken, refused (with the reason) and
+in conflict.`,
+		Example: `  caduceus shim sync --from ./fabric --harness claude-code
+  caduceus shim sync --from https://fabric.example.com/bundle.json --harness claude-code --tenant slot-2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if harness == "" {
+				return &exitError{2, fmt.Errorf("--harness is required: synced records are attested for a harness")}
+			}
+			return withShim(cmd.Context(), func(g shimGate, db *store.DB, c contract.Caller) error {
+				rep, err := g.syncer(a, db, true).Sync(cmd.Context(), c, harness, from)
+				if err != nil {
+					if contract.KindOf(err) == contract.KindInvalid {
+						return &exitError{2, fmt.Errorf("%s", userMessage(err))}
+					}
+					return err
+				}
+				return printJSON(a.stdout, rep)
+			})
+		},
+	}
+	syncCmd.Flags().StringVar(&from, "from", "", "provision source: a directory, an http(s) URL, or handshake+http(s)://host (required)")
+	syncCmd.Flags().StringVar(&harness, "harness", "", "the harness the synced records are attested for (required)")
+	syncCmd.MarkFlagRequired("from")
+	cmd.AddCommand(provisions, dryRun, syncCmd)
 	return cmd
 }

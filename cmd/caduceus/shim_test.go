@@ -143,12 +143,51 @@ func TestShimThroughTheServer(t *testing.T) {
 	if !strings.Contains(string(db), "PROV-DEPLOY") || !strings.Contains(string(db), `"persisted":false`) || up.calls.Load() != calls {
 		t.Errorf("dry-run: %s (upstream calls %d -> %d)", db, calls, up.calls.Load())
 	}
+	// Provisions are CAS-versioned: a stale If-Match changes nothing.
+	send := func(method, path, ifMatch, body string) (int, string) {
+		req, _ := http.NewRequest(method, in.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Caduceus-Harness", "claude-code")
+		if ifMatch != "" {
+			req.Header.Set("If-Match", ifMatch)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("ETag") + " " + string(b)
+	}
+	code, got := send("GET", "/v1/provisions/PROV-REFUNDS", "", "")
+	etag, _, _ := strings.Cut(got, " ")
+	if code != 200 || etag == "" {
+		t.Fatalf("get provision: %d %s", code, got)
+	}
+	updated := `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 7 days.","stop_reason":"end_turn"}}`
+	if code, got := send("PUT", "/v1/provisions/PROV-REFUNDS", "999", updated); code != 409 {
+		t.Errorf("stale If-Match: %d %s", code, got)
+	}
+	if code, got := send("PUT", "/v1/provisions/PROV-REFUNDS", etag, updated); code != 200 {
+		t.Errorf("update: %d %s", code, got)
+	}
+	if resp, _, err := ask("refund?", "gpt-4o-mini"); err != nil || resp.Choices[0].Message.Content != "Refunds take 7 days." {
+		t.Errorf("updated provision not in force: %v %+v", err, resp)
+	}
+	_, got = send("GET", "/v1/provisions/PROV-REFUNDS", "", "")
+	etag, _, _ = strings.Cut(got, " ")
+	if code, got := send("DELETE", "/v1/provisions/PROV-REFUNDS", etag, ""); code != 204 {
+		t.Errorf("delete: %d %s", code, got)
+	}
+	if code, _ := send("GET", "/v1/provisions/PROV-REFUNDS", "", ""); code != 404 {
+		t.Errorf("deleted provision still there: %d", code)
+	}
 	if code, out, errOut := cli(t, "audit", "verify", "--data", in.data); code != 0 {
 		t.Errorf("audit verify: %s %s", out, errOut)
 	}
 	_, tail, _ := cli(t, "audit", "tail", "--data", in.data, "--tenant", "slot-1", "--json", "-n", "200")
-	if n := strings.Count(tail, `"action":"shim.proxy"`); n != 3 {
-		t.Errorf("%d shim.proxy records; want 3 (the bad-key requests have no tenant)", n)
+	if n := strings.Count(tail, `"action":"shim.proxy"`); n != 4 {
+		t.Errorf("%d shim.proxy records; want 4 (the bad-key requests have no tenant)", n)
 	}
 }
 
@@ -179,5 +218,83 @@ context:
 	os.WriteFile(bundle, []byte("provisions:\n  - id: X\n    action: teleport\n"), 0o600)
 	if code, _, errOut := cli(t, "shim", "provisions", "apply", bundle, "--data", data, "--harness", "claude-code"); code == 0 {
 		t.Errorf("a bad bundle applied: %s", errOut)
+	}
+}
+
+// TestShimMemoryThroughTheServer: a three-turn conversation through the
+// OpenAI SDK and `serve`: turn 1 fires a rule, turns 2 and 3 carry a stack trace;
+// /v1/outcomes shows retry_error for the rule, /v1/insights proposes a
+// candidate, /v1/memory holds the entities, and the active rules are
+// unchanged. /v1/sync refuses a source outside the allowlist.
+func TestShimMemoryThroughTheServer(t *testing.T) {
+	up := &fakeOpenAI{}
+	upstream := httptest.NewServer(up)
+	defer upstream.Close()
+	in := start(t, "--upstream", "openai="+upstream.URL+"/v1")
+	_, out, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-1", "--scopes", "route,configure", "--harness", "claude-code")
+	key := strings.TrimSpace(out)
+	for path, doc := range map[string]string{
+		"/v1/context":    `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`,
+		"/v1/provisions": `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`,
+	} {
+		req, _ := http.NewRequest("POST", in.url+path, strings.NewReader(doc))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Caduceus-Harness", "claude-code")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 201 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("POST %s: %v %s", path, err, b)
+		}
+	}
+	_, before := in.do(t, "GET", "/v1/provisions", key, nil)
+
+	oc := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0),
+		option.WithHeader("X-Caduceus-Conversation", "conv-e2e-1"), option.WithHeader("X-Caduceus-Project", "payments"))
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("deploy the service in src/api/app.py")}
+	turn := func() {
+		t.Helper()
+		if _, err := oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn()
+	trace := "\nTraceback (most recent call last):\n  File \"/srv/api/app/config.py\", line 41, in load\nKeyError: 'DATABASE_URL'"
+	msgs = append(msgs, openai.AssistantMessage("done"), openai.UserMessage("the deploy failed:"+trace))
+	turn()
+	msgs = append(msgs, openai.AssistantMessage("try again"), openai.UserMessage("the deploy still fails:"+trace))
+	turn()
+
+	_, oc1 := in.do(t, "GET", "/v1/outcomes", key, nil)
+	if !strings.Contains(mustJSON(oc1), `"retry_error"`) || !strings.Contains(mustJSON(oc1), "PROV-DEPLOY") {
+		t.Errorf("outcomes: %s", mustJSON(oc1))
+	}
+	_, mem := in.do(t, "GET", "/v1/memory?project=payments", key, nil)
+	if !strings.Contains(mustJSON(mem), "src/api/app.py") || !strings.Contains(mustJSON(mem), "KeyError") {
+		t.Errorf("memory: %s", mustJSON(mem))
+	}
+	_, ins := in.do(t, "GET", "/v1/insights", key, nil)
+	if !strings.Contains(mustJSON(ins), `"status":"candidate"`) {
+		t.Errorf("insights: %s", mustJSON(ins))
+	}
+	_, after := in.do(t, "GET", "/v1/provisions", key, nil)
+	if mustJSON(before) != mustJSON(after) {
+		t.Errorf("insights changed the active rules:\n%s\n%s", mustJSON(before), mustJSON(after))
+	}
+	// Another tenant sees none of it.
+	_, other, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-2", "--scopes", "route")
+	if _, m := in.do(t, "GET", "/v1/memory", strings.TrimSpace(other), nil); strings.Contains(mustJSON(m), "app.py") {
+		t.Errorf("slot-2 sees slot-1's memory: %s", mustJSON(m))
+	}
+	sreq, _ := http.NewRequest("POST", in.url+"/v1/sync", strings.NewReader(`{"source":"http://169.254.169.254/latest"}`))
+	sreq.Header.Set("Authorization", "Bearer "+key)
+	sreq.Header.Set("X-Caduceus-Harness", "claude-code")
+	resp, err := http.DefaultClient.Do(sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Errorf("sync from a non-allowlisted URL: %d %s", resp.StatusCode, b)
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -199,7 +200,14 @@ func plainString(raw []byte) (string, bool) {
 		return "", false
 	}
 	body := raw[1 : len(raw)-1]
-	for _, c := range body {
+	i := 0
+	for ; i+8 <= len(body); i += 8 {
+		x := binary.LittleEndian.Uint64(body[i:])
+		if x&highs != 0 || special8(x) {
+			return "", false
+		}
+	}
+	for _, c := range body[i:] {
 		if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
 			return "", false
 		}
@@ -207,28 +215,36 @@ func plainString(raw []byte) (string, bool) {
 	return string(body), true
 }
 
+// chatIn is what parseChat decodes from a chat completions body.
+type chatIn struct {
+	Model    string          `json:"model"`
+	Stream   bool            `json:"stream"`
+	Messages []chatInMessage `json:"messages"`
+	Tools    []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+type chatInMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
 func parseChat(body []byte) (*Request, error) {
-	var in struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role      string          `json:"role"`
-			Content   json.RawMessage `json:"content"`
-			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, typeErr("body", err)
+	var in chatIn
+	if !parseChatFast(body, &in) {
+		in = chatIn{}
+		if err := json.Unmarshal(body, &in); err != nil {
+			return nil, typeErr("body", err)
+		}
 	}
 	if in.Messages == nil {
 		return nil, fmt.Errorf("wire: field messages is required")
@@ -435,12 +451,34 @@ func pathsInText(s string) []string {
 	}
 	var out []string
 	// A path has a slash or a dot: visit only the tokens that hold one.
+	// the next '/' and '.' at or after i, found with IndexByte (much
+	// faster than IndexAny) and kept until passed; -1: none left
+	slash, dot := -2, -2
+	next := func(i int, at *int, c byte) int {
+		if *at != -1 && *at < i {
+			if k := strings.IndexByte(s[i:], c); k < 0 {
+				*at = -1
+			} else {
+				*at = i + k
+			}
+		}
+		return *at
+	}
 	for i := 0; i < len(s); {
-		j := strings.IndexAny(s[i:], "/.")
+		j := next(i, &slash, '/')
+		if d := next(i, &dot, '.'); j < 0 || d >= 0 && d < j {
+			j = d
+		}
 		if j < 0 {
 			break
 		}
-		j += i
+		if s[j] == '.' && (j+1 == len(s) || pathBreak(s[j+1])) {
+			// a sentence's full stop: the token ends at this dot, and has
+			// no '/' or earlier '.' (j is the first at or after i), so once
+			// the dot is trimmed it cannot look like a path
+			i = j + 1
+			continue
+		}
 		start, end := j, j
 		for start > 0 && !pathBreak(s[start-1]) {
 			start--

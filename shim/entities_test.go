@@ -1,0 +1,133 @@
+package shim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestExtractEntities(t *testing.T) {
+	text := "In internal/api/handler.go the call to parseConfig() fails; see `Server.Start` and os.Getenv.\n" +
+		"Context at tessera://blobs/" + strings.Repeat("ab", 32) + ", statute SC-NY-113 and statute:gdpr.art17.\n" +
+		"Traceback (most recent call last):\n" +
+		"  File \"/home/u/app/main.py\", line 12, in <module>\n" +
+		"KeyError: 'user_42' at /srv/app/models/user.py line 88\n"
+	got := ExtractEntities(text)
+	want := map[string][]string{
+		KindFilePath:       {"internal/api/handler.go", "/home/u/app/main.py", "/srv/app/models/user.py"},
+		KindCodeSymbol:     {"Server.Start", "parseConfig", "os.Getenv"},
+		KindTesseraURI:     {"tessera://blobs/" + strings.Repeat("ab", 32)},
+		KindStatuteCard:    {"SC-NY-113", "statute:gdpr.art17"},
+		KindErrorSignature: {"KeyError: <str> at <path> line <n>"},
+	}
+	for kind, vals := range want {
+		for _, v := range vals {
+			if !slices.Contains(got, EntityRef{kind, v}) {
+				t.Errorf("missing %s %q in %v", kind, v, got)
+			}
+		}
+	}
+	for i := 1; i < len(got); i++ {
+		if kindRank(got[i-1].Kind) > kindRank(got[i].Kind) {
+			t.Fatalf("not ordered by kind: %v", got)
+		}
+	}
+	if !slices.Equal(got, ExtractEntities(text)) {
+		t.Fatal("extraction is not deterministic")
+	}
+}
+
+func TestErrorSignaturesNormalize(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"ValueError: invalid literal for int() with base 10: 'abc'", "ValueError: invalid literal for int() with base <n>: <str>"},
+		{"panic: runtime error: index out of range [5] with length 3", "panic: runtime error: index out of range [<n>] with length <n>"},
+		{"java.lang.NullPointerException: Cannot invoke \"x\" on /opt/x/y.java", "java.lang.NullPointerException: Cannot invoke <str> on <path>"},
+		{"error[E0308]: mismatched types", "error[E<n>]: mismatched types"},
+		{"TypeError: cannot read id 7f3a9c2e11aa0bb3 of usr_01HZZZZZZZZZZZZ", "TypeError: cannot read id <id> of <id>"},
+	} {
+		got := ErrorSignatures(tc.in)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("ErrorSignatures(%q) = %q, want [%q]", tc.in, got, tc.want)
+		}
+	}
+	// Two occurrences differing only in numbers, paths and ids are one signature.
+	a := ErrorSignatures("KeyError: 'a' at /x/y.py line 3")
+	b := ErrorSignatures("KeyError: 'b' at /z/w/v.py line 99")
+	if !slices.Equal(a, b) {
+		t.Fatalf("%q and %q should normalize the same", a, b)
+	}
+	if got := ErrorSignatures("everything is fine, no errors here"); len(got) != 0 {
+		t.Fatalf("prose yields %q", got)
+	}
+}
+
+func TestExtractEntitiesBounds(t *testing.T) {
+	var b strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&b, "pkg/f%d.go ", i)
+	}
+	n := 0
+	for _, e := range ExtractEntities(b.String()) {
+		if e.Kind == KindFilePath {
+			n++
+		}
+	}
+	if n != MaxEntitiesPerKind {
+		t.Fatalf("kept %d paths, want %d", n, MaxEntitiesPerKind)
+	}
+}
+
+func FuzzExtractEntities(f *testing.F) {
+	f.Add("see internal/x.go and Foo.Bar() KeyError: 'x' tessera://blobs/ab SC-1")
+	f.Add("panic: runtime error\n\tgoroutine 1 [running]:\n")
+	f.Add("`" + strings.Repeat("é", 300) + "`")
+	f.Add("Error: " + strings.Repeat("ü", 200))
+	f.Fuzz(func(t *testing.T, s string) {
+		es := ExtractEntities(s)
+		for _, e := range es {
+			if kindRank(e.Kind) < 0 || e.Value == "" || len(e.Value) > MaxEntityValue {
+				t.Fatalf("bad entity %+v", e)
+			}
+			if utf8.ValidString(s) && !utf8.ValidString(e.Value) {
+				t.Fatalf("entity %q is not valid UTF-8", e.Value)
+			}
+		}
+		if !slices.Equal(es, ExtractEntities(s)) {
+			t.Fatal("not deterministic")
+		}
+	})
+}
+
+func BenchmarkExtractEntities32KB(b *testing.B) {
+	chunk := "Editing internal/api/handler.go: the call parseConfig() returns nil; check `Server.Start` in cmd/app/main.go.\n" +
+		"Traceback (most recent call last):\n  File \"/srv/app/x.py\", line 12\nKeyError: 'user_42'\n" +
+		"See tessera://blobs/" + strings.Repeat("0f", 32) + " and SC-NY-113. Some plain prose follows to pad the request out.\n"
+	var sb strings.Builder
+	for sb.Len() < 32<<10 {
+		sb.WriteString(chunk)
+	}
+	text := sb.String()[:32<<10]
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ExtractEntities(text)
+	}
+}
+
+// BenchmarkExtractEntities32KBUnique is the worst case: every error line
+// and path differs, so no normalization is reused.
+func BenchmarkExtractEntities32KBUnique(b *testing.B) {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 32<<10; i++ {
+		fmt.Fprintf(&sb, "Editing internal/api/h%d.go: the call parseConfig%d() returns nil; check `Server.Start%d`.\n"+
+			"  File \"/srv/app/x%d.py\", line %d\nKeyError%d: 'user_%d' at /srv/app/m%d.py\nSome plain prose follows to pad the request.\n", i, i, i, i, i, i%7, i, i)
+	}
+	text := sb.String()[:32<<10]
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ExtractEntities(text)
+	}
+}

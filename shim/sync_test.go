@@ -1,0 +1,61 @@
+package shim_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+)
+
+// The CLI's caduceus shim sync --from DIR: every *.json file is a bundle,
+// blobs live under blobs/<hex>.
+func TestSyncFromDirectory(t *testing.T) {
+	e := newEnv(t, nil)
+	dir := t.TempDir()
+	body := "Verb: deploy with make deploy-staging."
+	sum := sha256.Sum256([]byte(body))
+	digest := hex.EncodeToString(sum[:])
+	if err := os.MkdirAll(filepath.Join(dir, "blobs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("blobs/"+digest, body)
+	gov := `"fabric_governance":{"status":"verified","visibility_scope":"public"}`
+	write("a.json", `{"context":[{"ref":"verb:deploy","kind":"verb","body_uri":"tessera://blobs/`+digest+`","version":1,`+gov+`}]}`)
+	write("b.json", `{"provisions":[{"id":"DEPLOY","version":1,"triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"],`+gov+`}]}`)
+	write("notes.txt", `not a bundle`)
+
+	c := callers["key-a"]
+	y := shim.NewSyncer(e.svc, shim.SyncConfig{AllowDir: true})
+	rep, err := y.Sync(t.Context(), c, c.Harness, dir)
+	if err != nil || len(rep.Taken) != 2 || len(rep.Refused) != 0 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if ce, err := e.svc.GetContext(t.Context(), c, "verb:deploy"); err != nil || ce.Body != body || ce.SHA256 != "sha256:"+digest {
+		t.Fatalf("%+v %v", ce, err)
+	}
+	// A bad bundle file fails the whole sync, naming the file, and writes nothing more.
+	write("c.json", `{"provisions":{"id":"x"}}`)
+	_, err = y.Sync(t.Context(), c, c.Harness, dir)
+	if ce := contract.AsError(err); err == nil || ce.Kind != contract.KindInvalid || ce.Field != "/provisions" {
+		t.Fatalf("bad bundle file: %v", err)
+	}
+	// The audit trail has each sync.
+	n := 0
+	for _, r := range e.audit.Records(c.Identity.TenantSlot) {
+		if r.Outcome.Action == "shim.sync" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d shim.sync audit records, want 1", n)
+	}
+}

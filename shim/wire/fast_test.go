@@ -1,0 +1,170 @@
+package wire
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var fastSeeds = []string{
+	`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"gpt-4o","stream":true,"temperature":0.2,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a\nb"}]}],"tools":[{"type":"function","function":{"name":"Bash"}}]}`,
+	`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"Edit","arguments":"{\"path\":\"a/b.go\"}"}}]},{"role":"tool","content":"ok"}]}`,
+	`{"Model":"m","messages":[]}`,
+	`{"model":"m","model":"n","messages":[]}`,
+	`{"model":"m","messages":[{"role":"user","content":"x","ROLE":"system"}]}`,
+	`{"model":null,"messages":[{"role":"user","content":"x"}]}`,
+	`{"model":"m","stream":"yes","messages":[]}`,
+	`{"model":"m","messages":[1]}`,
+	`{"model":"m","messages":[{"role":"user","content":"caf\u00e9 \ud83d\ude00"}], "x": [1e5, -0.5, true, false, null, {}]}`,
+	"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}",
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":1}}]}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}]} x`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"n":01}`,
+	`{"model":"m","ſtream":true,"messages":[]}`,
+}
+
+// FuzzFastParse checks that the fast path never disagrees with
+// encoding/json: whenever it answers, validity and the decoded request are
+// what json.Valid and json.Unmarshal give.
+func FuzzFastParse(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if validJSON(b) && !json.Valid(b) {
+			t.Fatalf("validJSON accepts what json.Valid refuses: %q", b)
+		}
+		var fast chatIn
+		if !parseChatFast(b, &fast) {
+			return
+		}
+		var slow chatIn
+		if err := json.Unmarshal(b, &slow); err != nil {
+			t.Fatalf("fast path read %q, encoding/json refuses it: %v", b, err)
+		}
+		for i := range fast.Messages {
+			// RawMessage aliases the body on the fast path; compare bytes
+			if fast.Messages[i].Content != nil && len(fast.Messages[i].Content) == 0 {
+				fast.Messages[i].Content = nil
+			}
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", b, fast, slow)
+		}
+	})
+}
+
+func TestFastParseTakesTheCommonCase(t *testing.T) {
+	var in chatIn
+	if !parseChatFast([]byte(fastSeeds[1]), &in) || in.Model != "gpt-4o" || !in.Stream || len(in.Messages) != 2 || len(in.Tools) != 1 {
+		t.Fatalf("fast path declined or misread the common request: %+v", in)
+	}
+	for _, s := range fastSeeds[3:9] {
+		if parseChatFast([]byte(s), &in) {
+			t.Errorf("fast path took %s, which needs encoding/json", s)
+		}
+	}
+}
+
+// pathsInTextIndexAny is pathsInText as it was with strings.IndexAny, the
+// reference for TestPathsInText.
+func pathsInTextIndexAny(s string) []string {
+	if len(s) > maxPathScan {
+		s = s[:maxPathScan]
+	}
+	var out []string
+	for i := 0; i < len(s); {
+		j := strings.IndexAny(s[i:], "/.")
+		if j < 0 {
+			break
+		}
+		j += i
+		start, end := j, j
+		for start > 0 && !pathBreak(s[start-1]) {
+			start--
+		}
+		for end < len(s) && !pathBreak(s[end]) {
+			end++
+		}
+		tok := s[start:end]
+		for len(tok) > 0 && strings.IndexByte(".:;!?", tok[len(tok)-1]) >= 0 {
+			tok = tok[:len(tok)-1]
+		}
+		if looksLikePath(tok) {
+			out = append(out, tok)
+			if len(out) == 64 {
+				return out
+			}
+		}
+		i = end + 1
+	}
+	return out
+}
+
+func TestPathsInText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	parts := []string{"a", "main.go", "deploy/app", "/", ".", " ", "..", "x.tf", "http://h/p", "(", "src/", ".git", "é", "passed.", "\n", ",", "a.b.c"}
+	for range 2000 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		s := b.String()
+		if got, want := pathsInText(s), pathsInTextIndexAny(s); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %q, want %q", s, got, want)
+		}
+	}
+}
+
+// TestSWAR checks the 8-byte tests against byte-by-byte ones, and that
+// validJSON accepts every valid string it is shown (so the fast path is
+// taken) and plainString agrees with its definition.
+func TestSWAR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	interesting := []byte{0, 0x1f, 0x20, 0x21, '"', '\\', 0x7f, 0x80, 0xa2, 0xdc, 0xff, 'a', 0x5b, 0x5d, 0x02, 0x23}
+	for range 200000 {
+		var b [8]byte
+		for i := range b {
+			if rng.IntN(2) == 0 {
+				b[i] = interesting[rng.IntN(len(interesting))]
+			} else {
+				b[i] = byte(rng.IntN(256))
+			}
+		}
+		want := false
+		for _, c := range b {
+			want = want || c < 0x20 || c == '"' || c == '\\'
+		}
+		if got := special8(binary.LittleEndian.Uint64(b[:])); got != want {
+			t.Fatalf("special8(% x) = %v, want %v", b, got, want)
+		}
+	}
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = interesting[rng.IntN(len(interesting))]
+			if rng.IntN(3) == 0 {
+				b[i] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		q, _ := json.Marshal(string(b))
+		if !validJSON(q) {
+			t.Fatalf("validJSON refuses %q", q)
+		}
+		raw := append(append([]byte{'"'}, b...), '"')
+		plain := true
+		for _, c := range b {
+			plain = plain && c >= 0x20 && c < 0x80 && c != '"' && c != '\\'
+		}
+		if s, ok := plainString(raw); ok != plain || ok && s != string(b) {
+			t.Fatalf("plainString(%q) = %q, %v; want plain %v", raw, s, ok, plain)
+		}
+		if validJSON(raw) != json.Valid(raw) {
+			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", raw, validJSON(raw), json.Valid(raw))
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+)
+
+// ShimMemory is the shim's entity memory and rule outcomes (migration
+// 310_shim_memory); it implements shim.MemoryStore. Every statement
+// filters on the tenant.
+type ShimMemory struct{ db *DB }
+
+// ShimMemory returns the store's shim memory tables.
+func (db *DB) ShimMemory() *ShimMemory { return &ShimMemory{db: db} }
+
+var _ shim.MemoryStore = (*ShimMemory)(nil)
+
+// TouchEntities implements shim.MemoryStore: one upsert per entity, in one
+// transaction.
+func (s *ShimMemory) TouchEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
+	if len(es) == 0 {
+		return nil
+	}
+	us := Micros(at)
+	err := s.db.InTx(ctx, func(tx *Tx) error {
+		for _, e := range es {
+			_, err := tx.Exec(ctx, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
+VALUES (?, ?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
+				string(tenant), subject, project, e.Kind, e.Value, us, us)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: touch entities: %w", err)
+	}
+	return nil
+}
+
+// ListEntities implements shim.MemoryStore.
+func (s *ShimMemory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]shim.Entity, error) {
+	q := `SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`
+	args := []any{string(tenant), subject}
+	if project != "" {
+		q += ` AND project = ?`
+		args = append(args, project)
+	}
+	q += ` ORDER BY last_seen DESC, project, kind, value LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list entities: %w", err)
+	}
+	defer rows.Close()
+	out := []shim.Entity{}
+	for rows.Next() {
+		e := shim.Entity{Subject: subject}
+		var first, last int64
+		if err := rows.Scan(&e.Project, &e.Kind, &e.Value, &first, &last, &e.Count); err != nil {
+			return nil, fmt.Errorf("store: list entities: %w", err)
+		}
+		e.FirstSeen, e.LastSeen = contract.Timestamp(FromMicros(first)), contract.Timestamp(FromMicros(last))
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list entities: %w", err)
+	}
+	return out, nil
+}
+
+// AddOutcomes implements shim.MemoryStore: inserts that ignore an existing
+// (tenant, receipt, provision), in one transaction.
+func (s *ShimMemory) AddOutcomes(ctx context.Context, tenant contract.TenantSlot, os []shim.RuleOutcome) error {
+	if len(os) == 0 {
+		return nil
+	}
+	err := s.db.InTx(ctx, func(tx *Tx) error {
+		for _, o := range os {
+			var fired int64
+			if t, err := contract.ParseTimestamp(o.FiredAt); err == nil {
+				fired = Micros(t)
+			}
+			builtin := 0
+			if o.Builtin {
+				builtin = 1
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
+outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
+				string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, shim.OutcomePending, fired)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: add outcomes: %w", err)
+	}
+	return nil
+}
+
+// ResolveOutcomes implements shim.MemoryStore with one conditional UPDATE.
+func (s *ShimMemory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
+	res, err := s.db.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
+WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
+		outcome, signature, nextReceipt, Micros(at), string(tenant), conversation, shim.OutcomePending, exceptReceipt)
+	if err != nil {
+		return 0, fmt.Errorf("store: resolve outcomes: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: resolve outcomes: %w", err)
+	}
+	return int(n), nil
+}
+
+// ListOutcomes implements shim.MemoryStore.
+func (s *ShimMemory) ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
+	q := `SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
+FROM shim_outcomes WHERE tenant = ?`
+	args := []any{string(tenant)}
+	if subject != "" {
+		q += ` AND subject = ?`
+		args = append(args, subject)
+	}
+	q += ` ORDER BY receipt DESC, provision LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list outcomes: %w", err)
+	}
+	defer rows.Close()
+	out := []shim.RuleOutcome{}
+	for rows.Next() {
+		var o shim.RuleOutcome
+		var builtin int
+		var fired, resolved int64
+		if err := rows.Scan(&o.Receipt, &o.Provision, &o.Conversation, &o.Subject, &o.Project, &o.Version, &builtin,
+			&o.Outcome, &o.ErrorSignature, &o.NextReceipt, &fired, &resolved); err != nil {
+			return nil, fmt.Errorf("store: list outcomes: %w", err)
+		}
+		o.Builtin = builtin != 0
+		o.FiredAt = contract.Timestamp(FromMicros(fired))
+		if resolved != 0 {
+			o.ResolvedAt = contract.Timestamp(FromMicros(resolved))
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list outcomes: %w", err)
+	}
+	return out, nil
+}
+
+// GetSyncMark implements shim.SyncLedger.
+func (s *ShimMemory) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (shim.SyncMark, bool, error) {
+	m := shim.SyncMark{Kind: kind, ID: id}
+	err := s.db.QueryRow(ctx, `SELECT source_version, local_version FROM shim_sync_marks WHERE tenant = ? AND kind = ? AND id = ?`,
+		string(tenant), kind, id).Scan(&m.SourceVersion, &m.LocalVersion)
+	if errors.Is(err, sql.ErrNoRows) {
+		return shim.SyncMark{}, false, nil
+	}
+	if err != nil {
+		return shim.SyncMark{}, false, fmt.Errorf("store: sync mark: %w", err)
+	}
+	return m, true, nil
+}
+
+// PutSyncMark implements shim.SyncLedger with one upsert.
+func (s *ShimMemory) PutSyncMark(ctx context.Context, tenant contract.TenantSlot, m shim.SyncMark) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO shim_sync_marks (tenant, kind, id, source_version, local_version) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (tenant, kind, id) DO UPDATE SET source_version = excluded.source_version, local_version = excluded.local_version`,
+		string(tenant), m.Kind, m.ID, m.SourceVersion, m.LocalVersion)
+	if err != nil {
+		return fmt.Errorf("store: put sync mark: %w", err)
+	}
+	return nil
+}

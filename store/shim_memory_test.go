@@ -1,0 +1,43 @@
+package store_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimtest"
+	"github.com/caduceus-dev/caduceus/store/storetest"
+)
+
+// TestShimMemoryStore runs the shim.MemoryStore conformance suite on
+// SQLite and, when CADUCEUS_TEST_POSTGRES is set, on Postgres.
+func TestShimMemoryStore(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		shimtest.TestMemoryStore(t, func(t *testing.T) shim.MemoryStore { return storetest.OpenSQLite(t).ShimMemory() })
+	})
+	if dsn := os.Getenv(storetest.EnvPostgres); dsn != "" {
+		t.Run("postgres", func(t *testing.T) {
+			shimtest.TestMemoryStore(t, func(t *testing.T) shim.MemoryStore { return storetest.OpenPostgres(t, dsn).ShimMemory() })
+		})
+	}
+}
+
+// TestShimScenarios runs the seed 003 memory and governance invariants
+// (H07, H09, H12, H13, H19) on SQLite and, when CADUCEUS_TEST_POSTGRES is
+// set, on Postgres.
+func TestShimScenarios(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		shimtest.TestScenarios(t, func(t *testing.T) shimtest.Stores {
+			db := storetest.OpenSQLite(t)
+			return shimtest.Stores{Rules: db.Shim(), Memory: db.ShimMemory(), Audit: db.Audit()}
+		})
+	})
+	if dsn := os.Getenv(storetest.EnvPostgres); dsn != "" {
+		t.Run("postgres", func(t *testing.T) {
+			shimtest.TestScenarios(t, func(t *testing.T) shimtest.Stores {
+				db := storetest.OpenPostgres(t, dsn)
+				return shimtest.Stores{Rules: db.Shim(), Memory: db.ShimMemory(), Audit: db.Audit()}
+			})
+		})
+	}
+}
