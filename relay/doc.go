@@ -8,6 +8,13 @@
 // edges in relay/discord and relay/telegram, and the Go client a gateway
 // embeds in relay/gateway. This package holds no platform crypto and no I/O
 // beyond io.Reader/io.Writer.
+//
+// Frames, events and sources are encoded by hand-written appenders
+// (encode.go) that produce the bytes encoding/json produced, and the hot
+// frames (inbound, inbound_ack) are decoded in one pass (decode.go), which
+// declines anything unusual to encoding/json. encode_test.go and
+// decode_test.go hold the reflective codec they replaced and prove the two
+// equal (differential tests and fuzz targets).
 package relay
 
 // ContractVersion is the relay contract version carried in every

@@ -39,51 +39,7 @@ const (
 
 // MarshalJSON implements the wire presence rules.
 func (s SessionSource) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	first := true
-	put := func(k, v string, always bool) {
-		if v == "" && !always {
-			return
-		}
-		str := k == "platform" || k == "chat_type" // never null: a null one cannot be keyed
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteByte('"')
-		b.WriteString(k)
-		b.WriteString(`":`)
-		if v == "" && !str {
-			b.WriteString("null")
-			return
-		}
-		writeString(&b, v)
-	}
-	put("platform", s.Platform, true)
-	put("chat_id", s.ChatID, true)
-	put("chat_name", s.ChatName, true)
-	put("chat_type", s.ChatType, true)
-	put("user_id", s.UserID, true)
-	put("user_name", s.UserName, true)
-	put("thread_id", s.ThreadID, true)
-	put("chat_topic", s.ChatTopic, true)
-	put("user_id_alt", s.UserIDAlt, false)
-	put("chat_id_alt", s.ChatIDAlt, false)
-	put("guild_id", s.GuildID, false)
-	put("parent_chat_id", s.ParentChatID, false)
-	put("message_id", s.MessageID, false)
-	b.WriteByte('}')
-	return b.Bytes(), nil
-}
-
-// writeString writes s as a JSON string without HTML escaping.
-func writeString(b *bytes.Buffer, s string) {
-	var tmp bytes.Buffer
-	enc := json.NewEncoder(&tmp)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	b.Write(bytes.TrimRight(tmp.Bytes(), "\n"))
+	return s.AppendJSON(nil), nil
 }
 
 // UnmarshalJSON reads a source the way the session-key oracle does (see
@@ -224,37 +180,27 @@ type eventWire struct {
 	MediaURLs        []string       `json:"media_urls"`
 }
 
-func strPtr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // MarshalJSON implements the wire form.
 func (e MessageEvent) MarshalJSON() ([]byte, error) {
-	src := e.Source
-	w := eventWire{
-		Text: e.Text, MessageType: ParseMessageType(string(e.MessageType)), Source: &src,
-		MessageID: strPtr(e.MessageID), ReplyToMessageID: strPtr(e.ReplyToMessageID),
-		MediaURLs: e.MediaURLs,
-	}
-	if w.MediaURLs == nil {
-		w.MediaURLs = []string{}
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return e.AppendJSON(nil), nil
 }
 
 // UnmarshalJSON reads the wire form; an unknown message_type reads as text.
 // An event without a source (or with one ParseSource refuses) is an error:
 // it cannot be keyed.
 func (e *MessageEvent) UnmarshalJSON(b []byte) error {
+	sc := newScanner(b)
+	var fast MessageEvent
+	if sc.event(&fast) && sc.end() {
+		*e = fast
+		return nil
+	}
+	return e.unmarshalReflect(b)
+}
+
+// unmarshalReflect is UnmarshalJSON through encoding/json, for every event
+// the scanner declines.
+func (e *MessageEvent) unmarshalReflect(b []byte) error {
 	var w eventWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("relay: event: %w", err)

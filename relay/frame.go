@@ -111,83 +111,21 @@ type frameWire struct {
 
 // MarshalJSON writes exactly the keys of f's type.
 func (f Frame) MarshalJSON() ([]byte, error) {
-	var v any
-	switch f.Type {
-	case FrameHello:
-		v = struct {
-			Type     string `json:"type"`
-			Platform string `json:"platform"`
-			BotID    string `json:"botId"`
-		}{f.Type, f.Platform, f.BotID}
-	case FrameDescriptor:
-		if f.Descriptor == nil {
-			return nil, fmt.Errorf("relay: descriptor frame without descriptor")
-		}
-		v = struct {
-			Type       string                `json:"type"`
-			Descriptor *CapabilityDescriptor `json:"descriptor"`
-		}{f.Type, f.Descriptor}
-	case FrameOutbound:
-		if f.Action == nil {
-			return nil, fmt.Errorf("relay: outbound frame without action")
-		}
-		v = struct {
-			Type      string  `json:"type"`
-			RequestID string  `json:"requestId"`
-			Action    *Action `json:"action"`
-			Platform  string  `json:"platform,omitempty"`
-			BotID     string  `json:"botId,omitempty"`
-		}{f.Type, f.RequestID, f.Action, f.Platform, f.BotID}
-	case FrameOutboundResult:
-		r := Result{}
-		if f.Result != nil {
-			r = *f.Result
-		}
-		v = struct {
-			Type      string `json:"type"`
-			RequestID string `json:"requestId"`
-			Result    Result `json:"result"`
-		}{f.Type, f.RequestID, r}
-	case FrameInterrupt:
-		v = struct {
-			Type       string  `json:"type"`
-			SessionKey string  `json:"session_key"`
-			Reason     *string `json:"reason"`
-		}{f.Type, f.SessionKey, f.Reason}
-	case FrameInterruptInbound:
-		v = struct {
-			Type       string `json:"type"`
-			SessionKey string `json:"session_key"`
-			ChatID     string `json:"chat_id"`
-		}{f.Type, f.SessionKey, f.ChatID}
-	case FrameInbound:
-		if f.Event == nil {
-			return nil, fmt.Errorf("relay: inbound frame without event")
-		}
-		v = struct {
-			Type     string        `json:"type"`
-			Event    *MessageEvent `json:"event"`
-			BufferID string        `json:"bufferId,omitempty"`
-		}{f.Type, f.Event, f.BufferID}
-	case FrameInboundAck:
-		v = struct {
-			Type     string `json:"type"`
-			BufferID string `json:"bufferId"`
-		}{f.Type, f.BufferID}
-	default:
-		return nil, fmt.Errorf("relay: unknown frame type %q", f.Type)
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return f.appendJSON(nil)
 }
 
 // UnmarshalJSON reads any frame; a frame of an unknown type keeps only Type.
 func (f *Frame) UnmarshalJSON(b []byte) error {
+	if g, ok := parseFrameFast(b); ok {
+		*f = g
+		return nil
+	}
+	return f.unmarshalReflect(b)
+}
+
+// unmarshalReflect is UnmarshalJSON through encoding/json, for every frame
+// parseFrameFast declines.
+func (f *Frame) unmarshalReflect(b []byte) error {
 	var w frameWire
 	if err := json.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("relay: frame: %w", err)
@@ -249,11 +187,11 @@ func (f Frame) Known() bool {
 
 // AppendFrame appends f's JSON and a newline to dst.
 func AppendFrame(dst []byte, f Frame) ([]byte, error) {
-	b, err := f.MarshalJSON()
+	n := len(dst)
+	dst, err := f.appendJSON(dst)
 	if err != nil {
-		return dst, err
+		return dst[:n], err
 	}
-	dst = append(dst, b...)
 	return append(dst, '\n'), nil
 }
 

@@ -1,9 +1,15 @@
 package connector
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -48,17 +54,95 @@ type delivery struct {
 	Error         string `json:"error,omitempty"`
 }
 
-// subject hashes an outside identity into a HUX user_ref.
-func subject(of string) string {
-	sum := sha256.Sum256([]byte("relay:" + of))
-	return "usr_" + hex.EncodeToString(sum[:16])
+// canonical returns d's canonical JSON (contract.CanonicalJSON of its
+// encoding/json form: keys sorted, empty fields omitted), written directly
+// so the audit log does not marshal and re-sort it by reflection.
+// TestDeliveryCanonical proves the two equal.
+func (d *delivery) canonical() json.RawMessage {
+	var b bytes.Buffer
+	b.Grow(320)
+	b.WriteByte('{')
+	first := true
+	str := func(k, v string) {
+		if v == "" {
+			return
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteByte('"')
+		b.WriteString(k)
+		b.WriteString(`":`)
+		contract.WriteJSONString(&b, validUTF8(v))
+	}
+	// In key order.
+	str("bot", d.Bot)
+	str("buffer_id", d.BufferID)
+	str("chat_id", d.ChatID)
+	if d.Chunks != 0 {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString(`"chunks":`)
+		b.WriteString(strconv.Itoa(d.Chunks))
+	}
+	str("conn", d.Conn)
+	str("content_sha256", d.ContentSHA256)
+	if !first {
+		b.WriteByte(',')
+	}
+	b.WriteString(`"direction":`) // always present: no omitempty
+	contract.WriteJSONString(&b, validUTF8(d.Direction))
+	first = false
+	str("error", d.Error)
+	str("gateway", d.Gateway)
+	str("kind", d.Kind)
+	str("message_id", d.MessageID)
+	str("op", d.Op)
+	str("platform", d.Platform)
+	str("request_id", d.RequestID)
+	str("session_key", d.SessionKey)
+	if d.Success {
+		b.WriteString(`,"success":true}`)
+	} else {
+		b.WriteString(`,"success":false}`)
+	}
+	return b.Bytes()
 }
 
+// validUTF8 replaces each invalid byte of s with U+FFFD, as encoding/json
+// does.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r) // an invalid byte ranges as utf8.RuneError
+	}
+	return b.String()
+}
+
+// subject hashes an outside identity into a HUX user_ref.
+func subject(of string) string {
+	var in [128]byte
+	sum := sha256.Sum256(append(append(in[:0], "relay:"...), of...))
+	var out [4 + 32]byte
+	return string(hex.AppendEncode(append(out[:0], "usr_"...), sum[:16]))
+}
+
+// contentHash is contract.SHA256 of s, without copying s.
 func contentHash(s string) string {
 	if s == "" {
 		return ""
 	}
-	return contract.SHA256([]byte(s))
+	h := sha256.New()
+	_, _ = io.WriteString(h, s)
+	var sum [sha256.Size]byte
+	var out [7 + 2*sha256.Size]byte
+	return string(hex.AppendEncode(append(out[:0], "sha256:"...), h.Sum(sum[:0])))
 }
 
 func trunc(s string, n int) string {
@@ -103,7 +187,7 @@ func (c *Connector) record(ctx context.Context, e entry) {
 	}
 	ae := audit.Entry{Outcome: out, Provenance: prov}
 	if e.payload != nil {
-		ae.Payload = e.payload
+		ae.Payload = e.payload.canonical()
 	}
 	if _, err := c.cfg.Audit.Append(context.WithoutCancel(ctx), ae); err != nil {
 		c.log.Error("relay: audit append failed", "action", e.action, "err", err)

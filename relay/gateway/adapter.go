@@ -7,6 +7,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -296,8 +297,9 @@ func (a *Adapter) read(l *link, got chan<- error) {
 	split := relay.Splitter{OnMalformed: func(line []byte, err error) {
 		a.log.Warn("relay: malformed frame skipped", "err", err, "bytes", len(line))
 	}}
+	var buf bytes.Buffer // reused for every message: frames copy what they keep
 	for {
-		_, msg, err := l.ws.Read(l.ctx)
+		msg, err := readMessage(l, &buf)
 		if err != nil {
 			l.status = websocket.CloseStatus(err)
 			var ce websocket.CloseError
@@ -350,6 +352,24 @@ func (a *Adapter) read(l *link, got chan<- error) {
 			}
 		})
 	}
+}
+
+// readMessage reads the next message of l into buf (reset first) and
+// returns its bytes, valid until the next call. The connection's read limit
+// applies as it does to websocket.Conn.Read.
+func readMessage(l *link, buf *bytes.Buffer) ([]byte, error) {
+	if buf.Cap() > 256<<10 {
+		*buf = bytes.Buffer{} // do not keep a rare large message's memory
+	}
+	buf.Reset()
+	_, r, err := l.ws.Reader(l.ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // dispatch queues in behind its session's earlier events; one goroutine per
