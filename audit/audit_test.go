@@ -26,10 +26,18 @@ func sample(tenant contract.TenantSlot, payload any, prov *contract.Provenance) 
 // of the record, with and without payload, provenance and reason.
 func TestSealBodyIsCanonical(t *testing.T) {
 	prov := &contract.Provenance{Surface: contract.SurfaceChat, Actor: contract.Actor{Type: contract.ActorUser, ID: "u1"}, RecordedAt: "2026-11-29T20:00:00Z", RunID: "r1"}
+	full := &contract.Provenance{Surface: contract.SurfaceTelegram, Actor: contract.Actor{Type: contract.ActorOperator, ID: "op\"1", Display: "Ôp <x>"},
+		RecordedAt: "2026-11-29T20:00:00.5Z", SessionID: "s", ConversationID: "conv_abcd", MessageID: "m", RunID: "r",
+		Route: &contract.Route{Requested: "fast", ResolvedTarget: "t", Provider: contract.ProviderLocal, Effort: contract.EffortHigh},
+		Build: &contract.Build{Commit: strings.Repeat("a", 40), ImageDigest: contract.SHA256(nil)}}
+	sparse := &contract.Provenance{Surface: contract.SurfaceAPI, Actor: contract.Actor{Type: contract.ActorUser, ID: "u"}, RecordedAt: "2026-11-29T20:00:00Z",
+		Route: &contract.Route{Requested: "x"}, Build: &contract.Build{}}
 	cases := []Entry{
 		sample("slot-1", nil, nil),
 		sample("slot-1", map[string]any{"z": 1, "a": []any{"x", 2.5}}, prov),
 		sample("slot-2", json.RawMessage(`{"b": 1, "a": "\u00e9"}`), nil),
+		sample("slot-3", nil, full),
+		sample("slot-3", nil, sparse),
 	}
 	cases[2].Outcome.Reason = "stale_revision"
 	for i, e := range cases {
