@@ -281,32 +281,14 @@ var wordByte = func() (t [utf8.RuneSelf]bool) {
 // tokens splits lowered text into words: runs of letters, digits and "_".
 func tokens(s string) []string {
 	out := make([]string, 0, len(s)/6)
-	start := -1
-	for i := 0; i < len(s); {
-		c := s[i]
-		var word bool
-		size := 1
-		if c < utf8.RuneSelf {
-			word = wordByte[c]
-		} else {
-			r, n := utf8.DecodeRuneInString(s[i:])
-			size = n
-			word = unicode.IsLetter(r) || unicode.IsDigit(r)
+	for i := 0; ; {
+		a, b := nextToken(s, i)
+		if a < 0 {
+			return out
 		}
-		if word {
-			if start < 0 {
-				start = i
-			}
-		} else if start >= 0 {
-			out = append(out, s[start:i])
-			start = -1
-		}
-		i += size
+		out = append(out, s[a:b])
+		i = b
 	}
-	if start >= 0 {
-		out = append(out, s[start:])
-	}
-	return out
 }
 
 // signals is what tier 1 reads from one request, computed once.
