@@ -56,22 +56,11 @@ func (s *Service) Apply(ctx context.Context, caller contract.Caller, attested st
 			Version int64  `json:"version"`
 		}
 		_ = json.Unmarshal(raw, &head)
-		it := ApplyItem{Kind: "context", ID: head.Ref}
-		v := head.Version
-		if v == 0 {
-			if cur, err := s.GetContext(ctx, caller, head.Ref); err == nil {
-				v = cur.Version
-			}
-		}
-		var e ContextEntry
-		if v == 0 {
-			e, err = s.CreateContext(ctx, caller, attested, raw)
-			it.Result = "created"
-		} else {
-			e, err = s.UpdateContext(ctx, caller, attested, head.Ref, v, raw)
-			it.Result = "updated"
-		}
-		rep.Items = append(rep.Items, done(it, e.Version, err))
+		rep.Items = append(rep.Items, upsert(ApplyItem{Kind: "context", ID: head.Ref}, head.Version,
+			func() (ContextEntry, error) { return s.GetContext(ctx, caller, head.Ref) },
+			func() (ContextEntry, error) { return s.CreateContext(ctx, caller, attested, raw) },
+			func(v int64) (ContextEntry, error) { return s.UpdateContext(ctx, caller, attested, head.Ref, v, raw) },
+			func(e ContextEntry) int64 { return e.Version }))
 	}
 	for _, raw := range provs {
 		var head struct {
@@ -79,22 +68,11 @@ func (s *Service) Apply(ctx context.Context, caller contract.Caller, attested st
 			Version int64  `json:"version"`
 		}
 		_ = json.Unmarshal(raw, &head)
-		it := ApplyItem{Kind: "provision", ID: head.ID}
-		v := head.Version
-		if v == 0 {
-			if cur, err := s.GetProvision(ctx, caller, head.ID); err == nil {
-				v = cur.Version
-			}
-		}
-		var p Provision
-		if v == 0 {
-			p, err = s.CreateProvision(ctx, caller, attested, raw)
-			it.Result = "created"
-		} else {
-			p, err = s.UpdateProvision(ctx, caller, attested, head.ID, v, raw)
-			it.Result = "updated"
-		}
-		rep.Items = append(rep.Items, done(it, p.Version, err))
+		rep.Items = append(rep.Items, upsert(ApplyItem{Kind: "provision", ID: head.ID}, head.Version,
+			func() (Provision, error) { return s.GetProvision(ctx, caller, head.ID) },
+			func() (Provision, error) { return s.CreateProvision(ctx, caller, attested, raw) },
+			func(v int64) (Provision, error) { return s.UpdateProvision(ctx, caller, attested, head.ID, v, raw) },
+			func(p Provision) int64 { return p.Version }))
 	}
 	return rep, nil
 }
@@ -157,4 +135,25 @@ func DecodeBundle(doc []byte) (provisions, entries []json.RawMessage, err error)
 		return provisions, entries, err
 	}
 	return nil, nil, contract.Invalidf("bad_document", "shim: %s", fmt.Sprint("a document must be a provision, a list of them, or {provisions, context}"))
+}
+
+// upsert applies one bundle item: created when it does not exist, else
+// updated at the version the bundle names (or the current one, when the
+// bundle names none).
+func upsert[T any](it ApplyItem, v int64, get, create func() (T, error), update func(int64) (T, error), version func(T) int64) ApplyItem {
+	if v == 0 {
+		if cur, err := get(); err == nil {
+			v = version(cur)
+		}
+	}
+	var x T
+	var err error
+	if v == 0 {
+		x, err = create()
+		it.Result = "created"
+	} else {
+		x, err = update(v)
+		it.Result = "updated"
+	}
+	return done(it, version(x), err)
 }
