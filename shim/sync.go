@@ -411,6 +411,14 @@ func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it Sync
 		}
 		mark, marked = m, ok
 	}
+	if marked && mark.LocalVersion > local {
+		// The ledger is ahead of the record we read: another sync wrote
+		// and marked it between our read of the record and of the mark.
+		// That writer won, exactly as a failed CAS write would say.
+		it.Reason = ReasonVersionConflict
+		it.Detail = fmt.Sprintf("version %d was replaced by a concurrent sync (now %d)", local, mark.LocalVersion)
+		return it, false
+	}
 	if same {
 		it.Result = SyncUnchanged
 		if y.cfg.Ledger != nil && (!marked || it.SourceVersion >= mark.SourceVersion) {

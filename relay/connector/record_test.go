@@ -10,6 +10,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/contract/contracttest"
 )
 
 var payloadStrings = []string{"", "in", "out", "telegram", "<&>", `a"b\c`, "é👋", "\u2028", "\xff", "\x00\n", "sha256:00"}
@@ -88,5 +89,14 @@ func TestHashes(t *testing.T) {
 		if got := contentHash(s); got != want {
 			t.Errorf("contentHash(%q) = %s, want %s", s, got, want)
 		}
+	}
+}
+
+// TestDeliveryCanonicalCoversEveryField proves the hand-written payload over
+// deliveries with every field filled and each field left empty in turn: a
+// field added to delivery without its writer fails here.
+func TestDeliveryCanonicalCoversEveryField(t *testing.T) {
+	for _, d := range contracttest.Variants[delivery]() {
+		sameCanonical(t, &d)
 	}
 }

@@ -2,6 +2,7 @@ package shimtest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -36,6 +37,7 @@ func TestScenarios(t *testing.T, open func(t *testing.T) Stores) {
 	t.Run("H13_MemoryPerCallerAndProject", func(t *testing.T) { testMemoryIsolation(t, open(t)) })
 	t.Run("H12_H07_GovernedSync", func(t *testing.T) { testGovernedSync(t, open(t)) })
 	t.Run("H07_ConcurrentSyncCAS", func(t *testing.T) { testConcurrentSync(t, open(t)) })
+	t.Run("H07_SyncWinsBetweenReads", func(t *testing.T) { testSyncBetweenReads(t, open(t)) })
 	t.Run("H07_HandshakeClamp", func(t *testing.T) { testHandshake(t, open(t)) })
 	t.Run("H09_SyncedContextShimmed", func(t *testing.T) { testSyncedContextShimmed(t, open(t)) })
 	t.Run("H19_BuiltinStarters", func(t *testing.T) { testStarters(t, open(t)) })
@@ -673,6 +675,49 @@ func testConcurrentSync(t *testing.T, st Stores) {
 	}
 	if updated != 1 {
 		t.Fatalf("%d updates landed, want 1: %+v", updated, reps)
+	}
+	if p := must(r.svc.GetProvision(ctx, callerA, "RACE")); p.Version != 2 || p.Priority != 7 {
+		t.Fatalf("RACE is %+v", p)
+	}
+}
+
+// racingLedger runs during once, inside the first GetSyncMark: between the
+// syncer's read of the record and its read of the record's mark.
+type racingLedger struct {
+	shim.SyncLedger
+	once   sync.Once
+	during func()
+}
+
+func (l *racingLedger) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (shim.SyncMark, bool, error) {
+	l.once.Do(l.during)
+	return l.SyncLedger.GetSyncMark(ctx, tenant, kind, id)
+}
+
+// testSyncBetweenReads pins the interleaving behind the flake of
+// H07_ConcurrentSyncCAS: sync A reads version 1 of a record, sync B then
+// updates it to version 2 and marks it, and only then does A read the mark.
+// A lost the race exactly as a failed CAS write would: version_conflict,
+// never "source version 2 is not newer than 2".
+func testSyncBetweenReads(t *testing.T, st Stores) {
+	ctx := t.Context()
+	r := newRig(t, st, nil)
+	bs := newBundleServer(t)
+	pub := gov("verified", "public", "")
+	bs.set(map[string]any{"provisions": []any{prov("RACE", 1, pub)}})
+	must(shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+	bs.set(map[string]any{"provisions": []any{prov("RACE", 2, pub, "priority", 7)}})
+
+	var repB shim.SyncReport
+	racing := &racingLedger{SyncLedger: st.Memory, during: func() {
+		repB = must(shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+	}}
+	repA := must(shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: racing}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+	if len(repB.Taken) != 1 || repB.Taken[0].Result != shim.SyncUpdated {
+		t.Fatalf("sync B: %+v", repB)
+	}
+	if len(repA.Taken) != 0 || len(repA.Conflicts) != 1 || repA.Conflicts[0].Reason != shim.ReasonVersionConflict {
+		t.Fatalf("sync A lost the race and must say version_conflict: %+v", repA)
 	}
 	if p := must(r.svc.GetProvision(ctx, callerA, "RACE")); p.Version != 2 || p.Priority != 7 {
 		t.Fatalf("RACE is %+v", p)
