@@ -186,8 +186,10 @@ func TestErrors(t *testing.T) {
 	}
 
 	// A call that outlives its deadline is a timeout: outcome unknown.
+	late := make(chan struct{})
+	defer close(late)
 	f.override["place_equity_order"] = func(map[string]any) *mcp.CallToolResult {
-		time.Sleep(300 * time.Millisecond)
+		<-late // answers only after the caller has given up
 		return text(map[string]any{"data": map[string]any{"id": "late"}})
 	}
 	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
