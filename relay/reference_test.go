@@ -44,9 +44,22 @@ func (s refSource) MarshalJSON() ([]byte, error) {
 	put("chat_topic", s.ChatTopic, true)
 	put("user_id_alt", s.UserIDAlt, false)
 	put("chat_id_alt", s.ChatIDAlt, false)
-	put("guild_id", s.GuildID, false)
+	scope := s.ScopeID
+	if scope == "" {
+		scope = s.GuildID
+	}
+	put("scope_id", scope, false)
+	put("guild_id", scope, false)
 	put("parent_chat_id", s.ParentChatID, false)
 	put("message_id", s.MessageID, false)
+	put("profile", s.Profile, false)
+	if s.AutoThreadCreated {
+		b.WriteString(`,"auto_thread_created":true`)
+	}
+	put("auto_thread_initial_name", s.AutoThreadInitialName, false)
+	put("prospective_thread_id", s.ProspectiveThreadID, false)
+	put("user_display_name", s.UserDisplayName, false)
+	put("user_handle", s.UserHandle, false)
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }
@@ -62,12 +75,16 @@ func refWriteString(b *bytes.Buffer, s string) {
 type refEvent MessageEvent
 
 type refEventWire struct {
-	Text             string      `json:"text"`
-	MessageType      MessageType `json:"message_type"`
-	Source           *refSource  `json:"source"`
-	MessageID        *string     `json:"message_id"`
-	ReplyToMessageID *string     `json:"reply_to_message_id"`
-	MediaURLs        []string    `json:"media_urls"`
+	Text             string           `json:"text"`
+	MessageType      MessageType      `json:"message_type"`
+	Source           *refSource       `json:"source"`
+	MessageID        *string          `json:"message_id"`
+	ReplyToMessageID *string          `json:"reply_to_message_id"`
+	MediaURLs        []string         `json:"media_urls"`
+	ReplyTo          *ReplyContext    `json:"reply_to,omitempty"`
+	Media            []Media          `json:"media,omitempty"`
+	Context          []ContextMessage `json:"context,omitempty"`
+	PromptResponse   *PromptResponse  `json:"prompt_response,omitempty"`
 }
 
 func refStrPtr(s string) *string {
@@ -82,7 +99,7 @@ func (e refEvent) MarshalJSON() ([]byte, error) {
 	w := refEventWire{
 		Text: e.Text, MessageType: ParseMessageType(string(e.MessageType)), Source: &src,
 		MessageID: refStrPtr(e.MessageID), ReplyToMessageID: refStrPtr(e.ReplyToMessageID),
-		MediaURLs: e.MediaURLs,
+		MediaURLs: e.MediaURLs, ReplyTo: e.ReplyTo, Media: e.Media, Context: e.Context, PromptResponse: e.PromptResponse,
 	}
 	if w.MediaURLs == nil {
 		w.MediaURLs = []string{}

@@ -22,7 +22,10 @@ type Connector struct {
 	now    func() time.Time
 	router Router
 	keys   relay.SessionKeyOptions
-	edges  map[identKey]*edge // (platform, bot) -> edge; tenant unset
+	// tenantKeys are the key options of tenants with a profile-multiplexing
+	// gateway; other tenants use keys.
+	tenantKeys map[contract.TenantSlot]relay.SessionKeyOptions
+	edges      map[identKey]*edge // (platform, bot) -> edge; tenant unset
 
 	mu     sync.RWMutex
 	byID   map[identKey][]*conn // (tenant, platform, bot) -> live connections
@@ -72,6 +75,14 @@ func New(cfg Config) (*Connector, error) {
 	}
 	if cfg.SessionKeys != nil {
 		c.keys = *cfg.SessionKeys
+	}
+	c.tenantKeys = map[contract.TenantSlot]relay.SessionKeyOptions{}
+	for _, g := range cfg.Gateways {
+		if g.MultiplexProfiles {
+			o := c.keys
+			o.MultiplexProfiles, o.Profile = true, g.Profile
+			c.tenantKeys[g.Tenant] = o
+		}
 	}
 	if c.cfg.BufferLimit <= 0 {
 		c.cfg.BufferLimit = 10000
@@ -269,6 +280,21 @@ func (c *Connector) pick(tenant contract.TenantSlot, platform, bot, key, chatID 
 	}
 	c.router.SetOwner(tenant, key, chatID, k)
 	return k
+}
+
+// keysFor returns the session-key options of tenant's gateways.
+func (c *Connector) keysFor(tenant contract.TenantSlot) relay.SessionKeyOptions {
+	if o, ok := c.tenantKeys[tenant]; ok {
+		return o
+	}
+	return c.keys
+}
+
+// SessionKey is the key the tenant's gateway files ev under (the gateway's
+// build_session_key after its Slack stamping, with the tenant's profile
+// namespace).
+func (c *Connector) SessionKey(tenant contract.TenantSlot, ev relay.MessageEvent) (string, error) {
+	return relay.EventSessionKey(ev, c.keysFor(tenant))
 }
 
 func (c *Connector) edge(platform, bot string) *edge {

@@ -339,7 +339,7 @@ func (a *Adapter) read(l *link, got chan<- error) {
 					ch <- *f.Result
 				}
 			case relay.FrameInbound:
-				key, err := relay.SessionKey(f.Event.Source, a.keys)
+				key, err := relay.EventSessionKey(*f.Event, a.keys)
 				if err != nil {
 					a.log.Warn("relay: inbound event cannot be keyed; skipped", "err", err)
 					return
