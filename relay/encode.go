@@ -227,6 +227,18 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		dst = appendString(dst, f.Platform)
 		dst = append(dst, `,"botId":`...)
 		dst = appendString(dst, f.BotID)
+		if len(f.CommandManifest) > 0 {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, f.CommandManifest); err != nil {
+				return dst[:len(dst):len(dst)], fmt.Errorf("relay: hello: command_manifest: %w", err)
+			}
+			dst = append(dst, `,"command_manifest":`...)
+			dst = append(dst, buf.Bytes()...)
+		}
+		return append(dst, '}'), nil
+	case FrameGoingIdle, FrameGoingIdleAck:
+		dst = append(dst, `{"type":`...)
+		dst = appendString(dst, f.Type)
 		return append(dst, '}'), nil
 	case FrameDescriptor:
 		if f.Descriptor == nil {
@@ -240,8 +252,8 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		if f.Action == nil {
 			return dst, fmt.Errorf("relay: outbound frame without action")
 		}
-		if f.Action.Metadata != nil {
-			// Metadata is arbitrary JSON: leave it to encoding/json.
+		if !f.Action.plain() {
+			// Metadata is arbitrary JSON, the newer ops rare: leave them to encoding/json.
 			return appendReflect(dst, struct {
 				Type      string  `json:"type"`
 				RequestID string  `json:"requestId"`
@@ -292,11 +304,19 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		}
 		for _, o := range [...]struct{ k, v string }{
 			{"message_id", r.MessageID}, {"error", r.Error}, {"name", r.Name}, {"type", r.Type},
+			{"code", r.Code}, {"thread_id", r.ThreadID},
 		} {
 			if o.v != "" {
 				dst = appendKey(dst, o.k, false)
 				dst = appendString(dst, o.v)
 			}
+		}
+		if r.ChatInfo != nil {
+			dst = append(dst, `,"chat_info":{"name":`...)
+			dst = appendString(dst, r.ChatInfo.Name)
+			dst = append(dst, `,"type":`...)
+			dst = appendString(dst, r.ChatInfo.Type)
+			dst = append(dst, '}')
 		}
 		return append(dst, '}', '}'), nil
 	case FrameInterrupt:

@@ -118,10 +118,15 @@ func refFrameJSON(f Frame) ([]byte, error) {
 	switch f.Type {
 	case FrameHello:
 		v = struct {
-			Type     string `json:"type"`
-			Platform string `json:"platform"`
-			BotID    string `json:"botId"`
-		}{f.Type, f.Platform, f.BotID}
+			Type            string          `json:"type"`
+			Platform        string          `json:"platform"`
+			BotID           string          `json:"botId"`
+			CommandManifest json.RawMessage `json:"command_manifest,omitempty"`
+		}{f.Type, f.Platform, f.BotID, f.CommandManifest}
+	case FrameGoingIdle, FrameGoingIdleAck:
+		v = struct {
+			Type string `json:"type"`
+		}{f.Type}
 	case FrameDescriptor:
 		if f.Descriptor == nil {
 			return nil, fmt.Errorf("relay: descriptor frame without descriptor")
@@ -210,7 +215,9 @@ type refFrameWire struct {
 	ChatID     string                `json:"chat_id,omitempty"`
 	Descriptor *CapabilityDescriptor `json:"descriptor,omitempty"`
 	Event      *refEventIn           `json:"event,omitempty"`
-	BufferID   string                `json:"bufferId,omitempty"`
+	BufferID   json.RawMessage       `json:"bufferId,omitempty"`
+
+	CommandManifest json.RawMessage `json:"command_manifest,omitempty"`
 }
 
 // refParseFrame is ParseFrame as it was before parseFrameFast: encoding/json
@@ -228,6 +235,9 @@ func refParseFrame(b []byte) (Frame, error) {
 	switch w.Type {
 	case FrameHello:
 		f.Platform, f.BotID = w.Platform, w.BotID
+		if len(w.CommandManifest) > 0 && string(w.CommandManifest) != "null" {
+			f.CommandManifest = w.CommandManifest
+		}
 	case FrameDescriptor:
 		if w.Descriptor == nil {
 			return f, fmt.Errorf("relay: frame: descriptor frame without descriptor")
@@ -259,9 +269,9 @@ func refParseFrame(b []byte) (Frame, error) {
 		if w.Event == nil {
 			return f, fmt.Errorf("relay: frame: inbound frame without event")
 		}
-		f.Event, f.BufferID = (*MessageEvent)(w.Event), w.BufferID
+		f.Event, f.BufferID = (*MessageEvent)(w.Event), bufferID(w.BufferID)
 	case FrameInboundAck:
-		f.BufferID = w.BufferID
+		f.BufferID = bufferID(w.BufferID)
 	}
 	return f, nil
 }

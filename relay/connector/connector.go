@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -197,6 +198,20 @@ func (c *Connector) serve(k *conn, platform, bot string) {
 func (c *Connector) unregister(k *conn) {
 	c.mu.Lock()
 	delete(c.conns, k)
+	c.unserveLocked(k)
+	c.mu.Unlock()
+	c.router.Forget(k)
+}
+
+// unserve takes k out of the live connections of its identities (it keeps
+// its socket).
+func (c *Connector) unserve(k *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unserveLocked(k)
+}
+
+func (c *Connector) unserveLocked(k *conn) {
 	for _, id := range k.identities() {
 		key := identKey{k.tenant, id.platform, id.bot}
 		list := c.byID[key]
@@ -212,8 +227,49 @@ func (c *Connector) unregister(k *conn) {
 			c.byID[key] = list
 		}
 	}
-	c.mu.Unlock()
-	c.router.Forget(k)
+}
+
+// allEdges returns every configured edge, in a stable order.
+func (c *Connector) allEdges() []*edge {
+	out := make([]*edge, 0, len(c.edges))
+	for _, e := range c.edges {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].platform != out[j].platform {
+			return out[i].platform < out[j].platform
+		}
+		return out[i].bot < out[j].bot
+	})
+	return out
+}
+
+// relayDescriptor is the descriptor of a "relay" hello fronting several
+// edges: the smallest message length (in UTF-16 units when any edge counts
+// them), plain markdown, and only what every edge supports.
+func relayDescriptor(edges []*edge) relay.CapabilityDescriptor {
+	d := relay.CapabilityDescriptor{ContractVersion: relay.ContractVersion, Platform: relay.PlatformRelay, Label: "Relay",
+		MarkdownDialect: "plain", LenUnit: relay.LenChars, SupportsEdit: true, SupportsDraftStreaming: true}
+	for i, e := range edges {
+		if i == 0 || e.desc.MaxMessageLength < d.MaxMessageLength {
+			d.MaxMessageLength = e.desc.MaxMessageLength
+		}
+		if e.desc.LenUnit == relay.LenUTF16 {
+			d.LenUnit = relay.LenUTF16
+		}
+		d.SupportsEdit = d.SupportsEdit && e.desc.SupportsEdit
+		d.SupportsDraftStreaming = d.SupportsDraftStreaming && e.desc.SupportsDraftStreaming
+	}
+	for _, op := range edges[0].desc.SupportedOps {
+		all := true
+		for _, e := range edges[1:] {
+			all = all && e.desc.Supports(op)
+		}
+		if all {
+			d.SupportedOps = append(d.SupportedOps, op)
+		}
+	}
+	return d.Normalize()
 }
 
 // redrain offers tenant's buffered events (all tenants when tenant is "")

@@ -148,3 +148,43 @@ func (c *Client) do(ctx context.Context, op, method, path string, auth bool, bod
 	}
 	return nil
 }
+
+// React adds (or, with remove, removes) the bot's reaction emoji on a
+// message. emoji is a Unicode emoji or "name:id" for a custom one.
+func (c *Client) React(ctx context.Context, channelID, messageID, emoji string, remove bool) error {
+	method := http.MethodPut
+	if remove {
+		method = http.MethodDelete
+	}
+	return c.do(ctx, "react", method, "/channels/"+url.PathEscape(channelID)+"/messages/"+url.PathEscape(messageID)+
+		"/reactions/"+url.PathEscape(emoji)+"/@me", true, nil, nil)
+}
+
+// Delete deletes a message.
+func (c *Client) Delete(ctx context.Context, channelID, messageID string) error {
+	return c.do(ctx, "delete", http.MethodDelete, "/channels/"+url.PathEscape(channelID)+"/messages/"+url.PathEscape(messageID), true, nil, nil)
+}
+
+// Command is one application command as a manifest names it: name,
+// description and options (Discord option objects, passed verbatim).
+type Command struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Options     json.RawMessage `json:"options,omitempty"`
+}
+
+// GlobalCommands lists the application's global commands.
+func (c *Client) GlobalCommands(ctx context.Context, applicationID string) ([]Command, error) {
+	var out []Command
+	err := c.do(ctx, "commands", http.MethodGet, "/applications/"+url.PathEscape(applicationID)+"/commands", true, nil, &out)
+	return out, err
+}
+
+// PutGlobalCommands replaces the application's global commands with cmds
+// (bulk overwrite).
+func (c *Client) PutGlobalCommands(ctx context.Context, applicationID string, cmds []Command) error {
+	if cmds == nil {
+		cmds = []Command{}
+	}
+	return c.do(ctx, "commands", http.MethodPut, "/applications/"+url.PathEscape(applicationID)+"/commands", true, cmds, nil)
+}
