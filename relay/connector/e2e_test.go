@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/gateway"
 )
