@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +19,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/gateway"
 )
 
 // hermesClient is a gateway written from HERMES-RELAY.md alone, not from
@@ -407,5 +412,76 @@ func waitCall(t *testing.T, seen chan string, want string) {
 		case <-deadline:
 			t.Fatalf("no %s call", want)
 		}
+	}
+}
+
+// relay/gateway speaks the same wire: several identities, a descriptor
+// each, the Discord manifest, the newer ops, going_idle and buffering.
+func TestAdapterCurrentWire(t *testing.T) {
+	e := newEnv(t)
+	e.discord.seen = make(chan string, 64)
+	manifest := json.RawMessage(`[{"name":"new","description":"Start a new session"}]`)
+	events := make(chan gateway.Inbound, 10)
+	a, err := gateway.New(gateway.Config{
+		URL: e.srv.URL, GatewayID: "gw-a", Secret: secretA,
+		Identities: []gateway.Identity{{Platform: "telegram", BotID: telegramBot}, {Platform: "discord", BotID: discordApp, CommandManifest: manifest}},
+		OnEvent:    func(_ context.Context, in gateway.Inbound) error { events <- in; return nil },
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	if d, _ := a.Descriptor(); d.Platform != "telegram" {
+		t.Errorf("default descriptor %s, want the first identity's", d.Platform)
+	}
+	waitCall(t, e.discord.seen, "PUT /applications/"+discordApp+"/commands")
+	if ds := a.Descriptors(); len(ds) != 2 || !ds["discord"].Supports(relay.OpFollowUp) || ds["telegram"].Supports(relay.OpFollowUp) {
+		t.Errorf("descriptors %+v", ds)
+	}
+	if r := a.Draft(t.Context(), forumChat, 1, "thinking", false); !r.Success {
+		t.Errorf("draft: %+v", r)
+	} else if s := a.Draft(t.Context(), forumChat, 1, "done", true); !s.Success || s.MessageID != r.MessageID {
+		t.Errorf("seal: %+v, draft %+v", s, r)
+	}
+	if r := a.React(t.Context(), forumChat, "71", "👀", false); !r.Success {
+		t.Errorf("react: %+v", r)
+	}
+	if r := a.CallAs(t.Context(), "discord", discordApp, relay.Action{Op: relay.OpDelete, ChatID: "999", MessageID: "1"}); r.Code != relay.CodeEgressDeclined {
+		t.Errorf("delete in an unbound discord chat: %+v", r)
+	}
+	if err := a.GoIdle(t.Context()); err != nil {
+		t.Fatalf("going_idle: %v", err)
+	}
+	if code := e.postTelegram(forumUpdate(1, 90, 42, "while idle"), tgSecret); code != http.StatusOK {
+		t.Fatalf("webhook %d", code)
+	}
+	if p, _ := e.store.Pending(t.Context(), slot1, "telegram", telegramBot, e.clock.Now(), 10); len(p) != 1 {
+		t.Fatalf("%d buffered while idle, want 1", len(p))
+	}
+	_ = a.Close()
+	// A new adapter (a re-dial) gets the buffered event with its bufferId.
+	b, err := gateway.New(gateway.Config{
+		URL: e.srv.URL, GatewayID: "gw-a", Secret: secretA, Platform: "telegram", BotID: telegramBot,
+		OnEvent: func(_ context.Context, in gateway.Inbound) error { events <- in; return nil },
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	select {
+	case in := <-events:
+		if in.BufferID == "" || in.Event.MessageID != "90" || in.SessionKey != "agent:main:telegram:forum:"+forumChat+":42" {
+			t.Errorf("drained %+v", in)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("buffered event not drained")
 	}
 }
