@@ -157,7 +157,7 @@ func DiscordDescriptor() CapabilityDescriptor {
 		LenUnit:                LenChars,
 		Emoji:                  "\U0001f47e",
 		PlatformHint:           "You are on Discord. Discord markdown works; keep messages under 2000 characters.",
-		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpFollowUp, OpGetChatInfo, OpReact, OpDelete, OpDraft},
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpFollowUp, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt},
 	}
 }
 

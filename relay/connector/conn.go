@@ -68,6 +68,19 @@ func (k *conn) Serves(platform, bot string) bool {
 	return false
 }
 
+// said reports whether the connection said hello for (platform, bot),
+// idle or not: an idle connection still performs outbound actions.
+func (k *conn) said(platform, bot string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, id := range k.idents {
+		if id.platform == platform && id.bot == bot {
+			return true
+		}
+	}
+	return false
+}
+
 func (k *conn) identities() []ident {
 	k.mu.Lock()
 	defer k.mu.Unlock()

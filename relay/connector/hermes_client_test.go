@@ -306,6 +306,10 @@ func TestHermesGatewayClient(t *testing.T) {
 				action = map[string]any{"op": op, "chat_id": chat, "message_id": "501", "metadata": meta}
 			case "draft":
 				action = map[string]any{"op": op, "chat_id": chat, "draft_id": 7, "content": "thinking", "final": false, "metadata": meta}
+			case "prompt":
+				action = map[string]any{"op": op, "chat_id": chat, "content": "Run it?", "prompt_kind": "approval", "prompt_id": "a1b2c3.0000ffff",
+					"options":  []any{map[string]any{"id": "once", "label": "Once", "style": "primary"}, map[string]any{"id": "deny", "label": "Deny", "style": "danger"}},
+					"reply_to": nil, "metadata": meta}
 			case "follow_up":
 				action = map[string]any{"op": op, "session_key": "agent:main:discord:group:333:556", "kind": "discord.interaction_token",
 					"content": "done", "metadata": map[string]any{}}
@@ -333,7 +337,29 @@ func TestHermesGatewayClient(t *testing.T) {
 			}
 		}
 	}
-	if n < 15 {
+	for _, c := range e.discord.Calls() {
+		if rows, ok := c.Body["components"].([]any); ok {
+			row, _ := rows[0].(map[string]any)
+			buttons, _ := row["components"].([]any)
+			b, _ := buttons[0].(map[string]any)
+			if len(buttons) != 2 || b["custom_id"] != "hp1:a1b2c3.0000ffff:once" || b["style"] != float64(1) {
+				t.Errorf("prompt buttons: %v", rows)
+			}
+		}
+	}
+	// A press of a prompt button comes back as prompt_response.
+	press := `{"id":"1200000000000000101","application_id":"` + discordApp + `","type":3,"token":"` + interactionToken + `","version":1,
+		"guild_id":"111","channel_id":"333","member":{"user":{"id":"556","username":"u556"}},"message":{"id":"4242"},
+		"data":{"custom_id":"hp1:a1b2c3.0000ffff:once","component_type":2}}`
+	if code, _ := e.postDiscord(press, nil); code != http.StatusOK {
+		t.Fatalf("button press: %d", code)
+	}
+	in = h.expect("inbound")
+	ev, _ = in["event"].(map[string]any)
+	if pr, _ := ev["prompt_response"].(map[string]any); pr["prompt_id"] != "a1b2c3.0000ffff" || pr["option_id"] != "once" || pr["prompt_message_id"] != "4242" {
+		t.Errorf("button press inbound: %v", in)
+	}
+	if n < 16 {
 		t.Errorf("only %d ops advertised across both descriptors", n)
 	}
 	// A chat the tenant was never in is a structured refusal.
@@ -346,6 +372,10 @@ func TestHermesGatewayClient(t *testing.T) {
 	// drained in order after the next dial and hellos.
 	h.send(map[string]any{"type": "going_idle"})
 	h.expect("going_idle_ack")
+	// Calls still in flight from the gateway are served while it idles.
+	if r := h.call("dddd", "telegram", telegramBot, map[string]any{"op": "typing", "chat_id": forumChat, "metadata": map[string]any{}}); r["success"] != true {
+		t.Errorf("outbound after going_idle_ack: %v", r)
+	}
 	for i, text := range []string{"while idle 1", "while idle 2"} {
 		if code := e.postTelegram(tgTopic(10+i, 80+i, text), tgSecret); code != http.StatusOK {
 			t.Fatalf("webhook: %d", code)

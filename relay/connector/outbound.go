@@ -3,11 +3,14 @@ package connector
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/discord"
 )
 
 // outbound performs one outbound action for connection k and returns the
@@ -50,7 +53,7 @@ func (c *Connector) outbound(ctx context.Context, k *conn, f relay.Frame) relay.
 // act performs the action. reason is set when the connector refused it
 // (as opposed to the platform failing it).
 func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *relay.Action, d *delivery) (relay.Result, string) {
-	if !k.Serves(platform, bot) {
+	if !k.said(platform, bot) {
 		return relay.Failure("relay: no hello for " + platform + " " + bot), "not_hello"
 	}
 	e := c.edge(platform, bot)
@@ -145,6 +148,14 @@ func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *r
 			return relay.Failure(err.Error()), ""
 		}
 		return relay.Result{Success: true, MessageID: a.MessageID}, ""
+	case relay.OpPrompt:
+		if !e.desc.Supports(a.Op) {
+			break
+		}
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		return c.prompt(ctx, e, a, d)
 	case relay.OpDraft:
 		if r, why, ok := needChat(); !ok {
 			return r, why
@@ -205,6 +216,49 @@ func (c *Connector) chatAllowed(ctx context.Context, tenant contract.TenantSlot,
 		return t == tenant, nil
 	}
 	return c.cfg.Store.ChatBound(ctx, tenant, e.platform, chatID)
+}
+
+// promptOptionID is the gateway's rule for an option id.
+var promptOptionID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+
+// prompt posts a prompt's content with one button per option whose
+// callback token is hp1:<prompt_id>:<option_id>; a press comes back as an
+// inbound event with prompt_response. Content longer than the platform's
+// limit goes first as plain messages, the buttons on the last.
+func (c *Connector) prompt(ctx context.Context, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+	if a.PromptID == "" || len(a.Options) == 0 || len(a.Options) > 25 {
+		return relay.Failure("relay: prompt needs prompt_id and 1 to 25 options"), "invalid"
+	}
+	buttons := make([]discord.Button, 0, len(a.Options))
+	for _, o := range a.Options {
+		token := "hp1:" + a.PromptID + ":" + o.ID
+		if !promptOptionID.MatchString(o.ID) || len(token) > 100 {
+			return relay.Failure("relay: prompt option id " + strconv.Quote(o.ID) + " is not usable as a button"), "invalid"
+		}
+		label := o.Label
+		if r := []rune(label); len(r) > 80 {
+			label = string(r[:80])
+		}
+		if label == "" {
+			label = o.ID
+		}
+		buttons = append(buttons, discord.Button{Label: label, CustomID: token, Style: o.Style})
+	}
+	chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
+	if len(chunks) == 0 {
+		chunks = []string{a.Content}
+	}
+	d.Chunks = len(chunks)
+	for i, chunk := range chunks[:len(chunks)-1] {
+		if _, err := e.send(ctx, a.ChatID, chunk, "", a.Metadata); err != nil {
+			return relay.Failure(failText(err, i, len(chunks))), ""
+		}
+	}
+	id, err := e.discord.SendPrompt(ctx, a.ChatID, chunks[len(chunks)-1], a.ReplyTo, buttons)
+	if err != nil {
+		return relay.Failure(err.Error()), ""
+	}
+	return relay.Result{Success: true, MessageID: id}, ""
 }
 
 // draftKey names one streamed draft of a connection.
