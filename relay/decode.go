@@ -317,72 +317,82 @@ func (s *scanner) strings(dst *[]string) bool {
 }
 
 // source reads a SessionSource object the way ParseSource does, declining
-// whatever that would refuse.
+// whatever that would refuse (and duplicate keys, which it leaves to it).
 func (s *scanner) source(src *SessionSource) bool {
 	if !s.open() {
 		return false
 	}
-	var seen [13]bool
-	platformSet, typeSeen := false, false
+	var seen [len(sourceStringKeys) + 1]bool
+	typeSeen, typeNull := false, false
 	for more := true; more; {
 		k, ok := s.key()
 		if !ok {
 			return false
 		}
-		var n int
-		var dst *string
-		switch string(k) {
-		case "platform":
-			n, dst = 0, &src.Platform
-		case "chat_id":
-			n, dst = 1, &src.ChatID
-		case "chat_type":
-			n, dst = 2, &src.ChatType
-		case "chat_name":
-			n, dst = 3, &src.ChatName
-		case "user_id":
-			n, dst = 4, &src.UserID
-		case "user_name":
-			n, dst = 5, &src.UserName
-		case "thread_id":
-			n, dst = 6, &src.ThreadID
-		case "chat_topic":
-			n, dst = 7, &src.ChatTopic
-		case "user_id_alt":
-			n, dst = 8, &src.UserIDAlt
-		case "chat_id_alt":
-			n, dst = 9, &src.ChatIDAlt
-		case "guild_id":
-			n, dst = 10, &src.GuildID
-		case "parent_chat_id":
-			n, dst = 11, &src.ParentChatID
-		case "message_id":
-			n, dst = 12, &src.MessageID
-		default:
-			return false
-		}
-		if seen[n] {
-			return false
-		}
-		seen[n] = true
-		if s.null() {
-			if n == 0 || n == 2 { // a null platform or chat_type is refused
+		if string(k) == "auto_thread_created" {
+			n := len(sourceStringKeys)
+			if seen[n] {
 				return false
 			}
-		} else if *dst, ok = s.str(); !ok {
-			return false
+			seen[n] = true
+			switch {
+			case s.lit("true"):
+				src.AutoThreadCreated = true
+			case s.lit("false"), s.null():
+			default:
+				return false
+			}
+		} else {
+			n := sourceKeyIndex(k)
+			if n < 0 || seen[n] {
+				return false
+			}
+			seen[n] = true
+			dst := src.stringField(sourceStringKeys[n])
+			if s.null() {
+				if n == 2 {
+					typeNull = true
+				}
+			} else if *dst, ok = s.str(); !ok {
+				return false
+			}
+			typeSeen = typeSeen || n == 2
 		}
-		platformSet = platformSet || n == 0
-		typeSeen = typeSeen || n == 2
 		if more, ok = s.next(); !ok {
 			return false
 		}
 	}
-	if !platformSet || normalizePlatform(src.Platform) == "" {
-		return false
-	}
-	if !typeSeen {
+	src.mirrorScope()
+	switch {
+	case !typeSeen:
 		src.ChatType = ChatDM
+	case typeNull:
+		src.ChatType = ChatTypeNull
 	}
 	return true
+}
+
+// sourceKeyIndex is k's index in sourceStringKeys, or -1.
+func sourceKeyIndex(k []byte) int {
+	if i, ok := sourceKeyIndexes[string(k)]; ok {
+		return i
+	}
+	return -1
+}
+
+var sourceKeyIndexes = func() map[string]int {
+	m := make(map[string]int, len(sourceStringKeys))
+	for i, k := range sourceStringKeys {
+		m[k] = i
+	}
+	return m
+}()
+
+// lit reads the literal word (true, false).
+func (s *scanner) lit(word string) bool {
+	if s.peek() == word[0] && len(s.b)-s.i >= len(word) && string(s.b[s.i:s.i+len(word)]) == word {
+		s.i += len(word)
+		return true
+	}
+	return false
 }

@@ -24,18 +24,35 @@ const DefaultEmoji = "\U0001f50c"
 // fronts and what it can do. Unknown fields are ignored when decoding;
 // missing optional ones take their defaults (see Normalize).
 type CapabilityDescriptor struct {
-	ContractVersion        int     `json:"contract_version"`
-	Platform               string  `json:"platform"`
-	Label                  string  `json:"label"`
-	MaxMessageLength       int     `json:"max_message_length"`
-	SupportsDraftStreaming bool    `json:"supports_draft_streaming"`
-	SupportsEdit           bool    `json:"supports_edit"`
-	SupportsThreads        bool    `json:"supports_threads"`
-	MarkdownDialect        string  `json:"markdown_dialect"`
-	LenUnit                LenUnit `json:"len_unit"`
-	Emoji                  string  `json:"emoji,omitempty"`
-	PlatformHint           string  `json:"platform_hint,omitempty"`
-	PIISafe                bool    `json:"pii_safe,omitempty"`
+	ContractVersion              int     `json:"contract_version"`
+	Platform                     string  `json:"platform"`
+	Label                        string  `json:"label"`
+	MaxMessageLength             int     `json:"max_message_length"`
+	SupportsDraftStreaming       bool    `json:"supports_draft_streaming"`
+	SupportsEdit                 bool    `json:"supports_edit"`
+	SupportsThreads              bool    `json:"supports_threads"`
+	MarkdownDialect              string  `json:"markdown_dialect"`
+	LenUnit                      LenUnit `json:"len_unit"`
+	Emoji                        string  `json:"emoji,omitempty"`
+	PlatformHint                 string  `json:"platform_hint,omitempty"`
+	PIISafe                      bool    `json:"pii_safe,omitempty"`
+	SupportsContext              bool    `json:"supports_context,omitempty"`
+	SupportsInchannelContinuable bool    `json:"supports_inchannel_continuable,omitempty"`
+	SupportsBlockFormatting      bool    `json:"supports_block_formatting,omitempty"`
+	// SupportedOps lists exactly the outbound ops the connector performs
+	// for this platform; the current gateway sends no op beyond send,
+	// edit, typing and follow_up unless it is listed.
+	SupportedOps []string `json:"supported_ops"`
+}
+
+// Supports reports whether op is among d's SupportedOps.
+func (d CapabilityDescriptor) Supports(op string) bool {
+	for _, o := range d.SupportedOps {
+		if o == op {
+			return true
+		}
+	}
+	return false
 }
 
 // Normalize fills defaults the way the gateway reads a descriptor: a
@@ -53,6 +70,9 @@ func (d CapabilityDescriptor) Normalize() CapabilityDescriptor {
 	}
 	if d.MarkdownDialect == "" {
 		d.MarkdownDialect = "plain"
+	}
+	if d.SupportedOps == nil {
+		d.SupportedOps = []string{}
 	}
 	return d
 }
@@ -104,11 +124,25 @@ func ParseDescriptor(b []byte) (CapabilityDescriptor, error) {
 	boolean("supports_edit", &d.SupportsEdit)
 	boolean("supports_threads", &d.SupportsThreads)
 	boolean("pii_safe", &d.PIISafe)
+	boolean("supports_context", &d.SupportsContext)
+	boolean("supports_inchannel_continuable", &d.SupportsInchannelContinuable)
+	boolean("supports_block_formatting", &d.SupportsBlockFormatting)
+	if v, ok := raw["supported_ops"]; ok {
+		var ops []any
+		if json.Unmarshal(v, &ops) == nil {
+			for _, o := range ops {
+				if s, ok := o.(string); ok && s != "" {
+					d.SupportedOps = append(d.SupportedOps, s)
+				}
+			}
+		}
+	}
 	return d.Normalize(), nil
 }
 
 // DiscordDescriptor is the descriptor the connector sends for Discord:
 // 2000 code points, dialect discord.
+// Its SupportedOps are the ops relay/connector performs on Discord.
 func DiscordDescriptor() CapabilityDescriptor {
 	return CapabilityDescriptor{
 		ContractVersion:  ContractVersion,
@@ -116,16 +150,21 @@ func DiscordDescriptor() CapabilityDescriptor {
 		Label:            "Discord",
 		MaxMessageLength: 2000,
 		SupportsEdit:     true,
-		SupportsThreads:  false,
-		MarkdownDialect:  "discord",
-		LenUnit:          LenChars,
-		Emoji:            "\U0001f47e",
-		PlatformHint:     "You are on Discord. Discord markdown works; keep messages under 2000 characters.",
+		// Drafts stream as edits of one message.
+		SupportsDraftStreaming: true,
+		SupportsThreads:        false,
+		MarkdownDialect:        "discord",
+		LenUnit:                LenChars,
+		Emoji:                  "\U0001f47e",
+		PlatformHint:           "You are on Discord. Discord markdown works; keep messages under 2000 characters.",
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpFollowUp, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt},
 	}
 }
 
 // TelegramDescriptor is the descriptor the connector sends for Telegram:
 // 4096 UTF-16 code units, dialect markdown_v2.
+// Its SupportedOps are the ops relay/connector performs on Telegram
+// (follow_up is Discord's: Telegram has no interaction tokens).
 func TelegramDescriptor() CapabilityDescriptor {
 	return CapabilityDescriptor{
 		ContractVersion:  ContractVersion,
@@ -133,10 +172,13 @@ func TelegramDescriptor() CapabilityDescriptor {
 		Label:            "Telegram",
 		MaxMessageLength: 4096,
 		SupportsEdit:     true,
-		SupportsThreads:  false,
-		MarkdownDialect:  "markdown_v2",
-		LenUnit:          LenUTF16,
-		Emoji:            "\u2708\ufe0f",
-		PlatformHint:     "You are on Telegram. Use Telegram MarkdownV2.",
+		// Drafts stream as edits of one message.
+		SupportsDraftStreaming: true,
+		SupportsThreads:        false,
+		MarkdownDialect:        "markdown_v2",
+		LenUnit:                LenUTF16,
+		Emoji:                  "\u2708\ufe0f",
+		PlatformHint:           "You are on Telegram. Use Telegram MarkdownV2.",
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpGetChatInfo, OpReact, OpDelete, OpDraft},
 	}
 }

@@ -1,4 +1,5 @@
-// Package relay is the relay ↔ connector contract (seed 004, RELAY.md): the
+// Package relay is the relay ↔ connector contract (seed 004, RELAY.md, and
+// HERMES-RELAY.md, which wins where they differ — docs/relay.md): the
 // CapabilityDescriptor handed to a gateway at handshake, the MessageEvent and
 // SessionSource it receives, the newline-delimited frames both ends exchange
 // over the WebSocket, the gateway's session-key rules, message splitting, the
@@ -27,4 +28,9 @@ package relay
 //     session source, frames hello/descriptor/outbound/outbound_result/
 //     inbound/inbound_ack/interrupt/interrupt_inbound, ops send/edit/typing/
 //     follow_up/get_chat_info, HMAC upgrade tokens with close code 4401.
+//   - 1, grown (2026-11-30): the current Hermes gateway's wire
+//     (HERMES-RELAY.md) — several hellos per socket with command_manifest,
+//     going_idle/going_idle_ack, supported_ops, scope_id and the newer
+//     source and event fields, ops react/delete/draft, egress_declined
+//     refusals, the current build_session_key.
 const ContractVersion = 1

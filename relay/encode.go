@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 )
@@ -106,15 +107,27 @@ func (s SessionSource) AppendJSON(dst []byte) []byte {
 	dst = appendNullable(dst, s.ThreadID)
 	dst = append(dst, `,"chat_topic":`...)
 	dst = appendNullable(dst, s.ChatTopic)
-	for _, o := range [...]struct{ k, v string }{
-		{"user_id_alt", s.UserIDAlt}, {"chat_id_alt", s.ChatIDAlt}, {"guild_id", s.GuildID},
-		{"parent_chat_id", s.ParentChatID}, {"message_id", s.MessageID},
-	} {
-		if o.v != "" {
-			dst = appendKey(dst, o.k, false)
-			dst = appendString(dst, o.v)
+	opt := func(k, v string) {
+		if v != "" {
+			dst = appendKey(dst, k, false)
+			dst = appendString(dst, v)
 		}
 	}
+	opt("user_id_alt", s.UserIDAlt)
+	opt("chat_id_alt", s.ChatIDAlt)
+	scope := s.Scope()
+	opt("scope_id", scope)
+	opt("guild_id", scope)
+	opt("parent_chat_id", s.ParentChatID)
+	opt("message_id", s.MessageID)
+	opt("profile", s.Profile)
+	if s.AutoThreadCreated {
+		dst = append(dst, `,"auto_thread_created":true`...)
+	}
+	opt("auto_thread_initial_name", s.AutoThreadInitialName)
+	opt("prospective_thread_id", s.ProspectiveThreadID)
+	opt("user_display_name", s.UserDisplayName)
+	opt("user_handle", s.UserHandle)
 	return append(dst, '}')
 }
 
@@ -137,7 +150,70 @@ func (e MessageEvent) AppendJSON(dst []byte) []byte {
 		}
 		dst = appendString(dst, u)
 	}
-	return append(dst, ']', '}')
+	dst = append(dst, ']')
+	if r := e.ReplyTo; r != nil {
+		dst = append(dst, `,"reply_to":{"text":`...)
+		dst = appendString(dst, r.Text)
+		dst = append(dst, `,"author":`...)
+		dst = appendString(dst, r.Author)
+		dst = append(dst, `,"is_own":`...)
+		dst = strconv.AppendBool(dst, r.IsOwn)
+		dst = append(dst, '}')
+	}
+	if len(e.Media) > 0 {
+		dst = append(dst, `,"media":[`...)
+		for i, m := range e.Media {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"url":`...)
+			dst = appendString(dst, m.URL)
+			dst = append(dst, `,"mime":`...)
+			dst = appendString(dst, m.Mime)
+			dst = append(dst, `,"kind":`...)
+			dst = appendString(dst, m.Kind)
+			dst = append(dst, `,"size":`...)
+			dst = strconv.AppendInt(dst, m.Size, 10)
+			dst = append(dst, `,"filename":`...)
+			dst = appendString(dst, m.Filename)
+			dst = append(dst, `,"caption":`...)
+			dst = appendString(dst, m.Caption)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	if len(e.Context) > 0 {
+		dst = append(dst, `,"context":[`...)
+		for i, c := range e.Context {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"text":`...)
+			dst = appendString(dst, c.Text)
+			dst = append(dst, `,"source":{"user_name":`...)
+			dst = appendString(dst, c.Source.UserName)
+			dst = append(dst, `,"user_id":`...)
+			dst = appendString(dst, c.Source.UserID)
+			dst = append(dst, '}', '}')
+		}
+		dst = append(dst, ']')
+	}
+	if p := e.PromptResponse; p != nil {
+		dst = append(dst, `,"prompt_response":{"prompt_id":`...)
+		dst = appendString(dst, p.PromptID)
+		dst = append(dst, `,"option_id":`...)
+		dst = appendString(dst, p.OptionID)
+		opt := func(k, v string) {
+			if v != "" {
+				dst = appendKey(dst, k, false)
+				dst = appendString(dst, v)
+			}
+		}
+		opt("label", p.Label)
+		opt("prompt_message_id", p.PromptMessageID)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
 }
 
 // appendJSON appends f's wire form (see MarshalJSON) to dst; on error dst
@@ -151,6 +227,18 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		dst = appendString(dst, f.Platform)
 		dst = append(dst, `,"botId":`...)
 		dst = appendString(dst, f.BotID)
+		if len(f.CommandManifest) > 0 {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, f.CommandManifest); err != nil {
+				return dst[:len(dst):len(dst)], fmt.Errorf("relay: hello: command_manifest: %w", err)
+			}
+			dst = append(dst, `,"command_manifest":`...)
+			dst = append(dst, buf.Bytes()...)
+		}
+		return append(dst, '}'), nil
+	case FrameGoingIdle, FrameGoingIdleAck:
+		dst = append(dst, `{"type":`...)
+		dst = appendString(dst, f.Type)
 		return append(dst, '}'), nil
 	case FrameDescriptor:
 		if f.Descriptor == nil {
@@ -164,8 +252,8 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		if f.Action == nil {
 			return dst, fmt.Errorf("relay: outbound frame without action")
 		}
-		if f.Action.Metadata != nil {
-			// Metadata is arbitrary JSON: leave it to encoding/json.
+		if !f.Action.plain() {
+			// Metadata is arbitrary JSON, the newer ops rare: leave them to encoding/json.
 			return appendReflect(dst, struct {
 				Type      string  `json:"type"`
 				RequestID string  `json:"requestId"`
@@ -216,11 +304,19 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		}
 		for _, o := range [...]struct{ k, v string }{
 			{"message_id", r.MessageID}, {"error", r.Error}, {"name", r.Name}, {"type", r.Type},
+			{"code", r.Code}, {"thread_id", r.ThreadID},
 		} {
 			if o.v != "" {
 				dst = appendKey(dst, o.k, false)
 				dst = appendString(dst, o.v)
 			}
+		}
+		if r.ChatInfo != nil {
+			dst = append(dst, `,"chat_info":{"name":`...)
+			dst = appendString(dst, r.ChatInfo.Name)
+			dst = append(dst, `,"type":`...)
+			dst = appendString(dst, r.ChatInfo.Type)
+			dst = append(dst, '}')
 		}
 		return append(dst, '}', '}'), nil
 	case FrameInterrupt:

@@ -34,8 +34,24 @@ func frameFrom(typ string, strs []string, bits uint32) Frame {
 	}
 	src := SessionSource{Platform: next(), ChatID: next(), ChatType: next(), ChatName: next(), UserID: next(),
 		UserName: next(), ThreadID: next(), ChatTopic: next(), UserIDAlt: next(), ChatIDAlt: next(), GuildID: next(),
-		ParentChatID: next(), MessageID: next()}
+		ParentChatID: next(), MessageID: next(), Profile: next(), ProspectiveThreadID: next(),
+		AutoThreadCreated: bits&(1<<26) != 0, AutoThreadInitialName: next(), UserDisplayName: next(), UserHandle: next()}
+	if bits&(1<<25) != 0 {
+		src.ScopeID = next()
+	}
 	ev := MessageEvent{Text: next(), MessageType: MessageType(next()), Source: src, MessageID: next(), ReplyToMessageID: next()}
+	if bits&(1<<24) != 0 {
+		ev.ReplyTo = &ReplyContext{Text: next(), Author: next(), IsOwn: bits&(1<<23) != 0}
+	}
+	if bits&(1<<22) != 0 {
+		ev.Media = []Media{{URL: next(), Mime: next(), Kind: next(), Size: int64(bits >> 8), Filename: next(), Caption: next()}, {}}
+	}
+	if bits&(1<<21) != 0 {
+		ev.Context = []ContextMessage{{Text: next(), Source: ContextAuthor{UserName: next(), UserID: next()}}}
+	}
+	if bits&(1<<20) != 0 {
+		ev.PromptResponse = &PromptResponse{PromptID: next(), OptionID: next(), Label: next(), PromptMessageID: next()}
+	}
 	switch bits % 3 {
 	case 1:
 		ev.MediaURLs = []string{}

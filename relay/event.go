@@ -6,26 +6,63 @@ import (
 	"fmt"
 )
 
-// SessionSource says where a message came from. Its JSON is exactly the
-// gateway's SessionSource.to_dict(): the eight keys platform, chat_id,
-// chat_type, chat_name, user_id, user_name, thread_id and chat_topic are always
-// present (null when empty, except platform and chat_type, which are always
-// strings); user_id_alt, chat_id_alt, guild_id,
-// parent_chat_id and message_id only when non-empty. Every id is a string.
+// SessionSource says where a message came from. Its JSON is the gateway's
+// SessionSource.to_dict() (HERMES-RELAY.md §3.1): the eight keys platform,
+// chat_id, chat_name, chat_type, user_id, user_name, thread_id and
+// chat_topic are always present (null when empty, except platform and
+// chat_type, which are always strings); then, only when non-empty,
+// user_id_alt, chat_id_alt, scope_id and guild_id (the same value: the
+// scope, ScopeID else GuildID), parent_chat_id, message_id, profile,
+// auto_thread_created (only when true), auto_thread_initial_name,
+// prospective_thread_id, user_display_name and user_handle. Every id is a
+// string.
 type SessionSource struct {
-	Platform     string
-	ChatID       string
-	ChatType     string
-	ChatName     string
-	UserID       string
-	UserName     string
-	ThreadID     string
-	ChatTopic    string
-	UserIDAlt    string
-	ChatIDAlt    string
+	Platform  string
+	ChatID    string
+	ChatType  string
+	ChatName  string
+	UserID    string
+	UserName  string
+	ThreadID  string
+	ChatTopic string
+	UserIDAlt string
+	ChatIDAlt string
+	// ScopeID is the chat's enclosing scope: the Discord guild, the Slack
+	// team. The gateway reads only scope_id; GuildID is its deprecated
+	// alias (see Scope).
+	ScopeID      string
 	GuildID      string
 	ParentChatID string
 	MessageID    string
+	// Profile names the gateway profile the message is for (multiplexed
+	// gateways key sessions by it).
+	Profile string
+	// ProspectiveThreadID is the thread a channel message will be answered
+	// in (Discord auto-threads); a non-DM source is keyed on it.
+	ProspectiveThreadID   string
+	AutoThreadCreated     bool
+	AutoThreadInitialName string
+	// UserDisplayName and UserHandle are presentation names; the gateway
+	// shows the first non-empty of UserDisplayName, UserName, UserHandle.
+	UserDisplayName string
+	UserHandle      string
+}
+
+// Scope is the source's scope: ScopeID, else its alias GuildID.
+func (s SessionSource) Scope() string {
+	if s.ScopeID != "" {
+		return s.ScopeID
+	}
+	return s.GuildID
+}
+
+// mirrorScope makes ScopeID and GuildID the same value, scope_id winning
+// (the gateway's dataclass mirrors the alias both ways).
+func (s *SessionSource) mirrorScope() {
+	if s.ScopeID == "" {
+		s.ScopeID = s.GuildID
+	}
+	s.GuildID = s.ScopeID
 }
 
 // Chat types the connectors produce.
@@ -36,6 +73,10 @@ const (
 	ChatThread  = "thread"
 	ChatForum   = "forum"
 )
+
+// ChatTypeNull is what an explicit null chat_type reads as: the gateway
+// keeps the null and its key builder writes it as Python's "None".
+const ChatTypeNull = "None"
 
 // MarshalJSON implements the wire presence rules.
 func (s SessionSource) MarshalJSON() ([]byte, error) {
@@ -53,69 +94,103 @@ func (s *SessionSource) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseSource decodes one SessionSource object. Unknown keys are ignored
-// (is_bot among them). It refuses what the gateway cannot key: a value of a
-// known key that is neither a string nor null (ids are never numbers), a
-// missing, null or blank platform, and an explicit null chat_type. A missing
-// chat_type reads as "dm".
-func ParseSource(b []byte) (SessionSource, error) {
-	var w struct {
-		Platform     json.RawMessage `json:"platform"`
-		ChatID       json.RawMessage `json:"chat_id"`
-		ChatType     json.RawMessage `json:"chat_type"`
-		ChatName     json.RawMessage `json:"chat_name"`
-		UserID       json.RawMessage `json:"user_id"`
-		UserName     json.RawMessage `json:"user_name"`
-		ThreadID     json.RawMessage `json:"thread_id"`
-		ChatTopic    json.RawMessage `json:"chat_topic"`
-		UserIDAlt    json.RawMessage `json:"user_id_alt"`
-		ChatIDAlt    json.RawMessage `json:"chat_id_alt"`
-		GuildID      json.RawMessage `json:"guild_id"`
-		ParentChatID json.RawMessage `json:"parent_chat_id"`
-		MessageID    json.RawMessage `json:"message_id"`
+// sourceStringKeys are the string keys of a source, in wire order.
+var sourceStringKeys = [...]string{"platform", "chat_id", "chat_type", "chat_name", "user_id", "user_name",
+	"thread_id", "chat_topic", "user_id_alt", "chat_id_alt", "scope_id", "guild_id", "parent_chat_id",
+	"message_id", "profile", "auto_thread_initial_name", "prospective_thread_id", "user_display_name",
+	"user_handle"}
+
+// stringField returns the field of s a string key names (nil for none).
+func (s *SessionSource) stringField(key string) *string {
+	switch key {
+	case "platform":
+		return &s.Platform
+	case "chat_id":
+		return &s.ChatID
+	case "chat_type":
+		return &s.ChatType
+	case "chat_name":
+		return &s.ChatName
+	case "user_id":
+		return &s.UserID
+	case "user_name":
+		return &s.UserName
+	case "thread_id":
+		return &s.ThreadID
+	case "chat_topic":
+		return &s.ChatTopic
+	case "user_id_alt":
+		return &s.UserIDAlt
+	case "chat_id_alt":
+		return &s.ChatIDAlt
+	case "scope_id":
+		return &s.ScopeID
+	case "guild_id":
+		return &s.GuildID
+	case "parent_chat_id":
+		return &s.ParentChatID
+	case "message_id":
+		return &s.MessageID
+	case "profile":
+		return &s.Profile
+	case "auto_thread_initial_name":
+		return &s.AutoThreadInitialName
+	case "prospective_thread_id":
+		return &s.ProspectiveThreadID
+	case "user_display_name":
+		return &s.UserDisplayName
+	case "user_handle":
+		return &s.UserHandle
 	}
-	if len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' {
+	return nil
+}
+
+// ParseSource decodes one SessionSource object the way the gateway reads
+// it. Unknown keys are ignored (is_bot among them). A missing, null, blank
+// or unknown platform keys as "relay" (see KeyPlatform); a missing
+// chat_type reads as "dm" and a null one as ChatTypeNull. It refuses bytes
+// that are not one JSON object, a value of a known string key that is
+// neither a string nor null (ids are never numbers), and an
+// auto_thread_created that is not a boolean or null.
+func ParseSource(b []byte) (SessionSource, error) {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 || t[0] != '{' {
 		return SessionSource{}, fmt.Errorf("relay: source: not a JSON object")
 	}
-	if err := json.Unmarshal(b, &w); err != nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return SessionSource{}, fmt.Errorf("relay: source: not a JSON object: %w", err)
 	}
 	var s SessionSource
-	fields := [...]struct {
-		key string
-		raw json.RawMessage
-		dst *string
-	}{
-		{"platform", w.Platform, &s.Platform}, {"chat_id", w.ChatID, &s.ChatID}, {"chat_type", w.ChatType, &s.ChatType},
-		{"chat_name", w.ChatName, &s.ChatName}, {"user_id", w.UserID, &s.UserID}, {"user_name", w.UserName, &s.UserName},
-		{"thread_id", w.ThreadID, &s.ThreadID}, {"chat_topic", w.ChatTopic, &s.ChatTopic}, {"user_id_alt", w.UserIDAlt, &s.UserIDAlt},
-		{"chat_id_alt", w.ChatIDAlt, &s.ChatIDAlt}, {"guild_id", w.GuildID, &s.GuildID}, {"parent_chat_id", w.ParentChatID, &s.ParentChatID},
-		{"message_id", w.MessageID, &s.MessageID},
-	}
-	for _, f := range fields {
-		v := f.raw
-		if len(v) == 0 || string(v) == "null" {
+	for _, key := range sourceStringKeys {
+		v, ok := raw[key]
+		if !ok || string(v) == "null" {
 			continue
 		}
 		if v[0] != '"' {
-			return SessionSource{}, fmt.Errorf("relay: source: %s is not a string", f.key)
+			return SessionSource{}, fmt.Errorf("relay: source: %s is not a string", key)
 		}
+		dst := s.stringField(key)
 		if str, ok := plainString(v); ok {
-			*f.dst = str
-		} else if err := json.Unmarshal(v, f.dst); err != nil {
-			return SessionSource{}, fmt.Errorf("relay: source: %s: %w", f.key, err)
+			*dst = str
+		} else if err := json.Unmarshal(v, dst); err != nil {
+			return SessionSource{}, fmt.Errorf("relay: source: %s: %w", key, err)
 		}
 	}
-	if len(w.Platform) == 0 || string(w.Platform) == "null" {
-		return SessionSource{}, fmt.Errorf("relay: source: platform is missing")
+	if v, ok := raw["auto_thread_created"]; ok {
+		switch string(v) {
+		case "true":
+			s.AutoThreadCreated = true
+		case "false", "null":
+		default:
+			return SessionSource{}, fmt.Errorf("relay: source: auto_thread_created is not a boolean")
+		}
 	}
-	if len(w.ChatType) == 0 {
+	s.mirrorScope()
+	if v, ok := raw["chat_type"]; !ok {
 		s.ChatType = ChatDM
-	} else if string(w.ChatType) == "null" {
-		return SessionSource{}, fmt.Errorf("relay: source: chat_type is null")
-	}
-	if normalizePlatform(s.Platform) == "" {
-		return SessionSource{}, fmt.Errorf("relay: source: platform is blank")
+	} else if string(v) == "null" {
+		s.ChatType = ChatTypeNull
 	}
 	return s, nil
 }
@@ -161,7 +236,10 @@ func ParseMessageType(s string) MessageType {
 }
 
 // MessageEvent is one normalized inbound message. message_id and
-// reply_to_message_id are null when empty; media_urls is always a list.
+// reply_to_message_id are null when empty; media_urls is always a list;
+// reply_to, media, context and prompt_response are present only when set
+// (an object or a list of objects, never anything else: the gateway drops
+// its socket on a non-object where it expects one).
 type MessageEvent struct {
 	Text             string        `json:"text"`
 	MessageType      MessageType   `json:"message_type"`
@@ -169,15 +247,67 @@ type MessageEvent struct {
 	MessageID        string        `json:"-"`
 	ReplyToMessageID string        `json:"-"`
 	MediaURLs        []string      `json:"media_urls"`
+	// ReplyTo describes the message this one answers.
+	ReplyTo *ReplyContext `json:"-"`
+	// Media describes the attachments of MediaURLs (matched by URL).
+	Media []Media `json:"-"`
+	// Context holds recent channel messages the gateway shows the agent
+	// read-only.
+	Context []ContextMessage `json:"-"`
+	// PromptResponse is a button press answering a prompt op.
+	PromptResponse *PromptResponse `json:"-"`
+}
+
+// ReplyContext is the wire's reply_to object.
+type ReplyContext struct {
+	Text   string `json:"text"`
+	Author string `json:"author"`
+	IsOwn  bool   `json:"is_own"`
+}
+
+// Media is one attachment of the wire's media list. URL is one of the
+// event's media_urls; Size is in bytes (0: unknown).
+type Media struct {
+	URL      string `json:"url"`
+	Mime     string `json:"mime"`
+	Kind     string `json:"kind"`
+	Size     int64  `json:"size"`
+	Filename string `json:"filename"`
+	Caption  string `json:"caption"`
+}
+
+// ContextMessage is one entry of the wire's context list.
+type ContextMessage struct {
+	Text   string        `json:"text"`
+	Source ContextAuthor `json:"source"`
+}
+
+// ContextAuthor is who wrote a ContextMessage.
+type ContextAuthor struct {
+	UserName string `json:"user_name"`
+	UserID   string `json:"user_id"`
+}
+
+// PromptResponse is the wire's prompt_response object: which option of
+// which prompt a user chose.
+type PromptResponse struct {
+	PromptID        string `json:"prompt_id"`
+	OptionID        string `json:"option_id"`
+	Label           string `json:"label,omitempty"`
+	PromptMessageID string `json:"prompt_message_id,omitempty"`
 }
 
 type eventWire struct {
-	Text             string         `json:"text"`
-	MessageType      MessageType    `json:"message_type"`
-	Source           *SessionSource `json:"source"`
-	MessageID        *string        `json:"message_id"`
-	ReplyToMessageID *string        `json:"reply_to_message_id"`
-	MediaURLs        []string       `json:"media_urls"`
+	Text             string           `json:"text"`
+	MessageType      MessageType      `json:"message_type"`
+	Source           *SessionSource   `json:"source"`
+	MessageID        *string          `json:"message_id"`
+	ReplyToMessageID *string          `json:"reply_to_message_id"`
+	MediaURLs        []string         `json:"media_urls"`
+	ReplyTo          *ReplyContext    `json:"reply_to"`
+	Media            []Media          `json:"media"`
+	Context          []ContextMessage `json:"context"`
+	PromptResponse   *PromptResponse  `json:"prompt_response"`
 }
 
 // MarshalJSON implements the wire form.
@@ -208,7 +338,14 @@ func (e *MessageEvent) unmarshalReflect(b []byte) error {
 	if w.Source == nil {
 		return fmt.Errorf("relay: event: source is missing")
 	}
-	*e = MessageEvent{Text: w.Text, MessageType: ParseMessageType(string(w.MessageType)), Source: *w.Source, MediaURLs: w.MediaURLs}
+	*e = MessageEvent{Text: w.Text, MessageType: ParseMessageType(string(w.MessageType)), Source: *w.Source, MediaURLs: w.MediaURLs,
+		ReplyTo: w.ReplyTo, PromptResponse: w.PromptResponse}
+	if len(w.Media) > 0 {
+		e.Media = w.Media
+	}
+	if len(w.Context) > 0 {
+		e.Context = w.Context
+	}
 	if w.MessageID != nil {
 		e.MessageID = *w.MessageID
 	}

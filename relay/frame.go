@@ -13,11 +13,13 @@ const (
 	FrameOutbound   = "outbound"
 	FrameInterrupt  = "interrupt"
 	FrameInboundAck = "inbound_ack"
+	FrameGoingIdle  = "going_idle"
 	// connector -> gateway
 	FrameDescriptor       = "descriptor"
 	FrameOutboundResult   = "outbound_result"
 	FrameInbound          = "inbound"
 	FrameInterruptInbound = "interrupt_inbound"
+	FrameGoingIdleAck     = "going_idle_ack"
 )
 
 // Outbound ops.
@@ -27,16 +29,43 @@ const (
 	OpTyping      = "typing"
 	OpFollowUp    = "follow_up"
 	OpGetChatInfo = "get_chat_info"
+	OpReact       = "react"
+	OpDelete      = "delete"
+	OpDraft       = "draft"
+	OpSendMedia   = "send_media"
+	OpPrompt      = "prompt"
+	OpThreadMake  = "thread_create"
+	OpThreadName  = "thread_rename"
 )
+
+// CodeEgressDeclined is the result code of a refusal the gateway must not
+// work around with another op (HERMES-RELAY.md §2.5).
+const CodeEgressDeclined = "egress_declined"
+
+// Declined returns the structured refusal the gateway recognises.
+func Declined(platform string) Result {
+	return Result{Success: false, Code: CodeEgressDeclined,
+		Error: platform + " egress declined: target is not an approved destination for this connection"}
+}
+
+// PlatformRelay is the platform of a gateway's default identity (hello
+// {"platform":"relay","botId":""}) and of sources whose platform the
+// gateway does not know.
+const PlatformRelay = "relay"
 
 // KindDiscordInteractionToken is the capability kind of a Discord
 // interaction token (the only kind so far).
 const KindDiscordInteractionToken = "discord.interaction_token"
 
-// Action is the body of an outbound frame. Which fields matter depends on
-// Op (seed 004 §4): send {chat_id, content, reply_to?, metadata?}, edit
-// {chat_id, message_id, content, metadata?}, typing {chat_id}, follow_up
-// {session_key, kind, content, metadata?}, get_chat_info {chat_id}.
+// Action is the body of an outbound frame (HERMES-RELAY.md §2.5). Which
+// fields matter depends on Op: send {chat_id, content, reply_to, metadata},
+// edit {chat_id, message_id, content}, typing {chat_id, content?},
+// follow_up {session_key, kind, content}, get_chat_info {chat_id}, react
+// {chat_id, message_id, emoji, remove}, delete {chat_id, message_id}, draft
+// {chat_id, draft_id, content, final}, send_media {chat_id, media_kind,
+// source_url, content, filename}, prompt {chat_id, content, prompt_kind,
+// prompt_id, options}, thread_create {chat_id, thread_name}, thread_rename
+// {chat_id, message_id, thread_name, only_if_*}.
 type Action struct {
 	Op         string         `json:"op"`
 	ChatID     string         `json:"chat_id,omitempty"`
@@ -46,16 +75,55 @@ type Action struct {
 	SessionKey string         `json:"session_key,omitempty"`
 	Kind       string         `json:"kind,omitempty"`
 	Metadata   map[string]any `json:"metadata,omitempty"`
+
+	Emoji                  string         `json:"emoji,omitempty"`
+	Remove                 bool           `json:"remove,omitempty"`
+	DraftID                *int64         `json:"draft_id,omitempty"`
+	Final                  bool           `json:"final,omitempty"`
+	MediaKind              string         `json:"media_kind,omitempty"`
+	SourceURL              string         `json:"source_url,omitempty"`
+	Filename               string         `json:"filename,omitempty"`
+	PromptKind             string         `json:"prompt_kind,omitempty"`
+	PromptID               string         `json:"prompt_id,omitempty"`
+	Options                []PromptOption `json:"options,omitempty"`
+	ThreadName             string         `json:"thread_name,omitempty"`
+	OnlyIfConnectorCreated bool           `json:"only_if_connector_created,omitempty"`
+	OnlyIfCurrentName      string         `json:"only_if_current_name,omitempty"`
 }
 
-// Result is the body of an outbound_result frame. Name and Type are set by
-// get_chat_info.
+// plain reports whether a has only the fields the hand-written encoder
+// writes (op and the six strings of the first ops).
+func (a *Action) plain() bool {
+	return a.Metadata == nil && a.Emoji == "" && !a.Remove && a.DraftID == nil && !a.Final && a.MediaKind == "" &&
+		a.SourceURL == "" && a.Filename == "" && a.PromptKind == "" && a.PromptID == "" && a.Options == nil &&
+		a.ThreadName == "" && !a.OnlyIfConnectorCreated && a.OnlyIfCurrentName == ""
+}
+
+// PromptOption is one button of a prompt.
+type PromptOption struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	Style string `json:"style,omitempty"`
+}
+
+// Result is the body of an outbound_result frame. Name and Type (and
+// ChatInfo, the same) are set by get_chat_info; Code by a structured refusal
+// (CodeEgressDeclined); ThreadID by thread_create.
 type Result struct {
-	Success   bool   `json:"success"`
-	MessageID string `json:"message_id,omitempty"`
-	Error     string `json:"error,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Type      string `json:"type,omitempty"`
+	Success   bool      `json:"success"`
+	MessageID string    `json:"message_id,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	Type      string    `json:"type,omitempty"`
+	Code      string    `json:"code,omitempty"`
+	ThreadID  string    `json:"thread_id,omitempty"`
+	ChatInfo  *ChatInfo `json:"chat_info,omitempty"`
+}
+
+// ChatInfo is get_chat_info's answer.
+type ChatInfo struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
 }
 
 // The failure results the gateway produces itself (RELAY.md §1).
@@ -69,7 +137,9 @@ func Failure(msg string) Result { return Result{Success: false, Error: msg} }
 
 // Frame is one relay frame. Type selects which fields are on the wire:
 //
-//	hello             platform, botId
+//	hello             platform, botId, command_manifest (Discord only)
+//	going_idle        (nothing)
+//	going_idle_ack    (nothing)
 //	descriptor        descriptor
 //	outbound          requestId, action (platform, botId optional: which hello it is for)
 //	outbound_result   requestId, result
@@ -92,6 +162,8 @@ type Frame struct {
 	Descriptor *CapabilityDescriptor
 	Event      *MessageEvent
 	BufferID   string
+	// CommandManifest is a Discord hello's slash commands, as sent.
+	CommandManifest json.RawMessage
 }
 
 type frameWire struct {
@@ -106,7 +178,9 @@ type frameWire struct {
 	ChatID     string                `json:"chat_id,omitempty"`
 	Descriptor *CapabilityDescriptor `json:"descriptor,omitempty"`
 	Event      *MessageEvent         `json:"event,omitempty"`
-	BufferID   string                `json:"bufferId,omitempty"`
+	BufferID   json.RawMessage       `json:"bufferId,omitempty"`
+
+	CommandManifest json.RawMessage `json:"command_manifest,omitempty"`
 }
 
 // MarshalJSON writes exactly the keys of f's type.
@@ -137,6 +211,9 @@ func (f *Frame) unmarshalReflect(b []byte) error {
 	switch w.Type {
 	case FrameHello:
 		f.Platform, f.BotID = w.Platform, w.BotID
+		if len(w.CommandManifest) > 0 && string(w.CommandManifest) != "null" {
+			f.CommandManifest = w.CommandManifest
+		}
 	case FrameDescriptor:
 		if w.Descriptor == nil {
 			return fmt.Errorf("relay: frame: descriptor frame without descriptor")
@@ -168,18 +245,32 @@ func (f *Frame) unmarshalReflect(b []byte) error {
 		if w.Event == nil {
 			return fmt.Errorf("relay: frame: inbound frame without event")
 		}
-		f.Event, f.BufferID = w.Event, w.BufferID
+		f.Event = w.Event
+		f.BufferID = bufferID(w.BufferID)
 	case FrameInboundAck:
-		f.BufferID = w.BufferID
+		f.BufferID = bufferID(w.BufferID)
 	}
 	return nil
+}
+
+// bufferID reads a bufferId as the gateway acknowledges it: a string as
+// is, any other JSON value (a number) as its text, null as "".
+func bufferID(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
 }
 
 // Known reports whether f's type is one of RELAY.md §1.
 func (f Frame) Known() bool {
 	switch f.Type {
 	case FrameHello, FrameOutbound, FrameInterrupt, FrameInboundAck,
-		FrameDescriptor, FrameOutboundResult, FrameInbound, FrameInterruptInbound:
+		FrameDescriptor, FrameOutboundResult, FrameInbound, FrameInterruptInbound, FrameGoingIdle, FrameGoingIdleAck:
 		return true
 	}
 	return false

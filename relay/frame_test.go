@@ -82,12 +82,13 @@ func TestSourcePresence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"platform":"discord","chat_id":"333","chat_name":null,"chat_type":"group","user_id":"555","user_name":null,"thread_id":null,"chat_topic":null,"guild_id":"111"}`
+	want := `{"platform":"discord","chat_id":"333","chat_name":null,"chat_type":"group","user_id":"555","user_name":null,"thread_id":null,"chat_topic":null,"scope_id":"111","guild_id":"111"}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
 	all := SessionSource{Platform: "p", ChatID: "c", ChatType: "t", ChatName: "n", UserID: "u", UserName: "un", ThreadID: "th",
-		ChatTopic: "to", UserIDAlt: "ua", ChatIDAlt: "ca", GuildID: "g", ParentChatID: "pc", MessageID: "m"}
+		ChatTopic: "to", UserIDAlt: "ua", ChatIDAlt: "ca", ScopeID: "g", GuildID: "g", ParentChatID: "pc", MessageID: "m",
+		Profile: "pr", ProspectiveThreadID: "pt", AutoThreadCreated: true, AutoThreadInitialName: "an", UserDisplayName: "ud", UserHandle: "uh"}
 	b, _ = json.Marshal(all)
 	var back SessionSource
 	if err := json.Unmarshal(b, &back); err != nil {
@@ -98,8 +99,8 @@ func TestSourcePresence(t *testing.T) {
 	}
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	if len(m) != 13 {
-		t.Errorf("%d keys, want 13", len(m))
+	if len(m) != 20 {
+		t.Errorf("%d keys, want 20", len(m))
 	}
 	// Events: message ids null when empty, media_urls a list, unknown types read as text.
 	ev := MessageEvent{Text: "hi", MessageType: "sticker", Source: SessionSource{Platform: "telegram", ChatType: "dm", ChatID: "5"}}

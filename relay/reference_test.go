@@ -44,9 +44,22 @@ func (s refSource) MarshalJSON() ([]byte, error) {
 	put("chat_topic", s.ChatTopic, true)
 	put("user_id_alt", s.UserIDAlt, false)
 	put("chat_id_alt", s.ChatIDAlt, false)
-	put("guild_id", s.GuildID, false)
+	scope := s.ScopeID
+	if scope == "" {
+		scope = s.GuildID
+	}
+	put("scope_id", scope, false)
+	put("guild_id", scope, false)
 	put("parent_chat_id", s.ParentChatID, false)
 	put("message_id", s.MessageID, false)
+	put("profile", s.Profile, false)
+	if s.AutoThreadCreated {
+		b.WriteString(`,"auto_thread_created":true`)
+	}
+	put("auto_thread_initial_name", s.AutoThreadInitialName, false)
+	put("prospective_thread_id", s.ProspectiveThreadID, false)
+	put("user_display_name", s.UserDisplayName, false)
+	put("user_handle", s.UserHandle, false)
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }
@@ -62,12 +75,16 @@ func refWriteString(b *bytes.Buffer, s string) {
 type refEvent MessageEvent
 
 type refEventWire struct {
-	Text             string      `json:"text"`
-	MessageType      MessageType `json:"message_type"`
-	Source           *refSource  `json:"source"`
-	MessageID        *string     `json:"message_id"`
-	ReplyToMessageID *string     `json:"reply_to_message_id"`
-	MediaURLs        []string    `json:"media_urls"`
+	Text             string           `json:"text"`
+	MessageType      MessageType      `json:"message_type"`
+	Source           *refSource       `json:"source"`
+	MessageID        *string          `json:"message_id"`
+	ReplyToMessageID *string          `json:"reply_to_message_id"`
+	MediaURLs        []string         `json:"media_urls"`
+	ReplyTo          *ReplyContext    `json:"reply_to,omitempty"`
+	Media            []Media          `json:"media,omitempty"`
+	Context          []ContextMessage `json:"context,omitempty"`
+	PromptResponse   *PromptResponse  `json:"prompt_response,omitempty"`
 }
 
 func refStrPtr(s string) *string {
@@ -82,7 +99,7 @@ func (e refEvent) MarshalJSON() ([]byte, error) {
 	w := refEventWire{
 		Text: e.Text, MessageType: ParseMessageType(string(e.MessageType)), Source: &src,
 		MessageID: refStrPtr(e.MessageID), ReplyToMessageID: refStrPtr(e.ReplyToMessageID),
-		MediaURLs: e.MediaURLs,
+		MediaURLs: e.MediaURLs, ReplyTo: e.ReplyTo, Media: e.Media, Context: e.Context, PromptResponse: e.PromptResponse,
 	}
 	if w.MediaURLs == nil {
 		w.MediaURLs = []string{}
@@ -101,10 +118,15 @@ func refFrameJSON(f Frame) ([]byte, error) {
 	switch f.Type {
 	case FrameHello:
 		v = struct {
-			Type     string `json:"type"`
-			Platform string `json:"platform"`
-			BotID    string `json:"botId"`
-		}{f.Type, f.Platform, f.BotID}
+			Type            string          `json:"type"`
+			Platform        string          `json:"platform"`
+			BotID           string          `json:"botId"`
+			CommandManifest json.RawMessage `json:"command_manifest,omitempty"`
+		}{f.Type, f.Platform, f.BotID, f.CommandManifest}
+	case FrameGoingIdle, FrameGoingIdleAck:
+		v = struct {
+			Type string `json:"type"`
+		}{f.Type}
 	case FrameDescriptor:
 		if f.Descriptor == nil {
 			return nil, fmt.Errorf("relay: descriptor frame without descriptor")
@@ -193,7 +215,9 @@ type refFrameWire struct {
 	ChatID     string                `json:"chat_id,omitempty"`
 	Descriptor *CapabilityDescriptor `json:"descriptor,omitempty"`
 	Event      *refEventIn           `json:"event,omitempty"`
-	BufferID   string                `json:"bufferId,omitempty"`
+	BufferID   json.RawMessage       `json:"bufferId,omitempty"`
+
+	CommandManifest json.RawMessage `json:"command_manifest,omitempty"`
 }
 
 // refParseFrame is ParseFrame as it was before parseFrameFast: encoding/json
@@ -211,6 +235,9 @@ func refParseFrame(b []byte) (Frame, error) {
 	switch w.Type {
 	case FrameHello:
 		f.Platform, f.BotID = w.Platform, w.BotID
+		if len(w.CommandManifest) > 0 && string(w.CommandManifest) != "null" {
+			f.CommandManifest = w.CommandManifest
+		}
 	case FrameDescriptor:
 		if w.Descriptor == nil {
 			return f, fmt.Errorf("relay: frame: descriptor frame without descriptor")
@@ -242,9 +269,9 @@ func refParseFrame(b []byte) (Frame, error) {
 		if w.Event == nil {
 			return f, fmt.Errorf("relay: frame: inbound frame without event")
 		}
-		f.Event, f.BufferID = (*MessageEvent)(w.Event), w.BufferID
+		f.Event, f.BufferID = (*MessageEvent)(w.Event), bufferID(w.BufferID)
 	case FrameInboundAck:
-		f.BufferID = w.BufferID
+		f.BufferID = bufferID(w.BufferID)
 	}
 	return f, nil
 }

@@ -69,8 +69,8 @@ func TestSessionKey(t *testing.T) {
 			}
 		})
 	}
-	if _, err := SessionKey(SessionSource{ChatType: "dm", ChatID: "1"}, def); err == nil {
-		t.Error("SessionKey without platform succeeded")
+	if got, err := SessionKey(SessionSource{ChatType: "dm", ChatID: "1"}, def); err != nil || got != "agent:main:relay:dm:1" {
+		t.Errorf("SessionKey without platform = %q, %v; want the gateway's relay fallback", got, err)
 	}
 }
 
@@ -79,6 +79,7 @@ func TestSessionKeyLines(t *testing.T) {
 		`{"platform":"discord","chat_id":"333","chat_type":"group","user_id":"555","guild_id":"111"}`,
 		`{"platform":"discord","chat_id":333,"chat_type":"group","user_id":"555"}`,
 		`{"chat_id":"1","chat_type":"dm"}`,
+		`{"platform":"whatsapp","chat_type":"dm","chat_id":" +1 555 123 4567 "}`,
 		``,
 		`{"platform":"telegram","chat_id":"-1001234567890","chat_type":"forum","thread_id":"42","user_id":"9","chat_name":null,"is_bot":false}`,
 		`{"platform":"discord","chat_id":"888"}`,
@@ -97,12 +98,13 @@ func TestSessionKeyLines(t *testing.T) {
 	want := []string{
 		"agent:main:discord:group:333:555",
 		"error:",
+		"agent:main:relay:dm:1",
 		"error:",
 		"agent:main:telegram:forum:-1001234567890:42",
 		"agent:main:discord:dm:888",
+		"agent:main:discord:None:888",
 		"error:",
-		"error:",
-		"error:",
+		"agent:main:relay:dm:1",
 		"agent:main:whatsapp:dm:15551234567",
 		"error:",
 		"error:",

@@ -216,3 +216,16 @@ func fenceState(open bool, lang string, chunk []rune) (bool, string) {
 	}
 	return open, lang
 }
+
+// Truncate cuts text to at most limit units (a streaming draft's visible
+// head), never inside a character.
+func Truncate(text string, limit int, unit LenUnit) string {
+	n := 0
+	for i, r := range text {
+		n += runeUnits(r, unit)
+		if n > limit {
+			return text[:i]
+		}
+	}
+	return text
+}

@@ -99,19 +99,33 @@ section of the config file.`,
 	token.MarkFlagRequired("gateway")
 
 	var group, thread bool
+	var profile string
 	sessionKey := &cobra.Command{
 		Use:   "session-key",
 		Short: "Read SessionSource JSON objects, one per line, and print the gateway's session key for each",
 		Long: `Read one SessionSource JSON object per line on stdin and print one session
 key per line, as the gateway's build_session_key() would. A source the gateway
-could not key prints a line starting "error:" and the run goes on.`,
+could not key prints a line starting "error:" and the run goes on.
+
+--profile NAME computes keys as a gateway that multiplexes profiles does
+(multiplex_profiles on) with NAME as its active profile: a source's own
+"profile" wins, else NAME; "default" (or "") is agent:main, "main" is
+agent:main~, any other profile P is agent:P. Without --profile the namespace
+is always agent:main and a source's profile is ignored, as on a gateway that
+does not multiplex.`,
 		Example: `  echo '{"platform":"discord","chat_id":"333","chat_type":"group","user_id":"555"}' | caduceus relay session-key
-  caduceus relay session-key --group-sessions-per-user=false < sources.jsonl`,
+  caduceus relay session-key --group-sessions-per-user=false < sources.jsonl
+  echo '{"platform":"discord","chat_id":"333","chat_type":"group","user_id":"555"}' | caduceus relay session-key --profile coder`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return relay.SessionKeyLines(a.stdin, a.stdout, relay.SessionKeyOptions{GroupSessionsPerUser: group, ThreadSessionsPerUser: thread})
+			opts := relay.SessionKeyOptions{GroupSessionsPerUser: group, ThreadSessionsPerUser: thread}
+			if cmd.Flags().Changed("profile") {
+				opts.MultiplexProfiles, opts.Profile = true, profile
+			}
+			return relay.SessionKeyLines(a.stdin, a.stdout, opts)
 		},
 	}
+	sessionKey.Flags().StringVar(&profile, "profile", "", "key as a profile-multiplexing gateway whose active profile is this")
 	sessionKey.Flags().BoolVar(&group, "group-sessions-per-user", true, "key group chats per user")
 	sessionKey.Flags().BoolVar(&thread, "thread-sessions-per-user", false, "key threads per user")
 	cmd.AddCommand(token, sessionKey)

@@ -139,3 +139,38 @@ func TestRelaySessionKeyCLI(t *testing.T) {
 		t.Errorf("session keys:\n%s", out.String())
 	}
 }
+
+func TestRelaySessionKeyCLIProfile(t *testing.T) {
+	src := `{"platform":"discord","chat_id":"333","chat_type":"group","user_id":"555","scope_id":"111"}
+{"platform":"discord","chat_id":"333","chat_type":"group","user_id":"555","profile":"main"}
+{"platform":"slack","chat_id":"C1","chat_type":"group","user_id":"U1","scope_id":"T1"}
+{"platform":"whatsapp","chat_type":"dm","chat_id":" +1 555 123 4567 "}
+`
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"agent:main:discord:group:333:555", "agent:main:discord:group:333:555", "agent:main:slack:group:T1:C1:U1", "error:"}},
+		{[]string{"--profile", "coder"}, []string{"agent:coder:discord:group:333:555", "agent:main~:discord:group:333:555", "agent:coder:slack:group:T1:C1:U1", "error:"}},
+		{[]string{"--profile", "default"}, []string{"agent:main:discord:group:333:555", "agent:main~:discord:group:333:555", "agent:main:slack:group:T1:C1:U1", "error:"}},
+	} {
+		var out, errb strings.Builder
+		args := append([]string{"relay", "session-key"}, tc.args...)
+		if code := run(t.Context(), args, noEnv, strings.NewReader(src), &out, &errb); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errb.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != len(tc.want) {
+			t.Fatalf("%v: %d lines:\n%s", args, len(lines), out.String())
+		}
+		for i, w := range tc.want {
+			if w == "error:" {
+				if !strings.Contains(lines[i], "error: ") || !strings.Contains(lines[i], "WhatsApp") {
+					t.Errorf("%v line %d = %q, want an error naming WhatsApp", args, i, lines[i])
+				}
+			} else if lines[i] != w {
+				t.Errorf("%v line %d = %q, want %q", args, i, lines[i], w)
+			}
+		}
+	}
+}

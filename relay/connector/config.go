@@ -62,6 +62,13 @@ type Config struct {
 type Gateway struct {
 	Tenant  contract.TenantSlot
 	Secrets [][]byte // several during a rotation; any one verifies
+	// MultiplexProfiles says the gateway serves several profiles from one
+	// process (its multiplex_profiles setting), so its session keys start
+	// agent:<profile> (HERMES-RELAY.md §3.3); Profile is its active profile
+	// for events that name none. The connector keys a tenant's events this
+	// way when any gateway of the tenant multiplexes.
+	MultiplexProfiles bool
+	Profile           string
 }
 
 // DiscordApp is one Discord application.

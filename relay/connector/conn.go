@@ -35,6 +35,8 @@ type conn struct {
 
 	mu     sync.Mutex
 	idents []ident
+	idle   bool // after going_idle: nothing is delivered live
+	drafts map[draftKey]*draftState
 	ping   *time.Timer
 
 	drainMu sync.Mutex // one drain at a time, so a connection never leases an event twice
@@ -51,8 +53,24 @@ type ident struct{ platform, bot string }
 // ID implements Owner.
 func (k *conn) ID() string { return k.id }
 
-// Serves implements Owner.
+// Serves implements Owner. An idle connection serves nothing.
 func (k *conn) Serves(platform, bot string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.idle {
+		return false
+	}
+	for _, id := range k.idents {
+		if id.platform == platform && id.bot == bot {
+			return true
+		}
+	}
+	return false
+}
+
+// said reports whether the connection said hello for (platform, bot),
+// idle or not: an idle connection still performs outbound actions.
+func (k *conn) said(platform, bot string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, id := range k.idents {
@@ -255,6 +273,8 @@ func (c *Connector) handleFrame(k *conn, f relay.Frame) {
 		}()
 	case relay.FrameInterrupt:
 		c.interruptFromGateway(k.ctx, k, f)
+	case relay.FrameGoingIdle:
+		c.goingIdle(k)
 	case relay.FrameInboundAck:
 		if f.BufferID == "" {
 			return
@@ -270,31 +290,70 @@ func (c *Connector) handleFrame(k *conn, f relay.Frame) {
 	}
 }
 
-// hello registers (platform, bot) on the connection, answers with the
-// platform's descriptor, and delivers what the tenant's buffer holds.
+// hello registers the identities a hello names on the connection, answers
+// with one descriptor, and delivers what the tenant's buffer holds for
+// them. platform "relay" (the gateway's default identity, botId "") names
+// every configured edge: the descriptor is the edge's own when there is one,
+// else a "relay" descriptor every edge can honour. A hello for a platform
+// or bot not configured here is logged and answered with nothing, leaving
+// the connection's other identities alone. A Discord hello's
+// command_manifest is reconciled with the application's global commands in
+// the background.
 func (c *Connector) hello(k *conn, f relay.Frame) {
 	platform := strings.ToLower(strings.TrimSpace(f.Platform))
-	bot := f.BotID
-	if bot == "" {
-		bot, _ = c.defaultBot(platform)
+	var edges []*edge
+	if platform == relay.PlatformRelay && f.BotID == "" {
+		edges = c.allEdges()
+	} else {
+		bot := f.BotID
+		if bot == "" {
+			bot, _ = c.defaultBot(platform)
+		}
+		if e := c.edge(platform, bot); e != nil {
+			edges = []*edge{e}
+		}
 	}
-	e := c.edge(platform, bot)
-	if e == nil {
-		c.log.Warn("relay: hello for an unknown platform or bot", "conn", k.id, "platform", platform, "bot", bot)
-		k.close(websocket.StatusPolicyViolation, "unknown platform or bot")
+	if len(edges) == 0 {
+		c.log.Warn("relay: hello for a platform or bot not configured here; ignored", "conn", k.id, "platform", platform, "bot", f.BotID)
 		return
 	}
 	k.mu.Lock()
-	known := false
-	for _, id := range k.idents {
-		known = known || id == ident{platform, bot}
-	}
-	if !known {
-		k.idents = append(k.idents, ident{platform, bot})
+	k.idle = false
+	for _, e := range edges {
+		known := false
+		for _, id := range k.idents {
+			known = known || id == ident{e.platform, e.bot}
+		}
+		if !known {
+			k.idents = append(k.idents, ident{e.platform, e.bot})
+		}
 	}
 	k.mu.Unlock()
-	c.serve(k, platform, bot)
-	d := e.desc
+	for _, e := range edges {
+		c.serve(k, e.platform, e.bot)
+	}
+	d := edges[0].desc
+	if len(edges) > 1 {
+		d = relayDescriptor(edges)
+	}
 	k.Deliver(relay.Frame{Type: relay.FrameDescriptor, Descriptor: &d})
-	go c.drain(k, platform, bot)
+	if len(f.CommandManifest) > 0 && platform == "discord" {
+		go c.reconcileCommands(k.ctx, edges[0], f.CommandManifest)
+	}
+	for _, e := range edges {
+		go c.drain(k, e.platform, e.bot)
+	}
+}
+
+// goingIdle answers going_idle: from now on nothing is delivered live on k
+// (events of its tenant are buffered durably until a gateway says hello
+// again, on a new dial), then going_idle_ack. Calls still running finish.
+func (c *Connector) goingIdle(k *conn) {
+	k.mu.Lock()
+	k.idle = true
+	k.mu.Unlock()
+	c.unserve(k)
+	c.router.Forget(k)
+	k.Deliver(relay.Frame{Type: relay.FrameGoingIdleAck})
+	c.log.Info("relay: gateway going idle; buffering", "conn", k.id, "gateway", k.gatewayID)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -22,7 +23,10 @@ type Connector struct {
 	now    func() time.Time
 	router Router
 	keys   relay.SessionKeyOptions
-	edges  map[identKey]*edge // (platform, bot) -> edge; tenant unset
+	// tenantKeys are the key options of tenants with a profile-multiplexing
+	// gateway; other tenants use keys.
+	tenantKeys map[contract.TenantSlot]relay.SessionKeyOptions
+	edges      map[identKey]*edge // (platform, bot) -> edge; tenant unset
 
 	mu     sync.RWMutex
 	byID   map[identKey][]*conn // (tenant, platform, bot) -> live connections
@@ -72,6 +76,14 @@ func New(cfg Config) (*Connector, error) {
 	}
 	if cfg.SessionKeys != nil {
 		c.keys = *cfg.SessionKeys
+	}
+	c.tenantKeys = map[contract.TenantSlot]relay.SessionKeyOptions{}
+	for _, g := range cfg.Gateways {
+		if g.MultiplexProfiles {
+			o := c.keys
+			o.MultiplexProfiles, o.Profile = true, g.Profile
+			c.tenantKeys[g.Tenant] = o
+		}
 	}
 	if c.cfg.BufferLimit <= 0 {
 		c.cfg.BufferLimit = 10000
@@ -186,6 +198,20 @@ func (c *Connector) serve(k *conn, platform, bot string) {
 func (c *Connector) unregister(k *conn) {
 	c.mu.Lock()
 	delete(c.conns, k)
+	c.unserveLocked(k)
+	c.mu.Unlock()
+	c.router.Forget(k)
+}
+
+// unserve takes k out of the live connections of its identities (it keeps
+// its socket).
+func (c *Connector) unserve(k *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unserveLocked(k)
+}
+
+func (c *Connector) unserveLocked(k *conn) {
 	for _, id := range k.identities() {
 		key := identKey{k.tenant, id.platform, id.bot}
 		list := c.byID[key]
@@ -201,8 +227,49 @@ func (c *Connector) unregister(k *conn) {
 			c.byID[key] = list
 		}
 	}
-	c.mu.Unlock()
-	c.router.Forget(k)
+}
+
+// allEdges returns every configured edge, in a stable order.
+func (c *Connector) allEdges() []*edge {
+	out := make([]*edge, 0, len(c.edges))
+	for _, e := range c.edges {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].platform != out[j].platform {
+			return out[i].platform < out[j].platform
+		}
+		return out[i].bot < out[j].bot
+	})
+	return out
+}
+
+// relayDescriptor is the descriptor of a "relay" hello fronting several
+// edges: the smallest message length (in UTF-16 units when any edge counts
+// them), plain markdown, and only what every edge supports.
+func relayDescriptor(edges []*edge) relay.CapabilityDescriptor {
+	d := relay.CapabilityDescriptor{ContractVersion: relay.ContractVersion, Platform: relay.PlatformRelay, Label: "Relay",
+		MarkdownDialect: "plain", LenUnit: relay.LenChars, SupportsEdit: true, SupportsDraftStreaming: true}
+	for i, e := range edges {
+		if i == 0 || e.desc.MaxMessageLength < d.MaxMessageLength {
+			d.MaxMessageLength = e.desc.MaxMessageLength
+		}
+		if e.desc.LenUnit == relay.LenUTF16 {
+			d.LenUnit = relay.LenUTF16
+		}
+		d.SupportsEdit = d.SupportsEdit && e.desc.SupportsEdit
+		d.SupportsDraftStreaming = d.SupportsDraftStreaming && e.desc.SupportsDraftStreaming
+	}
+	for _, op := range edges[0].desc.SupportedOps {
+		all := true
+		for _, e := range edges[1:] {
+			all = all && e.desc.Supports(op)
+		}
+		if all {
+			d.SupportedOps = append(d.SupportedOps, op)
+		}
+	}
+	return d.Normalize()
 }
 
 // redrain offers tenant's buffered events (all tenants when tenant is "")
@@ -269,6 +336,21 @@ func (c *Connector) pick(tenant contract.TenantSlot, platform, bot, key, chatID 
 	}
 	c.router.SetOwner(tenant, key, chatID, k)
 	return k
+}
+
+// keysFor returns the session-key options of tenant's gateways.
+func (c *Connector) keysFor(tenant contract.TenantSlot) relay.SessionKeyOptions {
+	if o, ok := c.tenantKeys[tenant]; ok {
+		return o
+	}
+	return c.keys
+}
+
+// SessionKey is the key the tenant's gateway files ev under (the gateway's
+// build_session_key after its Slack stamping, with the tenant's profile
+// namespace).
+func (c *Connector) SessionKey(tenant contract.TenantSlot, ev relay.MessageEvent) (string, error) {
+	return relay.EventSessionKey(ev, c.keysFor(tenant))
 }
 
 func (c *Connector) edge(platform, bot string) *edge {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/gateway"
 )
@@ -109,7 +107,7 @@ func TestReplySplitToDiscord(t *testing.T) {
 	}
 	// A chat the tenant has never been in is refused without a platform call.
 	res = g.Send(t.Context(), "999", "hello", "", nil)
-	if res.Success || !strings.Contains(res.Error, "not bound") {
+	if res.Success || res.Code != relay.CodeEgressDeclined || !strings.Contains(res.Error, "egress declined:") {
 		t.Errorf("Send to an unbound chat = %+v", res)
 	}
 	if len(e.discord.Calls()) != 3 {
@@ -461,11 +459,13 @@ func TestMalformedFrames(t *testing.T) {
 	if err := relaySchemaCheck(raw); err != nil {
 		t.Errorf("inbound frame against relay.frame.schema.json: %v", err)
 	}
-	// Hello for an unknown bot closes the connection.
+	// Hello for an unknown bot is ignored (no descriptor); the connection
+	// and its other identities stay, and outbound for that bot is refused.
 	write(t, ws, `{"type":"hello","platform":"discord","botId":"nope"}`+"\n")
-	_, _, err := ws.Read(t.Context())
-	if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
-		t.Errorf("unknown bot: %v", err)
+	write(t, ws, `{"type":"outbound","requestId":"r2","platform":"discord","botId":"nope","action":{"op":"send","chat_id":"333","content":"x"}}`+"\n")
+	f = readFrame(t, ws)
+	if f.Type != relay.FrameOutboundResult || f.RequestID != "r2" || f.Result.Success {
+		t.Fatalf("outbound for an unknown bot answered %+v", f)
 	}
 	if e.auditActions(slot1)["relay.deliver/allow"] != 1 {
 		t.Errorf("audit %v", e.auditActions(slot1))

@@ -110,6 +110,26 @@ func (e *edge) followUp(ctx context.Context, c relay.Capability, content string)
 	return e.discord.FollowUp(ctx, c.Bot, c.Secret, content)
 }
 
+func (e *edge) react(ctx context.Context, chatID, messageID, emoji string, remove bool) error {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.React(ctx, chatID, messageID, emoji, remove)
+	case telegram.Platform:
+		return e.telegram.SetMessageReaction(ctx, chatID, messageID, emoji, remove)
+	}
+	return fmt.Errorf("relay: platform %s cannot react", e.platform)
+}
+
+func (e *edge) delete(ctx context.Context, chatID, messageID string) error {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.Delete(ctx, chatID, messageID)
+	case telegram.Platform:
+		return e.telegram.DeleteMessage(ctx, chatID, messageID)
+	}
+	return fmt.Errorf("relay: platform %s cannot delete", e.platform)
+}
+
 // cannotParse reports a Telegram refusal of the message's markup.
 func cannotParse(err error) bool {
 	var apiErr *telegram.APIError

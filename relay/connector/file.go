@@ -35,12 +35,17 @@ type FileConfig struct {
 	LeaseTTL              time.Duration              `yaml:"lease_ttl"`
 	GroupSessionsPerUser  *bool                      `yaml:"group_sessions_per_user"`
 	ThreadSessionsPerUser *bool                      `yaml:"thread_sessions_per_user"`
+	// SlackTopLevelThreads mirrors the gateway's Slack knobs
+	// reply_in_thread and dm_top_level_threads_as_sessions (default on).
+	SlackTopLevelThreads *bool `yaml:"slack_top_level_threads"`
 }
 
 // FileGateway is one gateway in a FileConfig.
 type FileGateway struct {
-	Tenant  string   `yaml:"tenant"`
-	Secrets []string `yaml:"secrets"`
+	Tenant            string   `yaml:"tenant"`
+	Secrets           []string `yaml:"secrets"`
+	MultiplexProfiles bool     `yaml:"multiplex_profiles"`
+	Profile           string   `yaml:"profile"`
 }
 
 // FileDiscordApp is one Discord application in a FileConfig.
@@ -98,7 +103,8 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 		for i, s := range g.Secrets {
 			secrets = append(secrets, []byte(secret(fmt.Sprintf("relay.gateways.%s.secrets[%d]", id, i), s)))
 		}
-		cfg.Gateways[id] = Gateway{Tenant: contract.TenantSlot(g.Tenant), Secrets: secrets}
+		cfg.Gateways[id] = Gateway{Tenant: contract.TenantSlot(g.Tenant), Secrets: secrets,
+			MultiplexProfiles: g.MultiplexProfiles, Profile: g.Profile}
 	}
 	for id, a := range f.Discord {
 		cfg.Discord[id] = DiscordApp{PublicKey: a.PublicKey, BotToken: secret("relay.discord."+id+".bot_token", a.BotToken),
@@ -109,13 +115,16 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 			SecretToken: secret("relay.telegram."+name+".secret_token", b.SecretToken),
 			Tenant:      contract.TenantSlot(b.Tenant), Chats: slots(b.Chats), ParseMode: b.ParseMode}
 	}
-	if f.GroupSessionsPerUser != nil || f.ThreadSessionsPerUser != nil {
+	if f.GroupSessionsPerUser != nil || f.ThreadSessionsPerUser != nil || f.SlackTopLevelThreads != nil {
 		o := relay.DefaultSessionKeyOptions()
 		if f.GroupSessionsPerUser != nil {
 			o.GroupSessionsPerUser = *f.GroupSessionsPerUser
 		}
 		if f.ThreadSessionsPerUser != nil {
 			o.ThreadSessionsPerUser = *f.ThreadSessionsPerUser
+		}
+		if f.SlackTopLevelThreads != nil {
+			o.SlackTopLevelThreads = *f.SlackTopLevelThreads
 		}
 		cfg.SessionKeys = &o
 	}

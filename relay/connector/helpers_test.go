@@ -59,6 +59,24 @@ type fakeAPI struct {
 	mu    sync.Mutex
 	calls []apiCall
 	next  atomic.Int64
+	// commands are the Discord application's global commands (GET and PUT
+	// /applications/{app}/commands).
+	commands []byte
+	// seen, when set, receives "METHOD path" of every call (never blocking).
+	seen chan string
+}
+
+func (f *fakeAPI) record(c apiCall) {
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	ch := f.seen
+	f.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- c.Method + " " + c.Path:
+		default:
+		}
+	}
 }
 
 func (f *fakeAPI) Calls() []apiCall {
@@ -73,10 +91,19 @@ func newFakeDiscord(t testing.TB) *fakeAPI {
 		var body map[string]any
 		b, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(b, &body)
-		f.mu.Lock()
-		f.calls = append(f.calls, apiCall{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), body})
-		f.mu.Unlock()
+		f.record(apiCall{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), body})
 		switch {
+		case strings.HasSuffix(r.URL.Path, "/commands"):
+			f.mu.Lock()
+			if r.Method == http.MethodPut {
+				f.commands = b
+			}
+			out := f.commands
+			f.mu.Unlock()
+			if out == nil {
+				out = []byte("[]")
+			}
+			_, _ = w.Write(out)
 		case r.Method == http.MethodGet:
 			fmt.Fprintf(w, `{"id":%q,"type":0,"name":"general"}`, strings.TrimPrefix(r.URL.Path, "/channels/"))
 		case strings.HasSuffix(r.URL.Path, "/typing"):
@@ -95,9 +122,7 @@ func newFakeTelegram(t testing.TB) *fakeAPI {
 		var body map[string]any
 		b, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(b, &body)
-		f.mu.Lock()
-		f.calls = append(f.calls, apiCall{r.Method, r.URL.Path, "", body})
-		f.mu.Unlock()
+		f.record(apiCall{r.Method, r.URL.Path, "", body})
 		if text, _ := body["text"].(string); strings.Contains(text, "*unclosed") && body["parse_mode"] != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `{"ok":false,"error_code":400,"description":"Bad Request: can't parse entities: Can't find end of Bold entity at byte offset 0"}`)

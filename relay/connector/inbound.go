@@ -55,8 +55,13 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 	if !contract.ValidTenantSlot(string(in.Tenant)) {
 		return "", contract.FieldError("tenant", "relay_tenant", "relay: tenant %q is not a tenant slot", in.Tenant)
 	}
-	key, err := relay.SessionKey(src, c.keys)
+	if strings.TrimSpace(src.Platform) == "" {
+		return "", contract.FieldError("source.platform", "relay_unkeyable", "relay: the event's source names no platform")
+	}
+	key, err := c.SessionKey(in.Tenant, in.Event)
 	if err != nil {
+		// The gateway would fail this message (e.g. a WhatsApp id with a
+		// space): refuse it here, with the reason, and pass nothing on.
 		return "", contract.Invalidf("relay_unkeyable", "%v", err)
 	}
 	now := c.now()

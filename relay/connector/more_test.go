@@ -184,6 +184,13 @@ func TestDeliverRefusesBadInput(t *testing.T) {
 	if _, err := e.conn.Deliver(t.Context(), connector.Inbound{Tenant: slot1, Bot: telegramBot, Event: ev, DedupeID: "1"}); contract.KindOf(err) != contract.KindInvalid {
 		t.Errorf("unkeyable source: %v", err)
 	}
+	wa := relay.MessageEvent{Text: "x", MessageID: "1", Source: relay.SessionSource{Platform: "whatsapp", ChatType: "dm", ChatID: " +1 555 123 4567 "}}
+	if _, err := e.conn.Deliver(t.Context(), connector.Inbound{Tenant: slot1, Bot: telegramBot, Event: wa, DedupeID: "1"}); contract.KindOf(err) != contract.KindInvalid || !strings.Contains(err.Error(), "WhatsApp") {
+		t.Errorf("unsafe WhatsApp id: %v", err)
+	}
+	if first, _ := e.store.MarkSeen(t.Context(), slot1, "whatsapp: +1 555 123 4567 :1", time.Now()); !first {
+		t.Error("a refused WhatsApp event was marked seen")
+	}
 	if first, _ := e.store.MarkSeen(t.Context(), slot1, ":5:1", time.Now()); !first {
 		t.Error("a refused event was marked seen")
 	}

@@ -3,10 +3,14 @@ package connector
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/discord"
 )
 
 // outbound performs one outbound action for connection k and returns the
@@ -49,7 +53,7 @@ func (c *Connector) outbound(ctx context.Context, k *conn, f relay.Frame) relay.
 // act performs the action. reason is set when the connector refused it
 // (as opposed to the platform failing it).
 func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *relay.Action, d *delivery) (relay.Result, string) {
-	if !k.Serves(platform, bot) {
+	if !k.said(platform, bot) {
 		return relay.Failure("relay: no hello for " + platform + " " + bot), "not_hello"
 	}
 	e := c.edge(platform, bot)
@@ -64,7 +68,7 @@ func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *r
 			c.log.Error("relay: chat binding lookup", "err", err)
 			return relay.Failure("relay: internal error"), "internal", false
 		} else if !ok {
-			return relay.Failure("relay: chat " + a.ChatID + " is not bound to this tenant"), "chat_not_bound", false
+			return relay.Declined(e.platform), "chat_not_bound", false
 		}
 		return relay.Result{}, "", true
 	}
@@ -118,9 +122,48 @@ func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *r
 		if err != nil {
 			return relay.Failure(err.Error()), ""
 		}
-		return relay.Result{Success: true, Name: name, Type: typ}, ""
+		return relay.Result{Success: true, Name: name, Type: typ, ChatInfo: &relay.ChatInfo{Name: name, Type: typ}}, ""
 	case relay.OpFollowUp:
+		if !e.desc.Supports(a.Op) {
+			break
+		}
 		return c.followUp(ctx, k, e, a, d)
+	case relay.OpReact, relay.OpDelete:
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		if a.MessageID == "" {
+			return relay.Failure("relay: " + a.Op + " needs message_id"), "invalid"
+		}
+		var err error
+		if a.Op == relay.OpReact {
+			if a.Emoji == "" {
+				return relay.Failure("relay: react needs emoji"), "invalid"
+			}
+			err = e.react(ctx, a.ChatID, a.MessageID, a.Emoji, a.Remove)
+		} else {
+			err = e.delete(ctx, a.ChatID, a.MessageID)
+		}
+		if err != nil {
+			return relay.Failure(err.Error()), ""
+		}
+		return relay.Result{Success: true, MessageID: a.MessageID}, ""
+	case relay.OpPrompt:
+		if !e.desc.Supports(a.Op) {
+			break
+		}
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		return c.prompt(ctx, e, a, d)
+	case relay.OpDraft:
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		if a.DraftID == nil {
+			return relay.Failure("relay: draft needs draft_id"), "invalid"
+		}
+		return c.draft(ctx, k, e, a, d)
 	}
 	return relay.Failure("relay: unsupported op " + a.Op), "unsupported_op"
 }
@@ -173,6 +216,118 @@ func (c *Connector) chatAllowed(ctx context.Context, tenant contract.TenantSlot,
 		return t == tenant, nil
 	}
 	return c.cfg.Store.ChatBound(ctx, tenant, e.platform, chatID)
+}
+
+// promptOptionID is the gateway's rule for an option id.
+var promptOptionID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+
+// prompt posts a prompt's content with one button per option whose
+// callback token is hp1:<prompt_id>:<option_id>; a press comes back as an
+// inbound event with prompt_response. Content longer than the platform's
+// limit goes first as plain messages, the buttons on the last.
+func (c *Connector) prompt(ctx context.Context, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+	if a.PromptID == "" || len(a.Options) == 0 || len(a.Options) > 25 {
+		return relay.Failure("relay: prompt needs prompt_id and 1 to 25 options"), "invalid"
+	}
+	buttons := make([]discord.Button, 0, len(a.Options))
+	for _, o := range a.Options {
+		token := "hp1:" + a.PromptID + ":" + o.ID
+		if !promptOptionID.MatchString(o.ID) || len(token) > 100 {
+			return relay.Failure("relay: prompt option id " + strconv.Quote(o.ID) + " is not usable as a button"), "invalid"
+		}
+		label := o.Label
+		if r := []rune(label); len(r) > 80 {
+			label = string(r[:80])
+		}
+		if label == "" {
+			label = o.ID
+		}
+		buttons = append(buttons, discord.Button{Label: label, CustomID: token, Style: o.Style})
+	}
+	chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
+	if len(chunks) == 0 {
+		chunks = []string{a.Content}
+	}
+	d.Chunks = len(chunks)
+	for i, chunk := range chunks[:len(chunks)-1] {
+		if _, err := e.send(ctx, a.ChatID, chunk, "", a.Metadata); err != nil {
+			return relay.Failure(failText(err, i, len(chunks))), ""
+		}
+	}
+	id, err := e.discord.SendPrompt(ctx, a.ChatID, chunks[len(chunks)-1], a.ReplyTo, buttons)
+	if err != nil {
+		return relay.Failure(err.Error()), ""
+	}
+	return relay.Result{Success: true, MessageID: id}, ""
+}
+
+// draftKey names one streamed draft of a connection.
+type draftKey struct {
+	platform, bot, chatID string
+	id                    int64
+}
+
+// draftState is the message a draft is streamed into.
+type draftState struct {
+	mu        sync.Mutex
+	messageID string
+	sealed    bool
+	last      string // content of the last edit, to skip identical ones
+}
+
+// draft streams a draft as one message: the first frame sends it, later
+// ones edit it (content cut to the platform's limit while streaming), and
+// final:true seals it — the last edit, then any overflow as further
+// messages — returning the message id. A seal repeated (the gateway retries
+// one whose outcome it did not see) answers the same id and sends nothing.
+func (c *Connector) draft(ctx context.Context, k *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+	key := draftKey{e.platform, e.bot, a.ChatID, *a.DraftID}
+	k.mu.Lock()
+	if k.drafts == nil {
+		k.drafts = map[draftKey]*draftState{}
+	}
+	st := k.drafts[key]
+	if st == nil {
+		st = &draftState{}
+		k.drafts[key] = st
+	}
+	k.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.sealed {
+		return relay.Result{Success: true, MessageID: st.messageID}, ""
+	}
+	chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
+	if len(chunks) == 0 {
+		chunks = []string{a.Content}
+	}
+	head := chunks[0]
+	if !a.Final && len(chunks) > 1 {
+		head = relay.Truncate(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
+	}
+	d.Chunks = len(chunks)
+	if st.messageID == "" {
+		id, err := e.send(ctx, a.ChatID, head, "", a.Metadata)
+		if err != nil {
+			return relay.Failure(err.Error()), ""
+		}
+		st.messageID, st.last = id, head
+	} else if head != st.last && head != "" {
+		if err := e.edit(ctx, a.ChatID, st.messageID, head); err != nil {
+			return relay.Failure(err.Error()), ""
+		}
+		st.last = head
+	}
+	if !a.Final {
+		return relay.Result{Success: true, MessageID: st.messageID}, ""
+	}
+	for i, chunk := range chunks[1:] {
+		if _, err := e.send(ctx, a.ChatID, chunk, "", a.Metadata); err != nil {
+			return relay.Failure(failText(err, i+1, len(chunks))), ""
+		}
+	}
+	st.sealed = true
+	return relay.Result{Success: true, MessageID: st.messageID}, ""
 }
 
 func failText(err error, i, n int) string {

@@ -148,3 +148,84 @@ func (c *Client) do(ctx context.Context, op, method, path string, auth bool, bod
 	}
 	return nil
 }
+
+// React adds (or, with remove, removes) the bot's reaction emoji on a
+// message. emoji is a Unicode emoji or "name:id" for a custom one.
+func (c *Client) React(ctx context.Context, channelID, messageID, emoji string, remove bool) error {
+	method := http.MethodPut
+	if remove {
+		method = http.MethodDelete
+	}
+	return c.do(ctx, "react", method, "/channels/"+url.PathEscape(channelID)+"/messages/"+url.PathEscape(messageID)+
+		"/reactions/"+url.PathEscape(emoji)+"/@me", true, nil, nil)
+}
+
+// Delete deletes a message.
+func (c *Client) Delete(ctx context.Context, channelID, messageID string) error {
+	return c.do(ctx, "delete", http.MethodDelete, "/channels/"+url.PathEscape(channelID)+"/messages/"+url.PathEscape(messageID), true, nil, nil)
+}
+
+// Command is one application command as a manifest names it: name,
+// description and options (Discord option objects, passed verbatim).
+type Command struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Options     json.RawMessage `json:"options,omitempty"`
+}
+
+// GlobalCommands lists the application's global commands.
+func (c *Client) GlobalCommands(ctx context.Context, applicationID string) ([]Command, error) {
+	var out []Command
+	err := c.do(ctx, "commands", http.MethodGet, "/applications/"+url.PathEscape(applicationID)+"/commands", true, nil, &out)
+	return out, err
+}
+
+// PutGlobalCommands replaces the application's global commands with cmds
+// (bulk overwrite).
+func (c *Client) PutGlobalCommands(ctx context.Context, applicationID string, cmds []Command) error {
+	if cmds == nil {
+		cmds = []Command{}
+	}
+	return c.do(ctx, "commands", http.MethodPut, "/applications/"+url.PathEscape(applicationID)+"/commands", true, cmds, nil)
+}
+
+// SendPrompt posts content with one button per option (rows of five, at
+// most 25), each carrying its callback token as custom_id, and returns the
+// message id. style is "primary", "danger", "success" or anything else
+// (secondary).
+func (c *Client) SendPrompt(ctx context.Context, channelID, content, replyTo string, buttons []Button) (string, error) {
+	if len(buttons) == 0 || len(buttons) > 25 {
+		return "", fmt.Errorf("discord: prompt: %d buttons (1 to 25)", len(buttons))
+	}
+	var rows []any
+	for i := 0; i < len(buttons); i += 5 {
+		var row []any
+		for _, b := range buttons[i:min(i+5, len(buttons))] {
+			style := 2
+			switch b.Style {
+			case "primary":
+				style = 1
+			case "success":
+				style = 3
+			case "danger":
+				style = 4
+			}
+			row = append(row, map[string]any{"type": 2, "style": style, "label": b.Label, "custom_id": b.CustomID})
+		}
+		rows = append(rows, map[string]any{"type": 1, "components": row})
+	}
+	body := map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}}, "components": rows}
+	if replyTo != "" {
+		body["message_reference"] = map[string]any{"message_id": replyTo, "fail_if_not_exists": false}
+	}
+	var m struct {
+		ID string `json:"id"`
+	}
+	err := c.do(ctx, "prompt", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/messages", true, body, &m)
+	return m.ID, err
+}
+
+// Button is one prompt button.
+type Button struct {
+	Label, CustomID, Style string
+}

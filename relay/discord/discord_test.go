@@ -118,8 +118,10 @@ func TestNormalize(t *testing.T) {
 			if in.Event.Text != tc.wantText || in.Event.MessageType != tc.wantType {
 				t.Errorf("text %q type %q, want %q %q", in.Event.Text, in.Event.MessageType, tc.wantText, tc.wantType)
 			}
-			if in.Event.Source != tc.wantSrc {
-				t.Errorf("source\n got %+v\nwant %+v", in.Event.Source, tc.wantSrc)
+			want := tc.wantSrc
+			want.ScopeID = want.GuildID // scope_id is the guild, guild_id its alias
+			if in.Event.Source != want {
+				t.Errorf("source\n got %+v\nwant %+v", in.Event.Source, want)
 			}
 			if in.Event.MessageID != i.ID {
 				t.Errorf("message id %q", in.Event.MessageID)
@@ -289,4 +291,35 @@ func mustSource(t *testing.T, event []byte) []byte {
 		t.Fatal(err)
 	}
 	return m.Source
+}
+
+// An interaction in a thread is keyed like the thread's messages, and a
+// prompt button comes back as a structured prompt_response.
+func TestNormalizeThreadAndPrompt(t *testing.T) {
+	body := `{"id":"9","application_id":"1","type":3,"token":"tok","version":1,"guild_id":"111","channel_id":"777",
+		"channel":{"id":"777","type":11,"name":"handoff","parent_id":"333"},"member":{"user":{"id":"555","username":"al"}},
+		"message":{"id":"4242"},"data":{"custom_id":"hp1:a1b2c3.0000ffff:once","component_type":2}}`
+	i, err := ParseInteraction([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Normalize(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := in.Event.Source
+	if src.ChatType != relay.ChatThread || src.ChatID != "777" || src.ThreadID != "777" || src.ParentChatID != "333" || src.ScopeID != "111" {
+		t.Errorf("thread source %+v", src)
+	}
+	if key, _ := relay.SessionKey(src, relay.DefaultSessionKeyOptions()); key != "agent:main:discord:thread:777:777" {
+		t.Errorf("key %q", key)
+	}
+	pr := in.Event.PromptResponse
+	if pr == nil || pr.PromptID != "a1b2c3.0000ffff" || pr.OptionID != "once" || pr.PromptMessageID != "4242" ||
+		in.Event.Text != "/once" || in.Event.MessageType != relay.MessageCommand {
+		t.Errorf("prompt response %+v, text %q", pr, in.Event.Text)
+	}
+	if _, ok := ParsePromptToken("hp1:nooption"); ok {
+		t.Error("a token without an option parsed")
+	}
 }

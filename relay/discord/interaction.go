@@ -217,10 +217,19 @@ func Normalize(i Interaction) (Inbound, error) {
 		ChatType: relay.ChatDM,
 		UserID:   user.ID,
 		UserName: name,
+		ScopeID:  i.GuildID,
 		GuildID:  i.GuildID,
 	}
 	if i.GuildID != "" {
 		src.ChatType = relay.ChatGroup
+		// In a thread the interaction is keyed as the gateway keys the
+		// thread's messages (HERMES-RELAY.md §2.9): chat = thread = the
+		// thread channel, parent = the channel it hangs off.
+		if i.Channel != nil && isThreadChannel(i.Channel.Type) {
+			src.ChatType = relay.ChatThread
+			src.ThreadID = channelID
+			src.ParentChatID = i.Channel.ParentID
+		}
 	}
 	if i.Channel != nil {
 		src.ChatName = i.Channel.Name
@@ -242,6 +251,15 @@ func Normalize(i Interaction) (Inbound, error) {
 		if i.Message != nil {
 			ev.Source.MessageID = i.Message.ID
 			ev.ReplyToMessageID = i.Message.ID
+		}
+		if pr, ok := ParsePromptToken(i.Data.CustomID); ok {
+			// A prompt button: the structured answer, and "/<option>" for
+			// gateways that predate prompt_response.
+			if i.Message != nil {
+				pr.PromptMessageID = i.Message.ID
+			}
+			ev.PromptResponse = &pr
+			ev.Text, ev.MessageType = "/"+pr.OptionID, relay.MessageCommand
 		}
 	case TypeModalSubmit:
 		var parts []string
@@ -319,4 +337,22 @@ func Ack(i Interaction) []byte {
 	default:
 		return []byte(`{"type":5}`)
 	}
+}
+
+// isThreadChannel reports Discord's thread channel types (announcement,
+// public and private threads).
+func isThreadChannel(t int) bool { return t == 10 || t == 11 || t == 12 }
+
+// ParsePromptToken reads a prompt button's callback token
+// "hp1:<prompt_id>:<option_id>" (HERMES-RELAY.md §2.5).
+func ParsePromptToken(s string) (relay.PromptResponse, bool) {
+	rest, ok := strings.CutPrefix(s, "hp1:")
+	if !ok {
+		return relay.PromptResponse{}, false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i <= 0 || i == len(rest)-1 {
+		return relay.PromptResponse{}, false
+	}
+	return relay.PromptResponse{PromptID: rest[:i], OptionID: rest[i+1:]}, true
 }

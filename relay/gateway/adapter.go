@@ -11,6 +11,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,11 @@ type Config struct {
 
 	Platform string // the platform to hello ("discord", "telegram")
 	BotID    string // the application or bot the connector knows
+	// Identities, when set, are the identities to hello, in order (one
+	// hello each on every dial, as the current gateway does); Platform and
+	// BotID are then ignored. With neither, the adapter says hello as the
+	// gateway's default identity, platform "relay" with botId "".
+	Identities []Identity
 
 	// OnEvent handles an inbound event. Events of one session are handled
 	// in order, sessions concurrently. A buffered event is acknowledged
@@ -59,6 +65,15 @@ type Config struct {
 	MaxBackoff   time.Duration // default 30 s
 	HTTPClient   *http.Client
 	Logger       *slog.Logger
+}
+
+// Identity is one fronted platform identity of a hello.
+type Identity struct {
+	Platform string
+	BotID    string
+	// CommandManifest is sent with a Discord hello (the slash commands the
+	// connector reconciles with the application's global commands).
+	CommandManifest json.RawMessage
 }
 
 // Inbound is one event as the gateway receives it.
@@ -88,6 +103,8 @@ type Adapter struct {
 	pending   map[string]chan relay.Result
 	desc      relay.CapabilityDescriptor
 	hasDesc   bool
+	descs     map[string]relay.CapabilityDescriptor // by platform, this dial's
+	idleAck   chan struct{}                         // closed by going_idle_ack
 	closed    bool
 
 	smu      sync.Mutex
@@ -106,8 +123,15 @@ type link struct {
 
 // New returns an Adapter; nothing is dialled until Connect or Run.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.URL == "" || cfg.GatewayID == "" || len(cfg.Secret) == 0 || cfg.Platform == "" {
-		return nil, fmt.Errorf("gateway: URL, GatewayID, Secret and Platform are required")
+	if cfg.URL == "" || cfg.GatewayID == "" || len(cfg.Secret) == 0 {
+		return nil, fmt.Errorf("gateway: URL, GatewayID and Secret are required")
+	}
+	if len(cfg.Identities) == 0 {
+		p := cfg.Platform
+		if p == "" {
+			p = relay.PlatformRelay
+		}
+		cfg.Identities = []Identity{{Platform: p, BotID: cfg.BotID}}
 	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = 5 * time.Minute
@@ -178,7 +202,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 			backoff = a.cfg.MinBackoff
 			a.wait(l)
 			if l.status == relay.CloseUnauthorized && l.reason != relay.CloseReasonExpired {
-				return ErrUnauthorized
+				// Possibly revoked: one immediate re-dial with a fresh
+				// token decides (HERMES-RELAY.md §1.3).
+				a.log.Info("relay: connector closed 4401; re-dialling once with a fresh token", "reason", l.reason)
+				continue
 			}
 		} else if errors.Is(err, ErrUnauthorized) {
 			return err
@@ -221,7 +248,21 @@ func (a *Adapter) dial(ctx context.Context) (*link, error) {
 	ws.SetReadLimit(relay.MaxFrameBytes + 1024)
 	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
 	l := &link{ws: ws, ctx: lctx, cancel: lcancel, done: make(chan struct{})}
-	hello, _ := relay.AppendFrame(nil, relay.Frame{Type: relay.FrameHello, Platform: a.cfg.Platform, BotID: a.cfg.BotID})
+	var hello []byte
+	for _, id := range a.cfg.Identities {
+		f := relay.Frame{Type: relay.FrameHello, Platform: id.Platform, BotID: id.BotID}
+		if id.Platform == "discord" {
+			f.CommandManifest = id.CommandManifest
+		}
+		if hello, err = relay.AppendFrame(hello, f); err != nil {
+			lcancel()
+			_ = ws.CloseNow()
+			return nil, fmt.Errorf("gateway: hello: %w", err)
+		}
+	}
+	a.mu.Lock()
+	a.descs = map[string]relay.CapabilityDescriptor{}
+	a.mu.Unlock()
 	if err := ws.Write(hctx, websocket.MessageText, hello); err != nil {
 		lcancel()
 		_ = ws.CloseNow()
@@ -320,7 +361,13 @@ func (a *Adapter) read(l *link, got chan<- error) {
 			switch f.Type {
 			case relay.FrameDescriptor:
 				a.mu.Lock()
-				a.desc, a.hasDesc = *f.Descriptor, true
+				if !handshook {
+					// The first descriptor of a dial is the default.
+					a.desc, a.hasDesc = *f.Descriptor, true
+				}
+				if a.descs != nil {
+					a.descs[f.Descriptor.Platform] = *f.Descriptor
+				}
 				if !handshook {
 					a.cur = l
 					close(a.connected)
@@ -339,12 +386,19 @@ func (a *Adapter) read(l *link, got chan<- error) {
 					ch <- *f.Result
 				}
 			case relay.FrameInbound:
-				key, err := relay.SessionKey(f.Event.Source, a.keys)
+				key, err := relay.EventSessionKey(*f.Event, a.keys)
 				if err != nil {
 					a.log.Warn("relay: inbound event cannot be keyed; skipped", "err", err)
 					return
 				}
 				a.dispatch(l, Inbound{Event: *f.Event, SessionKey: key, BufferID: f.BufferID})
+			case relay.FrameGoingIdleAck:
+				a.mu.Lock()
+				if a.idleAck != nil {
+					close(a.idleAck)
+					a.idleAck = nil
+				}
+				a.mu.Unlock()
 			case relay.FrameInterruptInbound:
 				if a.cfg.OnInterrupt != nil {
 					go a.cfg.OnInterrupt(f.SessionKey, f.ChatID)
@@ -443,8 +497,53 @@ func (a *Adapter) WaitConnected(ctx context.Context) error {
 	}
 }
 
-// Close ends the connection and stops Run from reconnecting.
+// Descriptors returns the descriptors of the current or last dial, by
+// platform (one per hello the connector answered).
+func (a *Adapter) Descriptors() map[string]relay.CapabilityDescriptor {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]relay.CapabilityDescriptor, len(a.descs))
+	for k, v := range a.descs {
+		out[k] = v
+	}
+	return out
+}
+
+// GoIdle sends going_idle and waits for going_idle_ack (or ctx): from the
+// ack on, the connector buffers this gateway's events until it dials again.
+func (a *Adapter) GoIdle(ctx context.Context) error {
+	a.mu.Lock()
+	l := a.cur
+	if l == nil {
+		a.mu.Unlock()
+		return ErrNotConnected
+	}
+	ack := make(chan struct{})
+	a.idleAck = ack
+	a.mu.Unlock()
+	b, _ := relay.AppendFrame(nil, relay.Frame{Type: relay.FrameGoingIdle})
+	if err := l.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		return err
+	}
+	select {
+	case <-ack:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close asks the connector to buffer (going_idle, up to 2 s for the ack, as
+// the gateway does on shutdown), ends the connection and stops Run from
+// reconnecting.
 func (a *Adapter) Close() error {
+	if a.Connected() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := a.GoIdle(ctx); err != nil {
+			a.log.Info("relay: no going_idle_ack; closing anyway", "err", err)
+		}
+		cancel()
+	}
 	a.mu.Lock()
 	a.closed = true
 	l := a.cur
@@ -471,6 +570,13 @@ func newRequestID() string {
 // and {"success":false,"error":"relay transport not connected"} without a
 // connection or when it ends first.
 func (a *Adapter) call(ctx context.Context, action relay.Action) relay.Result {
+	return a.CallAs(ctx, "", "", action)
+}
+
+// CallAs sends any outbound action for the identity (platform, botID) —
+// both empty for the connection's first — and waits for its result, as
+// call does.
+func (a *Adapter) CallAs(ctx context.Context, platform, botID string, action relay.Action) relay.Result {
 	id := newRequestID()
 	ch := make(chan relay.Result, 1)
 	a.mu.Lock()
@@ -486,7 +592,7 @@ func (a *Adapter) call(ctx context.Context, action relay.Action) relay.Result {
 		delete(a.pending, id)
 		a.mu.Unlock()
 	}
-	frame, err := relay.AppendFrame(nil, relay.Frame{Type: relay.FrameOutbound, RequestID: id, Action: &action})
+	frame, err := relay.AppendFrame(nil, relay.Frame{Type: relay.FrameOutbound, RequestID: id, Action: &action, Platform: platform, BotID: botID})
 	if err != nil {
 		forget()
 		return relay.Failure("relay: " + err.Error())
@@ -540,6 +646,22 @@ func (a *Adapter) FollowUp(ctx context.Context, sessionKey, kind, content string
 // GetChatInfo returns the chat's name and type in the result's Name and Type.
 func (a *Adapter) GetChatInfo(ctx context.Context, chatID string) relay.Result {
 	return a.call(ctx, relay.Action{Op: relay.OpGetChatInfo, ChatID: chatID})
+}
+
+// React adds (or removes) emoji on a message.
+func (a *Adapter) React(ctx context.Context, chatID, messageID, emoji string, remove bool) relay.Result {
+	return a.call(ctx, relay.Action{Op: relay.OpReact, ChatID: chatID, MessageID: messageID, Emoji: emoji, Remove: remove})
+}
+
+// Delete deletes a message.
+func (a *Adapter) Delete(ctx context.Context, chatID, messageID string) relay.Result {
+	return a.call(ctx, relay.Action{Op: relay.OpDelete, ChatID: chatID, MessageID: messageID})
+}
+
+// Draft streams draftID's content into one message; final seals it and the
+// result's MessageID is the sealed message.
+func (a *Adapter) Draft(ctx context.Context, chatID string, draftID int64, content string, final bool) relay.Result {
+	return a.call(ctx, relay.Action{Op: relay.OpDraft, ChatID: chatID, DraftID: &draftID, Content: content, Final: final})
 }
 
 // Interrupt sends a fire-and-forget interrupt for sessionKey; the connector

@@ -167,3 +167,26 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 	}
 	return nil
 }
+
+// SetMessageReaction sets the bot's reaction on a message to emoji, or
+// clears it (remove).
+func (c *Client) SetMessageReaction(ctx context.Context, chatID, messageID, emoji string, remove bool) error {
+	n, err := strconv.ParseInt(messageID, 10, 64)
+	if err != nil {
+		return fmt.Errorf("telegram: setMessageReaction: message id %q is not an integer", messageID)
+	}
+	reaction := []any{}
+	if !remove {
+		reaction = append(reaction, map[string]any{"type": "emoji", "emoji": emoji})
+	}
+	return c.call(ctx, "setMessageReaction", map[string]any{"chat_id": chatID, "message_id": n, "reaction": reaction}, nil)
+}
+
+// DeleteMessage deletes a message.
+func (c *Client) DeleteMessage(ctx context.Context, chatID, messageID string) error {
+	n, err := strconv.ParseInt(messageID, 10, 64)
+	if err != nil {
+		return fmt.Errorf("telegram: deleteMessage: message id %q is not an integer", messageID)
+	}
+	return c.call(ctx, "deleteMessage", map[string]any{"chat_id": chatID, "message_id": n}, nil)
+}

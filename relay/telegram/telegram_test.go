@@ -79,8 +79,12 @@ func TestNormalize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if in.Event.Source != tc.wantSrc {
-				t.Errorf("source\n got %+v\nwant %+v", in.Event.Source, tc.wantSrc)
+			want := tc.wantSrc
+			if want.ChatType != relay.ChatDM {
+				want.ScopeID = want.ChatID // a group or channel is the scope of its chat
+			}
+			if in.Event.Source != want {
+				t.Errorf("source\n got %+v\nwant %+v", in.Event.Source, want)
 			}
 			if in.Event.Text != tc.wantText || in.Event.MessageType != tc.wantType {
 				t.Errorf("text %q type %q", in.Event.Text, in.Event.MessageType)

@@ -181,9 +181,12 @@ func Normalize(u Update) (Inbound, error) {
 	case "channel":
 		src.ChatType = relay.ChatChannel
 		src.ChatName = m.Chat.Title
+		src.ScopeID = chat
 	default: // group, supergroup
 		src.ChatType = relay.ChatGroup
 		src.ChatName = m.Chat.Title
+		// The group is the scope of its topics (and of its own chat).
+		src.ScopeID = chat
 		if m.Chat.IsForum {
 			src.ChatType = relay.ChatForum
 			src.ThreadID = GeneralTopic
