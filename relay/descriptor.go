@@ -36,6 +36,9 @@ type CapabilityDescriptor struct {
 	Emoji                  string  `json:"emoji,omitempty"`
 	PlatformHint           string  `json:"platform_hint,omitempty"`
 	PIISafe                bool    `json:"pii_safe,omitempty"`
+	// SupportedOps lists the outbound ops the connector answers for this
+	// platform (HERMES-RELAY §2.3); omitted when not advertised.
+	SupportedOps []string `json:"supported_ops,omitempty"`
 }
 
 // Normalize fills defaults the way the gateway reads a descriptor: a

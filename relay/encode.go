@@ -107,7 +107,7 @@ func (s SessionSource) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"chat_topic":`...)
 	dst = appendNullable(dst, s.ChatTopic)
 	for _, o := range [...]struct{ k, v string }{
-		{"user_id_alt", s.UserIDAlt}, {"chat_id_alt", s.ChatIDAlt}, {"guild_id", s.GuildID},
+		{"user_id_alt", s.UserIDAlt}, {"chat_id_alt", s.ChatIDAlt}, {"scope_id", s.ScopeID}, {"guild_id", s.GuildID},
 		{"parent_chat_id", s.ParentChatID}, {"message_id", s.MessageID},
 	} {
 		if o.v != "" {

@@ -26,6 +26,10 @@ type SessionSource struct {
 	GuildID      string
 	ParentChatID string
 	MessageID    string
+	// ScopeID is the workspace the chat belongs to (Slack team id; a
+	// Discord guild id mirrors GuildID). It is sent as scope_id when set,
+	// and it is part of the key for Slack (HERMES-RELAY §3.2).
+	ScopeID string
 }
 
 // Chat types the connectors produce.
@@ -73,6 +77,7 @@ func ParseSource(b []byte) (SessionSource, error) {
 		GuildID      json.RawMessage `json:"guild_id"`
 		ParentChatID json.RawMessage `json:"parent_chat_id"`
 		MessageID    json.RawMessage `json:"message_id"`
+		ScopeID      json.RawMessage `json:"scope_id"`
 	}
 	if len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' {
 		return SessionSource{}, fmt.Errorf("relay: source: not a JSON object")
@@ -90,7 +95,7 @@ func ParseSource(b []byte) (SessionSource, error) {
 		{"chat_name", w.ChatName, &s.ChatName}, {"user_id", w.UserID, &s.UserID}, {"user_name", w.UserName, &s.UserName},
 		{"thread_id", w.ThreadID, &s.ThreadID}, {"chat_topic", w.ChatTopic, &s.ChatTopic}, {"user_id_alt", w.UserIDAlt, &s.UserIDAlt},
 		{"chat_id_alt", w.ChatIDAlt, &s.ChatIDAlt}, {"guild_id", w.GuildID, &s.GuildID}, {"parent_chat_id", w.ParentChatID, &s.ParentChatID},
-		{"message_id", w.MessageID, &s.MessageID},
+		{"message_id", w.MessageID, &s.MessageID}, {"scope_id", w.ScopeID, &s.ScopeID},
 	}
 	for _, f := range fields {
 		v := f.raw

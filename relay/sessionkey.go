@@ -57,7 +57,8 @@ var ErrNoPlatform = errors.New("relay: session key: platform is missing")
 // for direct messages, agent:main:<platform>:<chat_type>[:<chat>][:<thread>]
 // [:<participant>] otherwise. Ids are used as they are (no hashing, escaping,
 // case folding or normalization) except WhatsApp DM chat ids and
-// participants. guild_id is not part of the key. It fails only for a source
+// participants. guild_id is not part of the key; scope_id is, for Slack
+// only, right after the chat type. It fails only for a source
 // without a platform; ParseSource refuses the other unkeyable wire forms.
 func SessionKey(src SessionSource, opts SessionKeyOptions) (string, error) {
 	platform := KeyPlatform(src.Platform)
@@ -82,6 +83,9 @@ func SessionKey(src SessionSource, opts SessionKeyOptions) (string, error) {
 	}
 	if src.ChatType == ChatDM {
 		add(ChatDM)
+		if platform == "slack" && src.ScopeID != "" {
+			add(src.ScopeID)
+		}
 		chat := src.ChatID
 		if whatsapp {
 			chat = normalizeWhatsApp(chat)
@@ -103,6 +107,9 @@ func SessionKey(src SessionSource, opts SessionKeyOptions) (string, error) {
 		return b.String(), nil
 	}
 	add(src.ChatType)
+	if platform == "slack" && src.ScopeID != "" {
+		add(src.ScopeID)
+	}
 	if src.ChatID != "" {
 		add(src.ChatID)
 	}

@@ -14,8 +14,7 @@ import (
 
 // relayConfigured reports whether the config names any gateway or platform.
 func (a *app) relayConfigured() bool {
-	r := a.cfg.Relay
-	return len(r.Gateways) > 0 || len(r.Discord) > 0 || len(r.Telegram) > 0
+	return a.cfg.Relay.Configured()
 }
 
 // relayConnector builds the connector from the relay section of the config.

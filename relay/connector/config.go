@@ -32,6 +32,8 @@ type Config struct {
 	// Telegram lists the Telegram bots, by name (the {bot} of
 	// /hooks/telegram/{bot} and the botId of a gateway's hello).
 	Telegram map[string]TelegramBot
+	// Slack lists the Slack apps (slack.go).
+	Slack map[string]SlackApp
 
 	Store  relay.Store
 	Audit  audit.Log
@@ -138,7 +140,7 @@ func (cfg *Config) check() error {
 			return err
 		}
 	}
-	return nil
+	return cfg.checkPlatforms(slots)
 }
 
 func mustKey(hexKey string) ed25519.PublicKey {

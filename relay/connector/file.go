@@ -28,13 +28,14 @@ type FileConfig struct {
 	Gateways              map[string]FileGateway     `yaml:"gateways"`
 	Discord               map[string]FileDiscordApp  `yaml:"discord"`
 	Telegram              map[string]FileTelegramBot `yaml:"telegram"`
-	DiscordBaseURL        string                     `yaml:"discord_base_url"`
-	TelegramBaseURL       string                     `yaml:"telegram_base_url"`
-	BufferLimit           int                        `yaml:"buffer_limit"`
-	PingInterval          time.Duration              `yaml:"ping_interval"`
-	LeaseTTL              time.Duration              `yaml:"lease_ttl"`
-	GroupSessionsPerUser  *bool                      `yaml:"group_sessions_per_user"`
-	ThreadSessionsPerUser *bool                      `yaml:"thread_sessions_per_user"`
+	FilePlatforms         `yaml:",inline"`
+	DiscordBaseURL        string        `yaml:"discord_base_url"`
+	TelegramBaseURL       string        `yaml:"telegram_base_url"`
+	BufferLimit           int           `yaml:"buffer_limit"`
+	PingInterval          time.Duration `yaml:"ping_interval"`
+	LeaseTTL              time.Duration `yaml:"lease_ttl"`
+	GroupSessionsPerUser  *bool         `yaml:"group_sessions_per_user"`
+	ThreadSessionsPerUser *bool         `yaml:"thread_sessions_per_user"`
 }
 
 // FileGateway is one gateway in a FileConfig.
@@ -109,6 +110,7 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 			SecretToken: secret("relay.telegram."+name+".secret_token", b.SecretToken),
 			Tenant:      contract.TenantSlot(b.Tenant), Chats: slots(b.Chats), ParseMode: b.ParseMode}
 	}
+	f.FilePlatforms.config(&cfg, secret, slots)
 	if f.GroupSessionsPerUser != nil || f.ThreadSessionsPerUser != nil {
 		o := relay.DefaultSessionKeyOptions()
 		if f.GroupSessionsPerUser != nil {

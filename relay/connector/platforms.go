@@ -1,0 +1,128 @@
+package connector
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay/slack"
+)
+
+// platformClient answers outbound ops on one platform identity. The
+// platforms added after Discord and Telegram each implement it (slack.go,
+// twilio.go, whatsapp.go, wecom.go).
+type platformClient interface {
+	send(ctx context.Context, chatID, content, replyTo string, meta map[string]any) (string, error)
+	edit(ctx context.Context, chatID, messageID, content string) error
+	typing(ctx context.Context, chatID string, meta map[string]any) error
+	chatInfo(ctx context.Context, chatID string) (name, typ string, err error)
+}
+
+// errUnsupported is what a platform answers for an op its API lacks.
+func errUnsupported(platform, op string) error {
+	return fmt.Errorf("relay: %s cannot %s", platform, op)
+}
+
+type slotCheck func(what string, m map[string]contract.TenantSlot, def contract.TenantSlot) error
+
+// checkPlatforms checks the Slack, Twilio, WhatsApp and WeCom entries.
+func (cfg *Config) checkPlatforms(slots slotCheck) error {
+	for id, a := range cfg.Slack {
+		if a.SigningSecret == "" {
+			return fmt.Errorf("connector: config: slack app %q has no signing secret", id)
+		}
+		if err := slots("slack app "+id, a.Teams, a.Tenant); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addPlatformEdges registers an edge per configured Slack app, Twilio
+// account, WhatsApp number and WeCom app.
+func (c *Connector) addPlatformEdges() {
+	for id, a := range c.cfg.Slack {
+		c.edges[identKey{platform: slack.Platform, bot: id}] = &edge{platform: slack.Platform, bot: id, desc: slack.Descriptor(),
+			client: &slackClient{api: &slack.Client{BaseURL: a.APIBaseURL, Token: a.BotToken, HTTP: c.cfg.HTTPClient}}}
+	}
+}
+
+// platformRoutes mounts the webhooks of the platforms in this file.
+func (c *Connector) platformRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /hooks/slack/{app}", c.serveSlack)
+}
+
+// PlatformRoutes are the webhook patterns of the platforms after Discord
+// and Telegram, for servers that route patterns to the connector's Handler.
+var PlatformRoutes = []string{
+	"POST /hooks/slack/{app}",
+}
+
+// acceptDelivery delivers in and answers the platform: 200 (with body, if
+// any) whether the event was delivered, buffered or a duplicate; an error
+// status when the store failed, so that the platform retries.
+func (c *Connector) acceptDelivery(w http.ResponseWriter, r *http.Request, platform string, in Inbound, body []byte) {
+	d, err := c.Deliver(r.Context(), in)
+	if err != nil {
+		c.webhookError(w, platform, err)
+		return
+	}
+	if d == Duplicate {
+		c.log.Info("relay: replayed or retried webhook; nothing delivered", "platform", platform, "bot", in.Bot, "message", in.DedupeID)
+	}
+	if body != nil {
+		_, _ = w.Write(body)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// FilePlatforms are the Slack, Twilio, WhatsApp and WeCom maps of a
+// FileConfig (inlined into the relay section):
+//
+//	relay:
+//	  slack:
+//	    A0123456789:
+//	      signing_secret: env:SLACK_SIGNING_SECRET
+//	      bot_token: env:SLACK_BOT_TOKEN
+//	      tenant: slot-1
+//	      teams: {T0123456: slot-1}
+//	      api_base_url: https://slack.com/api
+type FilePlatforms struct {
+	Slack map[string]FileSlackApp `yaml:"slack"`
+}
+
+// FileSlackApp is one Slack app in a FileConfig.
+type FileSlackApp struct {
+	SigningSecret string            `yaml:"signing_secret"`
+	BotToken      string            `yaml:"bot_token"`
+	Tenant        string            `yaml:"tenant"`
+	Teams         map[string]string `yaml:"teams"`
+	// TopLevelThreads mirrors the gateway's Slack top-level stamping
+	// (default true; set false when the gateway's reply_in_thread is off).
+	TopLevelThreads *bool  `yaml:"top_level_threads"`
+	APIBaseURL      string `yaml:"api_base_url"`
+}
+
+func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, slots func(map[string]string) map[string]contract.TenantSlot) {
+	if len(f.Slack) > 0 {
+		cfg.Slack = map[string]SlackApp{}
+	}
+	for id, a := range f.Slack {
+		cfg.Slack[id] = SlackApp{SigningSecret: secret("relay.slack."+id+".signing_secret", a.SigningSecret),
+			BotToken: secret("relay.slack."+id+".bot_token", a.BotToken), Tenant: contract.TenantSlot(a.Tenant),
+			Teams: slots(a.Teams), NoTopLevelStamp: a.TopLevelThreads != nil && !*a.TopLevelThreads, APIBaseURL: a.APIBaseURL}
+	}
+}
+
+// configured reports whether any platform of f is configured.
+func (f FilePlatforms) configured() bool {
+	return len(f.Slack) > 0
+}
+
+// Configured reports whether the relay section names any gateway or
+// platform.
+func (f FileConfig) Configured() bool {
+	return len(f.Gateways) > 0 || len(f.Discord) > 0 || len(f.Telegram) > 0 || f.FilePlatforms.configured()
+}
