@@ -132,4 +132,5 @@ func queryLimit(r *http.Request, def, max int) (int, error) {
 // Cloud and WeCom (relay/connector.PlatformRoutes).
 var relayPlatformRoutes = []string{
 	"POST /hooks/slack/{app}",
+	"POST /hooks/twilio/{account_sid}",
 }

@@ -32,8 +32,10 @@ type Config struct {
 	// Telegram lists the Telegram bots, by name (the {bot} of
 	// /hooks/telegram/{bot} and the botId of a gateway's hello).
 	Telegram map[string]TelegramBot
-	// Slack lists the Slack apps (slack.go).
-	Slack map[string]SlackApp
+	// Slack lists the Slack apps (slack.go), Twilio the Twilio accounts
+	// (twilio.go).
+	Slack  map[string]SlackApp
+	Twilio map[string]TwilioAccount
 
 	Store  relay.Store
 	Audit  audit.Log

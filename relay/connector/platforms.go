@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay/slack"
+	"github.com/caduceus-dev/caduceus/relay/twilio"
 )
 
 // platformClient answers outbound ops on one platform identity. The
@@ -36,6 +38,17 @@ func (cfg *Config) checkPlatforms(slots slotCheck) error {
 			return err
 		}
 	}
+	for sid, a := range cfg.Twilio {
+		if a.AuthToken == "" {
+			return fmt.Errorf("connector: config: twilio account %q has no auth token", sid)
+		}
+		if u, err := url.Parse(a.PublicURL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return fmt.Errorf("connector: config: twilio account %q: public_url %q is not the absolute webhook URL Twilio signs", sid, a.PublicURL)
+		}
+		if err := slots("twilio account "+sid, a.Numbers, a.Tenant); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -46,17 +59,26 @@ func (c *Connector) addPlatformEdges() {
 		c.edges[identKey{platform: slack.Platform, bot: id}] = &edge{platform: slack.Platform, bot: id, desc: slack.Descriptor(),
 			client: &slackClient{api: &slack.Client{BaseURL: a.APIBaseURL, Token: a.BotToken, HTTP: c.cfg.HTTPClient}}}
 	}
+	for sid, a := range c.cfg.Twilio {
+		api := &twilio.Client{BaseURL: a.APIBaseURL, AccountSID: sid, AuthToken: a.AuthToken, HTTP: c.cfg.HTTPClient}
+		for _, p := range []string{twilio.PlatformSMS, twilio.PlatformWhatsApp} {
+			c.edges[identKey{platform: p, bot: sid}] = &edge{platform: p, bot: sid, desc: twilio.Descriptor(p),
+				client: &twilioClient{platform: p, acct: a, api: api}}
+		}
+	}
 }
 
 // platformRoutes mounts the webhooks of the platforms in this file.
 func (c *Connector) platformRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /hooks/slack/{app}", c.serveSlack)
+	mux.HandleFunc("POST /hooks/twilio/{account_sid}", c.serveTwilio)
 }
 
 // PlatformRoutes are the webhook patterns of the platforms after Discord
 // and Telegram, for servers that route patterns to the connector's Handler.
 var PlatformRoutes = []string{
 	"POST /hooks/slack/{app}",
+	"POST /hooks/twilio/{account_sid}",
 }
 
 // acceptDelivery delivers in and answers the platform: 200 (with body, if
@@ -89,8 +111,28 @@ func (c *Connector) acceptDelivery(w http.ResponseWriter, r *http.Request, platf
 //	      tenant: slot-1
 //	      teams: {T0123456: slot-1}
 //	      api_base_url: https://slack.com/api
+//	  twilio:
+//	    AC0123456789abcdef0123456789abcdef:
+//	      auth_token: env:TWILIO_AUTH_TOKEN
+//	      public_url: https://relay.example.com/hooks/twilio/AC0123456789abcdef0123456789abcdef
+//	      tenant: slot-1
+//	      sms_from: "+15557654321"
+//	      whatsapp_from: "+14155238886"
 type FilePlatforms struct {
-	Slack map[string]FileSlackApp `yaml:"slack"`
+	Slack  map[string]FileSlackApp      `yaml:"slack"`
+	Twilio map[string]FileTwilioAccount `yaml:"twilio"`
+}
+
+// FileTwilioAccount is one Twilio account in a FileConfig.
+type FileTwilioAccount struct {
+	AuthToken           string            `yaml:"auth_token"`
+	PublicURL           string            `yaml:"public_url"`
+	Tenant              string            `yaml:"tenant"`
+	Numbers             map[string]string `yaml:"numbers"`
+	SMSFrom             string            `yaml:"sms_from"`
+	WhatsAppFrom        string            `yaml:"whatsapp_from"`
+	MessagingServiceSID string            `yaml:"messaging_service_sid"`
+	APIBaseURL          string            `yaml:"api_base_url"`
 }
 
 // FileSlackApp is one Slack app in a FileConfig.
@@ -114,11 +156,19 @@ func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, 
 			BotToken: secret("relay.slack."+id+".bot_token", a.BotToken), Tenant: contract.TenantSlot(a.Tenant),
 			Teams: slots(a.Teams), NoTopLevelStamp: a.TopLevelThreads != nil && !*a.TopLevelThreads, APIBaseURL: a.APIBaseURL}
 	}
+	if len(f.Twilio) > 0 {
+		cfg.Twilio = map[string]TwilioAccount{}
+	}
+	for sid, a := range f.Twilio {
+		cfg.Twilio[sid] = TwilioAccount{AuthToken: secret("relay.twilio."+sid+".auth_token", a.AuthToken), PublicURL: a.PublicURL,
+			Tenant: contract.TenantSlot(a.Tenant), Numbers: slots(a.Numbers), SMSFrom: a.SMSFrom, WhatsAppFrom: a.WhatsAppFrom,
+			MessagingServiceSID: a.MessagingServiceSID, APIBaseURL: a.APIBaseURL}
+	}
 }
 
 // configured reports whether any platform of f is configured.
 func (f FilePlatforms) configured() bool {
-	return len(f.Slack) > 0
+	return len(f.Slack) > 0 || len(f.Twilio) > 0
 }
 
 // Configured reports whether the relay section names any gateway or
