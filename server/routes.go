@@ -133,4 +133,6 @@ func queryLimit(r *http.Request, def, max int) (int, error) {
 var relayPlatformRoutes = []string{
 	"POST /hooks/slack/{app}",
 	"POST /hooks/twilio/{account_sid}",
+	"GET /hooks/whatsapp/{phone_number_id}",
+	"POST /hooks/whatsapp/{phone_number_id}",
 }

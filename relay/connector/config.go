@@ -33,9 +33,10 @@ type Config struct {
 	// /hooks/telegram/{bot} and the botId of a gateway's hello).
 	Telegram map[string]TelegramBot
 	// Slack lists the Slack apps (slack.go), Twilio the Twilio accounts
-	// (twilio.go).
-	Slack  map[string]SlackApp
-	Twilio map[string]TwilioAccount
+	// (twilio.go), WhatsApp the WhatsApp Cloud API numbers (whatsapp.go).
+	Slack    map[string]SlackApp
+	Twilio   map[string]TwilioAccount
+	WhatsApp map[string]WhatsAppNumber
 
 	Store  relay.Store
 	Audit  audit.Log

@@ -9,6 +9,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay/slack"
 	"github.com/caduceus-dev/caduceus/relay/twilio"
+	"github.com/caduceus-dev/caduceus/relay/whatsapp"
 )
 
 // platformClient answers outbound ops on one platform identity. The
@@ -49,6 +50,14 @@ func (cfg *Config) checkPlatforms(slots slotCheck) error {
 			return err
 		}
 	}
+	for id, n := range cfg.WhatsApp {
+		if n.AppSecret == "" || n.VerifyToken == "" {
+			return fmt.Errorf("connector: config: whatsapp number %q needs app_secret and verify_token", id)
+		}
+		if !contract.ValidTenantSlot(string(n.Tenant)) {
+			return fmt.Errorf("connector: config: whatsapp number %q: tenant %q is not a tenant slot", id, n.Tenant)
+		}
+	}
 	return nil
 }
 
@@ -66,12 +75,18 @@ func (c *Connector) addPlatformEdges() {
 				client: &twilioClient{platform: p, acct: a, api: api}}
 		}
 	}
+	for id, n := range c.cfg.WhatsApp {
+		c.edges[identKey{platform: whatsapp.Platform, bot: id}] = &edge{platform: whatsapp.Platform, bot: id, desc: whatsapp.Descriptor(),
+			client: &whatsappClient{api: &whatsapp.Client{BaseURL: n.APIBaseURL, PhoneNumberID: id, AccessToken: n.AccessToken, HTTP: c.cfg.HTTPClient}}}
+	}
 }
 
 // platformRoutes mounts the webhooks of the platforms in this file.
 func (c *Connector) platformRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /hooks/slack/{app}", c.serveSlack)
 	mux.HandleFunc("POST /hooks/twilio/{account_sid}", c.serveTwilio)
+	mux.HandleFunc("GET /hooks/whatsapp/{phone_number_id}", c.serveWhatsAppChallenge)
+	mux.HandleFunc("POST /hooks/whatsapp/{phone_number_id}", c.serveWhatsApp)
 }
 
 // PlatformRoutes are the webhook patterns of the platforms after Discord
@@ -79,6 +94,8 @@ func (c *Connector) platformRoutes(mux *http.ServeMux) {
 var PlatformRoutes = []string{
 	"POST /hooks/slack/{app}",
 	"POST /hooks/twilio/{account_sid}",
+	"GET /hooks/whatsapp/{phone_number_id}",
+	"POST /hooks/whatsapp/{phone_number_id}",
 }
 
 // acceptDelivery delivers in and answers the platform: 200 (with body, if
@@ -118,9 +135,25 @@ func (c *Connector) acceptDelivery(w http.ResponseWriter, r *http.Request, platf
 //	      tenant: slot-1
 //	      sms_from: "+15557654321"
 //	      whatsapp_from: "+14155238886"
+//	  whatsapp:
+//	    "106540352242922":
+//	      app_secret: env:WHATSAPP_APP_SECRET
+//	      verify_token: env:WHATSAPP_VERIFY_TOKEN
+//	      access_token: env:WHATSAPP_ACCESS_TOKEN
+//	      tenant: slot-1
 type FilePlatforms struct {
-	Slack  map[string]FileSlackApp      `yaml:"slack"`
-	Twilio map[string]FileTwilioAccount `yaml:"twilio"`
+	Slack    map[string]FileSlackApp       `yaml:"slack"`
+	Twilio   map[string]FileTwilioAccount  `yaml:"twilio"`
+	WhatsApp map[string]FileWhatsAppNumber `yaml:"whatsapp"`
+}
+
+// FileWhatsAppNumber is one WhatsApp Cloud API number in a FileConfig.
+type FileWhatsAppNumber struct {
+	AppSecret   string `yaml:"app_secret"`
+	VerifyToken string `yaml:"verify_token"`
+	AccessToken string `yaml:"access_token"`
+	Tenant      string `yaml:"tenant"`
+	APIBaseURL  string `yaml:"api_base_url"`
 }
 
 // FileTwilioAccount is one Twilio account in a FileConfig.
@@ -164,11 +197,19 @@ func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, 
 			Tenant: contract.TenantSlot(a.Tenant), Numbers: slots(a.Numbers), SMSFrom: a.SMSFrom, WhatsAppFrom: a.WhatsAppFrom,
 			MessagingServiceSID: a.MessagingServiceSID, APIBaseURL: a.APIBaseURL}
 	}
+	if len(f.WhatsApp) > 0 {
+		cfg.WhatsApp = map[string]WhatsAppNumber{}
+	}
+	for id, n := range f.WhatsApp {
+		w := "relay.whatsapp." + id
+		cfg.WhatsApp[id] = WhatsAppNumber{AppSecret: secret(w+".app_secret", n.AppSecret), VerifyToken: secret(w+".verify_token", n.VerifyToken),
+			AccessToken: secret(w+".access_token", n.AccessToken), Tenant: contract.TenantSlot(n.Tenant), APIBaseURL: n.APIBaseURL}
+	}
 }
 
 // configured reports whether any platform of f is configured.
 func (f FilePlatforms) configured() bool {
-	return len(f.Slack) > 0 || len(f.Twilio) > 0
+	return len(f.Slack) > 0 || len(f.Twilio) > 0 || len(f.WhatsApp) > 0
 }
 
 // Configured reports whether the relay section names any gateway or
