@@ -135,4 +135,6 @@ var relayPlatformRoutes = []string{
 	"POST /hooks/twilio/{account_sid}",
 	"GET /hooks/whatsapp/{phone_number_id}",
 	"POST /hooks/whatsapp/{phone_number_id}",
+	"GET /hooks/wecom/{corp_id}",
+	"POST /hooks/wecom/{corp_id}",
 }

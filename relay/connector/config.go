@@ -33,10 +33,12 @@ type Config struct {
 	// /hooks/telegram/{bot} and the botId of a gateway's hello).
 	Telegram map[string]TelegramBot
 	// Slack lists the Slack apps (slack.go), Twilio the Twilio accounts
-	// (twilio.go), WhatsApp the WhatsApp Cloud API numbers (whatsapp.go).
+	// (twilio.go), WhatsApp the WhatsApp Cloud API numbers (whatsapp.go),
+	// WeCom the WeCom applications (wecom.go).
 	Slack    map[string]SlackApp
 	Twilio   map[string]TwilioAccount
 	WhatsApp map[string]WhatsAppNumber
+	WeCom    map[string]WeComApp
 
 	Store  relay.Store
 	Audit  audit.Log

@@ -9,6 +9,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay/slack"
 	"github.com/caduceus-dev/caduceus/relay/twilio"
+	"github.com/caduceus-dev/caduceus/relay/wecom"
 	"github.com/caduceus-dev/caduceus/relay/whatsapp"
 )
 
@@ -58,6 +59,14 @@ func (cfg *Config) checkPlatforms(slots slotCheck) error {
 			return fmt.Errorf("connector: config: whatsapp number %q: tenant %q is not a tenant slot", id, n.Tenant)
 		}
 	}
+	for corp, a := range cfg.WeCom {
+		if _, err := wecom.NewCrypt(a.Token, a.EncodingAESKey, corp); err != nil {
+			return fmt.Errorf("connector: config: wecom corp %q: %w", corp, err)
+		}
+		if !contract.ValidTenantSlot(string(a.Tenant)) {
+			return fmt.Errorf("connector: config: wecom corp %q: tenant %q is not a tenant slot", corp, a.Tenant)
+		}
+	}
 	return nil
 }
 
@@ -79,6 +88,12 @@ func (c *Connector) addPlatformEdges() {
 		c.edges[identKey{platform: whatsapp.Platform, bot: id}] = &edge{platform: whatsapp.Platform, bot: id, desc: whatsapp.Descriptor(),
 			client: &whatsappClient{api: &whatsapp.Client{BaseURL: n.APIBaseURL, PhoneNumberID: id, AccessToken: n.AccessToken, HTTP: c.cfg.HTTPClient}}}
 	}
+	for corp, a := range c.cfg.WeCom {
+		cr, _ := wecom.NewCrypt(a.Token, a.EncodingAESKey, corp) // checked by New
+		c.edges[identKey{platform: wecom.Platform, bot: corp}] = &edge{platform: wecom.Platform, bot: corp, desc: wecom.Descriptor(),
+			client: &wecomClient{crypt: cr, api: &wecom.Client{BaseURL: a.APIBaseURL, CorpID: corp, CorpSecret: a.CorpSecret,
+				AgentID: a.AgentID, HTTP: c.cfg.HTTPClient, Now: c.now}}}
+	}
 }
 
 // platformRoutes mounts the webhooks of the platforms in this file.
@@ -87,6 +102,8 @@ func (c *Connector) platformRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /hooks/twilio/{account_sid}", c.serveTwilio)
 	mux.HandleFunc("GET /hooks/whatsapp/{phone_number_id}", c.serveWhatsAppChallenge)
 	mux.HandleFunc("POST /hooks/whatsapp/{phone_number_id}", c.serveWhatsApp)
+	mux.HandleFunc("GET /hooks/wecom/{corp_id}", c.serveWeComVerify)
+	mux.HandleFunc("POST /hooks/wecom/{corp_id}", c.serveWeCom)
 }
 
 // PlatformRoutes are the webhook patterns of the platforms after Discord
@@ -96,6 +113,8 @@ var PlatformRoutes = []string{
 	"POST /hooks/twilio/{account_sid}",
 	"GET /hooks/whatsapp/{phone_number_id}",
 	"POST /hooks/whatsapp/{phone_number_id}",
+	"GET /hooks/wecom/{corp_id}",
+	"POST /hooks/wecom/{corp_id}",
 }
 
 // acceptDelivery delivers in and answers the platform: 200 (with body, if
@@ -141,10 +160,28 @@ func (c *Connector) acceptDelivery(w http.ResponseWriter, r *http.Request, platf
 //	      verify_token: env:WHATSAPP_VERIFY_TOKEN
 //	      access_token: env:WHATSAPP_ACCESS_TOKEN
 //	      tenant: slot-1
+//	  wecom:
+//	    ww0123456789abcdef:
+//	      token: env:WECOM_TOKEN
+//	      encoding_aes_key: env:WECOM_AES_KEY
+//	      corp_secret: env:WECOM_SECRET
+//	      agent_id: 1000002
+//	      tenant: slot-1
 type FilePlatforms struct {
 	Slack    map[string]FileSlackApp       `yaml:"slack"`
 	Twilio   map[string]FileTwilioAccount  `yaml:"twilio"`
 	WhatsApp map[string]FileWhatsAppNumber `yaml:"whatsapp"`
+	WeCom    map[string]FileWeComApp       `yaml:"wecom"`
+}
+
+// FileWeComApp is one WeCom application in a FileConfig.
+type FileWeComApp struct {
+	Token          string `yaml:"token"`
+	EncodingAESKey string `yaml:"encoding_aes_key"`
+	CorpSecret     string `yaml:"corp_secret"`
+	AgentID        int64  `yaml:"agent_id"`
+	Tenant         string `yaml:"tenant"`
+	APIBaseURL     string `yaml:"api_base_url"`
 }
 
 // FileWhatsAppNumber is one WhatsApp Cloud API number in a FileConfig.
@@ -205,11 +242,19 @@ func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, 
 		cfg.WhatsApp[id] = WhatsAppNumber{AppSecret: secret(w+".app_secret", n.AppSecret), VerifyToken: secret(w+".verify_token", n.VerifyToken),
 			AccessToken: secret(w+".access_token", n.AccessToken), Tenant: contract.TenantSlot(n.Tenant), APIBaseURL: n.APIBaseURL}
 	}
+	if len(f.WeCom) > 0 {
+		cfg.WeCom = map[string]WeComApp{}
+	}
+	for corp, a := range f.WeCom {
+		w := "relay.wecom." + corp
+		cfg.WeCom[corp] = WeComApp{Token: secret(w+".token", a.Token), EncodingAESKey: secret(w+".encoding_aes_key", a.EncodingAESKey),
+			CorpSecret: secret(w+".corp_secret", a.CorpSecret), AgentID: a.AgentID, Tenant: contract.TenantSlot(a.Tenant), APIBaseURL: a.APIBaseURL}
+	}
 }
 
 // configured reports whether any platform of f is configured.
 func (f FilePlatforms) configured() bool {
-	return len(f.Slack) > 0 || len(f.Twilio) > 0 || len(f.WhatsApp) > 0
+	return len(f.Slack) > 0 || len(f.Twilio) > 0 || len(f.WhatsApp) > 0 || len(f.WeCom) > 0
 }
 
 // Configured reports whether the relay section names any gateway or

@@ -103,7 +103,7 @@ type Value struct {
 			Name string `json:"name"`
 		} `json:"profile"`
 	} `json:"contacts"`
-	Messages []Message        `json:"messages"`
+	Messages []Message         `json:"messages"`
 	Statuses []json.RawMessage `json:"statuses"`
 }
 
