@@ -244,6 +244,23 @@ func TestRelayPlatformsThroughTheServer(t *testing.T) {
 			}
 		})
 	}
+	// The GET handshakes are routed too.
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	echo, sig := wecomCrypt.Seal([]byte("echo-42"), ts, "n1", nil)
+	for u, want := range map[string]string{
+		in.url + "/hooks/whatsapp/" + pnid + "?hub.mode=subscribe&hub.verify_token=verify-me&hub.challenge=42":                        "42",
+		in.url + "/hooks/wecom/" + corp + "?msg_signature=" + sig + "&timestamp=" + ts + "&nonce=n1&echostr=" + url.QueryEscape(echo): "echo-42",
+	} {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != want {
+			t.Errorf("GET %s: %d %q", u, resp.StatusCode, b)
+		}
+	}
 	if code, out, errOut := cli(t, "audit", "verify", "--data", in.data); code != 0 {
 		t.Errorf("verify: %s %s", out, errOut)
 	}

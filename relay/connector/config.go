@@ -1,7 +1,7 @@
 // Package connector is the relay connector: the platform edge that gateways
 // dial. It serves GET /relay (the gateways' WebSocket), POST
 // /hooks/discord/{app} and POST /hooks/telegram/{bot} (the platforms'
-// webhooks); resolves each event's tenant from the event itself; keeps
+// webhooks; Slack, Twilio, WhatsApp Cloud and WeCom in platforms.go); resolves each event's tenant from the event itself; keeps
 // platform capabilities (Discord interaction tokens) in a vault that never
 // reaches a gateway; deduplicates, buffers while no gateway of a tenant is
 // connected, routes interrupts and follow-ups to the connection that owns a
