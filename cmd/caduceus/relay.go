@@ -14,8 +14,7 @@ import (
 
 // relayConfigured reports whether the config names any gateway or platform.
 func (a *app) relayConfigured() bool {
-	r := a.cfg.Relay
-	return len(r.Gateways) > 0 || len(r.Discord) > 0 || len(r.Telegram) > 0
+	return a.cfg.Relay.Configured()
 }
 
 // relayConnector builds the connector from the relay section of the config.
@@ -57,9 +56,10 @@ func (a *app) relayCmd() *cobra.Command {
 		Use:   "relay",
 		Short: "Run the relay connector alone, mint gateway tokens, compute session keys",
 		Long: `With no subcommand, run the relay connector alone (the same as
-caduceus serve --gates relay): GET /relay for gateways, POST /hooks/discord/{app}
-and POST /hooks/telegram/{bot} for the platforms, as configured in the relay
-section of the config file.`,
+caduceus serve --gates relay): GET /relay for gateways, POST /hooks/discord/{app},
+/hooks/telegram/{bot}, /hooks/slack/{app}, /hooks/twilio/{account_sid},
+/hooks/whatsapp/{phone_number_id} and /hooks/wecom/{corp_id} for the platforms,
+as configured in the relay section of the config file (docs/relay-platforms.md).`,
 		Example: `  caduceus relay --config caduceus.yaml --addr 0.0.0.0:7601
   caduceus relay token --gateway gw-acme --ttl 5m --config caduceus.yaml
   echo '{"platform":"telegram","chat_id":"-1001","chat_type":"group","user_id":"42"}' | caduceus relay session-key`,

@@ -1,7 +1,7 @@
 // Package connector is the relay connector: the platform edge that gateways
 // dial. It serves GET /relay (the gateways' WebSocket), POST
 // /hooks/discord/{app} and POST /hooks/telegram/{bot} (the platforms'
-// webhooks); resolves each event's tenant from the event itself; keeps
+// webhooks; Slack, Twilio, WhatsApp Cloud and WeCom in platforms.go); resolves each event's tenant from the event itself; keeps
 // platform capabilities (Discord interaction tokens) in a vault that never
 // reaches a gateway; deduplicates, buffers while no gateway of a tenant is
 // connected, routes interrupts and follow-ups to the connection that owns a
@@ -32,6 +32,13 @@ type Config struct {
 	// Telegram lists the Telegram bots, by name (the {bot} of
 	// /hooks/telegram/{bot} and the botId of a gateway's hello).
 	Telegram map[string]TelegramBot
+	// Slack lists the Slack apps (slack.go), Twilio the Twilio accounts
+	// (twilio.go), WhatsApp the WhatsApp Cloud API numbers (whatsapp.go),
+	// WeCom the WeCom applications (wecom.go).
+	Slack    map[string]SlackApp
+	Twilio   map[string]TwilioAccount
+	WhatsApp map[string]WhatsAppNumber
+	WeCom    map[string]WeComApp
 
 	Store  relay.Store
 	Audit  audit.Log
@@ -145,7 +152,7 @@ func (cfg *Config) check() error {
 			return err
 		}
 	}
-	return nil
+	return cfg.checkPlatforms(slots)
 }
 
 func mustKey(hexKey string) ed25519.PublicKey {

@@ -115,6 +115,7 @@ func New(cfg Config) (*Connector, error) {
 			telegram: &telegram.Client{BaseURL: cfg.TelegramBaseURL, Token: bot.Token, HTTP: cfg.HTTPClient},
 		}
 	}
+	c.addPlatformEdges()
 	c.wg.Add(1)
 	go c.maintain()
 	return c, nil
@@ -128,6 +129,7 @@ func (c *Connector) Handler() http.Handler {
 	mux.HandleFunc("GET /relay", c.serveRelay)
 	mux.HandleFunc("POST /hooks/discord/{app}", c.serveDiscord)
 	mux.HandleFunc("POST /hooks/telegram/{bot}", c.serveTelegram)
+	c.platformRoutes(mux)
 	return mux
 }
 

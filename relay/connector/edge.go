@@ -28,6 +28,10 @@ type edge struct {
 	telegramBot TelegramBot
 	parseMode   string
 	telegram    *telegram.Client
+
+	// client answers the outbound ops of the platforms added after
+	// Discord and Telegram (Slack, Twilio, WhatsApp Cloud, WeCom).
+	client platformClient
 }
 
 // tenantOf resolves a chat's tenant from configuration alone (Telegram
@@ -52,6 +56,9 @@ func metaString(meta map[string]any, key string) string {
 }
 
 func (e *edge) send(ctx context.Context, chatID, content, replyTo string, meta map[string]any) (string, error) {
+	if e.client != nil {
+		return e.client.send(ctx, chatID, content, replyTo, meta)
+	}
 	switch e.platform {
 	case discord.Platform:
 		return e.discord.Send(ctx, chatID, content, replyTo)
@@ -68,6 +75,9 @@ func (e *edge) send(ctx context.Context, chatID, content, replyTo string, meta m
 }
 
 func (e *edge) edit(ctx context.Context, chatID, messageID, content string) error {
+	if e.client != nil {
+		return e.client.edit(ctx, chatID, messageID, content)
+	}
 	switch e.platform {
 	case discord.Platform:
 		return e.discord.Edit(ctx, chatID, messageID, content)
@@ -82,6 +92,9 @@ func (e *edge) edit(ctx context.Context, chatID, messageID, content string) erro
 }
 
 func (e *edge) typing(ctx context.Context, chatID string, meta map[string]any) error {
+	if e.client != nil {
+		return e.client.typing(ctx, chatID, meta)
+	}
 	switch e.platform {
 	case discord.Platform:
 		return e.discord.Typing(ctx, chatID)
@@ -92,6 +105,9 @@ func (e *edge) typing(ctx context.Context, chatID string, meta map[string]any) e
 }
 
 func (e *edge) chatInfo(ctx context.Context, chatID string) (string, string, error) {
+	if e.client != nil {
+		return e.client.chatInfo(ctx, chatID)
+	}
 	switch e.platform {
 	case discord.Platform:
 		info, err := e.discord.Channel(ctx, chatID)

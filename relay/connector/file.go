@@ -28,13 +28,14 @@ type FileConfig struct {
 	Gateways              map[string]FileGateway     `yaml:"gateways"`
 	Discord               map[string]FileDiscordApp  `yaml:"discord"`
 	Telegram              map[string]FileTelegramBot `yaml:"telegram"`
-	DiscordBaseURL        string                     `yaml:"discord_base_url"`
-	TelegramBaseURL       string                     `yaml:"telegram_base_url"`
-	BufferLimit           int                        `yaml:"buffer_limit"`
-	PingInterval          time.Duration              `yaml:"ping_interval"`
-	LeaseTTL              time.Duration              `yaml:"lease_ttl"`
-	GroupSessionsPerUser  *bool                      `yaml:"group_sessions_per_user"`
-	ThreadSessionsPerUser *bool                      `yaml:"thread_sessions_per_user"`
+	FilePlatforms         `yaml:",inline"`
+	DiscordBaseURL        string        `yaml:"discord_base_url"`
+	TelegramBaseURL       string        `yaml:"telegram_base_url"`
+	BufferLimit           int           `yaml:"buffer_limit"`
+	PingInterval          time.Duration `yaml:"ping_interval"`
+	LeaseTTL              time.Duration `yaml:"lease_ttl"`
+	GroupSessionsPerUser  *bool         `yaml:"group_sessions_per_user"`
+	ThreadSessionsPerUser *bool         `yaml:"thread_sessions_per_user"`
 	// SlackTopLevelThreads mirrors the gateway's Slack knobs
 	// reply_in_thread and dm_top_level_threads_as_sessions (default on).
 	SlackTopLevelThreads *bool `yaml:"slack_top_level_threads"`
@@ -115,6 +116,7 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 			SecretToken: secret("relay.telegram."+name+".secret_token", b.SecretToken),
 			Tenant:      contract.TenantSlot(b.Tenant), Chats: slots(b.Chats), ParseMode: b.ParseMode}
 	}
+	f.FilePlatforms.config(&cfg, secret, slots)
 	if f.GroupSessionsPerUser != nil || f.ThreadSessionsPerUser != nil || f.SlackTopLevelThreads != nil {
 		o := relay.DefaultSessionKeyOptions()
 		if f.GroupSessionsPerUser != nil {

@@ -46,7 +46,9 @@ func platformCrypto(t *testing.T, pkg string) []string {
 		}
 		seen++
 		switch p.ImportPath {
-		case "github.com/caduceus-dev/caduceus/relay/discord", "github.com/caduceus-dev/caduceus/relay/telegram":
+		case "github.com/caduceus-dev/caduceus/relay/discord", "github.com/caduceus-dev/caduceus/relay/telegram",
+			"github.com/caduceus-dev/caduceus/relay/slack", "github.com/caduceus-dev/caduceus/relay/twilio",
+			"github.com/caduceus-dev/caduceus/relay/whatsapp", "github.com/caduceus-dev/caduceus/relay/wecom":
 			bad = append(bad, p.ImportPath)
 		}
 		if p.Standard {
