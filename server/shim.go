@@ -53,7 +53,9 @@ func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 		if err := checkLLMInput(r, body); err != nil {
 			e := contract.AsError(err)
 			status := ProblemOf(e, "").Status
-			wire.WriteError(sw, p, status, e.Code, e.Message)
+			// The code leads the message: not every protocol's envelope
+			// has a field for it.
+			wire.WriteError(sw, p, status, e.Code, e.Code+": "+e.Message)
 			s.record(r.Context(), caller, "shim.proxy", &Call{Resource: string(p), Reason: e.Code}, e.Kind.Outcome())
 			s.count(r, start, e.Kind.Outcome())
 			return
