@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,7 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -245,4 +248,283 @@ func tableCounts(t *testing.T, db *sql.DB, dialect string) map[string]int {
 		counts[n] = c
 	}
 	return counts
+}
+
+// auditedTraffic makes a few audited requests in slot-1.
+func auditedTraffic(t *testing.T, in *instance, n int) {
+	t.Helper()
+	for range n {
+		if code, _ := in.do(t, "GET", "/v1/admin/keys", in.adminKey, nil); code != 200 {
+			t.Fatalf("list keys: %d", code)
+		}
+	}
+}
+
+func sqliteOf(t *testing.T, in *instance) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(in.data, "caduceus.db")+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustExec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// verifyFails runs audit verify (with extra args) and wants exit 1 with
+// stderr naming every one of want.
+func verifyFails(t *testing.T, in *instance, extra []string, want ...string) {
+	t.Helper()
+	code, out, errOut := cli(t, append([]string{"audit", "verify", "--data", in.data}, extra...)...)
+	if code != 1 {
+		t.Fatalf("audit verify %v: exit %d, want 1: %s %s", extra, code, out, errOut)
+	}
+	for _, w := range want {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("audit verify %v: stderr does not name %q: %s", extra, w, errOut)
+		}
+	}
+}
+
+func verifyPasses(t *testing.T, in *instance, extra ...string) string {
+	t.Helper()
+	code, out, errOut := cli(t, append([]string{"audit", "verify", "--data", in.data}, extra...)...)
+	if code != 0 {
+		t.Fatalf("audit verify %v: exit %d: %s %s", extra, code, out, errOut)
+	}
+	return out
+}
+
+func lastRecord(t *testing.T, db *sql.DB) (id string, seq int64) {
+	t.Helper()
+	if err := db.QueryRow(`SELECT id, seq FROM audit_records WHERE tenant = 'slot-1' ORDER BY seq DESC LIMIT 1`).Scan(&id, &seq); err != nil {
+		t.Fatal(err)
+	}
+	return id, seq
+}
+
+func TestAuditTamperingIsNamed(t *testing.T) {
+	t.Run("head_deleted", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 5)
+		db := sqliteOf(t, in)
+		mustExec(t, db, `DELETE FROM audit_heads WHERE tenant = 'slot-1'`)
+		out, _ := func() (string, string) { _, o, e := cli(t, "audit", "verify", "--data", in.data); return o, e }()
+		if strings.Contains(out, "verified 0 records") {
+			t.Fatalf("verify hid the chain: %s", out)
+		}
+		verifyFails(t, in, nil, "slot-1", "no head row")
+		// The next audited write rebuilds the head from the chain.
+		auditedTraffic(t, in, 1)
+		verifyPasses(t, in)
+	})
+	t.Run("resource_column", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 3)
+		db := sqliteOf(t, in)
+		id, _ := lastRecord(t, db)
+		mustExec(t, db, `UPDATE audit_records SET resource = 'key/forged' WHERE id = ?`, id)
+		verifyFails(t, in, nil, "slot-1", id, "resource")
+	})
+	t.Run("at_column", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 3)
+		db := sqliteOf(t, in)
+		id, _ := lastRecord(t, db)
+		mustExec(t, db, `UPDATE audit_records SET at = '2020-01-01T00:00:00Z' WHERE id = ?`, id)
+		verifyFails(t, in, nil, "slot-1", id, "at")
+	})
+	t.Run("head_rewound", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 3)
+		db := sqliteOf(t, in)
+		mustExec(t, db, `UPDATE audit_heads SET seq = seq - 1, hash = (SELECT prev_hash FROM audit_records r WHERE r.tenant = audit_heads.tenant AND r.seq = audit_heads.seq) WHERE tenant = 'slot-1'`)
+		verifyFails(t, in, nil, "slot-1", "rewound")
+	})
+	t.Run("head_hash", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 3)
+		db := sqliteOf(t, in)
+		mustExec(t, db, `UPDATE audit_heads SET hash = 'sha256:`+strings.Repeat("ab", 32)+`' WHERE tenant = 'slot-1'`)
+		verifyFails(t, in, nil, "slot-1", "head hash")
+	})
+	t.Run("truncated_and_rewound_against_checkpoint", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 6)
+		cp := filepath.Join(t.TempDir(), "checkpoint.json")
+		if code, out, errOut := cli(t, "audit", "checkpoint", "--data", in.data, "--out", cp); code != 0 {
+			t.Fatalf("checkpoint: %s %s", out, errOut)
+		}
+		verifyPasses(t, in, "--checkpoint", cp)
+		db := sqliteOf(t, in)
+		_, last := lastRecord(t, db)
+		// Cut the last three records and rewind the head consistently: the
+		// chain alone is whole again.
+		mustExec(t, db, `DELETE FROM audit_records WHERE tenant = 'slot-1' AND seq > ?`, last-3)
+		mustExec(t, db, `UPDATE audit_heads SET seq = ?, hash = (SELECT hash FROM audit_records WHERE tenant = 'slot-1' AND seq = ?) WHERE tenant = 'slot-1'`, last-3, last-3)
+		verifyPasses(t, in)
+		verifyFails(t, in, []string{"--checkpoint", cp}, "slot-1", "checkpoint", "records were removed")
+	})
+	t.Run("every_record_gone_against_checkpoint", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 2)
+		cp := filepath.Join(t.TempDir(), "checkpoint.json")
+		if code, _, errOut := cli(t, "audit", "checkpoint", "--data", in.data, "--out", cp); code != 0 {
+			t.Fatal(errOut)
+		}
+		in.cancel()
+		<-in.done
+		in.done <- 0 // for the cleanup
+		db := sqliteOf(t, in)
+		mustExec(t, db, `DELETE FROM audit_records WHERE tenant = 'slot-1'`)
+		mustExec(t, db, `DELETE FROM audit_heads WHERE tenant = 'slot-1'`)
+		verifyFails(t, in, []string{"--checkpoint", cp}, "slot-1", "checkpoint")
+	})
+	t.Run("history_rewritten_against_checkpoint", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 4)
+		cp := filepath.Join(t.TempDir(), "checkpoint.json")
+		if code, _, errOut := cli(t, "audit", "checkpoint", "--data", in.data, "--out", cp); code != 0 {
+			t.Fatal(errOut)
+		}
+		in.cancel()
+		<-in.done
+		in.done <- 0
+		db := sqliteOf(t, in)
+		rewriteChain(t, db, "slot-1", 2)
+		verifyPasses(t, in) // the chain alone is consistent
+		verifyFails(t, in, []string{"--checkpoint", cp}, "slot-1", "checkpoint", "rewritten")
+	})
+	t.Run("checkpoint_forged_or_foreign", func(t *testing.T) {
+		in := start(t)
+		auditedTraffic(t, in, 2)
+		dir := t.TempDir()
+		cp := filepath.Join(dir, "checkpoint.json")
+		if code, _, errOut := cli(t, "audit", "checkpoint", "--data", in.data, "--out", cp); code != 0 {
+			t.Fatal(errOut)
+		}
+		b, _ := os.ReadFile(cp)
+		var doc map[string]any
+		json.Unmarshal(b, &doc)
+		heads := doc["heads"].([]any)
+		heads[0].(map[string]any)["seq"] = 1
+		forged, _ := json.Marshal(doc)
+		os.WriteFile(filepath.Join(dir, "forged.json"), forged, 0o600)
+		verifyFails(t, in, []string{"--checkpoint", filepath.Join(dir, "forged.json")}, "signature")
+		// A checkpoint signed by another installation's key.
+		other := t.TempDir()
+		cli(t, "keys", "create", "--data", other, "--tenant", "slot-1", "--scopes", "admin")
+		if code, _, errOut := cli(t, "audit", "checkpoint", "--data", other, "--out", filepath.Join(dir, "other.json")); code != 0 {
+			t.Fatal(errOut)
+		}
+		verifyFails(t, in, []string{"--checkpoint", filepath.Join(dir, "other.json")}, "trusted key")
+	})
+}
+
+// rewriteChain alters the body of record from (changing its reason) and
+// re-links every later record and the head, as an attacker with write
+// access to the database but not the checkpoint key would.
+func rewriteChain(t *testing.T, db *sql.DB, tenant string, from int64) {
+	t.Helper()
+	rows, err := db.Query(`SELECT seq, body, prev_hash FROM audit_records WHERE tenant = ? AND seq >= ? ORDER BY seq`, tenant, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		seq        int64
+		body, prev string
+	}
+	var rs []row
+	for rows.Next() {
+		var r row
+		rows.Scan(&r.seq, &r.body, &r.prev)
+		rs = append(rs, r)
+	}
+	rows.Close()
+	prev := rs[0].prev
+	for i, r := range rs {
+		body := r.body
+		if i == 0 {
+			body = strings.Replace(body, `"outcome":"allow"`, `"outcome":"allow","reason":"rewritten"`, 1)
+		}
+		h, err := audit.Link(prev, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, `UPDATE audit_records SET body = ?, prev_hash = ?, hash = ? WHERE tenant = ? AND seq = ?`, body, prev, h, tenant, r.seq)
+		prev = h
+	}
+	mustExec(t, db, `UPDATE audit_heads SET hash = ? WHERE tenant = ?`, prev, tenant)
+}
+
+func TestAuditCheckpointServedAndWritten(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "anchor.json")
+	in := start(t, "--audit-checkpoint-file", file, "--audit-checkpoint-interval", "1s")
+	auditedTraffic(t, in, 2)
+	code, cp := in.do(t, "GET", "/v1/audit/checkpoint", in.adminKey, nil)
+	if code != 200 || cp["signature"] == nil || cp["key_id"] == nil {
+		t.Fatalf("GET /v1/audit/checkpoint: %d %v", code, cp)
+	}
+	heads, _ := cp["heads"].([]any)
+	if len(heads) != 1 || heads[0].(map[string]any)["tenant"] != "slot-1" {
+		t.Fatalf("checkpoint covers other tenants or none: %v", heads)
+	}
+	served := filepath.Join(t.TempDir(), "served.json")
+	b, _ := json.Marshal(cp)
+	os.WriteFile(served, b, 0o600)
+	verifyPasses(t, in, "--checkpoint", served)
+	// serve wrote one to the file at start.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(file); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint file written: %s", in.stderr.String())
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+		}
+	}
+	verifyPasses(t, in, "--checkpoint", file)
+}
+
+func TestSecFetchModeAndMCPOrigin(t *testing.T) {
+	in := start(t, "--mcp-allowed-origin", "https://ok.example")
+	if code, m := in.do(t, "GET", "/v1/admin/keys", in.adminKey, nil, "Sec-Fetch-Mode", "NaviGate"); code != 403 || m["code"] != "browser_refused" {
+		t.Errorf("Sec-Fetch-Mode NaviGate: %d %v", code, m)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for _, c := range []struct {
+		origin string
+		status int
+	}{{"https://evil.example", 403}, {"http://localhost:7600", 403}, {"https://ok.example", 200}, {"", 200}} {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", in.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+in.adminKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("Origin %q: %d %s, want %d", c.origin, resp.StatusCode, b, c.status)
+		}
+		if c.status == 403 && !strings.Contains(string(b), "origin_refused") {
+			t.Errorf("Origin %q refused without naming why: %s", c.origin, b)
+		}
+	}
 }
