@@ -148,9 +148,12 @@ func (k *Keys) changeCount(ctx context.Context) (int64, error) {
 
 func (k *Keys) poll(ctx context.Context, changed func(), every time.Duration) error {
 	last, err := k.changeCount(ctx)
-	if err != nil && ctx.Err() == nil {
+	if err != nil {
 		last = -1
 	}
+	// Whatever was cached before the baseline was read may predate a
+	// change the baseline already counts.
+	changed()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -528,3 +528,34 @@ func TestSecFetchModeAndMCPOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIRevocationReachesRunningServer: `caduceus keys revoke` on the data
+// directory is refused by the running server within the watcher's latency
+// (target 100 ms; asserted generously), not after the 5 s cache TTL.
+func TestCLIRevocationReachesRunningServer(t *testing.T) {
+	in := start(t)
+	code, out, errOut := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-1", "--scopes", "route")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	key := strings.TrimSpace(out)
+	if code, _ := in.do(t, "GET", "/v1/trader/strategies", key, nil); code != 200 {
+		t.Fatalf("fresh key refused: %d", code)
+	}
+	id := strings.Split(key, "_")[1]
+	start := time.Now()
+	if code, _, errOut := cli(t, "keys", "revoke", "--data", in.data, id); code != 0 {
+		t.Fatal(errOut)
+	}
+	revoked := time.Since(start)
+	for n := 0; ; n++ {
+		code, m := in.do(t, "GET", "/v1/trader/strategies", key, nil)
+		if code == 401 && m["code"] == "key_revoked" {
+			t.Logf("refused %s after the CLI's revocation committed (%d requests accepted meanwhile)", time.Since(start)-revoked, n)
+			return
+		}
+		if time.Since(start) > time.Second+revoked {
+			t.Fatalf("the server still accepts a key the CLI revoked %s ago (%d requests)", time.Since(start), n)
+		}
+	}
+}
