@@ -134,7 +134,10 @@ func (c *checker) object(depth int) error {
 		c.pos++
 		return nil
 	}
-	var small [16]string
+	// Keys are compared as their raw bytes (unescaped keys point into the
+	// input; only escaped ones are decoded), in a slice for small objects
+	// and a map beyond 32 members.
+	var small [16][]byte
 	keys := small[:0]
 	var many map[string]struct{}
 	for {
@@ -142,23 +145,24 @@ func (c *checker) object(depth int) error {
 		if c.pos >= len(c.in) || c.in[c.pos] != '"' {
 			return c.bad("expected a string key")
 		}
-		raw, escaped, err := c.str()
+		key, escaped, err := c.str()
 		if err != nil {
 			return err
 		}
-		key := string(raw)
 		if escaped {
-			if err := json.Unmarshal(c.in[c.pos-len(raw)-2:c.pos], &key); err != nil {
+			var s string
+			if err := json.Unmarshal(c.in[c.pos-len(key)-2:c.pos], &s); err != nil {
 				return c.bad("bad key")
 			}
+			key = []byte(s)
 		}
 		dup := false
 		if many != nil {
-			_, dup = many[key]
-			many[key] = struct{}{}
+			_, dup = many[string(key)]
+			many[string(key)] = struct{}{}
 		} else {
 			for _, k := range keys {
-				if k == key {
+				if bytes.Equal(k, key) {
 					dup = true
 					break
 				}
@@ -167,12 +171,12 @@ func (c *checker) object(depth int) error {
 			if len(keys) > 32 {
 				many = make(map[string]struct{}, 2*len(keys))
 				for _, k := range keys {
-					many[k] = struct{}{}
+					many[string(k)] = struct{}{}
 				}
 			}
 		}
 		if dup {
-			return Invalidf(CodeDuplicateKey, "the JSON object at offset %d has the key %q more than once", start, clipKey(key))
+			return Invalidf(CodeDuplicateKey, "the JSON object at offset %d has the key %q more than once", start, clipKey(string(key)))
 		}
 		c.space()
 		if c.pos >= len(c.in) || c.in[c.pos] != ':' {
@@ -245,6 +249,10 @@ func (c *checker) str() (raw []byte, escaped bool, err error) {
 	start := c.pos
 	for c.pos < len(c.in) {
 		ch := c.in[c.pos]
+		if ch >= 0x20 && ch != '"' && ch != '\\' {
+			c.pos++
+			continue
+		}
 		switch {
 		case ch == '"':
 			raw = c.in[start:c.pos]

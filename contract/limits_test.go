@@ -118,3 +118,23 @@ func FuzzCheckJSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheckJSON: the input rule's cost on an 8 KB LLM-sized request.
+func BenchmarkCheckJSON(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"gpt-4o","messages":[`)
+	for i := 0; sb.Len() < 8000; i++ {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(`{"role":"user","content":"deploy the payments service to staging please, and check the logs for E1234 errors"}`)
+	}
+	sb.WriteString(`],"stream":false}`)
+	doc := []byte(sb.String())
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if err := contract.CheckJSON(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
