@@ -74,6 +74,9 @@ func (e *Executor) ExecuteIntents(ctx context.Context, c contract.Caller, args j
 // refusing unknown fields and trailing data with an invalid error.
 func DecodeTickInput(b []byte) (TickInput, error) {
 	var in TickInput
+	if err := contract.CheckJSON(b); err != nil {
+		return TickInput{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
