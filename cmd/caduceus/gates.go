@@ -61,7 +61,9 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 			cfg.Tools = append(cfg.Tools, server.Tool{
 				Name: "execute_intents", Description: "The executor gate is not configured on this server; every call answers what to configure.",
 				Scope: contract.ScopeOperate, InputSchema: executor.TickInputSchema,
-				Call: func(context.Context, contract.Caller, json.RawMessage) (any, error) { return nil, errExecutorNotConfigured() },
+				Call: func(context.Context, contract.Caller, json.RawMessage) (any, error) {
+					return nil, errExecutorNotConfigured()
+				},
 			})
 			return nil
 		}
