@@ -37,6 +37,13 @@
 //     account's orders before it is reported place_failed.
 //   - payload.context_hint never changes the context; a disagreeing hint is
 //     noted in the envelope.
+//   - When the run context keeps an intent from being placed, the envelope
+//     notes the context and what it was detected from.
+//   - ref_ids are derived, not uuid4(): from the idempotency key and intent
+//     index, or without a key from tenant, strategy, intent and New York
+//     day (see idempotency.go), so the broker's ref_id duplicate search
+//     catches a re-sent intent.
+//   - A missing skills root is a not_found error (the operator's to fix).
 package executor
 
 import (
