@@ -179,6 +179,6 @@ func TelegramDescriptor() CapabilityDescriptor {
 		LenUnit:                LenUTF16,
 		Emoji:                  "\u2708\ufe0f",
 		PlatformHint:           "You are on Telegram. Use Telegram MarkdownV2.",
-		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpGetChatInfo, OpReact, OpDelete, OpDraft},
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt},
 	}
 }

@@ -155,6 +155,7 @@ func stringsOf(v any) []string {
 func TestHermesGatewayClient(t *testing.T) {
 	e := newEnv(t)
 	e.discord.seen = make(chan string, 64)
+	e.telegram.seen = make(chan string, 256)
 	tgTopic := func(update, msg int, text string) string { return forumUpdate(update, msg, 42, text) }
 
 	// While no gateway is connected, a Telegram message is buffered.
@@ -347,7 +348,33 @@ func TestHermesGatewayClient(t *testing.T) {
 			}
 		}
 	}
-	// A press of a prompt button comes back as prompt_response.
+	// Telegram's prompt is an inline keyboard with the same tokens, and a
+	// press (callback_query) comes back as prompt_response and is answered.
+	var keyboard any
+	for _, c := range e.telegram.Calls() {
+		if m, ok := c.Body["reply_markup"].(map[string]any); ok {
+			keyboard = m["inline_keyboard"]
+		}
+	}
+	if rows, _ := keyboard.([]any); len(rows) != 1 {
+		t.Errorf("telegram keyboard: %v", keyboard)
+	} else if row, _ := rows[0].([]any); len(row) != 2 || row[0].(map[string]any)["callback_data"] != "hp1:a1b2c3.0000ffff:once" {
+		t.Errorf("telegram keyboard: %v", keyboard)
+	}
+	cb := `{"update_id":50,"callback_query":{"id":"4382bfdwdsb323b2d9","from":{"id":9,"first_name":"Al"},"data":"hp1:a1b2c3.0000ffff:deny",
+		"message":{"message_id":600,"message_thread_id":42,"is_topic_message":true,"chat":{"id":` + forumChat + `,"type":"supergroup","title":"Team","is_forum":true},"date":1700000000,"text":"Run it?"}}}`
+	if code := e.postTelegram(cb, tgSecret); code != http.StatusOK {
+		t.Fatalf("callback_query: %d", code)
+	}
+	in = h.expect("inbound")
+	ev, _ = in["event"].(map[string]any)
+	src, _ = ev["source"].(map[string]any)
+	if pr, _ := ev["prompt_response"].(map[string]any); pr["option_id"] != "deny" || pr["prompt_message_id"] != "600" ||
+		ev["text"] != "/deny" || src["thread_id"] != "42" || src["user_id"] != "9" {
+		t.Errorf("telegram button press inbound: %v", in)
+	}
+	waitCall(t, e.telegram.seen, "POST /bot123:TGTOKEN/answerCallbackQuery")
+	// A press of a Discord prompt button comes back as prompt_response.
 	press := `{"id":"1200000000000000101","application_id":"` + discordApp + `","type":3,"token":"` + interactionToken + `","version":1,
 		"guild_id":"111","channel_id":"333","member":{"user":{"id":"556","username":"u556"}},"message":{"id":"4242"},
 		"data":{"custom_id":"hp1:a1b2c3.0000ffff:once","component_type":2}}`
@@ -359,7 +386,7 @@ func TestHermesGatewayClient(t *testing.T) {
 	if pr, _ := ev["prompt_response"].(map[string]any); pr["prompt_id"] != "a1b2c3.0000ffff" || pr["option_id"] != "once" || pr["prompt_message_id"] != "4242" {
 		t.Errorf("button press inbound: %v", in)
 	}
-	if n < 16 {
+	if n < 17 {
 		t.Errorf("only %d ops advertised across both descriptors", n)
 	}
 	// A chat the tenant was never in is a structured refusal.

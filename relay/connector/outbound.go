@@ -11,6 +11,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/discord"
+	"github.com/caduceus-dev/caduceus/relay/telegram"
 )
 
 // outbound performs one outbound action for connection k and returns the
@@ -229,10 +230,14 @@ func (c *Connector) prompt(ctx context.Context, e *edge, a *relay.Action, d *del
 	if a.PromptID == "" || len(a.Options) == 0 || len(a.Options) > 25 {
 		return relay.Failure("relay: prompt needs prompt_id and 1 to 25 options"), "invalid"
 	}
+	limit := 100 // Discord custom_id
+	if e.platform == telegram.Platform {
+		limit = 64 // Telegram callback_data
+	}
 	buttons := make([]discord.Button, 0, len(a.Options))
 	for _, o := range a.Options {
 		token := "hp1:" + a.PromptID + ":" + o.ID
-		if !promptOptionID.MatchString(o.ID) || len(token) > 100 {
+		if !promptOptionID.MatchString(o.ID) || len(token) > limit {
 			return relay.Failure("relay: prompt option id " + strconv.Quote(o.ID) + " is not usable as a button"), "invalid"
 		}
 		label := o.Label
@@ -254,7 +259,7 @@ func (c *Connector) prompt(ctx context.Context, e *edge, a *relay.Action, d *del
 			return relay.Failure(failText(err, i, len(chunks))), ""
 		}
 	}
-	id, err := e.discord.SendPrompt(ctx, a.ChatID, chunks[len(chunks)-1], a.ReplyTo, buttons)
+	id, err := e.sendPrompt(ctx, a.ChatID, chunks[len(chunks)-1], a.ReplyTo, buttons, a.Metadata)
 	if err != nil {
 		return relay.Failure(err.Error()), ""
 	}

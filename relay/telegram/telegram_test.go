@@ -217,6 +217,7 @@ func FuzzWebhook(f *testing.F) {
 	f.Add([]byte(forumTopic))
 	f.Add([]byte(`{"channel_post":{"message_id":1,"chat":{"id":-1,"type":"channel"},"text":"x"}}`))
 	f.Add([]byte(`{"edited_message":{"message_id":1,"chat":{"id":1,"type":"private"},"from":{"id":1},"text":"x","edit_date":2}}`))
+	f.Add([]byte(`{"callback_query":{"id":"77","from":{"id":9,"first_name":"Al"},"data":"hp1:ab.cd:once","message":{"message_id":6,"chat":{"id":-100,"type":"supergroup","is_forum":true},"message_thread_id":4,"is_topic_message":true}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u, err := ParseUpdate(body)
 		if err != nil {
