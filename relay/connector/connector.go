@@ -28,6 +28,9 @@ type Connector struct {
 	tenantKeys map[contract.TenantSlot]relay.SessionKeyOptions
 	edges      map[identKey]*edge // (platform, bot) -> edge; tenant unset
 
+	threadsMu sync.Mutex
+	threads   map[createdThread]string // threads this connector created -> current name
+
 	mu     sync.RWMutex
 	byID   map[identKey][]*conn // (tenant, platform, bot) -> live connections
 	conns  map[*conn]struct{}
@@ -53,16 +56,17 @@ func New(cfg Config) (*Connector, error) {
 		return nil, contract.Invalidf("relay_config", "%v", err)
 	}
 	c := &Connector{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		now:    cfg.Now,
-		router: cfg.Router,
-		keys:   relay.DefaultSessionKeyOptions(),
-		edges:  map[identKey]*edge{},
-		byID:   map[identKey][]*conn{},
-		conns:  map[*conn]struct{}{},
-		rr:     map[identKey]int{},
-		stop:   make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		router:  cfg.Router,
+		keys:    relay.DefaultSessionKeyOptions(),
+		edges:   map[identKey]*edge{},
+		byID:    map[identKey][]*conn{},
+		conns:   map[*conn]struct{}{},
+		rr:      map[identKey]int{},
+		threads: map[createdThread]string{},
+		stop:    make(chan struct{}),
 	}
 	if c.log == nil {
 		c.log = slog.Default()

@@ -155,6 +155,29 @@ func (e *edge) sendPrompt(ctx context.Context, chatID, content, replyTo string, 
 	return "", fmt.Errorf("relay: platform %s cannot prompt", e.platform)
 }
 
+// createThread starts a thread (Discord) or forum topic (Telegram) under
+// chatID and returns its id.
+func (e *edge) createThread(ctx context.Context, chatID, name string) (string, error) {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.CreateThread(ctx, chatID, name)
+	case telegram.Platform:
+		return e.telegram.CreateForumTopic(ctx, chatID, name)
+	}
+	return "", fmt.Errorf("relay: platform %s cannot create threads", e.platform)
+}
+
+// renameThread renames thread threadID (in chatID, for Telegram topics).
+func (e *edge) renameThread(ctx context.Context, chatID, threadID, name string) error {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.RenameChannel(ctx, threadID, name)
+	case telegram.Platform:
+		return e.telegram.EditForumTopic(ctx, chatID, threadID, name)
+	}
+	return fmt.Errorf("relay: platform %s cannot rename threads", e.platform)
+}
+
 // cannotParse reports a Telegram refusal of the message's markup.
 func cannotParse(err error) bool {
 	var apiErr *telegram.APIError

@@ -282,6 +282,7 @@ func TestHermesGatewayClient(t *testing.T) {
 	// Every advertised op is answered, for the platform and bot the frame
 	// names.
 	n := 0
+	threads := map[string]string{} // platform -> the thread thread_create made
 	for platform, d := range descs {
 		bot, chat := telegramBot, forumChat
 		if platform == "discord" {
@@ -311,6 +312,11 @@ func TestHermesGatewayClient(t *testing.T) {
 				action = map[string]any{"op": op, "chat_id": chat, "content": "Run it?", "prompt_kind": "approval", "prompt_id": "a1b2c3.0000ffff",
 					"options":  []any{map[string]any{"id": "once", "label": "Once", "style": "primary"}, map[string]any{"id": "deny", "label": "Deny", "style": "danger"}},
 					"reply_to": nil, "metadata": meta}
+			case "thread_create":
+				action = map[string]any{"op": op, "chat_id": chat, "thread_name": "handoff: deploy", "metadata": meta}
+			case "thread_rename":
+				action = map[string]any{"op": op, "chat_id": chat, "message_id": threads[platform], "thread_name": "deploy done",
+					"only_if_connector_created": true, "metadata": meta}
 			case "follow_up":
 				action = map[string]any{"op": op, "session_key": "agent:main:discord:group:333:556", "kind": "discord.interaction_token",
 					"content": "done", "metadata": map[string]any{}}
@@ -321,6 +327,19 @@ func TestHermesGatewayClient(t *testing.T) {
 			r := h.call(id, platform, bot, action)
 			if r["success"] != true {
 				t.Errorf("%s %s: %v", platform, op, r)
+			}
+			if op == "thread_create" {
+				threads[platform], _ = r["thread_id"].(string)
+				if threads[platform] == "" {
+					t.Errorf("%s thread_create: no thread_id in %v", platform, r)
+				}
+			}
+			if op == "thread_rename" {
+				// A rename guarded by a name the thread no longer has is refused.
+				action["only_if_connector_created"], action["only_if_current_name"] = false, "handoff: deploy"
+				if again := h.call(id+"r", platform, bot, action); again["success"] != false {
+					t.Errorf("%s guarded rename after the name changed: %v", platform, again)
+				}
 			}
 			if op == "get_chat_info" {
 				if ci, _ := r["chat_info"].(map[string]any); ci["name"] == "" || ci["type"] == "" {
@@ -386,7 +405,7 @@ func TestHermesGatewayClient(t *testing.T) {
 	if pr, _ := ev["prompt_response"].(map[string]any); pr["prompt_id"] != "a1b2c3.0000ffff" || pr["option_id"] != "once" || pr["prompt_message_id"] != "4242" {
 		t.Errorf("button press inbound: %v", in)
 	}
-	if n < 17 {
+	if n < 21 {
 		t.Errorf("only %d ops advertised across both descriptors", n)
 	}
 	// A chat the tenant was never in is a structured refusal.

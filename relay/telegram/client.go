@@ -206,3 +206,22 @@ func (c *Client) DeleteMessage(ctx context.Context, chatID, messageID string) er
 func (c *Client) AnswerCallbackQuery(ctx context.Context, id string) error {
 	return c.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": id}, nil)
 }
+
+// CreateForumTopic creates a topic in a forum supergroup and returns its
+// message_thread_id.
+func (c *Client) CreateForumTopic(ctx context.Context, chatID, name string) (string, error) {
+	var t struct {
+		MessageThreadID ID `json:"message_thread_id"`
+	}
+	err := c.call(ctx, "createForumTopic", map[string]any{"chat_id": chatID, "name": name}, &t)
+	return string(t.MessageThreadID), err
+}
+
+// EditForumTopic renames a forum topic.
+func (c *Client) EditForumTopic(ctx context.Context, chatID, threadID, name string) error {
+	n, err := strconv.ParseInt(threadID, 10, 64)
+	if err != nil {
+		return fmt.Errorf("telegram: editForumTopic: thread id %q is not an integer", threadID)
+	}
+	return c.call(ctx, "editForumTopic", map[string]any{"chat_id": chatID, "message_thread_id": n, "name": name}, nil)
+}
