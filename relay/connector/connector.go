@@ -28,6 +28,8 @@ type Connector struct {
 	tenantKeys map[contract.TenantSlot]relay.SessionKeyOptions
 	edges      map[identKey]*edge // (platform, bot) -> edge; tenant unset
 
+	media mediaStore
+
 	threadsMu sync.Mutex
 	threads   map[createdThread]string // threads this connector created -> current name
 
@@ -95,6 +97,9 @@ func New(cfg Config) (*Connector, error) {
 	if c.cfg.PingInterval == 0 {
 		c.cfg.PingInterval = 30 * time.Second
 	}
+	if c.cfg.MediaTTL < DefaultMediaTTL {
+		c.cfg.MediaTTL = DefaultMediaTTL
+	}
 	if c.cfg.LeaseTTL <= 0 {
 		c.cfg.LeaseTTL = 2 * time.Minute
 	}
@@ -124,12 +129,14 @@ func New(cfg Config) (*Connector, error) {
 	return c, nil
 }
 
-// Handler serves GET /relay, POST /hooks/discord/{app} and POST
-// /hooks/telegram/{bot}. Mount it at the server's root (or route those
-// three patterns to it).
+// Handler serves GET /relay, POST /relay/media, GET /relay/media/{id},
+// POST /hooks/discord/{app} and POST /hooks/telegram/{bot}. Mount it at
+// the server's root (or route those patterns to it).
 func (c *Connector) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /relay", c.serveRelay)
+	mux.HandleFunc("POST /relay/media", c.serveMediaUpload)
+	mux.HandleFunc("GET /relay/media/{id}", c.serveMediaDownload)
 	mux.HandleFunc("POST /hooks/discord/{app}", c.serveDiscord)
 	mux.HandleFunc("POST /hooks/telegram/{bot}", c.serveTelegram)
 	return mux
