@@ -240,3 +240,24 @@ func FuzzWebhook(f *testing.F) {
 		}
 	})
 }
+
+// A reply carries the replied-to message as reply_to context.
+func TestNormalizeReplyContext(t *testing.T) {
+	u, err := ParseUpdate([]byte(`{"update_id":1,"message":{"message_id":8,"from":{"id":7,"first_name":"Cy"},
+		"chat":{"id":-4001,"type":"group","title":"G"},"date":1,"text":"why?",
+		"reply_to_message":{"message_id":5,"from":{"id":99,"is_bot":true,"first_name":"Hermes"},"chat":{"id":-4001,"type":"group"},"date":1,"text":"42"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Normalize(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := in.Event.ReplyTo; r == nil || r.Text != "42" || r.Author != "Hermes" || !r.IsOwn || in.Event.ReplyToMessageID != "5" {
+		t.Errorf("reply context %+v (reply_to_message_id %q)", r, in.Event.ReplyToMessageID)
+	}
+	b, _ := in.Event.MarshalJSON()
+	if !strings.Contains(string(b), `"reply_to":{"text":"42","author":"Hermes","is_own":true}`) {
+		t.Errorf("wire: %s", b)
+	}
+}

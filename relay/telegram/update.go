@@ -226,6 +226,19 @@ func Normalize(u Update) (Inbound, error) {
 		// message; that is not a reply.
 		if !(src.ChatType == relay.ChatForum && (string(r.MessageID) == src.ThreadID || len(r.ForumTopicCreated) > 0)) {
 			ev.ReplyToMessageID = string(r.MessageID)
+			// The replied-to message as context. A bot author is taken to
+			// be this bot (the only bot whose messages a bot sees replied
+			// to in most chats).
+			text := r.Text
+			if text == "" {
+				text = r.Caption
+			}
+			rc := relay.ReplyContext{Text: text}
+			if r.From != nil {
+				rc.Author = fullName(r.From.FirstName, r.From.LastName, r.From.Username)
+				rc.IsOwn = r.From.IsBot
+			}
+			ev.ReplyTo = &rc
 		}
 	}
 	key := string(m.MessageID)
