@@ -80,6 +80,8 @@ func (s *Server) routes() {
 	// (HMAC bearer tokens, Ed25519 signatures, secret tokens), not with keys.
 	if s.cfg.Relay != nil {
 		s.mux.Handle("GET /relay", s.cfg.Relay)
+		s.mux.Handle("POST /relay/media", s.cfg.Relay)
+		s.mux.Handle("GET /relay/media/{id}", s.cfg.Relay)
 		s.mux.Handle("POST /hooks/discord/{app}", s.cfg.Relay)
 		s.mux.Handle("POST /hooks/telegram/{bot}", s.cfg.Relay)
 	}

@@ -61,6 +61,9 @@ type Config struct {
 	// LeaseTTL is how long a delivered buffered event waits for its
 	// inbound_ack before another connection may receive it (default 2 min).
 	LeaseTTL time.Duration
+	// MediaTTL is how long files posted to /relay/media stay readable
+	// (default and minimum one hour).
+	MediaTTL time.Duration
 	// Build is recorded in audit provenance.
 	Build string
 }
