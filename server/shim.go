@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,26 +19,17 @@ import (
 // receipts, dry-run and preview. The LLM routes answer every refusal in the
 // caller's own protocol's error envelope, never as a problem.
 
-// llmRoute serves one LLM protocol: a contributor-tier model is refused
-// before anything else (before the key is even looked at), then the key is
-// authenticated, then the shim runs and writes the request's receipt into
-// the audit trail itself.
+// llmRoute serves one LLM protocol: the key is authenticated from the
+// headers before a byte of the body is read (an unauthenticated client is
+// answered and its connection closed without waiting for its body), then the
+// shim reads the body once, under the server's body deadline and the LLM
+// body bound, refuses a contributor-tier model before anything else is done
+// with it, and writes the request's receipt into the audit trail itself.
 func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 	proxy := s.cfg.Shim.Handler(p)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		body, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, s.cfg.MaxLLMBodyBytes))
-		if err != nil {
-			wire.WriteError(sw, p, http.StatusRequestEntityTooLarge, "request_too_large", "the request body is too large")
-			s.count(r, start, contract.OutcomeDeny)
-			return
-		}
-		if shim.IsContributorModel(wire.PeekModel(body)) {
-			wire.WriteError(sw, p, http.StatusForbidden, shim.CodeContributorRefused, "contributor-tier models are refused")
-			s.count(r, start, contract.OutcomeDeny)
-			return
-		}
 		caller, err := s.authenticate(r)
 		if err != nil {
 			e := contract.AsError(err)
@@ -50,7 +40,7 @@ func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 			s.count(r, start, e.Kind.Outcome())
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxLLMBodyBytes)
 		r = r.WithContext(contract.WithCaller(r.Context(), caller))
 		proxy.ServeHTTP(sw, r)
 		s.count(r, start, outcomeOfStatus(sw.status))

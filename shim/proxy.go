@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -40,6 +41,7 @@ const (
 	CodeNoUpstream         = "upstream_not_configured"
 	CodeUpstreamFailed     = "upstream_unreachable"
 	CodeTooLarge           = "request_too_large"
+	CodeBodyTimeout        = "request_timeout"
 	CodeUnauthenticated    = "unauthenticated"
 )
 
@@ -116,12 +118,26 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		Tenant: caller.Identity.TenantSlot, Subject: caller.Identity.Subject, KeyID: caller.KeyID,
 		Harness: caller.Harness, Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{},
 	}
+	// Everything the headers decide is decided before the body is read.
+	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
+		s.refuse(w, t, http.StatusForbidden, CodeEdgeAuth, "shim: requests must come through the edge")
+		return
+	}
+	if !caller.Has(contract.ScopeRoute) {
+		s.refuse(w, t, http.StatusForbidden, CodeScopeRequired, "shim: route scope required")
+		return
+	}
+	// The one read of the body, and the one contributor check: before the
+	// body is parsed, evaluated or forwarded.
 	body, err := readBody(w, r, s.cfg.MaxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			s.refuse(w, t, http.StatusRequestEntityTooLarge, CodeTooLarge, "shim: request body too large")
-		} else {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			s.refuse(w, t, http.StatusRequestTimeout, CodeBodyTimeout, "shim: the request body did not arrive in time")
+		default:
 			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "shim: cannot read request body")
 		}
 		return
@@ -130,14 +146,6 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	t.rc.Model = wire.PeekModel(body)
 	if IsContributorModel(t.rc.Model) {
 		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
-		return
-	}
-	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
-		s.refuse(w, t, http.StatusForbidden, CodeEdgeAuth, "shim: requests must come through the edge")
-		return
-	}
-	if !caller.Has(contract.ScopeRoute) {
-		s.refuse(w, t, http.StatusForbidden, CodeScopeRequired, "shim: route scope required")
 		return
 	}
 	req, err := wire.Parse(p, body)
