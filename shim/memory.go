@@ -168,6 +168,10 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 	tenant, subject := caller.Identity.TenantSlot, caller.Identity.Subject
 	at := m.cfg.Now()
 	es := TurnEntities(req)
+	if ts, ok := m.cfg.Store.(TurnMemoryStore); ok {
+		outcome, sig := turnOutcome(es)
+		return ts.RecordMemory(ctx, tenant, subject, project, es, conversation, rc.ID, outcome, sig, pendingOutcomes(rc, conversation, subject, project, at), at)
+	}
 	if len(es) > 0 {
 		if err := m.cfg.Store.TouchEntities(ctx, tenant, subject, project, es, at); err != nil {
 			return err
@@ -176,17 +180,42 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 	if conversation == "" {
 		return nil
 	}
-	outcome, sig := OutcomeOK, ""
-	for _, e := range es {
-		if e.Kind == KindErrorSignature {
-			outcome, sig = OutcomeRetryError, e.Value
-			break
-		}
-	}
+	outcome, sig := turnOutcome(es)
 	if _, err := m.cfg.Store.ResolveOutcomes(ctx, tenant, conversation, rc.ID, outcome, sig, rc.ID, at); err != nil {
 		return err
 	}
 	if len(rc.Fired) == 0 {
+		return nil
+	}
+	return m.cfg.Store.AddOutcomes(ctx, tenant, pendingOutcomes(rc, conversation, subject, project, at))
+}
+
+// TurnMemoryStore is an optional MemoryStore capability: Record's writes
+// in one transaction (on SQLite through the group commit, shared with the
+// turns that finish together). RecordMemory touches es; then, when
+// conversation is not empty, resolves the conversation's pending outcomes
+// of other receipts to outcome (signature, next receipt receipt) and adds
+// pending.
+type TurnMemoryStore interface {
+	RecordMemory(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []EntityRef,
+		conversation, receipt, outcome, signature string, pending []RuleOutcome, at time.Time) error
+}
+
+// turnOutcome is what a turn says of the conversation's pending outcomes:
+// retry_error with the first error signature it carries, else ok.
+func turnOutcome(es []EntityRef) (outcome, signature string) {
+	for _, e := range es {
+		if e.Kind == KindErrorSignature {
+			return OutcomeRetryError, e.Value
+		}
+	}
+	return OutcomeOK, ""
+}
+
+// pendingOutcomes are the outcomes of the provisions fired on rc (none
+// without a conversation).
+func pendingOutcomes(rc Receipt, conversation, subject, project string, at time.Time) []RuleOutcome {
+	if conversation == "" || len(rc.Fired) == 0 {
 		return nil
 	}
 	os := make([]RuleOutcome, 0, len(rc.Fired))
@@ -194,7 +223,7 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 		os = append(os, RuleOutcome{Receipt: rc.ID, Conversation: conversation, Subject: subject, Project: project,
 			Provision: f.ID, Version: f.Version, Builtin: f.Builtin, Outcome: OutcomePending, FiredAt: contract.Timestamp(at)})
 	}
-	return m.cfg.Store.AddOutcomes(ctx, tenant, os)
+	return os
 }
 
 // Entities returns the caller's remembered entities in project ("": all

@@ -369,8 +369,11 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	s.finish(t)
 }
 
-// finish appends the receipt to the audit trail and the store, then tells
-// the observers, on a context the caller's hang-up cannot cancel.
+// finish appends the receipt to the audit trail and the store (one
+// transaction with Config.Turns), then tells the observers, on a context the
+// caller's hang-up cannot cancel. It runs before the handler returns, so a
+// non-streaming answer reaches the caller only after its receipt and audit
+// record are committed.
 func (s *Service) finish(t *turn) {
 	t.sums.Wait()
 	ctx := context.WithoutCancel(t.r.Context())
@@ -394,19 +397,26 @@ func (s *Service) finish(t *turn) {
 	if contract.ValidID(t.conv) {
 		prov.ConversationID = t.conv
 	}
-	rec, err := s.cfg.Audit.Append(ctx, audit.Entry{
+	e := audit.Entry{
 		Outcome: contract.AuditOutcome{At: t.rc.At, Identity: id, Action: AuditAction,
 			Resource: "receipt/" + t.rc.ID, Outcome: outcome, Reason: reason},
 		Provenance: prov,
 		Payload:    t.rc,
-	})
-	if err != nil {
-		s.log.Error("shim: audit append failed", "receipt", t.rc.ID, "err", err)
-	} else {
-		t.rc.AuditID = rec.ID
 	}
-	if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
-		s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
+	if s.cfg.Turns != nil {
+		if err := s.cfg.Turns.RecordTurn(ctx, e, &t.rc); err != nil {
+			s.log.Error("shim: receipt and audit record not stored", "receipt", t.rc.ID, "err", err)
+		}
+	} else {
+		rec, err := s.cfg.Audit.Append(ctx, e)
+		if err != nil {
+			s.log.Error("shim: audit append failed", "receipt", t.rc.ID, "err", err)
+		} else {
+			t.rc.AuditID = rec.ID
+		}
+		if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
+			s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
+		}
 	}
 	for _, o := range s.cfg.Observers {
 		o.ObserveTurn(ctx, Turn{Caller: t.caller, Conversation: t.conv, Project: t.r.Header.Get(HeaderProject), Request: t.req, Receipt: t.rc})

@@ -75,6 +75,10 @@ type Config struct {
 	// rejects. Governed is the one for Governor.Admit. With 1,000
 	// provisions it saves a call per provision per request.
 	AdmitOnly func(p Provision) bool
+	// Turns, when set, writes each turn's audit record and receipt in one
+	// transaction (instead of Audit.Append, then Store.AddReceipt, each
+	// committed on its own). It must write to the same audit trail as Audit.
+	Turns TurnRecorder
 	// Observers see every proxied turn after its receipt is written (issue
 	// 6: entity memory, retry attribution). They run synchronously on a
 	// context detached from the request; keep them fast.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
@@ -63,3 +64,12 @@ const (
 	CodeVersionConflict = "version_conflict"
 	CodeExists          = "exists"
 )
+
+// TurnRecorder writes a proxied turn's record as one unit: the audit entry
+// e (whose payload is the receipt) sealed onto its tenant's chain, then rc
+// with rc.AuditID set to the new record's id, in one transaction. On
+// SQLite that transaction goes through the store's group commit, so turns
+// that finish together share one commit. Config.Turns.
+type TurnRecorder interface {
+	RecordTurn(ctx context.Context, e audit.Entry, rc *Receipt) error
+}
