@@ -169,8 +169,7 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 	at := m.cfg.Now()
 	es := TurnEntities(req)
 	if ts, ok := m.cfg.Store.(TurnMemoryStore); ok {
-		outcome, sig := turnOutcome(es)
-		return ts.RecordMemory(ctx, tenant, subject, project, es, conversation, rc.ID, outcome, sig, pendingOutcomes(rc, conversation, subject, project, at), at)
+		return ts.RecordMemory(ctx, m.write(caller, conversation, project, rc, es, at))
 	}
 	if len(es) > 0 {
 		if err := m.cfg.Store.TouchEntities(ctx, tenant, subject, project, es, at); err != nil {
@@ -190,15 +189,54 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 	return m.cfg.Store.AddOutcomes(ctx, tenant, pendingOutcomes(rc, conversation, subject, project, at))
 }
 
-// TurnMemoryStore is an optional MemoryStore capability: Record's writes
-// in one transaction (on SQLite through the group commit, shared with the
-// turns that finish together). RecordMemory touches es; then, when
-// conversation is not empty, resolves the conversation's pending outcomes
-// of other receipts to outcome (signature, next receipt receipt) and adds
-// pending.
+// MemoryWrite is one turn's memory update: touch Entities; then, when
+// Conversation is not empty, resolve the conversation's pending outcomes of
+// other receipts to Outcome (with Signature, and Receipt as the next
+// receipt) and add Pending.
+type MemoryWrite struct {
+	Tenant             contract.TenantSlot
+	Subject, Project   string
+	Entities           []EntityRef
+	Conversation       string
+	Receipt            string
+	Outcome, Signature string
+	Pending            []RuleOutcome
+	At                 time.Time
+}
+
+// TurnMemoryStore is an optional MemoryStore capability: a MemoryWrite in
+// one transaction (on SQLite through the group commit, shared with the
+// turns that finish together).
 type TurnMemoryStore interface {
-	RecordMemory(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []EntityRef,
-		conversation, receipt, outcome, signature string, pending []RuleOutcome, at time.Time) error
+	RecordMemory(ctx context.Context, w MemoryWrite) error
+}
+
+// TurnPlanner is an Observer whose work on a turn is a MemoryWrite. With
+// Config.Turns, the Service asks it for that write and commits it in the
+// turn's own transaction, with the receipt and its audit record, instead
+// of calling ObserveTurn.
+type TurnPlanner interface {
+	Observer
+	PlanTurn(t Turn) (MemoryWrite, bool)
+}
+
+var _ TurnPlanner = (*Memory)(nil)
+
+// PlanTurn implements TurnPlanner: the write ObserveTurn would make (none
+// for refused turns and unparsed bodies).
+func (m *Memory) PlanTurn(t Turn) (MemoryWrite, bool) {
+	if t.Request == nil || t.Receipt.Decision == DecisionRefused {
+		return MemoryWrite{}, false
+	}
+	return m.write(t.Caller, t.Conversation, ProjectTag(t.Project), t.Receipt, TurnEntities(t.Request), m.cfg.Now()), true
+}
+
+func (m *Memory) write(caller contract.Caller, conversation, project string, rc Receipt, es []EntityRef, at time.Time) MemoryWrite {
+	subject := caller.Identity.Subject
+	outcome, sig := turnOutcome(es)
+	return MemoryWrite{Tenant: caller.Identity.TenantSlot, Subject: subject, Project: project, Entities: es,
+		Conversation: conversation, Receipt: rc.ID, Outcome: outcome, Signature: sig,
+		Pending: pendingOutcomes(rc, conversation, subject, project, at), At: at}
 }
 
 // turnOutcome is what a turn says of the conversation's pending outcomes:

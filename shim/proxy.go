@@ -403,8 +403,24 @@ func (s *Service) finish(t *turn) {
 		Provenance: prov,
 		Payload:    t.rc,
 	}
+	observers := s.cfg.Observers
 	if s.cfg.Turns != nil {
-		if err := s.cfg.Turns.RecordTurn(ctx, e, &t.rc); err != nil {
+		// Planners' memory writes join the turn's transaction; the other
+		// observers are told after it, as without Turns.
+		var memory []MemoryWrite
+		observers = nil
+		for _, o := range s.cfg.Observers {
+			if p, ok := o.(TurnPlanner); ok {
+				if w, ok := p.PlanTurn(t.observed()); ok {
+					memory = append(memory, w)
+				}
+				continue
+			}
+			observers = append(observers, o)
+		}
+		if err := s.cfg.Turns.RecordTurn(ctx, e, &t.rc, memory); errors.Is(err, ErrMemoryNotRecorded) {
+			s.log.Warn("shim: turn memory not recorded", "receipt", t.rc.ID, "err", err)
+		} else if err != nil {
 			s.log.Error("shim: receipt and audit record not stored", "receipt", t.rc.ID, "err", err)
 		}
 	} else {
@@ -418,9 +434,14 @@ func (s *Service) finish(t *turn) {
 			s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
 		}
 	}
-	for _, o := range s.cfg.Observers {
-		o.ObserveTurn(ctx, Turn{Caller: t.caller, Conversation: t.conv, Project: t.r.Header.Get(HeaderProject), Request: t.req, Receipt: t.rc})
+	for _, o := range observers {
+		o.ObserveTurn(ctx, t.observed())
 	}
+}
+
+// observed is the turn as an Observer sees it.
+func (t *turn) observed() Turn {
+	return Turn{Caller: t.caller, Conversation: t.conv, Project: t.r.Header.Get(HeaderProject), Request: t.req, Receipt: t.rc}
 }
 
 var convHeaderRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,120}$`)

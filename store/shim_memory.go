@@ -51,24 +51,24 @@ var _ shim.TurnMemoryStore = (*ShimMemory)(nil)
 
 // RecordMemory implements shim.TurnMemoryStore: the statements of
 // TouchEntities, ResolveOutcomes and AddOutcomes in one transaction.
-func (s *ShimMemory) RecordMemory(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef,
-	conversation, receipt, outcome, signature string, pending []shim.RuleOutcome, at time.Time) error {
-	err := s.db.InTx(ctx, func(tx *Tx) error {
-		if err := touchEntities(ctx, tx, tenant, subject, project, es, at); err != nil {
-			return err
-		}
-		if conversation == "" {
-			return nil
-		}
-		if _, err := resolveOutcomes(ctx, tx, tenant, conversation, receipt, outcome, signature, receipt, at); err != nil {
-			return err
-		}
-		return addOutcomes(ctx, tx, tenant, pending)
-	})
-	if err != nil {
+func (s *ShimMemory) RecordMemory(ctx context.Context, w shim.MemoryWrite) error {
+	if err := s.db.InTx(ctx, func(tx *Tx) error { return recordMemory(ctx, tx, w) }); err != nil {
 		return fmt.Errorf("store: record memory: %w", err)
 	}
 	return nil
+}
+
+func recordMemory(ctx context.Context, q Querier, w shim.MemoryWrite) error {
+	if err := touchEntities(ctx, q, w.Tenant, w.Subject, w.Project, w.Entities, w.At); err != nil {
+		return err
+	}
+	if w.Conversation == "" {
+		return nil
+	}
+	if _, err := resolveOutcomes(ctx, q, w.Tenant, w.Conversation, w.Receipt, w.Outcome, w.Signature, w.Receipt, w.At); err != nil {
+		return err
+	}
+	return addOutcomes(ctx, q, w.Tenant, w.Pending)
 }
 
 // ListEntities implements shim.MemoryStore.
