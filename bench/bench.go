@@ -106,6 +106,20 @@ type Result struct {
 	Elapsed  time.Duration
 	P50, P99 time.Duration
 	FirstErr string
+	lat      []time.Duration // sorted
+}
+
+// Merge adds other (a further round of the same target) to r.
+func (r *Result) Merge(other Result) {
+	r.Requests += other.Requests
+	r.Errors += other.Errors
+	r.Elapsed += other.Elapsed
+	if r.FirstErr == "" {
+		r.FirstErr = other.FirstErr
+	}
+	r.lat = append(r.lat, other.lat...)
+	slices.Sort(r.lat)
+	r.P50, r.P99 = percentile(r.lat, 50), percentile(r.lat, 99)
 }
 
 // RPS is the successful requests per second.
@@ -186,6 +200,7 @@ func Run(ctx context.Context, name string, l Load) Result {
 	res.Requests = len(all)
 	slices.Sort(all)
 	res.P50, res.P99 = percentile(all, 50), percentile(all, 99)
+	res.lat = all
 	return res
 }
 

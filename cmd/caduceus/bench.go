@@ -21,7 +21,7 @@ import (
 const benchTenant contract.TenantSlot = "slot-7"
 
 type benchFlags struct {
-	conns                  int
+	conns, rounds          int
 	duration, warmup       time.Duration
 	cpuProfile, memProfile string
 }
@@ -35,16 +35,17 @@ func (a *app) benchCmd() *cobra.Command {
 front of it and Caduceus (built by serve's own wiring, on SQLite in a fresh
 temporary data directory, or on --store), then load each in turn with the
 same chat-completions request over --conns keep-alive connections for
---duration, and print req/s, p50 and p99 of each and Caduceus's ratio to the
+--duration, taking turns for --rounds rounds, and print req/s, p50 and p99 of each and Caduceus's ratio to the
 bare proxy. Receipts and audit records are written as in production.`,
 		Example: `  caduceus bench
-  caduceus bench --conns 16 --duration 10s --cpuprofile cpu.out
+  caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
   caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.bench(cmd.Context(), cmd, f) },
 	}
 	cmd.Flags().IntVar(&f.conns, "conns", 16, "concurrent connections of the load generator")
-	cmd.Flags().DurationVar(&f.duration, "duration", 5*time.Second, "measured time per target")
+	cmd.Flags().DurationVar(&f.duration, "duration", 5*time.Second, "measured time per target per round")
+	cmd.Flags().IntVar(&f.rounds, "rounds", 3, "rounds: the targets take turns, one duration each, so a machine whose load drifts treats them alike")
 	cmd.Flags().DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load before each measurement")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
@@ -52,8 +53,8 @@ bare proxy. Receipts and audit records are written as in production.`,
 }
 
 func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
-	if f.conns <= 0 || f.duration <= 0 || f.warmup < 0 {
-		return &exitError{2, fmt.Errorf("--conns and --duration must be positive, --warmup not negative")}
+	if f.conns <= 0 || f.rounds <= 0 || f.duration <= 0 || f.warmup < 0 {
+		return &exitError{2, fmt.Errorf("--conns, --rounds and --duration must be positive, --warmup not negative")}
 	}
 	if fl := cmd.Flags().Lookup("data"); fl == nil || !fl.Changed {
 		dir, err := os.MkdirTemp("", "caduceus-bench-")
@@ -97,21 +98,40 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	defer cad.Close()
 
-	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %s per target (after %s warm-up), store %s, GOMAXPROCS %d\n",
-		f.conns, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
+		f.conns, f.rounds, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
 	load := func(url string, h http.Header) bench.Load {
 		return bench.Load{URL: url + "/v1/chat/completions", Header: h, Body: bench.ChatBody, Conns: f.conns, Duration: f.duration, Warmup: f.warmup}
 	}
-	results := []bench.Result{
-		bench.Run(ctx, "upstream (fake, direct)", load(up.URL, nil)),
-		bench.Run(ctx, "bare-proxy", load(bare.URL, nil)),
+	targets := []struct {
+		name    string
+		load    bench.Load
+		profile bool
+	}{
+		{"upstream (fake, direct)", load(up.URL, nil), false},
+		{"bare-proxy", load(bare.URL, nil), false},
+		{"caduceus (" + storeName(db) + ")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}}), true},
 	}
-	stopProfile, err := startProfile(f.cpuProfile)
-	if err != nil {
-		return err
+	results := make([]bench.Result, len(targets))
+	stopProfile := func() {}
+	for round := range f.rounds {
+		for i, tg := range targets {
+			if tg.profile && round == 0 {
+				if stopProfile, err = startProfile(f.cpuProfile); err != nil {
+					return err
+				}
+			}
+			r := bench.Run(ctx, tg.name, tg.load)
+			if tg.profile && round == 0 {
+				stopProfile()
+			}
+			if round == 0 {
+				results[i] = r
+			} else {
+				results[i].Merge(r)
+			}
+		}
 	}
-	results = append(results, bench.Run(ctx, "caduceus ("+storeName(db)+")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}})))
-	stopProfile()
 	if f.memProfile != "" {
 		if err := writeHeapProfile(f.memProfile); err != nil {
 			return err
