@@ -8,6 +8,7 @@ import (
 	"crypto/ed25519"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -68,6 +69,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxLLMBodyBytes bounds LLM request bodies (default 16 MiB).
 	MaxLLMBodyBytes int64
+	// BodyReadTimeout bounds how long any request body may take to arrive
+	// once its handler starts reading it (default DefaultBodyReadTimeout).
+	// A client slower than that gets its connection closed.
+	BodyReadTimeout time.Duration
 }
 
 // Server serves the HTTP API.
@@ -90,6 +95,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxLLMBodyBytes <= 0 {
 		cfg.MaxLLMBodyBytes = 16 << 20
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	reg := prometheus.NewRegistry()
 	s := &Server{
@@ -115,7 +123,11 @@ func New(cfg Config) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r, finish := s.boundBody(w, r)
+	defer finish()
+	s.mux.ServeHTTP(w, r)
+}
 
 // Registry is the server's Prometheus registry, for gates that add metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }

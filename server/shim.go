@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,26 +19,17 @@ import (
 // receipts, dry-run and preview. The LLM routes answer every refusal in the
 // caller's own protocol's error envelope, never as a problem.
 
-// llmRoute serves one LLM protocol: a contributor-tier model is refused
-// before anything else (before the key is even looked at), then the key is
-// authenticated, then the shim runs and writes the request's receipt into
-// the audit trail itself.
+// llmRoute serves one LLM protocol: the key is authenticated from the
+// headers before a byte of the body is read (an unauthenticated client is
+// answered and its connection closed without waiting for its body), then the
+// shim reads the body once, under the server's body deadline and the LLM
+// body bound, refuses a contributor-tier model before anything else is done
+// with it, and writes the request's receipt into the audit trail itself.
 func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 	proxy := s.cfg.Shim.Handler(p)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		body, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, s.cfg.MaxLLMBodyBytes))
-		if err != nil {
-			wire.WriteError(sw, p, http.StatusRequestEntityTooLarge, "request_too_large", "the request body is too large")
-			s.count(r, start, contract.OutcomeDeny)
-			return
-		}
-		if shim.IsContributorModel(wire.PeekModel(body)) {
-			wire.WriteError(sw, p, http.StatusForbidden, shim.CodeContributorRefused, "contributor-tier models are refused")
-			s.count(r, start, contract.OutcomeDeny)
-			return
-		}
 		caller, err := s.authenticate(r)
 		if err != nil {
 			e := contract.AsError(err)
@@ -50,7 +40,7 @@ func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 			s.count(r, start, e.Kind.Outcome())
 			return
 		}
-		if err := checkLLMInput(r, body); err != nil {
+		if err := checkLLMHeaders(r); err != nil {
 			e := contract.AsError(err)
 			status := ProblemOf(e, "").Status
 			// The code leads the message: not every protocol's envelope
@@ -60,7 +50,7 @@ func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 			s.count(r, start, e.Kind.Outcome())
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxLLMBodyBytes)
 		r = r.WithContext(contract.WithCaller(r.Context(), caller))
 		proxy.ServeHTTP(sw, r)
 		s.count(r, start, outcomeOfStatus(sw.status))
@@ -275,7 +265,10 @@ func (s *Server) shimPreview(w http.ResponseWriter, r *http.Request) {
 			}
 			return contract.Invalidf("bad_body", "cannot read the request body")
 		}
-		if err := checkLLMInput(r, body); err != nil {
+		if err := checkLLMHeaders(r); err != nil {
+			return err
+		}
+		if err := contract.CheckJSON(body); err != nil {
 			return err
 		}
 		res, err := s.cfg.Shim.Preview(r.Context(), p, body)
@@ -396,15 +389,20 @@ func (s *Server) shimSyncHandler(w http.ResponseWriter, r *http.Request, c *Call
 	return WriteJSON(w, http.StatusOK, rep)
 }
 
-// checkLLMInput applies the input rule of checkInput to an LLM route, whose
-// body was read already and whose refusals are written in its protocol.
-func checkLLMInput(r *http.Request, body []byte) error {
+// checkLLMHeaders applies the input rule of checkInput to what an LLM route's
+// headers say (path, query, headers, content type); the body is checked by
+// the shim in its one read (contract.CheckJSON), and every refusal is written
+// in the route's protocol.
+func checkLLMHeaders(r *http.Request) error {
+	body := r.Body
 	r.Body = http.NoBody
-	if err := checkInput(r); err != nil {
+	err := checkInput(r)
+	r.Body = body
+	if err != nil {
 		return err
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !contract.IsJSONMediaType(ct) {
 		return contract.Invalidf(contract.CodeUnsupportedMedia, "the body must be JSON (Content-Type: application/json)")
 	}
-	return contract.CheckJSON(body)
+	return nil
 }

@@ -168,6 +168,9 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 	tenant, subject := caller.Identity.TenantSlot, caller.Identity.Subject
 	at := m.cfg.Now()
 	es := TurnEntities(req)
+	if ts, ok := m.cfg.Store.(TurnMemoryStore); ok {
+		return ts.RecordMemory(ctx, m.write(caller, conversation, project, rc, es, at))
+	}
 	if len(es) > 0 {
 		if err := m.cfg.Store.TouchEntities(ctx, tenant, subject, project, es, at); err != nil {
 			return err
@@ -176,17 +179,81 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 	if conversation == "" {
 		return nil
 	}
-	outcome, sig := OutcomeOK, ""
-	for _, e := range es {
-		if e.Kind == KindErrorSignature {
-			outcome, sig = OutcomeRetryError, e.Value
-			break
-		}
-	}
+	outcome, sig := turnOutcome(es)
 	if _, err := m.cfg.Store.ResolveOutcomes(ctx, tenant, conversation, rc.ID, outcome, sig, rc.ID, at); err != nil {
 		return err
 	}
 	if len(rc.Fired) == 0 {
+		return nil
+	}
+	return m.cfg.Store.AddOutcomes(ctx, tenant, pendingOutcomes(rc, conversation, subject, project, at))
+}
+
+// MemoryWrite is one turn's memory update: touch Entities; then, when
+// Conversation is not empty, resolve the conversation's pending outcomes of
+// other receipts to Outcome (with Signature, and Receipt as the next
+// receipt) and add Pending.
+type MemoryWrite struct {
+	Tenant             contract.TenantSlot
+	Subject, Project   string
+	Entities           []EntityRef
+	Conversation       string
+	Receipt            string
+	Outcome, Signature string
+	Pending            []RuleOutcome
+	At                 time.Time
+}
+
+// TurnMemoryStore is an optional MemoryStore capability: a MemoryWrite in
+// one transaction (on SQLite through the group commit, shared with the
+// turns that finish together).
+type TurnMemoryStore interface {
+	RecordMemory(ctx context.Context, w MemoryWrite) error
+}
+
+// TurnPlanner is an Observer whose work on a turn is a MemoryWrite. With
+// Config.Turns, the Service asks it for that write and commits it in the
+// turn's own transaction, with the receipt and its audit record, instead
+// of calling ObserveTurn.
+type TurnPlanner interface {
+	Observer
+	PlanTurn(t Turn) (MemoryWrite, bool)
+}
+
+var _ TurnPlanner = (*Memory)(nil)
+
+// PlanTurn implements TurnPlanner: the write ObserveTurn would make (none
+// for refused turns and unparsed bodies).
+func (m *Memory) PlanTurn(t Turn) (MemoryWrite, bool) {
+	if t.Request == nil || t.Receipt.Decision == DecisionRefused {
+		return MemoryWrite{}, false
+	}
+	return m.write(t.Caller, t.Conversation, ProjectTag(t.Project), t.Receipt, TurnEntities(t.Request), m.cfg.Now()), true
+}
+
+func (m *Memory) write(caller contract.Caller, conversation, project string, rc Receipt, es []EntityRef, at time.Time) MemoryWrite {
+	subject := caller.Identity.Subject
+	outcome, sig := turnOutcome(es)
+	return MemoryWrite{Tenant: caller.Identity.TenantSlot, Subject: subject, Project: project, Entities: es,
+		Conversation: conversation, Receipt: rc.ID, Outcome: outcome, Signature: sig,
+		Pending: pendingOutcomes(rc, conversation, subject, project, at), At: at}
+}
+
+// turnOutcome is what a turn says of the conversation's pending outcomes:
+// retry_error with the first error signature it carries, else ok.
+func turnOutcome(es []EntityRef) (outcome, signature string) {
+	for _, e := range es {
+		if e.Kind == KindErrorSignature {
+			return OutcomeRetryError, e.Value
+		}
+	}
+	return OutcomeOK, ""
+}
+
+// pendingOutcomes are the outcomes of the provisions fired on rc (none
+// without a conversation).
+func pendingOutcomes(rc Receipt, conversation, subject, project string, at time.Time) []RuleOutcome {
+	if conversation == "" || len(rc.Fired) == 0 {
 		return nil
 	}
 	os := make([]RuleOutcome, 0, len(rc.Fired))
@@ -194,7 +261,7 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 		os = append(os, RuleOutcome{Receipt: rc.ID, Conversation: conversation, Subject: subject, Project: project,
 			Provision: f.ID, Version: f.Version, Builtin: f.Builtin, Outcome: OutcomePending, FiredAt: contract.Timestamp(at)})
 	}
-	return m.cfg.Store.AddOutcomes(ctx, tenant, os)
+	return os
 }
 
 // Entities returns the caller's remembered entities in project ("": all

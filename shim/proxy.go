@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -40,6 +41,7 @@ const (
 	CodeNoUpstream         = "upstream_not_configured"
 	CodeUpstreamFailed     = "upstream_unreachable"
 	CodeTooLarge           = "request_too_large"
+	CodeBodyTimeout        = "request_timeout"
 	CodeUnauthenticated    = "unauthenticated"
 )
 
@@ -116,28 +118,43 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		Tenant: caller.Identity.TenantSlot, Subject: caller.Identity.Subject, KeyID: caller.KeyID,
 		Harness: caller.Harness, Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{},
 	}
-	body, err := readBody(w, r, s.cfg.MaxBody)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			s.refuse(w, t, http.StatusRequestEntityTooLarge, CodeTooLarge, "shim: request body too large")
-		} else {
-			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "shim: cannot read request body")
-		}
-		return
-	}
-	t.hash(&t.rc.RequestSHA256, body)
-	t.rc.Model = wire.PeekModel(body)
-	if IsContributorModel(t.rc.Model) {
-		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
-		return
-	}
+	// Everything the headers decide is decided before the body is read.
 	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
 		s.refuse(w, t, http.StatusForbidden, CodeEdgeAuth, "shim: requests must come through the edge")
 		return
 	}
 	if !caller.Has(contract.ScopeRoute) {
 		s.refuse(w, t, http.StatusForbidden, CodeScopeRequired, "shim: route scope required")
+		return
+	}
+	// The one read of the body, and the one contributor check: before the
+	// body is parsed, evaluated or forwarded.
+	body, err := readBody(w, r, s.cfg.MaxBody)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			s.refuse(w, t, http.StatusRequestEntityTooLarge, CodeTooLarge, "shim: request body too large")
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			s.refuse(w, t, http.StatusRequestTimeout, CodeBodyTimeout, "shim: the request body did not arrive in time")
+		default:
+			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "shim: cannot read request body")
+		}
+		return
+	}
+	t.hash(&t.rc.RequestSHA256, body)
+	// The input rule every route shares (UTF-8, depth, duplicate keys,
+	// trailing data), on the one read of the body.
+	if err := contract.CheckJSON(body); err != nil {
+		e := contract.AsError(err)
+		// The code leads the message: not every protocol's envelope has a
+		// field for it.
+		s.refuse(w, t, e.Kind.HTTPStatus(), e.Code, e.Code+": "+e.Message)
+		return
+	}
+	t.rc.Model = wire.PeekModel(body)
+	if IsContributorModel(t.rc.Model) {
+		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
 		return
 	}
 	req, err := wire.Parse(p, body)
@@ -361,8 +378,11 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	s.finish(t)
 }
 
-// finish appends the receipt to the audit trail and the store, then tells
-// the observers, on a context the caller's hang-up cannot cancel.
+// finish appends the receipt to the audit trail and the store (one
+// transaction with Config.Turns), then tells the observers, on a context the
+// caller's hang-up cannot cancel. It runs before the handler returns, so a
+// non-streaming answer reaches the caller only after its receipt and audit
+// record are committed.
 func (s *Service) finish(t *turn) {
 	t.sums.Wait()
 	ctx := context.WithoutCancel(t.r.Context())
@@ -386,23 +406,51 @@ func (s *Service) finish(t *turn) {
 	if contract.ValidID(t.conv) {
 		prov.ConversationID = t.conv
 	}
-	rec, err := s.cfg.Audit.Append(ctx, audit.Entry{
+	e := audit.Entry{
 		Outcome: contract.AuditOutcome{At: t.rc.At, Identity: id, Action: AuditAction,
 			Resource: "receipt/" + t.rc.ID, Outcome: outcome, Reason: reason},
 		Provenance: prov,
 		Payload:    t.rc,
-	})
-	if err != nil {
-		s.log.Error("shim: audit append failed", "receipt", t.rc.ID, "err", err)
+	}
+	observers := s.cfg.Observers
+	if s.cfg.Turns != nil {
+		// Planners' memory writes join the turn's transaction; the other
+		// observers are told after it, as without Turns.
+		var memory []MemoryWrite
+		observers = nil
+		for _, o := range s.cfg.Observers {
+			if p, ok := o.(TurnPlanner); ok {
+				if w, ok := p.PlanTurn(t.observed()); ok {
+					memory = append(memory, w)
+				}
+				continue
+			}
+			observers = append(observers, o)
+		}
+		if err := s.cfg.Turns.RecordTurn(ctx, e, &t.rc, memory); errors.Is(err, ErrMemoryNotRecorded) {
+			s.log.Warn("shim: turn memory not recorded", "receipt", t.rc.ID, "err", err)
+		} else if err != nil {
+			s.log.Error("shim: receipt and audit record not stored", "receipt", t.rc.ID, "err", err)
+		}
 	} else {
-		t.rc.AuditID = rec.ID
+		rec, err := s.cfg.Audit.Append(ctx, e)
+		if err != nil {
+			s.log.Error("shim: audit append failed", "receipt", t.rc.ID, "err", err)
+		} else {
+			t.rc.AuditID = rec.ID
+		}
+		if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
+			s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
+		}
 	}
-	if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
-		s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
+	for _, o := range observers {
+		o.ObserveTurn(ctx, t.observed())
 	}
-	for _, o := range s.cfg.Observers {
-		o.ObserveTurn(ctx, Turn{Caller: t.caller, Conversation: t.conv, Project: t.r.Header.Get(HeaderProject), Request: t.req, Receipt: t.rc})
-	}
+}
+
+// observed is the turn as an Observer sees it.
+func (t *turn) observed() Turn {
+	return Turn{Caller: t.caller, Conversation: t.conv, Project: t.r.Header.Get(HeaderProject), Request: t.req, Receipt: t.rc}
 }
 
 var convHeaderRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,120}$`)

@@ -12,6 +12,7 @@ package shim
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -36,8 +37,9 @@ type Config struct {
 	// Upstreams by provider name: "openai" serves chat completions and
 	// responses, "anthropic" serves messages. A protocol without one is refused.
 	Upstreams map[string]Upstream
-	// Client sends upstream requests (nil: a client without timeout, since
-	// streams may be long; cancellation follows the caller's request).
+	// Client sends upstream requests (nil: a client over
+	// UpstreamTransport(0), without overall timeout since streams may be
+	// long; cancellation follows the caller's request).
 	Client *http.Client
 	// Embedder for tier 2 (nil: Local).
 	Embedder Embedder
@@ -73,6 +75,10 @@ type Config struct {
 	// rejects. Governed is the one for Governor.Admit. With 1,000
 	// provisions it saves a call per provision per request.
 	AdmitOnly func(p Provision) bool
+	// Turns, when set, writes each turn's audit record and receipt in one
+	// transaction (instead of Audit.Append, then Store.AddReceipt, each
+	// committed on its own). It must write to the same audit trail as Audit.
+	Turns TurnRecorder
 	// Observers see every proxied turn after its receipt is written (issue
 	// 6: entity memory, retry attribution). They run synchronously on a
 	// context detached from the request; keep them fast.
@@ -145,9 +151,34 @@ func New(cfg Config) *Service {
 		s.log = slog.Default()
 	}
 	if s.client == nil {
-		s.client = &http.Client{}
+		s.client = &http.Client{Transport: UpstreamTransport(0)}
 	}
 	return s
+}
+
+// UpstreamTransport is the transport the shim forwards with when
+// Config.Client is nil: an idle pool of maxIdlePerHost connections per
+// upstream (0: 256, enough for the concurrency one process serves, so
+// connections are reused rather than re-dialled under load), HTTP/2 where
+// the upstream offers it, and bounds on each phase that has a natural one —
+// dial 10s, TLS handshake 10s, response headers 120s (a provider may think
+// before its first byte) — but no overall timeout: a stream lasts as long as
+// the answer, and the caller's hang-up cancels it.
+func UpstreamTransport(maxIdlePerHost int) *http.Transport {
+	if maxIdlePerHost <= 0 {
+		maxIdlePerHost = 256
+	}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0, // no global cap: the per-host pool bounds it
+		MaxIdleConnsPerHost:   maxIdlePerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 120 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
 }
 
 // BuiltinTenant is the tenant whose rows are the system builtins.

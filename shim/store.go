@@ -2,8 +2,10 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
@@ -63,3 +65,20 @@ const (
 	CodeVersionConflict = "version_conflict"
 	CodeExists          = "exists"
 )
+
+// TurnRecorder writes a proxied turn's record as one unit: the audit entry
+// e (whose payload is the receipt) sealed onto its tenant's chain, rc with
+// rc.AuditID set to the new record's id, and the memory writes of the
+// turn's TurnPlanner observers, in one transaction. On SQLite that
+// transaction goes through the store's group commit, so turns that finish
+// together share one commit. Config.Turns.
+//
+// A memory write that fails is rolled back alone: the receipt and audit
+// record still commit, and RecordTurn returns ErrMemoryNotRecorded.
+type TurnRecorder interface {
+	RecordTurn(ctx context.Context, e audit.Entry, rc *Receipt, memory []MemoryWrite) error
+}
+
+// ErrMemoryNotRecorded wraps the failure of a turn's memory writes when its
+// receipt and audit record were committed.
+var ErrMemoryNotRecorded = errors.New("shim: memory not recorded")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 )
@@ -264,13 +265,64 @@ func (s *Shim) Shimmed(ctx context.Context, tenant contract.TenantSlot, conversa
 	return n > 0, nil
 }
 
+var _ shim.TurnRecorder = (*Shim)(nil)
+
+// RecordTurn implements shim.TurnRecorder: the audit record, the receipt and
+// the memory writes in one transaction (the group commit on SQLite). The caller's
+// cancellation is ignored, as for Append.
+func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, memory []shim.MemoryWrite) error {
+	ctx = context.WithoutCancel(ctx)
+	tenant := e.Outcome.Identity.TenantSlot
+	var memErr error
+	err := s.db.InTx(ctx, func(tx *Tx) error {
+		memErr = nil
+		rec, err := AppendAudit(ctx, tx, e)
+		if err != nil {
+			return err
+		}
+		rc.AuditID = rec.ID
+		if err := addReceipt(ctx, tx, tenant, *rc); err != nil {
+			return err
+		}
+		if len(memory) == 0 {
+			return nil
+		}
+		// A failed memory write rolls back to here and leaves the receipt
+		// and its audit record to commit.
+		if _, err := tx.Exec(ctx, "SAVEPOINT caduceus_memory"); err != nil {
+			return err
+		}
+		for _, w := range memory {
+			if memErr = recordMemory(ctx, tx, w); memErr != nil {
+				if _, err := tx.Exec(ctx, "ROLLBACK TO caduceus_memory"); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		_, err = tx.Exec(ctx, "RELEASE caduceus_memory")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if memErr != nil {
+		return fmt.Errorf("%w: %v", shim.ErrMemoryNotRecorded, memErr)
+	}
+	return nil
+}
+
 // AddReceipt implements shim.Store.
 func (s *Shim) AddReceipt(ctx context.Context, tenant contract.TenantSlot, r shim.Receipt) error {
+	return addReceipt(ctx, s.db, tenant, r)
+}
+
+func addReceipt(ctx context.Context, q Querier, tenant contract.TenantSlot, r shim.Receipt) error {
 	doc, err := encodeDoc(r)
 	if err != nil {
 		return err
 	}
-	_, err = s.db.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc) VALUES (?, ?, ?, ?, ?)`,
+	_, err = q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc) VALUES (?, ?, ?, ?, ?)`,
 		string(tenant), r.ID, r.At, string(r.Decision), string(doc))
 	if IsUniqueViolation(err) {
 		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", r.ID)

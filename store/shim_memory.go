@@ -27,23 +27,48 @@ func (s *ShimMemory) TouchEntities(ctx context.Context, tenant contract.TenantSl
 	if len(es) == 0 {
 		return nil
 	}
-	us := Micros(at)
-	err := s.db.InTx(ctx, func(tx *Tx) error {
-		for _, e := range es {
-			_, err := tx.Exec(ctx, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
-VALUES (?, ?, ?, ?, ?, ?, ?, 1)
-ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
-				string(tenant), subject, project, e.Kind, e.Value, us, us)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.db.InTx(ctx, func(tx *Tx) error { return touchEntities(ctx, tx, tenant, subject, project, es, at) }); err != nil {
 		return fmt.Errorf("store: touch entities: %w", err)
 	}
 	return nil
+}
+
+func touchEntities(ctx context.Context, q Querier, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
+	us := Micros(at)
+	for _, e := range es {
+		_, err := q.Exec(ctx, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
+VALUES (?, ?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
+			string(tenant), subject, project, e.Kind, e.Value, us, us)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ shim.TurnMemoryStore = (*ShimMemory)(nil)
+
+// RecordMemory implements shim.TurnMemoryStore: the statements of
+// TouchEntities, ResolveOutcomes and AddOutcomes in one transaction.
+func (s *ShimMemory) RecordMemory(ctx context.Context, w shim.MemoryWrite) error {
+	if err := s.db.InTx(ctx, func(tx *Tx) error { return recordMemory(ctx, tx, w) }); err != nil {
+		return fmt.Errorf("store: record memory: %w", err)
+	}
+	return nil
+}
+
+func recordMemory(ctx context.Context, q Querier, w shim.MemoryWrite) error {
+	if err := touchEntities(ctx, q, w.Tenant, w.Subject, w.Project, w.Entities, w.At); err != nil {
+		return err
+	}
+	if w.Conversation == "" {
+		return nil
+	}
+	if _, err := resolveOutcomes(ctx, q, w.Tenant, w.Conversation, w.Receipt, w.Outcome, w.Signature, w.Receipt, w.At); err != nil {
+		return err
+	}
+	return addOutcomes(ctx, q, w.Tenant, w.Pending)
 }
 
 // ListEntities implements shim.MemoryStore.
@@ -83,44 +108,50 @@ func (s *ShimMemory) AddOutcomes(ctx context.Context, tenant contract.TenantSlot
 	if len(os) == 0 {
 		return nil
 	}
-	err := s.db.InTx(ctx, func(tx *Tx) error {
-		for _, o := range os {
-			var fired int64
-			if t, err := contract.ParseTimestamp(o.FiredAt); err == nil {
-				fired = Micros(t)
-			}
-			builtin := 0
-			if o.Builtin {
-				builtin = 1
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
-outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
-				string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, shim.OutcomePending, fired)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.db.InTx(ctx, func(tx *Tx) error { return addOutcomes(ctx, tx, tenant, os) }); err != nil {
 		return fmt.Errorf("store: add outcomes: %w", err)
+	}
+	return nil
+}
+
+func addOutcomes(ctx context.Context, q Querier, tenant contract.TenantSlot, os []shim.RuleOutcome) error {
+	for _, o := range os {
+		var fired int64
+		if t, err := contract.ParseTimestamp(o.FiredAt); err == nil {
+			fired = Micros(t)
+		}
+		builtin := 0
+		if o.Builtin {
+			builtin = 1
+		}
+		_, err := q.Exec(ctx, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
+outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
+			string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, shim.OutcomePending, fired)
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // ResolveOutcomes implements shim.MemoryStore with one conditional UPDATE.
 func (s *ShimMemory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
-	res, err := s.db.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
+	n, err := resolveOutcomes(ctx, s.db, tenant, conversation, exceptReceipt, outcome, signature, nextReceipt, at)
+	if err != nil {
+		return 0, fmt.Errorf("store: resolve outcomes: %w", err)
+	}
+	return n, nil
+}
+
+func resolveOutcomes(ctx context.Context, q Querier, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
+	res, err := q.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
 WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
 		outcome, signature, nextReceipt, Micros(at), string(tenant), conversation, shim.OutcomePending, exceptReceipt)
 	if err != nil {
-		return 0, fmt.Errorf("store: resolve outcomes: %w", err)
+		return 0, err
 	}
 	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("store: resolve outcomes: %w", err)
-	}
-	return int(n), nil
+	return int(n), err
 }
 
 // ListOutcomes implements shim.MemoryStore.

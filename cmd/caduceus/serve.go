@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -80,20 +81,8 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	go a.checkpointer(ctx, db.Audit(), signer)
 
-	ver, _ := buildInfo()
-	cfg := server.Config{
-		Auth:    keys,
-		Audit:   db.Audit(),
-		Records: db.Audit(),
-		Store:   db,
-		Logger:  a.log,
-		Version: ver,
-
-		AuditSigner:       signer,
-		AuditSource:       db.Audit(),
-		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
-	}
-	if err := a.gates(ctx, db, &cfg); err != nil {
+	cfg, err := a.serverConfig(ctx, db, keys, signer)
+	if err != nil {
 		return err
 	}
 	var relayConn interface{ Close() error }
@@ -116,12 +105,7 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          nil,
-	}
+	hs := httpServer(srv)
 	a.log.Info("listening", "addr", "http://"+ln.Addr().String(), "store", storeName(db), "data", a.cfg.Data, "gates", a.cfg.Gates)
 	fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
 
@@ -143,6 +127,35 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// serverConfig is the server configuration of serve over db: the store's
+// audit log and the enabled gates (the relay is added by serve).
+func (a *app) serverConfig(ctx context.Context, db *store.DB, keys *auth.Service, signer ed25519.PrivateKey) (server.Config, error) {
+	ver, _ := buildInfo()
+	cfg := server.Config{
+		Auth:    keys,
+		Audit:   db.Audit(),
+		Records: db.Audit(),
+		Store:   db,
+		Logger:  a.log,
+		Version: ver,
+
+		AuditSigner:       signer,
+		AuditSource:       db.Audit(),
+		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
+	}
+	err := a.gates(ctx, db, &cfg)
+	return cfg, err
+}
+
+// httpServer is serve's http.Server around h.
+func httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
 }
 
 // bootstrapAdmin creates the first admin key when there is none and prints

@@ -80,6 +80,7 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 	cfg := shim.Config{
 		Store:      db.Shim(),
 		Audit:      db.Audit(),
+		Turns:      db.Shim(), // receipt and audit record in one transaction
 		Upstreams:  map[string]shim.Upstream{},
 		Offline:    c.Offline,
 		EdgeSecret: a.getenv("CADUCEUS_EDGE_SECRET"),

@@ -98,7 +98,9 @@ func TestShimThroughTheServer(t *testing.T) {
 		t.Errorf("upstream got auth %q body %s", up.auth.Load(), body)
 	}
 
-	// A contributor model is refused before anything else, even without a key.
+	// A contributor model is refused (after the key, which is read from the
+	// headers before the body; before anything is done with the body) and
+	// the refusal has its receipt.
 	_, _, err = ask("hello", "acme-Contributor-7b")
 	var oe *openai.Error
 	if !errors.As(err, &oe) || oe.StatusCode != 403 {
@@ -125,9 +127,10 @@ func TestShimThroughTheServer(t *testing.T) {
 		t.Errorf("messages direct answer: %v %+v", err, msg)
 	}
 
-	// Receipts and the audit trail: one receipt per proxied request.
+	// Receipts and the audit trail: one receipt per authenticated request
+	// (the contributor refusal included).
 	code, rc := in.do(t, "GET", "/v1/receipts", key, nil)
-	if code != 200 || len(rc["receipts"].([]any)) != 3 {
+	if code != 200 || len(rc["receipts"].([]any)) != 4 || !strings.Contains(mustJSON(rc), `"code":"contributor_model_refused"`) {
 		t.Errorf("receipts: %d %v", code, mustJSON(rc))
 	}
 	// Dry-run: nothing is forwarded, nothing persisted.
@@ -186,8 +189,8 @@ func TestShimThroughTheServer(t *testing.T) {
 		t.Errorf("audit verify: %s %s", out, errOut)
 	}
 	_, tail, _ := cli(t, "audit", "tail", "--data", in.data, "--tenant", "slot-1", "--json", "-n", "200")
-	if n := strings.Count(tail, `"action":"shim.proxy"`); n != 4 {
-		t.Errorf("%d shim.proxy records; want 4 (the bad-key requests have no tenant)", n)
+	if n := strings.Count(tail, `"action":"shim.proxy"`); n != 5 {
+		t.Errorf("%d shim.proxy records; want 5 (the bad-key requests have no tenant)", n)
 	}
 }
 

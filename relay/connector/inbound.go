@@ -2,6 +2,7 @@ package connector
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
@@ -214,18 +215,26 @@ func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	body, ok := readBody(w, r, discord.MaxBodyBytes)
-	if !ok {
-		return
-	}
-	if !discord.Verify(e.discordKey, r.Header.Get("X-Signature-Ed25519"), r.Header.Get("X-Signature-Timestamp"), body) {
+	// What the headers can refuse is refused before the body is read: a
+	// missing or malformed signature, a timestamp out of range (a validly
+	// signed but old request is a replay).
+	sig, stamp := r.Header.Get("X-Signature-Ed25519"), r.Header.Get("X-Signature-Timestamp")
+	if len(sig) != 2*ed25519.SignatureSize {
 		c.log.Warn("relay: discord signature refused", "app", app, "remote", r.RemoteAddr)
 		http.Error(w, "invalid request signature", http.StatusUnauthorized)
 		return
 	}
-	if ts, err := strconv.ParseInt(r.Header.Get("X-Signature-Timestamp"), 10, 64); err != nil || absDuration(c.now().Sub(time.Unix(ts, 0))) > discord.MaxClockSkew {
-		// A validly signed but old request is a replay.
+	if ts, err := strconv.ParseInt(stamp, 10, 64); err != nil || absDuration(c.now().Sub(time.Unix(ts, 0))) > discord.MaxClockSkew {
 		c.log.Warn("relay: discord request timestamp out of range", "app", app, "remote", r.RemoteAddr)
+		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		return
+	}
+	body, ok := readBody(w, r, discord.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	if !discord.Verify(e.discordKey, sig, stamp, body) {
+		c.log.Warn("relay: discord signature refused", "app", app, "remote", r.RemoteAddr)
 		http.Error(w, "invalid request signature", http.StatusUnauthorized)
 		return
 	}

@@ -1,0 +1,247 @@
+// Package bench is the side-by-side load harness of the shim hot path
+// (issue 13): a fast fake OpenAI upstream, a bare httputil.ReverseProxy in
+// front of it, and a closed-loop load generator that runs the same
+// chat-completions request over N keep-alive connections for a fixed time
+// and reports req/s, p50 and p99. `caduceus bench` puts Caduceus, started
+// through serve's own wiring, beside the bare proxy in one run.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ChatBody is the chat-completions request every target receives.
+var ChatBody = []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`)
+
+// chatAnswer is the fake upstream's answer (a realistic small completion).
+var chatAnswer = []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"- Faster startup\n- Fewer allocations\n- A new bench command"},"finish_reason":"stop"}],"usage":{"prompt_tokens":32,"completion_tokens":16,"total_tokens":48}}`)
+
+// Server is an HTTP server on a loopback port.
+type Server struct {
+	URL string
+	srv *http.Server
+}
+
+// Close stops the server.
+func (s *Server) Close() error { return s.srv.Close() }
+
+// Serve serves h on 127.0.0.1:0 with srv's settings (nil: defaults).
+func Serve(h http.Handler, srv *http.Server) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	if srv == nil {
+		srv = &http.Server{}
+	}
+	srv.Handler = h
+	go srv.Serve(ln)
+	return &Server{URL: "http://" + ln.Addr().String(), srv: srv}, nil
+}
+
+// FakeUpstream answers every POST .../chat/completions with one fixed
+// completion after draining the request body: the fastest upstream the
+// proxies can have, so the figures measure the proxies.
+func FakeUpstream() (*Server, error) {
+	n := strconv.Itoa(len(chatAnswer))
+	return Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h["Content-Type"] = []string{"application/json"}
+		h["Content-Length"] = []string{n}
+		_, _ = w.Write(chatAnswer)
+	}), nil)
+}
+
+// Transport is the upstream transport of the bare proxy: the same pool
+// sizing the shim uses, so the comparison is between the proxies and not
+// their connection pools.
+func Transport(conns int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0
+	t.MaxIdleConnsPerHost = conns
+	return t
+}
+
+// BareProxy is a net/http httputil.ReverseProxy to target with nothing
+// else: no authentication, no rules, no record.
+func BareProxy(target string, conns int) (*Server, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport: Transport(conns),
+	}
+	return Serve(rp, nil)
+}
+
+// Load is one load run.
+type Load struct {
+	URL      string
+	Header   http.Header // added to every request
+	Body     []byte
+	Conns    int           // concurrent connections, each with one request in flight
+	Duration time.Duration // measured time (after Warmup)
+	Warmup   time.Duration // run but not measured
+}
+
+// Result is what a load run measured.
+type Result struct {
+	Name     string
+	Requests int // answered 2xx within the measured time
+	Errors   int // transport errors and non-2xx answers
+	Elapsed  time.Duration
+	P50, P99 time.Duration
+	FirstErr string
+	lat      []time.Duration // sorted
+}
+
+// Merge adds other (a further round of the same target) to r.
+func (r *Result) Merge(other Result) {
+	r.Requests += other.Requests
+	r.Errors += other.Errors
+	r.Elapsed += other.Elapsed
+	if r.FirstErr == "" {
+		r.FirstErr = other.FirstErr
+	}
+	r.lat = append(r.lat, other.lat...)
+	slices.Sort(r.lat)
+	r.P50, r.P99 = percentile(r.lat, 50), percentile(r.lat, 99)
+}
+
+// RPS is the successful requests per second.
+func (r Result) RPS() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Requests) / r.Elapsed.Seconds()
+}
+
+// Run runs l: Conns workers, each sending the request again as soon as the
+// previous answer is read in full.
+func Run(ctx context.Context, name string, l Load) Result {
+	if l.Conns <= 0 {
+		l.Conns = 16
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: l.Conns, MaxConnsPerHost: l.Conns, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	start := time.Now()
+	measureFrom := start.Add(l.Warmup)
+	stop := measureFrom.Add(l.Duration)
+	type worker struct {
+		lat      []time.Duration
+		errs     int
+		firstErr string
+	}
+	ws := make([]worker, l.Conns)
+	var wg sync.WaitGroup
+	for i := range ws {
+		wg.Add(1)
+		go func(w *worker) {
+			defer wg.Done()
+			w.lat = make([]time.Duration, 0, 1<<14)
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if !t0.Before(stop) {
+					return
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.URL, bytes.NewReader(l.Body))
+				for k, v := range l.Header {
+					req.Header[k] = v
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode/100 != 2 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				t1 := time.Now()
+				if t0.Before(measureFrom) || t1.After(stop) {
+					continue
+				}
+				if err != nil {
+					w.errs++
+					if w.firstErr == "" {
+						w.firstErr = err.Error()
+					}
+					continue
+				}
+				w.lat = append(w.lat, t1.Sub(t0))
+			}
+		}(&ws[i])
+	}
+	wg.Wait()
+	res := Result{Name: name, Elapsed: l.Duration}
+	var all []time.Duration
+	for _, w := range ws {
+		all = append(all, w.lat...)
+		res.Errors += w.errs
+		if res.FirstErr == "" {
+			res.FirstErr = w.firstErr
+		}
+	}
+	res.Requests = len(all)
+	slices.Sort(all)
+	res.P50, res.P99 = percentile(all, 50), percentile(all, 99)
+	res.lat = all
+	return res
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return sorted[i]
+}
+
+// Report formats results as a table, with each one's ratio to base (by
+// name; "" for none).
+func Report(w io.Writer, base string, rs []Result) {
+	var baseRPS float64
+	for _, r := range rs {
+		if r.Name == base {
+			baseRPS = r.RPS()
+		}
+	}
+	fmt.Fprintf(w, "%-28s %10s %10s %10s %8s %s\n", "target", "req/s", "p50", "p99", "errors", "vs "+base)
+	for _, r := range rs {
+		ratio := "-"
+		if baseRPS > 0 && r.Name != base {
+			ratio = fmt.Sprintf("%.2fx", r.RPS()/baseRPS)
+		}
+		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, ratio)
+		if r.FirstErr != "" {
+			fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
+		}
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	default:
+		return d.Round(time.Microsecond)
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/bench"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/server"
+)
+
+// benchTenant owns the harness's key.
+const benchTenant contract.TenantSlot = "slot-7"
+
+type benchFlags struct {
+	conns, rounds          int
+	duration, warmup       time.Duration
+	cpuProfile, memProfile string
+}
+
+func (a *app) benchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the shim hot path beside a bare reverse proxy (issue 13)",
+		Long: `Start a fast fake OpenAI upstream, a bare net/http httputil.ReverseProxy in
+front of it and Caduceus (built by serve's own wiring, on SQLite in a fresh
+temporary data directory, or on --store), then load each in turn with the
+same chat-completions request over --conns keep-alive connections for
+--duration, taking turns for --rounds rounds, and print req/s, p50 and p99 of each and Caduceus's ratio to the
+bare proxy. Receipts and audit records are written as in production.`,
+		Example: `  caduceus bench
+  caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
+  caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.bench(cmd.Context(), cmd, f) },
+	}
+	cmd.Flags().IntVar(&f.conns, "conns", 16, "concurrent connections of the load generator")
+	cmd.Flags().DurationVar(&f.duration, "duration", 5*time.Second, "measured time per target per round")
+	cmd.Flags().IntVar(&f.rounds, "rounds", 3, "rounds: the targets take turns, one duration each, so a machine whose load drifts treats them alike")
+	cmd.Flags().DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load before each measurement")
+	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the Caduceus run to this file")
+	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
+	return cmd
+}
+
+func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
+	if f.conns <= 0 || f.rounds <= 0 || f.duration <= 0 || f.warmup < 0 {
+		return &exitError{2, fmt.Errorf("--conns, --rounds and --duration must be positive, --warmup not negative")}
+	}
+	if fl := cmd.Flags().Lookup("data"); fl == nil || !fl.Changed {
+		dir, err := os.MkdirTemp("", "caduceus-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		a.cfg.Data = dir
+	}
+	up, err := bench.FakeUpstream()
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	bare, err := bench.BareProxy(up.URL, f.conns)
+	if err != nil {
+		return err
+	}
+	defer bare.Close()
+
+	// Caduceus as serve builds it, with the fake upstream as "openai".
+	a.cfg.Shim.Upstreams = map[string]string{"openai": up.URL}
+	a.cfg.Gates = []string{"shim"}
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
+	cfg, err := a.serverConfig(ctx, db, keys, nil)
+	if err != nil {
+		return err
+	}
+	token, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute}})
+	if err != nil {
+		return err
+	}
+	cad, err := bench.Serve(server.New(cfg), httpServer(nil))
+	if err != nil {
+		return err
+	}
+	defer cad.Close()
+
+	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
+		f.conns, f.rounds, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
+	load := func(url string, h http.Header) bench.Load {
+		return bench.Load{URL: url + "/v1/chat/completions", Header: h, Body: bench.ChatBody, Conns: f.conns, Duration: f.duration, Warmup: f.warmup}
+	}
+	targets := []struct {
+		name    string
+		load    bench.Load
+		profile bool
+	}{
+		{"upstream (fake, direct)", load(up.URL, nil), false},
+		{"bare-proxy", load(bare.URL, nil), false},
+		{"caduceus (" + storeName(db) + ")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}}), true},
+	}
+	results := make([]bench.Result, len(targets))
+	stopProfile := func() {}
+	for round := range f.rounds {
+		for i, tg := range targets {
+			if tg.profile && round == 0 {
+				if stopProfile, err = startProfile(f.cpuProfile); err != nil {
+					return err
+				}
+			}
+			r := bench.Run(ctx, tg.name, tg.load)
+			if tg.profile && round == 0 {
+				stopProfile()
+			}
+			if round == 0 {
+				results[i] = r
+			} else {
+				results[i].Merge(r)
+			}
+		}
+	}
+	if f.memProfile != "" {
+		if err := writeHeapProfile(f.memProfile); err != nil {
+			return err
+		}
+	}
+	bench.Report(a.stdout, "bare-proxy", results)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }, nil
+}
+
+func writeHeapProfile(path string) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	return pprof.Lookup("allocs").WriteTo(out, 0)
+}

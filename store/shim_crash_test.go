@@ -1,0 +1,162 @@
+package store_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+const envShimCrashChild = "CADUCEUS_SHIM_CRASH_CHILD"
+
+var shimCrashCaller = contract.Caller{
+	Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_aaaaaaaaaaaaaaaa", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
+	KeyID:    "k1", Scopes: []contract.Scope{contract.ScopeRoute},
+}
+
+// TestShimCrashChild is the child of TestShimCrash: 8 clients send chat
+// completions through the shim (receipt and audit record in one group
+// committed transaction, entity memory on) and print the receipt id of each
+// answer they have read in full, until the process is killed.
+func TestShimCrashChild(t *testing.T) {
+	path := os.Getenv(envShimCrashChild)
+	if path == "" {
+		t.Skip("run by TestShimCrash only")
+	}
+	db, err := store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[]}`)
+	}))
+	mem := shim.NewMemory(shim.MemoryConfig{Store: db.ShimMemory(), Rules: db.Shim()})
+	svc := shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Observers: []shim.Observer{mem},
+		Upstreams: map[string]shim.Upstream{"openai": {BaseURL: up.URL}}})
+	h := svc.Handler(wire.ChatCompletions)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(contract.WithCaller(r.Context(), shimCrashCaller)))
+	}))
+	var out sync.Mutex
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				body := fmt.Sprintf(`{"model":"gpt-4o","messages":[{"role":"user","content":"deploy build %d-%d to staging"}]}`, c, i)
+				resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+				if err != nil {
+					fmt.Printf("error %v\n", err)
+					os.Exit(1)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					fmt.Printf("error status %d\n", resp.StatusCode)
+					os.Exit(1)
+				}
+				out.Lock()
+				fmt.Printf("acked %s\n", resp.Header.Get(shim.HeaderReceipt))
+				out.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestShimCrash: a child process proxying requests is killed with SIGKILL;
+// every receipt whose answer a client had read is in the store afterwards,
+// with its audit record, and the audit chain verifies.
+func TestShimCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	path := filepath.Join(t.TempDir(), "shim-crash.db")
+	db, err := store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestShimCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envShimCrashChild+"="+path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	lines := bufio.NewScanner(out)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(acked) < 300 && time.Now().Before(deadline) && lines.Scan() {
+		f := strings.Fields(lines.Text())
+		if len(f) >= 2 && f[0] == "acked" {
+			acked = append(acked, f[1])
+		} else if len(f) > 0 && f[0] == "error" {
+			t.Fatalf("child: %s", lines.Text())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if len(acked) < 20 {
+		t.Fatalf("the child acknowledged only %d requests: %s", len(acked), stderr.String())
+	}
+
+	db, err = store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rs, err := db.Shim().ListReceipts(context.Background(), "slot-1", 100000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]shim.Receipt{}
+	for _, r := range rs {
+		stored[r.ID] = r
+	}
+	records := map[string]bool{}
+	if err := db.Audit().Scan(context.Background(), "slot-1", func(r audit.Row) error {
+		records[r.ID] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range acked {
+		r, ok := stored[id]
+		if !ok {
+			t.Fatalf("acknowledged receipt %s lost after SIGKILL", id)
+		}
+		if r.AuditID == "" || !records[r.AuditID] {
+			t.Fatalf("acknowledged receipt %s has no audit record (%q) after SIGKILL", id, r.AuditID)
+		}
+	}
+	rep, err := audit.Verify(context.Background(), db.Audit(), nil)
+	if err != nil || rep.Break != nil {
+		t.Errorf("audit verify after SIGKILL: %+v %v", rep.Break, err)
+	}
+	t.Logf("%d requests acknowledged before SIGKILL, %d receipts and %d audit records survive", len(acked), len(rs), rep.Records)
+}
