@@ -35,6 +35,8 @@ type Connector struct {
 	closed bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	// gwOwner names this connector in Discord Gateway leases.
+	gwOwner string
 }
 
 // DedupeWindow is how long an inbound event's dedupe key is remembered.
@@ -118,6 +120,7 @@ func New(cfg Config) (*Connector, error) {
 	c.addPlatformEdges()
 	c.wg.Add(1)
 	go c.maintain()
+	c.startDiscordGateways()
 	return c, nil
 }
 
