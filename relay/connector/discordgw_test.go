@@ -298,3 +298,21 @@ func TestDiscordGatewayLease(t *testing.T) {
 		t.Fatal("the new owner's message was not buffered")
 	}
 }
+
+func TestDiscordGatewayConfig(t *testing.T) {
+	e := newEnv(t)
+	for name, mutate := range map[string]func(*connector.DiscordApp){
+		"no bot token": func(a *connector.DiscordApp) { a.BotToken = "" },
+		"no tenant":    func(a *connector.DiscordApp) { a.Guilds, a.Users, a.Tenant = nil, nil, "" },
+	} {
+		cfg := e.config
+		app := cfg.Discord[discordApp]
+		app.Gateway = true
+		mutate(&app)
+		cfg.Discord = map[string]connector.DiscordApp{discordApp: app}
+		_, err := connector.New(cfg)
+		if contract.KindOf(err) != contract.KindInvalid || !strings.Contains(err.Error(), "gateway needs bot_token and a tenant") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
