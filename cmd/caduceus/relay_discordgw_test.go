@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/caduceus-dev/caduceus/relay/gateway"
+	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
 // discordFake is an httptest Discord: the REST API (GET /gateway/bot, GET
@@ -145,5 +146,51 @@ func TestDiscordGatewayThroughTheServer(t *testing.T) {
 	}
 	if !strings.Contains(discord.seen(), "GET /api/gateway/bot Bot discord-e2e-token") {
 		t.Errorf("the Gateway URL was not asked of GET /gateway/bot:\n%s", discord.seen())
+	}
+}
+
+// TestDiscordGatewayOneOwnerOnPostgres: two `serve` processes on one
+// Postgres store, both configured for the same bot's Gateway: only one
+// opens a session; when it stops, the other takes the bot over.
+func TestDiscordGatewayOneOwnerOnPostgres(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
+	}
+	pg := storetest.FreshSchema(t, dsn)
+	discord := newDiscordFake(t)
+	cfg := filepath.Join(t.TempDir(), "caduceus.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`relay:
+  gateways:
+    gw-a: {tenant: slot-1, secrets: ["a-shared-gateway-secret-of-40-characters"]}
+  discord_base_url: %s/api
+  gateway_lease_ttl: 300ms
+  discord:
+    "123456789012345678":
+      public_key: d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a
+      bot_token: tok
+      guilds: {"111": slot-1}
+      gateway: true
+`, discord.srv.URL)), 0o600)
+	noenv := func(string) string { return "" }
+	first := startEnv(t, noenv, "--config", cfg, "--store", pg)
+	select {
+	case <-discord.sessions:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no Gateway session; the API saw:\n%s", discord.seen())
+	}
+	startEnv(t, noenv, "--config", cfg, "--store", pg)
+	// The second process asks for the lease every 100 ms; over a second
+	// (ten attempts) it must never get it while the first renews.
+	select {
+	case <-discord.sessions:
+		t.Fatal("a second serve process opened a Gateway session for the same bot")
+	case <-time.After(time.Second):
+	}
+	first.cancel() // its shutdown releases the lease (the cleanup waits for it to exit)
+	select {
+	case <-discord.sessions:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second serve did not take the bot over after the first stopped")
 	}
 }
