@@ -25,6 +25,11 @@ import (
 // takes the bot over once the lease has run out.
 const gatewayLeasePlatform = "discord.gateway-lease"
 
+// fatalRetry is how long a bot whose Gateway session ended with a close
+// code that forbids reconnecting (4004 bad token, 4013/4014 intents not
+// allowed) waits before the next try.
+const fatalRetry = 10 * time.Minute
+
 // gatewayLeaseID is the buffer row id of app's Gateway lease.
 func gatewayLeaseID(app string) string { return "rbuf_discordgw_" + app }
 
@@ -88,8 +93,9 @@ func (c *Connector) runDiscordGateway(id string, app DiscordApp) {
 			c.discordMessage(ctx, id, app, e, channels, m, botUser)
 		}}
 	var (
-		cancel context.CancelFunc
-		done   chan struct{}
+		cancel  context.CancelFunc
+		done    chan struct{}
+		retryAt time.Time // no new session before this, after a fatal close
 	)
 	stopSession := func() {
 		if cancel != nil {
@@ -112,6 +118,8 @@ func (c *Connector) runDiscordGateway(id string, app DiscordApp) {
 			log.Error("relay: discord gateway: lease", "err", err)
 		}
 		switch {
+		case held && cancel == nil && time.Now().Before(retryAt):
+			// after a fatal close: wait, keeping the lease
 		case held && cancel == nil:
 			ctx, stop := context.WithCancel(context.Background())
 			cancel, done = stop, make(chan struct{})
@@ -130,8 +138,11 @@ func (c *Connector) runDiscordGateway(id string, app DiscordApp) {
 		case <-c.stop:
 			return
 		case <-tick.C:
-		case <-done: // a session that ended on its own (a fatal close) restarts on the next tick
+		case <-done: // a session that ended on its own (a fatal close: bad token or intents)
 			stopSession()
+			// Every retry is an identify, and Discord resets the token of a
+			// bot that identifies 1000 times a day: retry rarely.
+			retryAt = time.Now().Add(fatalRetry)
 			select {
 			case <-c.stop:
 				return

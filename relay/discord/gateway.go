@@ -49,6 +49,9 @@ type Session struct {
 	gateway   string
 }
 
+// helloTimeout bounds the wait for the Gateway's hello.
+const helloTimeout = 30 * time.Second
+
 // errFatal marks a close code after which reconnecting cannot help (bad
 // token, disallowed or invalid intents).
 type errFatal struct{ code websocket.StatusCode }
@@ -158,7 +161,9 @@ func (s *Session) connect(ctx context.Context) (ready bool, err error) {
 	ws.SetReadLimit(MaxPayloadBytes)
 	defer ws.CloseNow()
 
-	hello, err := s.read(ctx, ws)
+	helloCtx, helloDone := context.WithTimeout(ctx, helloTimeout)
+	hello, err := s.read(helloCtx, ws)
+	helloDone()
 	if err != nil {
 		return false, err
 	}
