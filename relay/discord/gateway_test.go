@@ -391,3 +391,25 @@ func FuzzGatewayDispatch(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkGatewayDispatch is the per-message cost on the session's read
+// loop: parse the frame, decode MESSAGE_CREATE, normalise.
+func BenchmarkGatewayDispatch(b *testing.B) {
+	frame := []byte(`{"op":0,"s":2,"t":"MESSAGE_CREATE","d":{"id":"m1","channel_id":"c1","guild_id":"g1","author":{"id":"u1","username":"al"},` +
+		`"member":{"nick":"Al"},"content":"<@bot> summarise the thread please","mentions":[{"id":"bot"}],` +
+		`"attachments":[{"id":"a1","filename":"cat.png","size":10,"url":"https://cdn.discordapp.com/a/cat.png"}]}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := ParsePayload(frame)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := ParseMessageCreate(p.D)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := NormalizeMessage(m, "bot", ChannelKind{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
