@@ -82,5 +82,6 @@ func (m *Memory) Scan(_ context.Context, t contract.TenantSlot, fn func(Row) err
 
 // RowOf is the stored form of a record.
 func RowOf(r Record) Row {
-	return Row{ID: r.ID, Tenant: r.Tenant, Seq: r.Seq, Action: r.Outcome.Action, Outcome: string(r.Outcome.Outcome), Body: r.Body, PrevHash: r.PrevHash, Hash: r.Hash}
+	return Row{ID: r.ID, Tenant: r.Tenant, Seq: r.Seq, At: r.Outcome.At, Action: r.Outcome.Action, Resource: r.Outcome.Resource,
+		Outcome: string(r.Outcome.Outcome), Body: r.Body, PrevHash: r.PrevHash, Hash: r.Hash}
 }

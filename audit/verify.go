@@ -4,18 +4,21 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
-// Row is a stored record as the store hands it to Verify: the indexed
-// columns as stored, the body and the two hashes.
+// Row is a stored record as the store hands it to Verify: every column as
+// stored, the body and the two hashes.
 type Row struct {
 	ID       string
 	Tenant   contract.TenantSlot
 	Seq      int64
+	At       string
 	Action   string
+	Resource string
 	Outcome  string
 	Body     []byte
 	PrevHash string
@@ -24,10 +27,19 @@ type Row struct {
 
 // Source is what Verify reads: the tenants, each tenant's rows in chain
 // order, and the head the store believes each chain ends at.
+//
+// Tenants must come from the records themselves (not only from the heads),
+// so that a removed head cannot hide a chain.
 type Source interface {
 	Tenants(ctx context.Context) ([]contract.TenantSlot, error)
 	Head(ctx context.Context, tenant contract.TenantSlot) (seq int64, hash string, err error)
 	Scan(ctx context.Context, tenant contract.TenantSlot, fn func(Row) error) error
+}
+
+// HeadFinder is a Source that can tell a missing head apart from an empty
+// chain. The SQL store implements it; Verify reports a chain without a head.
+type HeadFinder interface {
+	FindHead(ctx context.Context, tenant contract.TenantSlot) (seq int64, hash string, found bool, err error)
 }
 
 // Break describes the first broken link found.
@@ -36,10 +48,26 @@ type Break struct {
 	Seq    int64
 	ID     string
 	Reason string
+	// Checkpoint names the checkpoint the chain no longer reaches (its
+	// creation time and key id), when that is the break.
+	Checkpoint string
 }
 
 func (b *Break) Error() string {
+	if b.Checkpoint != "" {
+		return fmt.Sprintf("audit: chain of %s does not reach checkpoint %s: %s", b.Tenant, b.Checkpoint, b.Reason)
+	}
+	if b.ID == "" {
+		return fmt.Sprintf("audit: chain of %s broken at seq %d: %s", b.Tenant, b.Seq, b.Reason)
+	}
 	return fmt.Sprintf("audit: chain of %s broken at seq %d (record %s): %s", b.Tenant, b.Seq, b.ID, b.Reason)
+}
+
+// End is where a verified chain ends: what a checkpoint signs.
+type End struct {
+	Tenant contract.TenantSlot `json:"tenant"`
+	Seq    int64               `json:"seq"`
+	Hash   string              `json:"hash"`
 }
 
 // Report is the result of Verify.
@@ -47,28 +75,69 @@ type Report struct {
 	Tenants int
 	Records int64
 	Break   *Break // nil when every chain is whole
+	// Ends are the verified ends of the chains walked, in tenant order
+	// (complete only when Break is nil).
+	Ends []End
 }
 
-// Verify recomputes the chains of the given tenants (all when none) and
-// stops at the first broken link: a body whose hash differs (an altered
-// row), a prev_hash that does not match the previous record, a gap in seq
-// (a removed row), a chain that ends before its head (removed tail rows), or
-// indexed columns that disagree with the hashed body. progress, if not nil,
-// is called every 10,000 records.
+// Options tune VerifyWith.
+type Options struct {
+	// Tenants limits verification to these tenants (all when empty).
+	Tenants []contract.TenantSlot
+	// Progress, if not nil, is called every 10,000 records.
+	Progress func(checked int64)
+	// Checkpoint, if not nil, is an anchor every chain it names must still
+	// reach: the record at its seq exists and has its hash.
+	Checkpoint *Checkpoint
+}
+
+// Verify recomputes the chains of the given tenants (all when none); see
+// VerifyWith.
 func Verify(ctx context.Context, src Source, progress func(checked int64), tenants ...contract.TenantSlot) (Report, error) {
+	return VerifyWith(ctx, src, Options{Tenants: tenants, Progress: progress})
+}
+
+// VerifyWith recomputes the chains and stops at the first broken link: a
+// body whose hash differs (an altered row), a prev_hash that does not match
+// the previous record, a gap in seq (a removed row), any stored column
+// (id, tenant, seq, at, action, resource, outcome) that disagrees with the
+// hashed body, a head that disagrees with the end of its chain or is
+// missing, and, with a checkpoint, a chain that no longer reaches the
+// checkpoint's record (truncated, rewound or rewritten).
+func VerifyWith(ctx context.Context, src Source, opt Options) (Report, error) {
 	var rep Report
+	tenants := opt.Tenants
 	if len(tenants) == 0 {
 		var err error
 		if tenants, err = src.Tenants(ctx); err != nil {
 			return rep, err
 		}
+		// A checkpoint's tenant whose every record is gone is still
+		// verified (and found short).
+		if opt.Checkpoint != nil {
+			for _, h := range opt.Checkpoint.Heads {
+				if !slices.Contains(tenants, h.Tenant) {
+					tenants = append(tenants, h.Tenant)
+				}
+			}
+			slices.Sort(tenants)
+		}
+	}
+	anchors := map[contract.TenantSlot]End{}
+	cpName := ""
+	if opt.Checkpoint != nil {
+		cpName = opt.Checkpoint.Name()
+		for _, h := range opt.Checkpoint.Heads {
+			anchors[h.Tenant] = h
+		}
 	}
 	for _, tenant := range tenants {
 		rep.Tenants++
-		headSeq, headHash, err := src.Head(ctx, tenant)
+		headSeq, headHash, headFound, err := findHead(ctx, src, tenant)
 		if err != nil {
 			return rep, err
 		}
+		anchor, anchored := anchors[tenant]
 		prev := Genesis
 		next := int64(1)
 		brk := func(r Row, reason string) error {
@@ -92,11 +161,16 @@ func Verify(ctx context.Context, src Source, progress func(checked int64), tenan
 			if reason := columnsMatch(r); reason != "" {
 				return brk(r, reason)
 			}
+			if anchored && r.Seq == anchor.Seq && h != anchor.Hash {
+				rep.Break = &Break{Tenant: tenant, Seq: r.Seq, ID: r.ID, Checkpoint: cpName,
+					Reason: fmt.Sprintf("record %s at seq %d hashes to %s but the checkpoint signed %s: the history was rewritten", r.ID, r.Seq, h, anchor.Hash)}
+				return errStop
+			}
 			prev = h
 			next++
 			rep.Records++
-			if progress != nil && rep.Records%10000 == 0 {
-				progress(rep.Records)
+			if opt.Progress != nil && rep.Records%10000 == 0 {
+				opt.Progress(rep.Records)
 			}
 			return nil
 		})
@@ -106,12 +180,39 @@ func Verify(ctx context.Context, src Source, progress func(checked int64), tenan
 		if err != nil {
 			return rep, err
 		}
-		if next-1 != headSeq || (headSeq > 0 && prev != headHash) {
-			rep.Break = &Break{Tenant: tenant, Seq: next, Reason: fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", next-1, headSeq)}
+		last := next - 1
+		switch {
+		case !headFound && last > 0:
+			rep.Break = &Break{Tenant: tenant, Seq: last, Reason: fmt.Sprintf("the chain has %d records but no head row: the head was removed", last)}
 			return rep, nil
+		case headFound && last < headSeq:
+			rep.Break = &Break{Tenant: tenant, Seq: next, Reason: fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", last, headSeq)}
+			return rep, nil
+		case headFound && last > headSeq:
+			rep.Break = &Break{Tenant: tenant, Seq: headSeq, Reason: fmt.Sprintf("head is seq %d but the chain goes on to seq %d: the head was rewound", headSeq, last)}
+			return rep, nil
+		case headFound && last > 0 && prev != headHash:
+			rep.Break = &Break{Tenant: tenant, Seq: last, Reason: fmt.Sprintf("head hash %s disagrees with the chain's last hash %s", headHash, prev)}
+			return rep, nil
+		}
+		if anchored && last < anchor.Seq {
+			rep.Break = &Break{Tenant: tenant, Seq: next, Checkpoint: cpName,
+				Reason: fmt.Sprintf("the chain ends at seq %d but the checkpoint signed seq %d: records were removed (truncated or rewound)", last, anchor.Seq)}
+			return rep, nil
+		}
+		if last > 0 {
+			rep.Ends = append(rep.Ends, End{Tenant: tenant, Seq: last, Hash: prev})
 		}
 	}
 	return rep, nil
+}
+
+func findHead(ctx context.Context, src Source, t contract.TenantSlot) (int64, string, bool, error) {
+	if hf, ok := src.(HeadFinder); ok {
+		return hf.FindHead(ctx, t)
+	}
+	seq, hash, err := src.Head(ctx, t)
+	return seq, hash, true, err
 }
 
 type stopErr struct{}
@@ -120,36 +221,83 @@ func (stopErr) Error() string { return "stop" }
 
 var errStop error = stopErr{}
 
-// columnsMatch checks the stored index columns against the hashed body
-// without a full decode: the body is canonical JSON, so each field appears
-// exactly once with a known spelling.
+// columnsMatch checks every stored column against the hashed body without
+// a full decode. The body is canonical JSON written by Seal, so its shape is
+// fixed: {"id":…,"outcome":{…},["payload":…,]["provenance":…,]"seq":…,"tenant":…}.
+// id, seq and tenant are checked at their fixed places; at, action,
+// resource and outcome inside the outcome object only (never in a payload
+// that happens to carry such a key).
 func columnsMatch(r Row) string {
+	id := `{"id":` + jsonString(r.ID) + `,"outcome":{`
+	if !bytes.HasPrefix(r.Body, []byte(id)) {
+		return "stored column id does not match the record body"
+	}
+	tail := `,"seq":` + strconv.FormatInt(r.Seq, 10) + `,"tenant":` + jsonString(string(r.Tenant)) + `}`
+	if !bytes.HasSuffix(r.Body, []byte(tail)) {
+		return "stored column seq or tenant does not match the record body"
+	}
+	obj := objectAt(r.Body, len(id)-1)
 	checks := []struct{ key, want string }{
-		{`"id":`, strconv.Quote(r.ID)},
-		{`"tenant":`, strconv.Quote(string(r.Tenant))},
-		{`"seq":`, strconv.FormatInt(r.Seq, 10)},
-		{`"action":`, strconv.Quote(r.Action)},
-		{`"outcome":`, strconv.Quote(r.Outcome)},
+		{`"at":`, jsonString(r.At)},
+		{`"action":`, jsonString(r.Action)},
+		{`"resource":`, jsonString(r.Resource)},
+		{`"outcome":`, jsonString(r.Outcome)},
 	}
 	for _, c := range checks {
-		if !hasField(r.Body, c.key, c.want) {
+		if !hasField(obj, c.key, c.want) {
 			return "stored column " + c.key[1:len(c.key)-2] + " does not match the record body"
 		}
 	}
 	return ""
 }
 
-// hasField reports whether key is followed by want somewhere in body. The
-// "outcome" key occurs twice (the object and its outcome string); any
-// occurrence followed by want suffices, and a forged column can only match if
-// the body itself says so.
-func hasField(body []byte, key, want string) bool {
+// objectAt returns the JSON object that starts at b[i] ('{'), found by a
+// string-aware scan; the rest of b if it never closes.
+func objectAt(b []byte, i int) []byte {
+	depth, inStr := 0, false
+	for j := i; j < len(b); j++ {
+		ch := b[j]
+		switch {
+		case inStr:
+			if ch == '\\' {
+				j++
+			} else if ch == '"' {
+				inStr = false
+			}
+		case ch == '"':
+			inStr = true
+		case ch == '{' || ch == '[':
+			depth++
+		case ch == '}' || ch == ']':
+			depth--
+			if depth == 0 {
+				return b[i : j+1]
+			}
+		}
+	}
+	return b[i:]
+}
+
+func jsonString(s string) string {
+	var b bytes.Buffer
+	contract.WriteJSONString(&b, s)
+	return b.String()
+}
+
+// hasField reports whether the member key (preceded by '{' or ',', so
+// structural, not inside a string) is followed by want in obj.
+func hasField(obj []byte, key, want string) bool {
+	body := obj
 	for i := 0; ; {
 		j := bytes.Index(body[i:], []byte(key))
 		if j < 0 {
 			return false
 		}
-		i += j + len(key)
+		at := i + j
+		i = at + len(key)
+		if at == 0 || (body[at-1] != '{' && body[at-1] != ',') {
+			continue
+		}
 		if bytes.HasPrefix(body[i:], []byte(want)) {
 			rest := body[i+len(want):]
 			if len(rest) > 0 && (rest[0] == ',' || rest[0] == '}') {

@@ -66,10 +66,21 @@ type Service struct {
 	now   func() time.Time
 	// cacheTTL bounds how long a verified key is trusted without a store
 	// read. Revocation through this Service is immediate; a revocation made
-	// by another process takes effect within cacheTTL.
+	// by another process takes effect when Watch hears of it, and within
+	// cacheTTL at the latest.
 	cacheTTL time.Duration
 	mu       sync.Mutex
 	cache    map[string]cached
+	// gen counts invalidations; a store read that raced one is not cached.
+	gen uint64
+}
+
+// Watcher is a Store that reports key changes made by any process (another
+// server, the CLI): Postgres LISTEN/NOTIFY, a SQLite change counter.
+type Watcher interface {
+	// WatchKeys calls changed after keys changed anywhere (and whenever it
+	// may have missed a change) until ctx ends; then it returns ctx.Err().
+	WatchKeys(ctx context.Context, changed func()) error
 }
 
 type cached struct {
@@ -221,6 +232,9 @@ func (s *Service) lookup(ctx context.Context, id string) (Key, error) {
 			return c.key, nil
 		}
 	}
+	s.mu.Lock()
+	gen := s.gen
+	s.mu.Unlock()
 	key, err := s.store.Key(ctx, id)
 	if err != nil {
 		return Key{}, err
@@ -230,10 +244,34 @@ func (s *Service) lookup(ctx context.Context, id string) (Key, error) {
 		if len(s.cache) > 10000 {
 			clear(s.cache)
 		}
-		s.cache[id] = cached{key: key, expires: now.Add(s.cacheTTL)}
+		if s.gen == gen { // no invalidation raced the read
+			s.cache[id] = cached{key: key, expires: now.Add(s.cacheTTL)}
+		}
 		s.mu.Unlock()
 	}
 	return key, nil
+}
+
+// Invalidate drops every cached key: the next Verify of each reads the
+// store. Watch calls it when another process changed keys.
+func (s *Service) Invalidate() {
+	s.mu.Lock()
+	s.gen++
+	clear(s.cache)
+	s.mu.Unlock()
+}
+
+// Watch invalidates the cache whenever keys change in any process, so a
+// revocation made elsewhere takes effect within the watcher's latency
+// (milliseconds) rather than the cache TTL. It blocks until ctx ends. A
+// store that is not a Watcher leaves the TTL as the bound; Watch then
+// returns at once with nil.
+func (s *Service) Watch(ctx context.Context) error {
+	w, ok := s.store.(Watcher)
+	if !ok || s.cacheTTL <= 0 {
+		return nil
+	}
+	return w.WatchKeys(ctx, s.Invalidate)
 }
 
 // Revoke revokes a key; it takes effect in this process at once.

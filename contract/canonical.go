@@ -53,7 +53,9 @@ type canonicalizer struct {
 	pos int
 }
 
-const maxDepth = 10000 // encoding/json's own nesting limit
+// maxDepth bounds the nesting CanonicalJSON accepts: MaxRecordDepth, the
+// input rule's limit plus room for the record that wraps an input.
+const maxDepth = MaxRecordDepth
 
 func (c *canonicalizer) bad(what string) error {
 	return Invalidf("bad_json", "not valid JSON: %s at offset %d", what, c.pos)

@@ -42,6 +42,8 @@ func benchTick(b *testing.B, log audit.Log) {
 		b.Fatal(err)
 	}
 	ex := &executor.Executor{Broker: sim, Store: executortest.NewMemory(), Audit: log, Skills: "testdata/skills", Now: func() time.Time { return now }}
+	refs := 0 // a fresh ref_id per placement: every iteration places its orders
+	ex.NewRef = func() string { refs++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", refs) }
 	req := executor.TickRequest{
 		Payload:  []byte(`{"strategy":"bench","mode":"live","intents":[` + strings.Join(intents, ",") + `]}`),
 		Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_00000000000000000000000000000001", Surface: contract.SurfaceWorker, Trust: contract.TrustRouter},

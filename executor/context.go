@@ -62,30 +62,52 @@ func ParseRunContext(s string) (RunContext, error) {
 // it can only make the result stricter, never looser. DetectContext returns
 // an invalid error only for an unknown stricter value.
 func DetectContext(env func(string) string, isTTY bool, stricter string) (RunContext, error) {
+	c, _, err := DetectContextSource(env, isTTY, stricter)
+	return c, err
+}
+
+// DetectContextSource is DetectContext plus the sentence saying what the
+// context was decided from (which variables were set, whether standard input
+// is a terminal, whether --context made it stricter). The sentence goes into
+// the envelope's notes when the context keeps a tick from placing.
+func DetectContextSource(env func(string) string, isTTY bool, stricter string) (RunContext, string, error) {
 	if env == nil {
 		env = func(string) string { return "" }
 	}
-	c := ContextClaudeCode
 	cronID := env("HERMES_CRON_RUN_ID") != ""
 	chat := env("HERMES_SESSION_TYPE") == "chat"
+	tty := "standard input is not a terminal"
+	if isTTY {
+		tty = "standard input is a terminal"
+	}
+	var c RunContext
+	var src string
 	switch {
+	case cronID && !isTTY && chat:
+		// Scheduled run id but the session says chat: ambiguous.
+		c, src = ContextChat, "HERMES_CRON_RUN_ID is set but HERMES_SESSION_TYPE=chat"
 	case cronID && !isTTY:
-		c = ContextCron
-		if chat {
-			// Scheduled run id but the session says chat: ambiguous.
-			c = ContextChat
-		}
+		c, src = ContextCron, "HERMES_CRON_RUN_ID is set and "+tty
 	case isTTY && chat:
-		c = ContextChat
+		c, src = ContextChat, "HERMES_SESSION_TYPE=chat and "+tty
+	case cronID:
+		c, src = ContextClaudeCode, "HERMES_CRON_RUN_ID is set but "+tty+" and HERMES_SESSION_TYPE is not chat"
+	case isTTY:
+		c, src = ContextClaudeCode, "HERMES_CRON_RUN_ID is not set, "+tty+" and HERMES_SESSION_TYPE is not chat"
+	default:
+		c, src = ContextClaudeCode, "HERMES_CRON_RUN_ID is not set and "+tty
 	}
 	if stricter != "" {
 		s, err := ParseRunContext(stricter)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		c = Stricter(c, s)
+		if t := Stricter(c, s); t != c {
+			src += "; --context " + stricter + " made " + string(c) + " stricter"
+			c = t
+		}
 	}
-	return c, nil
+	return c, src, nil
 }
 
 // ContextFromCaller is the run context of an HTTP or MCP call: the calling

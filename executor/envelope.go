@@ -17,6 +17,11 @@ type Envelope struct {
 	Mode                  string     `json:"mode,omitempty"`           // the manifest's, when read
 	AccountNumber         string     `json:"account_number,omitempty"` // the resolved account, also on aborts
 	Notes                 []string   `json:"notes,omitempty"`
+	// IdempotencyKey is the key the tick ran under, if any.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Replay is true when this envelope is the stored one of an earlier
+	// tick with the same idempotency key and input: no broker was called.
+	Replay bool `json:"replay,omitempty"`
 
 	// Audited reports whether the tick's audit record was written (false
 	// only when Tick returned an error before or while writing it). HTTP and

@@ -37,12 +37,17 @@
 //     account's orders before it is reported place_failed.
 //   - payload.context_hint never changes the context; a disagreeing hint is
 //     noted in the envelope.
+//   - When the run context keeps an intent from being placed, the envelope
+//     notes the context and what it was detected from.
+//   - ref_ids are derived, not uuid4(): from the idempotency key and intent
+//     index, or without a key from tenant, strategy, intent and New York
+//     day (see idempotency.go), so the broker's ref_id duplicate search
+//     catches a re-sent intent.
+//   - A missing skills root is a not_found error (the operator's to fix).
 package executor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -67,12 +72,14 @@ type Executor struct {
 	// Now is the wall clock (audit timestamps, and the tick's clock unless
 	// the request fixes one). Nil means time.Now.
 	Now func() time.Time
-	// NewRef returns a fresh ref_id for a placement. Nil means a random UUIDv4.
+	// NewRef returns the ref_id of a placement. Nil means one derived from
+	// the idempotency key, else from the intent and New York day (refFor).
 	NewRef func() string
 	// NewTickID returns a tick id. Nil means contract.NewID("tick").
 	NewTickID func() string
 
 	manifests manifestCache
+	inflight  inflight
 }
 
 // TickRequest is one tick as every surface (CLI, HTTP, MCP) hands it over.
@@ -86,6 +93,10 @@ type TickRequest struct {
 	// Context is the detected run context (DetectContext for local runs,
 	// ContextFromCaller over HTTP and MCP). Empty means claude-code.
 	Context RunContext
+	// ContextSource says what Context was decided from (DetectContextSource,
+	// or the calling key); it is noted in the envelope when the context keeps
+	// an intent from being placed.
+	ContextSource string
 	// Profile is the loaded profile (DetectProfile); empty means "claude-code".
 	Profile string
 	// ProfileAccount is HERMES_PROFILE_ACCOUNT, if set.
@@ -94,6 +105,9 @@ type TickRequest struct {
 	Message string
 	// Now, when not zero, is the tick's market clock (a rehearsal's --now).
 	Now time.Time
+	// IdempotencyKey, when set, makes the tick run at most once per tenant
+	// and key (see idempotency.go); it must match ^[A-Za-z0-9._:-]{8,120}$.
+	IdempotencyKey string
 }
 
 // Tick runs one tick. It returns an invalid *contract.Error, without any
@@ -109,10 +123,22 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 	if !contract.ValidTenantSlot(string(req.Identity.TenantSlot)) {
 		return Envelope{}, contract.FieldError("identity.tenant_slot", "bad_identity", "executor: tenant slot %q is not valid", req.Identity.TenantSlot)
 	}
+	if req.IdempotencyKey != "" && !contract.ValidIdempotencyKey(req.IdempotencyKey) {
+		return Envelope{}, contract.FieldError("idempotency_key", "bad_idempotency_key", "executor: idempotency key %q must match ^[A-Za-z0-9._:-]{8,120}$", req.IdempotencyKey)
+	}
 	p, err := ParsePayload(req.Payload)
 	if err != nil {
 		return Envelope{}, err
 	}
+	if req.IdempotencyKey != "" {
+		return e.idempotentTick(ctx, req, p)
+	}
+	return e.tick(ctx, req, p)
+}
+
+// tick runs one tick whose request and payload were checked.
+func (e *Executor) tick(ctx context.Context, req TickRequest, p *Payload) (Envelope, error) {
+	var err error
 	b := e.Broker
 	if e.Brokers != nil {
 		if b, err = e.Brokers(ctx, req.Identity.TenantSlot); err != nil {
@@ -147,6 +173,11 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 		t.env.TickID = contract.NewID(contract.PrefixTick)
 	}
 	t.directives, t.badDirectives = ParseDirectives(req.Message)
+	if req.IdempotencyKey == "" {
+		t.note("%s", NotIdempotentNote)
+	} else {
+		t.env.IdempotencyKey = req.IdempotencyKey
+	}
 
 	reason, ferr := t.preflight(ctx)
 	if ferr == nil {
@@ -158,6 +189,7 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 			}
 		} else {
 			ferr = t.run(ctx)
+			t.noteContext()
 		}
 	}
 	if ferr != nil && len(t.b.calls) == 0 {
@@ -195,12 +227,30 @@ type tick struct {
 	actions       []Action
 	orderList     []broker.Order
 	ordersLoaded  bool
+	heldByContext int // intents the run context kept from being placed
 }
 
 func (t *tick) tenant() contract.TenantSlot { return t.req.Identity.TenantSlot }
 
 func (t *tick) note(format string, args ...any) {
 	t.env.Notes = append(t.env.Notes, fmt.Sprintf(format, args...))
+}
+
+// noteContext says, in the envelope, which run context kept intents from
+// being placed and what that context was detected from.
+func (t *tick) noteContext() {
+	if t.heldByContext == 0 {
+		return
+	}
+	src := t.req.ContextSource
+	if src == "" {
+		src = "the caller's request"
+	}
+	rule := "claude-code never places"
+	if t.req.Context == ContextChat {
+		rule = "chat places only on a matching EXECUTE: directive"
+	}
+	t.note("run context %s (detected from: %s) kept %d intent(s) from being placed: %s", t.req.Context, src, t.heldByContext, rule)
 }
 
 // record writes the tick's one audit record.
@@ -255,19 +305,6 @@ type TickRecord struct {
 	Payload        json.RawMessage `json:"payload"`
 	BrokerCalls    []Call          `json:"broker_calls"`
 	Envelope       Envelope        `json:"envelope"`
-}
-
-// newRef returns a ref_id: a random UUIDv4 unless the executor has NewRef.
-func (e *Executor) newRef() string {
-	if e.NewRef != nil {
-		return e.NewRef()
-	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // sortActions orders the actions by intent index.

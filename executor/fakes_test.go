@@ -2,10 +2,12 @@ package executor_test
 
 import (
 	"context"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/broker"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/executor"
 )
 
 // countingBroker refuses everything and counts calls: tests that must not
@@ -55,12 +57,17 @@ func (nopStore) Anomalies(context.Context, contract.TenantSlot, string, string) 
 func (nopStore) AddAnomaly(context.Context, contract.TenantSlot, string, string) (int, error) {
 	return 1, nil
 }
-func (nopStore) BrokerState(context.Context, contract.TenantSlot, string) ([]byte, error) {
-	return nil, nil
+func (nopStore) BrokerState(context.Context, contract.TenantSlot, string) ([]byte, int64, error) {
+	return nil, 0, nil
 }
-func (nopStore) SaveBrokerState(context.Context, contract.TenantSlot, string, []byte) error {
-	return nil
+func (nopStore) SaveBrokerState(_ context.Context, _ contract.TenantSlot, _ string, _ []byte, v int64) (int64, bool, error) {
+	return v + 1, true, nil
 }
+func (nopStore) ClaimTick(context.Context, contract.TenantSlot, string, string, time.Duration) (executor.TickClaim, error) {
+	return executor.TickClaim{Claimed: true}, nil
+}
+func (nopStore) CompleteTick(context.Context, contract.TenantSlot, string, []byte) error { return nil }
+func (nopStore) ReleaseTick(context.Context, contract.TenantSlot, string) error          { return nil }
 
 type nopLog struct{}
 

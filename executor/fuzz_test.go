@@ -114,3 +114,37 @@ func FuzzParseDirectives(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeTickInput: any bytes as a tick body (HTTP) or MCP arguments
+// either decode or are an invalid error; a decoded input with a malformed
+// idempotency key is refused invalid before any broker call or claim.
+func FuzzDecodeTickInput(f *testing.F) {
+	f.Add([]byte(`{"payload":{"strategy":"momentum","intents":[]},"idempotency_key":"key-00000001"}`))
+	f.Add([]byte(`{"payload":{},"idempotency_key":"bad key"}`))
+	f.Add([]byte(`{"payload":{"strategy":"x"},"message":"EXECUTE: buy SPY 1"} trailing`))
+	b := &countingBroker{}
+	ex := &executor.Executor{Broker: b, Store: nopStore{}, Audit: nopLog{}, Skills: "testdata/skills"}
+	caller := contract.Caller{
+		Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_00000000000000000000000000000001", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
+		Scopes:   []contract.Scope{contract.ScopeOperate},
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, err := executor.DecodeTickInput(data)
+		if err != nil {
+			if contract.KindOf(err) != contract.KindInvalid || contract.AsError(err).Message == "" {
+				t.Fatalf("decode error is not a clear invalid error: %#v", err)
+			}
+			return
+		}
+		if in.IdempotencyKey == "" || contract.ValidIdempotencyKey(in.IdempotencyKey) {
+			return
+		}
+		before := b.calls
+		if _, err := ex.TickAs(t.Context(), caller, in); contract.KindOf(err) != contract.KindInvalid {
+			t.Fatalf("malformed key %q: %v", in.IdempotencyKey, err)
+		}
+		if b.calls != before {
+			t.Fatal("a malformed key reached the broker")
+		}
+	})
+}

@@ -70,7 +70,9 @@ func ReadManifest(root, strategy string) ([]byte, error) {
 	}
 	r, err := os.OpenRoot(root)
 	if err != nil {
-		return nil, fmt.Errorf("executor: skills root: %w", err)
+		// The operator's to fix, not an internal failure: say what is missing.
+		return nil, &contract.Error{Kind: contract.KindNotFound, Code: "skills_root_missing", Field: "skills",
+			Message: fmt.Sprintf("executor: the skills root %q is not a readable directory (serve --skills DIR, executor.skills)", root)}
 	}
 	defer r.Close()
 	b, err := r.ReadFile(ManifestPath(strategy))

@@ -192,8 +192,10 @@ func (t *tick) explainNotRouted(in *Intent, a *Action) {
 	case t.m.Strategist.Mode != ModeLive:
 		a.Notes = append(a.Notes, "manifest mode "+t.m.Strategist.Mode+": review only")
 	case t.req.Context == ContextClaudeCode:
+		t.heldByContext++
 		a.Notes = append(a.Notes, "claude-code context never places")
 	case t.req.Context == ContextChat:
+		t.heldByContext++
 		a.Reason = ReasonExecuteMismatch
 		a.Notes = append(a.Notes, "chat places only when the latest message says exactly: EXECUTE: "+directiveFor(in))
 	}
@@ -215,7 +217,7 @@ func directiveFor(in *Intent) string {
 // ref_id, so the broker can never fill the order twice; after a timeout
 // whose retry also failed, the account's orders are searched for the ref_id.
 func (t *tick) place(ctx context.Context, args broker.OrderRequest, a *Action) {
-	args.RefID = t.e.newRef()
+	args.RefID = t.refFor(a.IntentIndex)
 	a.RefID = args.RefID
 	timedOut := false
 	ord, err := t.b.place(ctx, args)

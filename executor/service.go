@@ -14,6 +14,9 @@ import (
 type TickInput struct {
 	Payload json.RawMessage `json:"payload"`           // the strategist's payload object
 	Message string          `json:"message,omitempty"` // the latest user message (chat keys: its EXECUTE: directive)
+	// IdempotencyKey makes the tick run at most once per tenant and key
+	// (HTTP also takes it from the Idempotency-Key header).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // TickInputSchema is the JSON Schema of TickInput, for the MCP tool's input
@@ -24,7 +27,8 @@ var TickInputSchema = json.RawMessage(`{
   "required": ["payload"],
   "properties": {
     "payload": {"type": "object", "description": "the strategist payload: {strategy, mode, context_hint, intents[]}"},
-    "message": {"type": "string", "description": "the latest user message; chat places only on a matching EXECUTE: directive"}
+    "message": {"type": "string", "description": "the latest user message; chat places only on a matching EXECUTE: directive"},
+    "idempotency_key": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{8,120}$", "description": "run the tick at most once for this key (per tenant, kept at least 24 hours): a repeat with the same payload and message returns the stored envelope with replay true and calls no broker; with anything else it is a conflict. Without a key a retry runs again."}
   }
 }`)
 
@@ -45,12 +49,18 @@ func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) 
 	if profile == "" {
 		profile = "claude-code"
 	}
+	src := "the calling key's run context " + string(c.RunContext)
+	if c.RunContext == "" {
+		src = "the calling key has no run context"
+	}
 	return e.Tick(ctx, TickRequest{
-		Payload:  in.Payload,
-		Identity: c.Identity,
-		Context:  ContextFromCaller(c),
-		Profile:  profile,
-		Message:  in.Message,
+		Payload:        in.Payload,
+		Identity:       c.Identity,
+		Context:        ContextFromCaller(c),
+		ContextSource:  src,
+		Profile:        profile,
+		Message:        in.Message,
+		IdempotencyKey: in.IdempotencyKey,
 	})
 }
 
@@ -74,10 +84,13 @@ func (e *Executor) ExecuteIntents(ctx context.Context, c contract.Caller, args j
 // refusing unknown fields and trailing data with an invalid error.
 func DecodeTickInput(b []byte) (TickInput, error) {
 	var in TickInput
+	if err := contract.CheckJSON(b); err != nil {
+		return TickInput{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input must be {\"payload\": {...}, \"message\": \"...\"}: %v", err)
+		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input must be {\"payload\": {...}, \"message\": \"...\", \"idempotency_key\": \"...\"}: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input has data after the JSON object")

@@ -217,7 +217,8 @@ func TestFailures(t *testing.T) {
 
 	ex, _ = newEx(executortest.NewMemory(), audit.NewMemory(), "")
 	ex.Skills = filepath.Join(t.TempDir(), "absent")
-	if _, err := ex.Tick(t.Context(), req); contract.KindOf(err) != contract.KindInternal {
+	// The operator's to fix: a not_found error naming the root, never internal.
+	if _, err := ex.Tick(t.Context(), req); contract.KindOf(err) != contract.KindNotFound || contract.AsError(err).Code != "skills_root_missing" || !strings.Contains(err.Error(), "absent") {
 		t.Fatalf("missing skills root: %v", err)
 	}
 	if _, err := (&executor.Executor{}).Tick(t.Context(), req); contract.KindOf(err) != contract.KindInternal {

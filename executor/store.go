@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -25,10 +26,36 @@ type Store interface {
 	// the increment (it may include increments made concurrently).
 	AddAnomaly(ctx context.Context, tenant contract.TenantSlot, account, day string) (int, error)
 	// BrokerState returns the saved state of a named simulated broker
-	// (e.g. "paper") for a tenant, nil when none was saved.
-	BrokerState(ctx context.Context, tenant contract.TenantSlot, name string) ([]byte, error)
-	// SaveBrokerState replaces that state.
-	SaveBrokerState(ctx context.Context, tenant contract.TenantSlot, name string, state []byte) error
+	// (e.g. "paper") for a tenant and its version; nil and 0 when none was
+	// saved.
+	BrokerState(ctx context.Context, tenant contract.TenantSlot, name string) (state []byte, version int64, err error)
+	// SaveBrokerState replaces that state if its version is still version
+	// (0: nothing saved yet) and returns the new version; saved is false,
+	// and nothing changes, when another writer saved first. It is one
+	// conditional statement, so processes sharing a database never
+	// overwrite each other's changes.
+	SaveBrokerState(ctx context.Context, tenant contract.TenantSlot, name string, state []byte, version int64) (newVersion int64, saved bool, err error)
+
+	// ClaimTick looks up or claims the idempotency key of a tick for a
+	// tenant. bodyHash is the sha256 of the tick's canonical input. It
+	// returns, when the key was used before with the same bodyHash, the
+	// stored envelope (a replay); when the key is free, or its claim is older
+	// than lease and was never completed (its process died), Claimed: the
+	// caller owns the key and must CompleteTick or ReleaseTick it; otherwise
+	// neither (another tick holds the key right now). The same key with a
+	// different bodyHash is a conflict *contract.Error.
+	ClaimTick(ctx context.Context, tenant contract.TenantSlot, key, bodyHash string, lease time.Duration) (TickClaim, error)
+	// CompleteTick stores the envelope of the tick that claimed key.
+	CompleteTick(ctx context.Context, tenant contract.TenantSlot, key string, envelope []byte) error
+	// ReleaseTick frees a claimed key whose tick did nothing (an invalid
+	// payload, a store failure before any broker call), so a retry runs.
+	ReleaseTick(ctx context.Context, tenant contract.TenantSlot, key string) error
+}
+
+// TickClaim is what ClaimTick found.
+type TickClaim struct {
+	Claimed  bool   // the caller owns the key
+	Envelope []byte // the stored envelope of a completed tick (a replay)
 }
 
 // AnomalyHaltThreshold is how many review anomalies in one New York trading

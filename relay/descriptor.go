@@ -152,12 +152,12 @@ func DiscordDescriptor() CapabilityDescriptor {
 		SupportsEdit:     true,
 		// Drafts stream as edits of one message.
 		SupportsDraftStreaming: true,
-		SupportsThreads:        false,
+		SupportsThreads:        true,
 		MarkdownDialect:        "discord",
 		LenUnit:                LenChars,
 		Emoji:                  "\U0001f47e",
 		PlatformHint:           "You are on Discord. Discord markdown works; keep messages under 2000 characters.",
-		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpFollowUp, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt},
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpFollowUp, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt, OpThreadMake, OpThreadName},
 	}
 }
 
@@ -174,11 +174,11 @@ func TelegramDescriptor() CapabilityDescriptor {
 		SupportsEdit:     true,
 		// Drafts stream as edits of one message.
 		SupportsDraftStreaming: true,
-		SupportsThreads:        false,
+		SupportsThreads:        true,
 		MarkdownDialect:        "markdown_v2",
 		LenUnit:                LenUTF16,
 		Emoji:                  "\u2708\ufe0f",
 		PlatformHint:           "You are on Telegram. Use Telegram MarkdownV2.",
-		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpGetChatInfo, OpReact, OpDelete, OpDraft},
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt, OpThreadMake, OpThreadName},
 	}
 }

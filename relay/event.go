@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // SessionSource says where a message came from. Its JSON is the gateway's
@@ -353,4 +354,19 @@ func (e *MessageEvent) unmarshalReflect(b []byte) error {
 		e.ReplyToMessageID = *w.ReplyToMessageID
 	}
 	return nil
+}
+
+// ParsePromptToken reads a prompt button's callback token
+// "hp1:<prompt_id>:<option_id>" (HERMES-RELAY.md §2.5) into a
+// PromptResponse (without label or message id).
+func ParsePromptToken(s string) (PromptResponse, bool) {
+	rest, ok := strings.CutPrefix(s, "hp1:")
+	if !ok {
+		return PromptResponse{}, false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i <= 0 || i == len(rest)-1 {
+		return PromptResponse{}, false
+	}
+	return PromptResponse{PromptID: rest[:i], OptionID: rest[i+1:]}, true
 }

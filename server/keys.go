@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/store"
@@ -125,4 +126,29 @@ func (s *Server) auditTail(w http.ResponseWriter, r *http.Request, c *Call) erro
 		out = append(out, rec{x.ID, x.Seq, x.Outcome, x.Provenance, x.Payload, x.Hash, x.PrevHash})
 	}
 	return WriteJSON(w, http.StatusOK, map[string]any{"records": out, "as_of": contract.Timestamp(time.Now())})
+}
+
+// auditCheckpoint verifies the caller's tenant's chain and answers a
+// checkpoint of its end signed with the server's key: the latest state,
+// made at the request. An operator (or a monitor) keeps these outside the
+// database and later runs caduceus audit verify --checkpoint FILE.
+func (s *Server) auditCheckpoint(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "audit/checkpoint"
+	if s.cfg.AuditSigner == nil || s.cfg.AuditSource == nil {
+		return &contract.Error{Kind: contract.KindFlagOff, Code: "checkpoints_off", Message: "this server has no audit signing key"}
+	}
+	tenant := c.Caller.Identity.TenantSlot
+	rep, err := audit.VerifyWith(r.Context(), s.cfg.AuditSource, audit.Options{Tenants: []contract.TenantSlot{tenant}})
+	if err != nil {
+		return err
+	}
+	if rep.Break != nil {
+		s.log.Error("audit chain broken", "tenant", tenant, "break", rep.Break.Error())
+		return contract.Conflictf("audit_chain_broken", "the audit chain of %s is broken at seq %d; no checkpoint is signed: %s", tenant, rep.Break.Seq, rep.Break.Reason)
+	}
+	cp, err := audit.Sign(s.cfg.AuditSigner, rep.Ends, time.Now())
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, cp)
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -55,6 +57,10 @@ func (s *Server) mcpHandler() HandlerFunc {
 		return s.mcpServer(caller, c)
 	}, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: s.log})
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		if o := r.Header.Get("Origin"); o != "" && !slices.ContainsFunc(s.cfg.MCPAllowedOrigins, func(a string) bool { return strings.EqualFold(strings.TrimSuffix(a, "/"), o) }) {
+			c.Resource = "mcp"
+			return contract.Denyf("origin_refused", "origin %q may not call /mcp (not in the allowed origins)", clip(o, 100))
+		}
 		if r.Method == http.MethodPost {
 			body, err := readBody(r)
 			if err != nil {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -100,7 +102,7 @@ func TokenFrom(r *http.Request) string {
 // authenticate resolves the caller of r. When the key id is known but the
 // key is refused, the caller is returned too (for the audit record).
 func (s *Server) authenticate(r *http.Request) (contract.Caller, error) {
-	navigate := r.Header.Get("Sec-Fetch-Mode") == "navigate"
+	navigate := strings.EqualFold(strings.TrimSpace(r.Header.Get("Sec-Fetch-Mode")), "navigate")
 	tok := TokenFrom(r)
 	if tok == "" {
 		switch {
@@ -135,6 +137,9 @@ func (s *Server) wrap(action string, scope contract.Scope, h HandlerFunc) http.H
 		}
 		if err == nil {
 			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+			err = checkInput(r)
+		}
+		if err == nil {
 			r = r.WithContext(contract.WithCaller(r.Context(), caller))
 			err = h(sw, r, c)
 		}
@@ -181,9 +186,9 @@ func (s *Server) record(ctx context.Context, caller contract.Caller, action stri
 			At:       contract.Timestamp(time.Now()),
 			Identity: caller.Identity,
 			Action:   action,
-			Resource: clip(c.Resource, 200),
+			Resource: clip(strings.ToValidUTF8(c.Resource, "\uFFFD"), 200),
 			Outcome:  outcome,
-			Reason:   clip(c.Reason, 200),
+			Reason:   clip(strings.ToValidUTF8(c.Reason, "\uFFFD"), 200),
 		},
 		Payload: c.Payload,
 	}
@@ -216,3 +221,71 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// checkInput applies the input rule (contract.CheckJSON) to a request
+// before its handler sees it, so every route refuses the same bad input the
+// same way and nothing is written:
+//
+//   - the path, the query and every header value must be valid UTF-8
+//     without NUL (400 bad_utf8 / nul_character);
+//   - a GET, HEAD or DELETE takes no body (400 unexpected_body);
+//   - a body labelled anything but JSON is refused (415
+//     unsupported_media_type; no Content-Type at all is read as JSON: no
+//     browser sends a body without one, so CSRF-able bodies are refused) and
+//     a body must pass
+//     contract.CheckJSON: one value, valid UTF-8, no NUL, no duplicate key,
+//     at most contract.MaxJSONDepth deep (400 naming the problem).
+//
+// The body is read once (bounded by the wrapper's MaxBytesReader) and put
+// back for the handler.
+func checkInput(r *http.Request) error {
+	if err := checkText("path", r.URL.Path); err != nil {
+		return err
+	}
+	if err := checkText("query", r.URL.RawQuery); err != nil {
+		return err
+	}
+	if q, err := url.QueryUnescape(r.URL.RawQuery); err == nil {
+		if err := checkText("query", q); err != nil {
+			return err
+		}
+	}
+	for name, vs := range r.Header {
+		for _, v := range vs {
+			if err := checkText("header "+name, v); err != nil {
+				return err
+			}
+		}
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if len(body) == 0 {
+		return nil
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete:
+		return contract.Invalidf("unexpected_body", "%s %s takes no request body", r.Method, r.URL.Path)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !contract.IsJSONMediaType(ct) {
+		return contract.Invalidf(contract.CodeUnsupportedMedia, "the body must be JSON (Content-Type: application/json), not %q", clip(strings.ToValidUTF8(ct, "?"), 100))
+	}
+	return contract.CheckJSON(body)
+}
+
+// checkText refuses request text that is not valid UTF-8 or holds a NUL:
+// neither can be stored as text (Postgres refuses both) nor shown.
+func checkText(where, s string) error {
+	if !utf8.ValidString(s) {
+		return contract.Invalidf(contract.CodeBadUTF8, "the request %s is not valid UTF-8", where)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return contract.Invalidf(contract.CodeNULCharacter, "the request %s holds a NUL character", where)
+	}
+	return nil
+}

@@ -27,6 +27,9 @@ const problemBase = "https://caduceus.dev/problems/"
 func ProblemOf(err error, instance string) Problem {
 	e := contract.AsError(err)
 	status := e.Kind.HTTPStatus()
+	if e.Code == contract.CodeUnsupportedMedia {
+		status = http.StatusUnsupportedMediaType
+	}
 	p := Problem{
 		Type:     problemBase + e.Code,
 		Title:    http.StatusText(status),

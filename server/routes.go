@@ -23,6 +23,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/admin/keys", s.wrap("keys.list", contract.ScopeAdmin, s.listKeys))
 	s.mux.Handle("DELETE /v1/admin/keys/{id}", s.wrap("keys.revoke", contract.ScopeAdmin, s.revokeKey))
 	s.mux.Handle("GET /v1/audit", s.wrap("audit.read", contract.ScopeAdmin, s.auditTail))
+	s.mux.Handle("GET /v1/audit/checkpoint", s.wrap("audit.checkpoint", contract.ScopeAdmin, s.auditCheckpoint))
 
 	// MCP: one stateless streamable-HTTP endpoint; scopes filter the tools.
 	s.mux.Handle("POST /mcp", s.wrap("mcp.request", "", s.mcpHandler()))
@@ -79,6 +80,8 @@ func (s *Server) routes() {
 	// (HMAC bearer tokens, Ed25519 signatures, secret tokens), not with keys.
 	if s.cfg.Relay != nil {
 		s.mux.Handle("GET /relay", s.cfg.Relay)
+		s.mux.Handle("POST /relay/media", s.cfg.Relay)
+		s.mux.Handle("GET /relay/media/{id}", s.cfg.Relay)
 		s.mux.Handle("POST /hooks/discord/{app}", s.cfg.Relay)
 		s.mux.Handle("POST /hooks/telegram/{bot}", s.cfg.Relay)
 	}

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"net/http"
 
@@ -54,6 +55,15 @@ type Config struct {
 	Mounts []Mount
 	// Tools are the MCP tools of the gates; whoami is always there.
 	Tools []Tool
+	// AuditSigner signs the checkpoints GET /v1/audit/checkpoint serves,
+	// made from AuditSource (the store's chains); nil: no checkpoints.
+	AuditSigner ed25519.PrivateKey
+	AuditSource audit.Source
+	// MCPAllowedOrigins are the browser origins /mcp accepts
+	// ("https://app.example.com"); a request with any other Origin header
+	// is refused (MCP's DNS-rebinding guidance). Requests without Origin
+	// (every non-browser client) are not affected.
+	MCPAllowedOrigins []string
 	// MaxBodyBytes bounds management request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// MaxLLMBodyBytes bounds LLM request bodies (default 16 MiB).

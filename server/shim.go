@@ -50,6 +50,16 @@ func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 			s.count(r, start, e.Kind.Outcome())
 			return
 		}
+		if err := checkLLMInput(r, body); err != nil {
+			e := contract.AsError(err)
+			status := ProblemOf(e, "").Status
+			// The code leads the message: not every protocol's envelope
+			// has a field for it.
+			wire.WriteError(sw, p, status, e.Code, e.Code+": "+e.Message)
+			s.record(r.Context(), caller, "shim.proxy", &Call{Resource: string(p), Reason: e.Code}, e.Kind.Outcome())
+			s.count(r, start, e.Kind.Outcome())
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r = r.WithContext(contract.WithCaller(r.Context(), caller))
 		proxy.ServeHTTP(sw, r)
@@ -265,6 +275,9 @@ func (s *Server) shimPreview(w http.ResponseWriter, r *http.Request) {
 			}
 			return contract.Invalidf("bad_body", "cannot read the request body")
 		}
+		if err := checkLLMInput(r, body); err != nil {
+			return err
+		}
 		res, err := s.cfg.Shim.Preview(r.Context(), p, body)
 		if err != nil {
 			return err
@@ -381,4 +394,17 @@ func (s *Server) shimSyncHandler(w http.ResponseWriter, r *http.Request, c *Call
 	}
 	c.Audited = rep.AuditID != "" // the sync recorded its report
 	return WriteJSON(w, http.StatusOK, rep)
+}
+
+// checkLLMInput applies the input rule of checkInput to an LLM route, whose
+// body was read already and whose refusals are written in its protocol.
+func checkLLMInput(r *http.Request, body []byte) error {
+	r.Body = http.NoBody
+	if err := checkInput(r); err != nil {
+		return err
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !contract.IsJSONMediaType(ct) {
+		return contract.Invalidf(contract.CodeUnsupportedMedia, "the body must be JSON (Content-Type: application/json)")
+	}
+	return contract.CheckJSON(body)
 }

@@ -150,6 +150,9 @@ var (
 // shim names context, a direct answer has text), and fills defaults. It
 // returns an invalid *contract.Error naming the field otherwise.
 func DecodeProvision(b []byte) (Provision, error) {
+	if err := contract.CheckJSON(b); err != nil {
+		return Provision{}, err
+	}
 	if err := provisionSchema.ValidateJSON(b); err != nil {
 		return Provision{}, err
 	}
@@ -220,6 +223,9 @@ func (p *Provision) check() error {
 // defaults and the body's sha256. It returns an invalid *contract.Error
 // naming the field otherwise.
 func DecodeContextEntry(b []byte) (ContextEntry, error) {
+	if err := contract.CheckJSON(b); err != nil {
+		return ContextEntry{}, err
+	}
 	if err := contextSchema.ValidateJSON(b); err != nil {
 		return ContextEntry{}, err
 	}

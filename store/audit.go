@@ -18,8 +18,9 @@ type AuditLog struct{ db *DB }
 func (db *DB) Audit() *AuditLog { return &AuditLog{db: db} }
 
 var (
-	_ audit.Log    = (*AuditLog)(nil)
-	_ audit.Source = (*AuditLog)(nil)
+	_ audit.Log        = (*AuditLog)(nil)
+	_ audit.Source     = (*AuditLog)(nil)
+	_ audit.HeadFinder = (*AuditLog)(nil)
 )
 
 // Append seals e onto its tenant's chain in a transaction of its own. The
@@ -53,6 +54,21 @@ func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, erro
 		tenant, audit.Genesis).Scan(&seq, &prev); err != nil {
 		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
 	}
+	if seq == 0 {
+		// A new head: the tenant's first record, or a head row that was
+		// removed. Rebuild it from the chain's last record, so the chain
+		// goes on where it ends instead of failing on seq 1 (the removal
+		// itself is what a checkpoint catches).
+		var lastSeq int64
+		var lastHash string
+		err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_records WHERE tenant = ? ORDER BY seq DESC LIMIT 1`, tenant).Scan(&lastSeq, &lastHash)
+		switch {
+		case err == nil:
+			seq, prev = lastSeq, lastHash
+		case !errors.Is(err, sql.ErrNoRows):
+			return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
+		}
+	}
 	rec, err := audit.Seal(e, contract.NewID(contract.PrefixEvent), seq+1, prev)
 	if err != nil {
 		return audit.Record{}, err
@@ -69,9 +85,11 @@ func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, erro
 	return rec, nil
 }
 
-// Tenants implements audit.Source.
+// Tenants implements audit.Source: every tenant that has records or a head.
 func (l *AuditLog) Tenants(ctx context.Context) ([]contract.TenantSlot, error) {
-	rows, err := l.db.Query(ctx, `SELECT tenant FROM audit_heads ORDER BY tenant`)
+	// From the records themselves, so a removed head cannot hide a chain;
+	// and from the heads, so a chain whose every record is gone is found.
+	rows, err := l.db.Query(ctx, `SELECT DISTINCT tenant FROM audit_records UNION SELECT tenant FROM audit_heads ORDER BY 1`)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit tenants: %w", err)
 	}
@@ -89,28 +107,35 @@ func (l *AuditLog) Tenants(ctx context.Context) ([]contract.TenantSlot, error) {
 
 // Head implements audit.Source.
 func (l *AuditLog) Head(ctx context.Context, t contract.TenantSlot) (int64, string, error) {
+	seq, hash, _, err := l.FindHead(ctx, t)
+	return seq, hash, err
+}
+
+// FindHead implements audit.HeadFinder: found is false when the tenant has
+// no head row.
+func (l *AuditLog) FindHead(ctx context.Context, t contract.TenantSlot) (int64, string, bool, error) {
 	var seq int64
 	var hash string
 	err := l.db.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`, string(t)).Scan(&seq, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, audit.Genesis, nil
+		return 0, audit.Genesis, false, nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("store: audit head: %w", err)
+		return 0, "", false, fmt.Errorf("store: audit head: %w", err)
 	}
-	return seq, hash, nil
+	return seq, hash, true, nil
 }
 
 // Scan implements audit.Source: the tenant's rows in chain order.
 func (l *AuditLog) Scan(ctx context.Context, t contract.TenantSlot, fn func(audit.Row) error) error {
-	rows, err := l.db.Query(ctx, `SELECT id, seq, action, outcome, body, prev_hash, hash FROM audit_records WHERE tenant = ? ORDER BY seq`, string(t))
+	rows, err := l.db.Query(ctx, `SELECT id, seq, at, action, resource, outcome, body, prev_hash, hash FROM audit_records WHERE tenant = ? ORDER BY seq`, string(t))
 	if err != nil {
 		return fmt.Errorf("store: audit scan: %w", err)
 	}
 	defer rows.Close()
 	r := audit.Row{Tenant: t}
 	for rows.Next() {
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Action, &r.Outcome, &r.Body, &r.PrevHash, &r.Hash); err != nil {
+		if err := rows.Scan(&r.ID, &r.Seq, &r.At, &r.Action, &r.Resource, &r.Outcome, &r.Body, &r.PrevHash, &r.Hash); err != nil {
 			return fmt.Errorf("store: audit scan: %w", err)
 		}
 		if err := fn(r); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -61,29 +62,119 @@ func (s *ExecutorState) AddAnomaly(ctx context.Context, t contract.TenantSlot, a
 }
 
 // BrokerState implements executor.Store.
-func (s *ExecutorState) BrokerState(ctx context.Context, t contract.TenantSlot, name string) ([]byte, error) {
+func (s *ExecutorState) BrokerState(ctx context.Context, t contract.TenantSlot, name string) ([]byte, int64, error) {
 	var state string
-	err := s.db.QueryRow(ctx, `SELECT state FROM executor_broker_state WHERE tenant = ? AND name = ?`, string(t), name).Scan(&state)
+	var version int64
+	err := s.db.QueryRow(ctx, `SELECT state, version FROM executor_broker_state WHERE tenant = ? AND name = ?`, string(t), name).Scan(&state, &version)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: executor broker state: %w", err)
+		return nil, 0, fmt.Errorf("store: executor broker state: %w", err)
 	}
-	return []byte(state), nil
+	return []byte(state), version, nil
 }
 
-// SaveBrokerState implements executor.Store. The state is kept as text and
-// must be UTF-8 (the paper broker saves JSON).
-func (s *ExecutorState) SaveBrokerState(ctx context.Context, t contract.TenantSlot, name string, state []byte) error {
+// SaveBrokerState implements executor.Store: one conditional statement, an
+// INSERT ... ON CONFLICT DO NOTHING for version 0 and an UPDATE ... WHERE
+// version = ? otherwise, so of two writers holding the same version exactly
+// one succeeds. The state is kept as text and must be UTF-8 (the paper
+// broker saves JSON).
+func (s *ExecutorState) SaveBrokerState(ctx context.Context, t contract.TenantSlot, name string, state []byte, version int64) (int64, bool, error) {
 	if !utf8.Valid(state) {
-		return fmt.Errorf("store: executor broker state %s is not UTF-8", name)
+		return 0, false, fmt.Errorf("store: executor broker state %s is not UTF-8", name)
 	}
-	_, err := s.db.Exec(ctx, `INSERT INTO executor_broker_state (tenant, name, state, updated_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (tenant, name) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
-		string(t), name, string(state), Micros(s.db.Now()))
+	var res sql.Result
+	var err error
+	if version == 0 {
+		res, err = s.db.Exec(ctx, `INSERT INTO executor_broker_state (tenant, name, state, updated_at, version) VALUES (?, ?, ?, ?, 1)
+			ON CONFLICT (tenant, name) DO NOTHING`, string(t), name, string(state), Micros(s.db.Now()))
+	} else {
+		res, err = s.db.Exec(ctx, `UPDATE executor_broker_state SET state = ?, updated_at = ?, version = version + 1
+			WHERE tenant = ? AND name = ? AND version = ?`, string(state), Micros(s.db.Now()), string(t), name, version)
+	}
 	if err != nil {
-		return fmt.Errorf("store: executor save broker state: %w", err)
+		return 0, false, fmt.Errorf("store: executor save broker state: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, false, fmt.Errorf("store: executor save broker state: %w", err)
+	}
+	if n != 1 {
+		return 0, false, nil
+	}
+	return version + 1, true, nil
+}
+
+// ClaimTick implements executor.Store through the HUX idempotency ledger
+// (ClaimKey, scope executor.tick). A key already completed or in progress
+// is answered by one read, without a write; a free key is claimed in a
+// short transaction of its own (the tick runs outside it: it calls the
+// broker and writes the audit log). A claim older than lease whose result
+// was never stored is taken over with a conditional UPDATE on its
+// created_at, so one taker wins.
+func (s *ExecutorState) ClaimTick(ctx context.Context, t contract.TenantSlot, key, bodyHash string, lease time.Duration) (executor.TickClaim, error) {
+	var prevHash string
+	var result sql.NullString
+	var created int64
+	err := s.db.QueryRow(ctx, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`,
+		string(t), executor.TickKeyScope, key).Scan(&prevHash, &result, &created)
+	switch {
+	case err == nil:
+		if prevHash != bodyHash {
+			return executor.TickClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
+		}
+		if result.Valid {
+			return executor.TickClaim{Envelope: []byte(result.String)}, nil
+		}
+		now := s.db.Now()
+		if Micros(now)-created <= lease.Microseconds() {
+			return executor.TickClaim{}, nil
+		}
+		res, err := s.db.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
+			Micros(now), string(t), executor.TickKeyScope, key, created)
+		if err != nil {
+			return executor.TickClaim{}, fmt.Errorf("store: take over idempotency key: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		return executor.TickClaim{Claimed: n == 1}, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return executor.TickClaim{}, fmt.Errorf("store: read idempotency key: %w", err)
+	}
+	var claim executor.TickClaim
+	err = s.db.InTx(ctx, func(tx *Tx) error {
+		claimed, stored, err := ClaimKey(ctx, tx, t, executor.TickKeyScope, key, bodyHash)
+		if err != nil {
+			return err
+		}
+		claim = executor.TickClaim{Claimed: claimed}
+		if !claimed && len(stored) > 0 {
+			claim.Envelope = stored
+		}
+		return nil
+	})
+	if err != nil {
+		if contract.KindOf(err) == contract.KindConflict {
+			return executor.TickClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
+		}
+		return executor.TickClaim{}, err
+	}
+	return claim, nil
+}
+
+// CompleteTick implements executor.Store (CompleteKey).
+func (s *ExecutorState) CompleteTick(ctx context.Context, t contract.TenantSlot, key string, envelope []byte) error {
+	return s.db.InTx(ctx, func(tx *Tx) error {
+		return CompleteKey(ctx, tx, t, executor.TickKeyScope, key, envelope)
+	})
+}
+
+// ReleaseTick implements executor.Store: it deletes the key only while no
+// result is stored.
+func (s *ExecutorState) ReleaseTick(ctx context.Context, t contract.TenantSlot, key string) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM idempotency WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL`,
+		string(t), executor.TickKeyScope, key); err != nil {
+		return fmt.Errorf("store: release idempotency key: %w", err)
 	}
 	return nil
 }

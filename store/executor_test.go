@@ -43,6 +43,7 @@ func TestExecutorTicksOnSQL(t *testing.T) {
 			Store:        db.ExecutorState(), Audit: db.Audit(),
 		}
 		for i, want := range []string{"paper-000001", "paper-000002"} {
+			o.IdempotencyKey = fmt.Sprintf("sql-run-%04d", i) // two distinct runs: each places
 			env, err := cli.Exec(t.Context(), o)
 			if err != nil {
 				t.Fatal(err)
@@ -89,6 +90,8 @@ func BenchmarkExecutorTickSQLite(b *testing.B) {
 		b.Fatal(err)
 	}
 	ex := &executor.Executor{Broker: sim, Store: db.ExecutorState(), Audit: db.Audit(), Skills: filepath.Join("..", "executor", "testdata", "skills"), Now: func() time.Time { return now }}
+	refs := 0 // a fresh ref_id per placement: every iteration places 20 orders
+	ex.NewRef = func() string { refs++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", refs) }
 	req := executor.TickRequest{
 		Payload:  []byte(`{"strategy":"bench","intents":[` + strings.Join(intents, ",") + `]}`),
 		Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_00000000000000000000000000000001", Surface: contract.SurfaceWorker, Trust: contract.TrustRouter},

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -83,19 +86,123 @@ func (k *Keys) ListKeys(ctx context.Context) ([]auth.Key, error) {
 	return keys, rows.Err()
 }
 
-// RevokeKey implements auth.Store.
+// RevokeKey implements auth.Store. The revocation bumps the key change
+// counter in the same transaction and, on Postgres, notifies every
+// listening process at commit (see WatchKeys).
 func (k *Keys) RevokeKey(ctx context.Context, id string) error {
-	res, err := k.db.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, Micros(k.db.Now()), id)
+	var n int64
+	err := k.db.InTx(ctx, func(tx *Tx) error {
+		res, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, Micros(k.db.Now()), id)
+		if err != nil {
+			return fmt.Errorf("store: revoke key: %w", err)
+		}
+		if n, _ = res.RowsAffected(); n == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE key_changes SET n = n + 1 WHERE id = 1`); err != nil {
+			return fmt.Errorf("store: revoke key: %w", err)
+		}
+		if tx.Dialect() == Postgres {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, keysChannel, id); err != nil {
+				return fmt.Errorf("store: revoke key: notify: %w", err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("store: revoke key: %w", err)
+		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		if _, err := k.Key(ctx, id); err != nil {
 			return err
 		}
 		return contract.Conflictf("key_revoked", "key %s is already revoked", id)
 	}
 	return nil
+}
+
+// keysChannel is the Postgres NOTIFY channel of key changes.
+const keysChannel = "caduceus_keys"
+
+// KeyPollInterval is how often WatchKeys reads the change counter on SQLite
+// (and on Postgres as the fallback while its LISTEN connection is down).
+const KeyPollInterval = 10 * time.Millisecond
+
+// WatchKeys implements auth.Watcher. On Postgres a connection of its own
+// LISTENs on caduceus_keys and calls changed on every notification (and on
+// every reconnect, in case one was missed while it was down). On SQLite it
+// reads the key change counter every KeyPollInterval: one indexed row on a
+// reader connection, which WAL lets run beside the writer.
+func (k *Keys) WatchKeys(ctx context.Context, changed func()) error {
+	if k.db.dialect == Postgres {
+		return k.listen(ctx, changed)
+	}
+	return k.poll(ctx, changed, KeyPollInterval)
+}
+
+func (k *Keys) changeCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := k.db.QueryRow(ctx, `SELECT n FROM key_changes WHERE id = 1`).Scan(&n)
+	return n, err
+}
+
+func (k *Keys) poll(ctx context.Context, changed func(), every time.Duration) error {
+	last, err := k.changeCount(ctx)
+	if err != nil {
+		last = -1
+	}
+	// Whatever was cached before the baseline was read may predate a
+	// change the baseline already counts.
+	changed()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		n, err := k.changeCount(ctx)
+		if err != nil {
+			continue // the store is unreachable; the cache TTL still bounds
+		}
+		if n != last {
+			last = n
+			changed()
+		}
+	}
+}
+
+func (k *Keys) listen(ctx context.Context, changed func()) error {
+	for {
+		err := k.listenOnce(ctx, changed)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Down: fall back to polling the counter until the next attempt.
+		_ = err
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		k.poll(pctx, changed, 50*time.Millisecond)
+		cancel()
+	}
+}
+
+func (k *Keys) listenOnce(ctx context.Context, changed func()) error {
+	conn, err := pgx.Connect(ctx, k.db.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+keysChannel); err != nil {
+		return err
+	}
+	changed() // a change may have happened while not listening
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		changed()
+	}
 }
 
 func joinScopes(s []contract.Scope) string {

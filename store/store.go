@@ -57,6 +57,7 @@ type DB struct {
 	batch   *batcher  // SQLite group commit
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
+	dsn string // Postgres: for connections of its own (LISTEN)
 }
 
 // Querier is what both DB and Tx offer: statements with ? placeholders.
@@ -148,7 +149,7 @@ func openPostgres(dsn string) (*DB, error) {
 	}
 	p.SetMaxOpenConns(16)
 	p.SetMaxIdleConns(16)
-	return &DB{w: p, r: p, dialect: Postgres, Now: time.Now}, nil
+	return &DB{w: p, r: p, dialect: Postgres, Now: time.Now, dsn: dsn}, nil
 }
 
 // Close closes the pools.

@@ -47,7 +47,7 @@ func (s *Service) Apply(ctx context.Context, caller contract.Caller, raw []byte)
 		RequestSHA256: contract.SHA256(raw), RequestBytes: len(raw),
 		ReceivedAt: stamp(s.now()),
 	}
-	if len(raw) <= MaxRequestBytes && json.Valid(raw) {
+	if len(raw) <= MaxRequestBytes && json.Valid(raw) && unsafeJSON(raw) == nil {
 		att.Request = json.RawMessage(raw)
 	}
 	req, issues := ParseRequest(raw)

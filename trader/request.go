@@ -91,6 +91,9 @@ func ParseRequest(raw []byte) (Request, []Issue) {
 	if len(raw) > MaxRequestBytes {
 		return req, []Issue{{Code: CodeBodyTooLarge, Message: fmt.Sprintf("request body is %d bytes; the limit is %d", len(raw), MaxRequestBytes)}}
 	}
+	if is := unsafeJSON(raw); is != nil {
+		return req, []Issue{*is}
+	}
 	if !json.Valid(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v)
@@ -301,4 +304,22 @@ func confidenceOf(lit string) (float64, bool) {
 	}
 	x, _ := r.Float64()
 	return x, !math.IsNaN(x) && !math.IsInf(x, 0)
+}
+
+// unsafeJSON applies the part of the shared input rule (contract.CheckJSON)
+// that the parser below cannot: invalid UTF-8, a NUL character, nesting
+// deeper than contract.MaxJSONDepth. Such a request is refused and its bytes
+// are never stored. Duplicate keys, trailing data and syntax are the
+// parser's own issues (with the field they concern).
+func unsafeJSON(raw []byte) *Issue {
+	err := contract.CheckJSON(raw)
+	if err == nil {
+		return nil
+	}
+	e := contract.AsError(err)
+	switch e.Code {
+	case contract.CodeBadUTF8, contract.CodeNULCharacter, contract.CodeTooDeep:
+		return &Issue{Code: e.Code, Message: e.Message}
+	}
+	return nil
 }

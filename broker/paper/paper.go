@@ -3,10 +3,18 @@
 // market buys at the ask and sells at the bid, fills limit orders when they
 // are marketable and leaves them open otherwise, returns injected review
 // alerts, and consumes injected faults in order. Its whole state is a JSON
-// snapshot, saved through a Persister after every mutation.
+// snapshot kept by a Persister.
+//
+// With a Persister every call is one transaction on the saved state: the
+// simulator reads the latest snapshot and its version, applies the call, and
+// saves the result only if the version has not moved (compare-and-swap); if
+// another process saved first, it re-reads and applies the call again. So
+// several processes sharing one database share one account set: no fill is
+// lost or doubled, and buying power is checked against the latest cash.
 package paper
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,12 +26,20 @@ import (
 	"github.com/caduceus-dev/caduceus/broker"
 )
 
-// Persister keeps the simulator's state between runs. Load returns nil, nil
-// when nothing has been saved yet.
+// Persister keeps the simulator's state between runs and processes, with a
+// version for compare-and-swap. Load returns nil, 0 when nothing has been
+// saved yet. Save stores state only if the saved version is still version
+// (0: nothing saved) and returns the new version; ok is false, and nothing
+// changes, when another writer saved first.
 type Persister interface {
-	Load(ctx context.Context) ([]byte, error)
-	Save(ctx context.Context, state []byte) error
+	Load(ctx context.Context) (state []byte, version int64, err error)
+	Save(ctx context.Context, state []byte, version int64) (newVersion int64, ok bool, err error)
 }
+
+// maxAttempts bounds how often one call is re-applied after losing the
+// compare-and-swap to other writers (each loss means another call went
+// through, so the bound is only reached under pathological contention).
+const maxAttempts = 1000
 
 // state is everything the simulator knows; it is the JSON snapshot.
 type state struct {
@@ -54,6 +70,8 @@ type Sim struct {
 	refs    map[string]int // ref_id -> index in st.Orders
 	now     func() time.Time
 	persist Persister
+	version int64 // the saved version st was loaded from or saved as
+	loaded  bool  // st is the saved state at version (false: reload first)
 }
 
 // New builds a simulator from a scenario. now is the clock (the scenario's
@@ -117,13 +135,14 @@ func (s *Sim) index() {
 }
 
 // Open returns a simulator whose state is kept by p: the saved state when
-// there is one, else a fresh one built from s. Every mutation is saved.
+// there is one, else a fresh one built from s (saved on its first call).
+// Every call is a transaction on the saved state (see the package doc).
 func Open(ctx context.Context, p Persister, s *Scenario, now func() time.Time) (*Sim, error) {
 	sim, err := New(s, now)
 	if err != nil {
 		return nil, err
 	}
-	b, err := p.Load(ctx)
+	b, v, err := p.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("paper: load state: %w", err)
 	}
@@ -132,8 +151,69 @@ func Open(ctx context.Context, p Persister, s *Scenario, now func() time.Time) (
 			return nil, err
 		}
 	}
-	sim.persist = p
+	sim.persist, sim.version, sim.loaded = p, v, true
 	return sim, nil
+}
+
+// transact runs op on the latest saved state and saves what it changed,
+// re-running op on a fresher state when another writer saved first. Without
+// a Persister it just runs op. The lock is held. op's error is returned
+// after its changes are saved: a consumed fault or a timed-out placement
+// that acted changes the state and fails the call.
+func (s *Sim) transact(ctx context.Context, op func() error) error {
+	if s.persist == nil {
+		return op()
+	}
+	for range maxAttempts {
+		b, v, err := s.persist.Load(ctx)
+		if err != nil {
+			return &broker.Error{Op: "paper_load", Status: 500, Err: err}
+		}
+		if !s.loaded || v != s.version {
+			if b != nil {
+				if err := s.restore(b); err != nil {
+					return &broker.Error{Op: "paper_load", Status: 500, Err: err}
+				}
+			}
+			s.version, s.loaded = v, true
+		}
+		before, err := json.Marshal(&s.st)
+		if err != nil {
+			return err
+		}
+		opErr := op()
+		after, err := json.Marshal(&s.st)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(before, after) {
+			return opErr
+		}
+		nv, ok, err := s.persist.Save(ctx, after, s.version)
+		if err != nil {
+			s.loaded = false
+			return &broker.Error{Op: "paper_save", Status: 500, Err: err}
+		}
+		if ok {
+			s.version = nv
+			return opErr
+		}
+		s.loaded = false // another writer won: reload and apply op again
+	}
+	return &broker.Error{Op: "paper_save", Status: 503, Message: "paper state kept changing under this call"}
+}
+
+// do runs op as one transaction with the lock held.
+func do[T any](s *Sim, ctx context.Context, op func() (T, error)) (T, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out T
+	err := s.transact(ctx, func() error {
+		var err error
+		out, err = op()
+		return err
+	})
+	return out, err
 }
 
 // SetClock replaces the simulator's clock (tests use it to cross midnight).
@@ -152,6 +232,13 @@ func (s *Sim) Snapshot() ([]byte, error) {
 
 // Restore replaces the simulator's state with a snapshot.
 func (s *Sim) Restore(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restore(b)
+}
+
+// restore is Restore with the lock held.
+func (s *Sim) restore(b []byte) error {
 	var st state
 	if err := json.Unmarshal(b, &st); err != nil {
 		return fmt.Errorf("paper: restore: %w", err)
@@ -164,10 +251,8 @@ func (s *Sim) Restore(b []byte) error {
 			a.PnL = map[string]float64{}
 		}
 	}
-	s.mu.Lock()
 	s.st = st
 	s.index()
-	s.mu.Unlock()
 	return nil
 }
 
@@ -209,21 +294,6 @@ func timeoutErr(tool string) error {
 	return &broker.Error{Op: tool, Status: broker.StatusTimeout, Timeout: true, Message: "injected timeout"}
 }
 
-// save persists the state after a mutation; the lock is held.
-func (s *Sim) save(ctx context.Context) error {
-	if s.persist == nil {
-		return nil
-	}
-	b, err := json.Marshal(&s.st)
-	if err != nil {
-		return err
-	}
-	if err := s.persist.Save(ctx, b); err != nil {
-		return &broker.Error{Op: "paper_save", Status: 500, Err: err}
-	}
-	return nil
-}
-
 func (s *Sim) account(tool, number string) (*account, error) {
 	for _, a := range s.st.Accounts {
 		if a.AccountNumber == number {
@@ -235,107 +305,107 @@ func (s *Sim) account(tool, number string) (*account, error) {
 
 // Accounts implements broker.Broker.
 func (s *Sim) Accounts(ctx context.Context) ([]broker.Account, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	to, err := s.begin("get_accounts")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]broker.Account, 0, len(s.st.Accounts))
-	for _, a := range s.st.Accounts {
-		out = append(out, a.Account)
-	}
-	if to {
-		return nil, timeoutErr("get_accounts")
-	}
-	return out, nil
+	return do(s, ctx, func() ([]broker.Account, error) {
+		to, err := s.begin("get_accounts")
+		if err != nil {
+			return nil, err
+		}
+		out := make([]broker.Account, 0, len(s.st.Accounts))
+		for _, a := range s.st.Accounts {
+			out = append(out, a.Account)
+		}
+		if to {
+			return nil, timeoutErr("get_accounts")
+		}
+		return out, nil
+	})
 }
 
 // Portfolio implements broker.Broker.
 func (s *Sim) Portfolio(ctx context.Context, number string) (broker.Portfolio, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	to, err := s.begin("get_portfolio")
-	if err != nil {
-		return broker.Portfolio{}, err
-	}
-	a, err := s.account("get_portfolio", number)
-	if err != nil {
-		return broker.Portfolio{}, err
-	}
-	if to {
-		return broker.Portfolio{}, timeoutErr("get_portfolio")
-	}
-	return a.Portfolio, nil
+	return do(s, ctx, func() (broker.Portfolio, error) {
+		to, err := s.begin("get_portfolio")
+		if err != nil {
+			return broker.Portfolio{}, err
+		}
+		a, err := s.account("get_portfolio", number)
+		if err != nil {
+			return broker.Portfolio{}, err
+		}
+		if to {
+			return broker.Portfolio{}, timeoutErr("get_portfolio")
+		}
+		return a.Portfolio, nil
+	})
 }
 
 // Positions implements broker.Broker.
 func (s *Sim) Positions(ctx context.Context, number string) ([]broker.Position, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	to, err := s.begin("get_equity_positions")
-	if err != nil {
-		return nil, err
-	}
-	a, err := s.account("get_equity_positions", number)
-	if err != nil {
-		return nil, err
-	}
-	if to {
-		return nil, timeoutErr("get_equity_positions")
-	}
-	out := make([]broker.Position, 0, len(a.Positions))
-	for _, p := range a.Positions {
-		if p.Quantity > 0 {
-			out = append(out, p.Position)
+	return do(s, ctx, func() ([]broker.Position, error) {
+		to, err := s.begin("get_equity_positions")
+		if err != nil {
+			return nil, err
 		}
-	}
-	return out, nil
+		a, err := s.account("get_equity_positions", number)
+		if err != nil {
+			return nil, err
+		}
+		if to {
+			return nil, timeoutErr("get_equity_positions")
+		}
+		out := make([]broker.Position, 0, len(a.Positions))
+		for _, p := range a.Positions {
+			if p.Quantity > 0 {
+				out = append(out, p.Position)
+			}
+		}
+		return out, nil
+	})
 }
 
 // Quotes implements broker.Broker.
 func (s *Sim) Quotes(ctx context.Context, symbols []string) ([]broker.Quote, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	to, err := s.begin("get_equity_quotes")
-	if err != nil {
-		return nil, err
-	}
-	if to {
-		return nil, timeoutErr("get_equity_quotes")
-	}
-	out := make([]broker.Quote, 0, len(symbols))
-	for _, sym := range symbols {
-		if q, ok := s.st.Quotes[sym]; ok {
-			out = append(out, q)
+	return do(s, ctx, func() ([]broker.Quote, error) {
+		to, err := s.begin("get_equity_quotes")
+		if err != nil {
+			return nil, err
 		}
-	}
-	return out, nil
+		if to {
+			return nil, timeoutErr("get_equity_quotes")
+		}
+		out := make([]broker.Quote, 0, len(symbols))
+		for _, sym := range symbols {
+			if q, ok := s.st.Quotes[sym]; ok {
+				out = append(out, q)
+			}
+		}
+		return out, nil
+	})
 }
 
 // Review implements broker.Broker.
 func (s *Sim) Review(ctx context.Context, o broker.OrderRequest) (broker.Review, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	const tool = "review_equity_order"
-	to, err := s.begin(tool)
-	if err != nil {
-		return broker.Review{}, err
-	}
-	if _, err := s.account(tool, o.AccountNumber); err != nil {
-		return broker.Review{}, err
-	}
-	q, ok := s.st.Quotes[o.Symbol]
-	if !ok {
-		return broker.Review{}, broker.Errorf(tool, 400, "no quote for %s", o.Symbol)
-	}
-	if err := checkRequest(tool, o); err != nil {
-		return broker.Review{}, err
-	}
-	if to {
-		return broker.Review{}, timeoutErr(tool)
-	}
-	return broker.Review{Quote: q, Alerts: slices.Clone(s.st.ReviewAlerts[o.Symbol])}, nil
+	return do(s, ctx, func() (broker.Review, error) {
+		const tool = "review_equity_order"
+		to, err := s.begin(tool)
+		if err != nil {
+			return broker.Review{}, err
+		}
+		if _, err := s.account(tool, o.AccountNumber); err != nil {
+			return broker.Review{}, err
+		}
+		q, ok := s.st.Quotes[o.Symbol]
+		if !ok {
+			return broker.Review{}, broker.Errorf(tool, 400, "no quote for %s", o.Symbol)
+		}
+		if err := checkRequest(tool, o); err != nil {
+			return broker.Review{}, err
+		}
+		if to {
+			return broker.Review{}, timeoutErr(tool)
+		}
+		return broker.Review{Quote: q, Alerts: slices.Clone(s.st.ReviewAlerts[o.Symbol])}, nil
+	})
 }
 
 func checkRequest(tool string, o broker.OrderRequest) error {
@@ -356,74 +426,71 @@ func checkRequest(tool string, o broker.OrderRequest) error {
 
 // Place implements broker.Broker. A repeat RefID returns the first order.
 func (s *Sim) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	const tool = "place_equity_order"
-	to, err := s.begin(tool)
-	if err != nil {
-		return broker.Order{}, err
-	}
-	if i, ok := s.refs[o.RefID]; ok && o.RefID != "" {
+	return do(s, ctx, func() (broker.Order, error) {
+		const tool = "place_equity_order"
+		to, err := s.begin(tool)
+		if err != nil {
+			return broker.Order{}, err
+		}
+		if i, ok := s.refs[o.RefID]; ok && o.RefID != "" {
+			if to {
+				return broker.Order{}, timeoutErr(tool)
+			}
+			return s.st.Orders[i], nil
+		}
+		a, err := s.account(tool, o.AccountNumber)
+		if err != nil {
+			return broker.Order{}, err
+		}
+		if err := checkRequest(tool, o); err != nil {
+			return broker.Order{}, err
+		}
+		q, ok := s.st.Quotes[o.Symbol]
+		if !ok {
+			return broker.Order{}, broker.Errorf(tool, 400, "no quote for %s", o.Symbol)
+		}
+		s.st.Seq++
+		ord := broker.Order{
+			ID: fmt.Sprintf("paper-%06d", s.st.Seq), RefID: o.RefID, AccountNumber: o.AccountNumber,
+			Symbol: o.Symbol, Side: o.Side, Type: o.Type, State: broker.StateQueued,
+			Quantity: o.Quantity, DollarAmount: o.DollarAmount, LimitPrice: o.LimitPrice,
+		}
+		price := q.AskPrice
+		if o.Side == broker.SideSell {
+			price = q.BidPrice
+		}
+		marketable := o.Type == broker.TypeMarket ||
+			(o.Side == broker.SideBuy && o.LimitPrice >= q.AskPrice) ||
+			(o.Side == broker.SideSell && o.LimitPrice <= q.BidPrice)
+		if marketable {
+			if price <= 0 {
+				return broker.Order{}, broker.Errorf(tool, 400, "no %s price for %s", o.Side, o.Symbol)
+			}
+			qty := o.Quantity
+			if qty == 0 {
+				qty = math.Floor(o.DollarAmount/price*1e6) / 1e6
+			}
+			if err := s.fill(a, o.Side, o.Symbol, qty, price); err != nil {
+				return broker.Order{}, err
+			}
+			ord.State, ord.FilledQuantity, ord.AveragePrice = broker.StateFilled, qty, price
+		} else if o.Side == broker.SideBuy {
+			// A resting buy holds its buying power.
+			hold := o.Quantity * o.LimitPrice
+			if hold > a.Portfolio.BuyingPower {
+				return broker.Order{}, broker.Errorf(tool, 400, "insufficient buying power")
+			}
+			a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower - hold)
+		}
+		s.st.Orders = append(s.st.Orders, ord)
+		if ord.RefID != "" {
+			s.refs[ord.RefID] = len(s.st.Orders) - 1
+		}
 		if to {
 			return broker.Order{}, timeoutErr(tool)
 		}
-		return s.st.Orders[i], nil
-	}
-	a, err := s.account(tool, o.AccountNumber)
-	if err != nil {
-		return broker.Order{}, err
-	}
-	if err := checkRequest(tool, o); err != nil {
-		return broker.Order{}, err
-	}
-	q, ok := s.st.Quotes[o.Symbol]
-	if !ok {
-		return broker.Order{}, broker.Errorf(tool, 400, "no quote for %s", o.Symbol)
-	}
-	s.st.Seq++
-	ord := broker.Order{
-		ID: fmt.Sprintf("paper-%06d", s.st.Seq), RefID: o.RefID, AccountNumber: o.AccountNumber,
-		Symbol: o.Symbol, Side: o.Side, Type: o.Type, State: broker.StateQueued,
-		Quantity: o.Quantity, DollarAmount: o.DollarAmount, LimitPrice: o.LimitPrice,
-	}
-	price := q.AskPrice
-	if o.Side == broker.SideSell {
-		price = q.BidPrice
-	}
-	marketable := o.Type == broker.TypeMarket ||
-		(o.Side == broker.SideBuy && o.LimitPrice >= q.AskPrice) ||
-		(o.Side == broker.SideSell && o.LimitPrice <= q.BidPrice)
-	if marketable {
-		if price <= 0 {
-			return broker.Order{}, broker.Errorf(tool, 400, "no %s price for %s", o.Side, o.Symbol)
-		}
-		qty := o.Quantity
-		if qty == 0 {
-			qty = math.Floor(o.DollarAmount/price*1e6) / 1e6
-		}
-		if err := s.fill(a, o.Side, o.Symbol, qty, price); err != nil {
-			return broker.Order{}, err
-		}
-		ord.State, ord.FilledQuantity, ord.AveragePrice = broker.StateFilled, qty, price
-	} else if o.Side == broker.SideBuy {
-		// A resting buy holds its buying power.
-		hold := o.Quantity * o.LimitPrice
-		if hold > a.Portfolio.BuyingPower {
-			return broker.Order{}, broker.Errorf(tool, 400, "insufficient buying power")
-		}
-		a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower - hold)
-	}
-	s.st.Orders = append(s.st.Orders, ord)
-	if ord.RefID != "" {
-		s.refs[ord.RefID] = len(s.st.Orders) - 1
-	}
-	if err := s.save(ctx); err != nil {
-		return broker.Order{}, err
-	}
-	if to {
-		return broker.Order{}, timeoutErr(tool)
-	}
-	return ord, nil
+		return ord, nil
+	})
 }
 
 // fill books an execution of qty at price.
@@ -470,84 +537,81 @@ func cents(x float64) float64 { return math.Round(x*100) / 100 }
 
 // Cancel implements broker.Broker: only an open order of that account.
 func (s *Sim) Cancel(ctx context.Context, number, orderID string) (broker.Order, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	const tool = "cancel_equity_order"
-	to, err := s.begin(tool)
-	if err != nil {
-		return broker.Order{}, err
-	}
-	a, err := s.account(tool, number)
-	if err != nil {
-		return broker.Order{}, err
-	}
-	for i := range s.st.Orders {
-		o := &s.st.Orders[i]
-		if o.ID != orderID || o.AccountNumber != number {
-			continue
-		}
-		if !o.Open() {
-			return broker.Order{}, broker.Errorf(tool, 400, "order %s is %s", orderID, o.State)
-		}
-		o.State = broker.StateCancelled
-		if o.Side == broker.SideBuy && o.Type == broker.TypeLimit {
-			a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower + (o.Quantity-o.FilledQuantity)*o.LimitPrice)
-		}
-		if err := s.save(ctx); err != nil {
+	return do(s, ctx, func() (broker.Order, error) {
+		const tool = "cancel_equity_order"
+		to, err := s.begin(tool)
+		if err != nil {
 			return broker.Order{}, err
 		}
-		if to {
-			return broker.Order{}, timeoutErr(tool)
+		a, err := s.account(tool, number)
+		if err != nil {
+			return broker.Order{}, err
 		}
-		return *o, nil
-	}
-	return broker.Order{}, broker.Errorf(tool, 404, "order %s not found", orderID)
+		for i := range s.st.Orders {
+			o := &s.st.Orders[i]
+			if o.ID != orderID || o.AccountNumber != number {
+				continue
+			}
+			if !o.Open() {
+				return broker.Order{}, broker.Errorf(tool, 400, "order %s is %s", orderID, o.State)
+			}
+			o.State = broker.StateCancelled
+			if o.Side == broker.SideBuy && o.Type == broker.TypeLimit {
+				a.Portfolio.BuyingPower = cents(a.Portfolio.BuyingPower + (o.Quantity-o.FilledQuantity)*o.LimitPrice)
+			}
+			if to {
+				return broker.Order{}, timeoutErr(tool)
+			}
+			return *o, nil
+		}
+		return broker.Order{}, broker.Errorf(tool, 404, "order %s not found", orderID)
+	})
 }
 
 // Orders implements broker.Broker.
 func (s *Sim) Orders(ctx context.Context, number string) ([]broker.Order, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	to, err := s.begin("get_equity_orders")
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.account("get_equity_orders", number); err != nil {
-		return nil, err
-	}
-	if to {
-		return nil, timeoutErr("get_equity_orders")
-	}
-	var out []broker.Order
-	for _, o := range s.st.Orders {
-		if o.AccountNumber == number {
-			out = append(out, o)
+	return do(s, ctx, func() ([]broker.Order, error) {
+		to, err := s.begin("get_equity_orders")
+		if err != nil {
+			return nil, err
 		}
-	}
-	return out, nil
+		if _, err := s.account("get_equity_orders", number); err != nil {
+			return nil, err
+		}
+		if to {
+			return nil, timeoutErr("get_equity_orders")
+		}
+		var out []broker.Order
+		for _, o := range s.st.Orders {
+			if o.AccountNumber == number {
+				out = append(out, o)
+			}
+		}
+		return out, nil
+	})
 }
 
 // RealizedPnL implements broker.Broker. Span "day" is the current New York
 // day; any other span is refused.
 func (s *Sim) RealizedPnL(ctx context.Context, number, span string) (broker.PnL, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	const tool = "get_realized_pnl"
-	to, err := s.begin(tool)
-	if err != nil {
-		return broker.PnL{}, err
-	}
-	a, err := s.account(tool, number)
-	if err != nil {
-		return broker.PnL{}, err
-	}
-	if span != "day" {
-		return broker.PnL{}, broker.Errorf(tool, 400, "span %q is not supported", span)
-	}
-	if to {
-		return broker.PnL{}, timeoutErr(tool)
-	}
-	return broker.PnL{TotalRealizedGain: a.PnL[broker.Day(s.now())]}, nil
+	return do(s, ctx, func() (broker.PnL, error) {
+		const tool = "get_realized_pnl"
+		to, err := s.begin(tool)
+		if err != nil {
+			return broker.PnL{}, err
+		}
+		a, err := s.account(tool, number)
+		if err != nil {
+			return broker.PnL{}, err
+		}
+		if span != "day" {
+			return broker.PnL{}, broker.Errorf(tool, 400, "span %q is not supported", span)
+		}
+		if to {
+			return broker.PnL{}, timeoutErr(tool)
+		}
+		return broker.PnL{TotalRealizedGain: a.PnL[broker.Day(s.now())]}, nil
+	})
 }
 
 var _ broker.Broker = (*Sim)(nil)

@@ -3,6 +3,7 @@ package paper_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,12 +163,28 @@ func TestPnLResetsAtNewYorkMidnight(t *testing.T) {
 }
 
 type memPersist struct {
+	mu    sync.Mutex
 	b     []byte
+	v     int64
 	saves int
 }
 
-func (m *memPersist) Load(context.Context) ([]byte, error)   { return m.b, nil }
-func (m *memPersist) Save(_ context.Context, b []byte) error { m.b = b; m.saves++; return nil }
+func (m *memPersist) Load(context.Context) ([]byte, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.b, m.v, nil
+}
+
+func (m *memPersist) Save(_ context.Context, b []byte, v int64) (int64, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v != m.v {
+		return 0, false, nil
+	}
+	m.b, m.v = b, m.v+1
+	m.saves++
+	return m.v, true, nil
+}
 
 func TestPersistence(t *testing.T) {
 	sc, err := paper.ParseScenario([]byte(base))

@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -18,9 +25,10 @@ func (a *app) auditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Verify and read the audit trail (works on the data directory; no server needed)",
 		Example: `  caduceus audit verify
+  caduceus audit checkpoint --out /backup/checkpoint.json
   caduceus audit tail -n 20 --tenant slot-1`,
 	}
-	var tenant string
+	var tenant, checkpointFile, publicKey string
 	verify := &cobra.Command{
 		Use:   "verify",
 		Short: "Recompute the hash chains; exit 1 naming the first broken record",
@@ -46,7 +54,15 @@ func (a *app) auditCmd() *cobra.Command {
 					fmt.Fprintf(a.stderr, "checked %d records...\n", n)
 				}
 			}
-			rep, err := audit.Verify(cmd.Context(), db.Audit(), progress, tenants...)
+			opt := audit.Options{Tenants: tenants, Progress: progress}
+			if checkpointFile != "" {
+				cp, err := a.readCheckpoint(checkpointFile, publicKey)
+				if err != nil {
+					return &exitError{1, err}
+				}
+				opt.Checkpoint = &cp
+			}
+			rep, err := audit.VerifyWith(cmd.Context(), db.Audit(), opt)
 			if err != nil {
 				return err
 			}
@@ -59,6 +75,50 @@ func (a *app) auditCmd() *cobra.Command {
 		},
 	}
 	verify.Flags().StringVar(&tenant, "tenant", "", "verify only this tenant's chain")
+	verify.Flags().StringVar(&checkpointFile, "checkpoint", "", "a signed checkpoint file every chain must still reach (exit 1 naming it when one does not)")
+	verify.Flags().StringVar(&publicKey, "public-key", "", "base64 Ed25519 public key the checkpoint must be signed with (default: the data directory's or "+audit.EnvSigningKey+"'s key)")
+	verify.Example += `
+  caduceus audit verify --checkpoint /backup/audit-checkpoint.json`
+
+	var out string
+	checkpoint := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Verify the chains and write a signed checkpoint of their ends (Ed25519)",
+		Long: `Verify every chain and write a checkpoint signed with the audit signing key
+(` + audit.EnvSigningKey + `, or audit-signing.key in the data directory, made on first use):
+per tenant the seq and hash of its last record, and the time. Keep checkpoints
+outside the database; caduceus audit verify --checkpoint FILE then fails when a
+chain was truncated, rewound or rewritten since.`,
+		Example: `  caduceus audit checkpoint --out /backup/audit-checkpoint.json
+  caduceus audit checkpoint --data /srv/caduceus > checkpoint.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			key, err := a.signingKey(true)
+			if err != nil {
+				return err
+			}
+			cp, err := makeCheckpoint(cmd.Context(), db.Audit(), key)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			if out == "" {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(cp)
+			}
+			if err := audit.WriteCheckpointFile(out, cp); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "wrote checkpoint of %d tenants to %s (key %s)\n", len(cp.Heads), out, cp.KeyID)
+			return nil
+		},
+	}
+	checkpoint.Flags().StringVar(&out, "out", "", "write the checkpoint to this file (atomically) instead of stdout")
 
 	var n int
 	var asJSON bool
@@ -99,6 +159,183 @@ func (a *app) auditCmd() *cobra.Command {
 	tail.Flags().IntVarP(&n, "lines", "n", 20, "how many records")
 	tail.Flags().BoolVar(&asJSON, "json", false, "one JSON record per line")
 	tail.Flags().StringVar(&tailTenant, "tenant", "", "only this tenant")
-	cmd.AddCommand(verify, tail)
+	cmd.AddCommand(verify, tail, checkpoint)
 	return cmd
+}
+
+// auditConfig is the audit section of the config: where serve anchors the
+// chains outside the database.
+type auditConfig struct {
+	CheckpointFile     string `yaml:"checkpoint_file"`     // write a checkpoint here on every interval
+	CheckpointURL      string `yaml:"checkpoint_url"`      // POST a checkpoint here on every interval
+	CheckpointInterval string `yaml:"checkpoint_interval"` // e.g. 5m (default 5m when a target is set)
+}
+
+// DefaultCheckpointInterval is how often serve writes a checkpoint when a
+// target is configured without an interval.
+const DefaultCheckpointInterval = 5 * time.Minute
+
+// layerHardening layers the audit checkpoint and MCP origin settings
+// (file < environment < flags) into cfg.
+func (a *app) layerHardening(cmd *cobra.Command, cfg *config) error {
+	for k, p := range map[string]*string{
+		"CADUCEUS_AUDIT_CHECKPOINT_FILE":     &cfg.Audit.CheckpointFile,
+		"CADUCEUS_AUDIT_CHECKPOINT_URL":      &cfg.Audit.CheckpointURL,
+		"CADUCEUS_AUDIT_CHECKPOINT_INTERVAL": &cfg.Audit.CheckpointInterval,
+	} {
+		if v := a.getenv(k); v != "" {
+			*p = v
+		}
+	}
+	if v := a.getenv("CADUCEUS_MCP_ALLOWED_ORIGINS"); v != "" {
+		cfg.MCPAllowedOrigins = splitList(v)
+	}
+	set := func(name string, dst *string, v string) {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			*dst = v
+		}
+	}
+	set("audit-checkpoint-file", &cfg.Audit.CheckpointFile, a.auditFlags.CheckpointFile)
+	set("audit-checkpoint-url", &cfg.Audit.CheckpointURL, a.auditFlags.CheckpointURL)
+	set("audit-checkpoint-interval", &cfg.Audit.CheckpointInterval, a.auditFlags.CheckpointInterval)
+	if f := cmd.Flags().Lookup("mcp-allowed-origin"); f != nil && f.Changed {
+		cfg.MCPAllowedOrigins = a.originFlags
+	}
+	if v := cfg.Audit.CheckpointInterval; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < time.Second {
+			return &exitError{2, fmt.Errorf("audit checkpoint interval %q: want a duration of at least 1s, e.g. 5m", v)}
+		}
+	}
+	if u := cfg.Audit.CheckpointURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return &exitError{2, fmt.Errorf("audit checkpoint URL %q: want http(s)://host/path", u)}
+		}
+	}
+	return nil
+}
+
+// signingKey loads the audit signing key (env, then the data directory),
+// creating it in the data directory when create is set.
+func (a *app) signingKey(create bool) (ed25519.PrivateKey, error) {
+	key, found, err := audit.LoadSigningKey(a.getenv(audit.EnvSigningKey), a.cfg.Data, create)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, nil
+	}
+	return key, nil
+}
+
+// readCheckpoint reads and authenticates a checkpoint file: signed by the
+// given public key, else by this installation's signing key; with neither,
+// only its own embedded key (said on stderr).
+func (a *app) readCheckpoint(path, publicKey string) (audit.Checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return audit.Checkpoint{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	var trusted ed25519.PublicKey
+	switch {
+	case publicKey != "":
+		pk, err := base64.StdEncoding.DecodeString(publicKey)
+		if err != nil || len(pk) != ed25519.PublicKeySize {
+			return audit.Checkpoint{}, fmt.Errorf("--public-key: want the base64 of a 32-byte Ed25519 public key")
+		}
+		trusted = pk
+	default:
+		key, err := a.signingKey(false)
+		if err != nil {
+			return audit.Checkpoint{}, err
+		}
+		if key != nil {
+			trusted = key.Public().(ed25519.PublicKey)
+		} else {
+			fmt.Fprintf(a.stderr, "caduceus: no signing key here (%s or %s in the data directory); the checkpoint is checked against its own key only\n", audit.EnvSigningKey, audit.SigningKeyFile)
+		}
+	}
+	cp, err := audit.ParseCheckpoint(b, trusted)
+	if err != nil {
+		return cp, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return cp, nil
+}
+
+// makeCheckpoint verifies every chain and signs their ends; a broken chain
+// gets no checkpoint.
+func makeCheckpoint(ctx context.Context, src audit.Source, key ed25519.PrivateKey) (audit.Checkpoint, error) {
+	rep, err := audit.VerifyWith(ctx, src, audit.Options{})
+	if err != nil {
+		return audit.Checkpoint{}, err
+	}
+	if rep.Break != nil {
+		return audit.Checkpoint{}, fmt.Errorf("no checkpoint: %w", rep.Break)
+	}
+	return audit.Sign(key, rep.Ends, time.Now())
+}
+
+// checkpointer writes a checkpoint to the configured file and/or URL every
+// interval until ctx ends. Failures are logged; the next interval tries
+// again.
+func (a *app) checkpointer(ctx context.Context, src audit.Source, key ed25519.PrivateKey) {
+	c := a.cfg.Audit
+	if c.CheckpointFile == "" && c.CheckpointURL == "" {
+		return
+	}
+	every := DefaultCheckpointInterval
+	if c.CheckpointInterval != "" {
+		every, _ = time.ParseDuration(c.CheckpointInterval) // checked by layerHardening
+	}
+	write := func() {
+		cp, err := makeCheckpoint(ctx, src, key)
+		if err != nil {
+			a.log.Error("audit checkpoint", "err", err)
+			return
+		}
+		if c.CheckpointFile != "" {
+			if err := audit.WriteCheckpointFile(c.CheckpointFile, cp); err != nil {
+				a.log.Error("audit checkpoint: write file", "file", c.CheckpointFile, "err", err)
+			}
+		}
+		if c.CheckpointURL != "" {
+			if err := postCheckpoint(ctx, c.CheckpointURL, cp); err != nil {
+				a.log.Error("audit checkpoint: post", "url", c.CheckpointURL, "err", err)
+			}
+		}
+		a.log.Info("audit checkpoint written", "tenants", len(cp.Heads), "key", cp.KeyID)
+	}
+	write()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			write()
+		}
+	}
+}
+
+func postCheckpoint(ctx context.Context, u string, cp audit.Checkpoint) error {
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s answered %s", u, resp.Status)
+	}
+	return nil
 }

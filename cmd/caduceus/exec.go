@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	execcli "github.com/caduceus-dev/caduceus/executor/cli"
@@ -23,11 +24,36 @@ func (a *app) execCmd() *cobra.Command {
 		Short: "Run one executor tick and print the envelope JSON (exit 0 even when the tick aborts)",
 		Long: `Run one executor tick: the strategist payload passes pre-flight, per-intent
 checks, broker review and the routing rules of its SKILL.md manifest before any
-order is placed. The run context is detected from the environment
-(HERMES_CRON_RUN_ID without a TTY: cron; a TTY with HERMES_SESSION_TYPE=chat:
-chat; otherwise claude-code, which never places); --context may only make it
-stricter. Exit 0 with the envelope for every tick, aborted or not; exit 2 when
-the payload or a file is not valid at all.`,
+order is placed. Exit 0 with the envelope for every tick, aborted or not; exit 2
+when the payload or a file is not valid at all.
+
+The run context decides whether the tick may place. It comes from the
+environment and from whether standard input is a terminal (the isatty ioctl:
+/dev/null, a pipe or a file is not a terminal), never from the payload:
+  cron         HERMES_CRON_RUN_ID is set and standard input is not a terminal
+               (and HERMES_SESSION_TYPE is not chat): places live manifests'
+               intents after review.
+  chat         standard input is a terminal and HERMES_SESSION_TYPE=chat, or
+               HERMES_CRON_RUN_ID is set together with HERMES_SESSION_TYPE=chat:
+               places only on a matching "EXECUTE: ..." in --message.
+  claude-code  anything else, e.g. HERMES_CRON_RUN_ID set while standard input
+               is a terminal: reviews, never places.
+--context may only make the detected context stricter. When the context keeps
+an intent from being placed, the envelope's notes say which context was
+detected and from what.
+
+Environment variables read:
+  HERMES_CRON_RUN_ID       set by the scheduler for a cron run (any non-empty value)
+  HERMES_SESSION_TYPE      "chat" in an interactive Hermes session
+  HERMES_PROFILE           the loaded profile (default claude-code)
+  HERMES_PROFILE_ACCOUNT   the account the profile trades (options-trader)
+  ` + EnvRobinhoodToken + ` bearer token of the Robinhood MCP server
+
+--idempotency-key KEY makes the tick idempotent in the store: the same key with
+the same payload and message prints the stored envelope (marked "replay": true)
+and calls no broker; the same key with anything else exits 2 (conflict). Keys
+are per tenant and kept at least 24 hours.
+`,
 		Example: `  caduceus exec --payload payload.json --skills ./hermes --scenario paper.yaml
   caduceus exec --payload payload.json --skills ./hermes --broker robinhood --mcp-url http://127.0.0.1:9000/mcp
   caduceus exec --payload - --skills ./hermes --scenario paper.yaml --message "EXECUTE: buy SPY 3" < payload.json`,
@@ -56,7 +82,7 @@ the payload or a file is not valid at all.`,
 			o.Audit = db.Audit()
 			env, err := execcli.Exec(cmd.Context(), o)
 			if err != nil {
-				if contract.KindOf(err) == contract.KindInvalid {
+				if k := contract.KindOf(err); k == contract.KindInvalid || k == contract.KindConflict {
 					return &exitError{2, fmt.Errorf("%s", userMessage(err))}
 				}
 				return err
@@ -74,17 +100,19 @@ the payload or a file is not valid at all.`,
 	f.StringVar(&o.Now, "now", "", "the tick's clock, RFC 3339 (default: the scenario's now, else the wall clock)")
 	f.StringVar(&o.Context, "context", "", "make the detected run context stricter: chat or claude-code")
 	f.StringVar(&tenant, "tenant", "slot-1", "tenant slot whose executor state the tick uses")
+	f.StringVar(&o.IdempotencyKey, "idempotency-key", "", "run the tick at most once for this key (8-120 of A-Z a-z 0-9 . _ : -); a repeat prints the stored envelope")
 	cmd.MarkFlagRequired("payload")
 	cmd.MarkFlagRequired("skills")
 	return cmd
 }
 
-// isTerminal reports whether r is a character device (a TTY).
+// isTerminal reports whether r is a terminal: the isatty ioctl on its file
+// descriptor (term.IsTerminal). A character device that is not a terminal,
+// such as /dev/null (what cron and systemd give a job), is not one.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
+	if !ok || f == nil {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return term.IsTerminal(int(f.Fd()))
 }

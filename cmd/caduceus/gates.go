@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/broker/paper"
 	"github.com/caduceus-dev/caduceus/broker/robinhood"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
@@ -51,6 +54,19 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 		cfg.Shim, cfg.ShimMemory, cfg.ShimSync = g.svc, g.mem, g.syncer(a, db, false)
 	}
 	if a.gateOn("executor") {
+		if !a.executorConfigured() {
+			a.log.Info("executor gate: not configured (no --skills, --broker, --scenario or --mcp-url, no DATA/skills); not serving executor ticks")
+			cfg.Mounts = append(cfg.Mounts, server.Mount{Pattern: "POST /v1/executor/ticks", Action: "executor.tick", Scope: contract.ScopeOperate,
+				Handler: func(http.ResponseWriter, *http.Request, *server.Call) error { return errExecutorNotConfigured() }})
+			cfg.Tools = append(cfg.Tools, server.Tool{
+				Name: "execute_intents", Description: "The executor gate is not configured on this server; every call answers what to configure.",
+				Scope: contract.ScopeOperate, InputSchema: executor.TickInputSchema,
+				Call: func(context.Context, contract.Caller, json.RawMessage) (any, error) {
+					return nil, errExecutorNotConfigured()
+				},
+			})
+			return nil
+		}
 		ex, err := a.executor(ctx, db)
 		if err != nil {
 			return err
@@ -60,38 +76,86 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 	return nil
 }
 
+// executorConfigured reports whether the operator asked for the executor
+// gate: any executor setting, a DATA/skills directory, or a --gates list
+// that is not the default one. Only then must it be usable, or serve
+// refuses to start; `caduceus serve` with no flags runs without it.
+func (a *app) executorConfigured() bool {
+	c := a.cfg.Executor
+	if c.Skills != "" || c.Broker != "" || c.Scenario != "" || c.MCPURL != "" {
+		return true
+	}
+	if st, err := os.Stat(filepath.Join(a.cfg.Data, "skills")); err == nil && st.IsDir() {
+		return true
+	}
+	return !slices.Equal(a.cfg.Gates, allGates)
+}
+
+// errExecutorNotConfigured answers ticks (HTTP and MCP) on a server whose
+// executor gate was not configured: a problem naming what to set, never a
+// 5xx.
+func errExecutorNotConfigured() error {
+	return contract.NotFoundf("executor_not_configured", "the executor gate is not configured on this server: start caduceus serve with --skills DIR (holding skills/investing/strategists/<name>/SKILL.md) and --scenario FILE (paper broker), or --broker robinhood --mcp-url URL with %s set", EnvRobinhoodToken)
+}
+
 // executor builds the executor gate of `serve`: the paper broker (one
 // simulated account set per tenant, from the scenario file) or the Robinhood
-// MCP client, the skills root, and the store's state and audit log.
+// MCP client, the skills root, and the store's state and audit log. Anything
+// unusable (a skills root that is not a directory or has no strategists, a
+// paper broker without a scenario or without accounts, Robinhood without a
+// URL or token, or unreachable) refuses the start with one line naming the
+// flag or file.
 func (a *app) executor(ctx context.Context, db *store.DB) (*executor.Executor, error) {
 	c := a.cfg.Executor
 	ex := &executor.Executor{Store: db.ExecutorState(), Audit: db.Audit(), Skills: c.Skills}
 	if ex.Skills == "" {
 		ex.Skills = filepath.Join(a.cfg.Data, "skills")
 	}
+	refuse := func(format string, args ...any) error {
+		return &exitError{2, fmt.Errorf("executor gate: "+format, args...)}
+	}
+	if st, err := os.Stat(ex.Skills); err != nil || !st.IsDir() {
+		return nil, refuse("--skills %s is not a readable directory (executor.skills, CADUCEUS_SKILLS; default DATA/skills)", ex.Skills)
+	}
+	if st, err := os.Stat(filepath.Join(ex.Skills, executor.ManifestDir)); err != nil || !st.IsDir() {
+		return nil, refuse("--skills %s has no %s directory of strategist manifests", ex.Skills, executor.ManifestDir)
+	}
 	switch c.Broker {
 	case "", "paper":
-		scenario := []byte("accounts: []\n")
-		if c.Scenario != "" {
-			b, err := os.ReadFile(c.Scenario)
-			if err != nil {
-				return nil, &exitError{2, fmt.Errorf("executor scenario: %w", err)}
-			}
-			scenario = b
+		if c.Scenario == "" {
+			return nil, refuse("--broker paper needs --scenario FILE (executor.scenario, CADUCEUS_SCENARIO): the paper accounts to trade")
 		}
-		brokers, err := execcli.PaperBrokers(db.ExecutorState(), scenario)
+		b, err := os.ReadFile(c.Scenario)
 		if err != nil {
-			return nil, &exitError{2, fmt.Errorf("executor scenario %s: %s", c.Scenario, userMessage(err))}
+			return nil, refuse("--scenario %s: %v", c.Scenario, err)
+		}
+		sc, err := paper.ParseScenario(b)
+		if err != nil {
+			return nil, refuse("--scenario %s: %s", c.Scenario, userMessage(err))
+		}
+		if len(sc.Accounts) == 0 {
+			return nil, refuse("--scenario %s has no accounts", c.Scenario)
+		}
+		brokers, err := execcli.PaperBrokers(db.ExecutorState(), b)
+		if err != nil {
+			return nil, refuse("--scenario %s: %s", c.Scenario, userMessage(err))
 		}
 		ex.Brokers = brokers
 	case "robinhood":
-		rh, err := robinhood.Dial(ctx, c.MCPURL, a.getenv(EnvRobinhoodToken), nil)
+		if c.MCPURL == "" {
+			return nil, refuse("--broker robinhood needs --mcp-url URL (executor.mcp_url, CADUCEUS_MCP_URL)")
+		}
+		token := a.getenv(EnvRobinhoodToken)
+		if token == "" {
+			return nil, refuse("--broker robinhood needs the %s environment variable", EnvRobinhoodToken)
+		}
+		rh, err := robinhood.Dial(ctx, c.MCPURL, token, nil)
 		if err != nil {
-			return nil, fmt.Errorf("executor: robinhood: %w", err)
+			return nil, &exitError{1, fmt.Errorf("executor gate: --mcp-url %s: %s", c.MCPURL, userMessage(err))}
 		}
 		ex.Broker = rh
 	default:
-		return nil, &exitError{2, fmt.Errorf("executor broker %q: want paper or robinhood", c.Broker)}
+		return nil, refuse("--broker %q: want paper or robinhood", c.Broker)
 	}
 	return ex, nil
 }

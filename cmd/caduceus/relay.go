@@ -56,10 +56,13 @@ func (a *app) relayCmd() *cobra.Command {
 		Use:   "relay",
 		Short: "Run the relay connector alone, mint gateway tokens, compute session keys",
 		Long: `With no subcommand, run the relay connector alone (the same as
-caduceus serve --gates relay): GET /relay for gateways, POST /hooks/discord/{app},
-/hooks/telegram/{bot}, /hooks/slack/{app}, /hooks/twilio/{account_sid},
-/hooks/whatsapp/{phone_number_id} and /hooks/wecom/{corp_id} for the platforms,
-as configured in the relay section of the config file (docs/relay-platforms.md).`,
+caduceus serve --gates relay): GET /relay for gateways (a Hermes gateway points
+GATEWAY_RELAY_URL, GATEWAY_RELAY_ID and GATEWAY_RELAY_SECRET at it; see
+docs/relay.md), POST /relay/media and GET /relay/media/{id} for their media,
+POST /hooks/discord/{app}, /hooks/telegram/{bot}, /hooks/slack/{app},
+/hooks/twilio/{account_sid}, /hooks/whatsapp/{phone_number_id} and
+/hooks/wecom/{corp_id} for the platforms, as configured in the relay section of
+the config file (docs/relay-platforms.md).`,
 		Example: `  caduceus relay --config caduceus.yaml --addr 0.0.0.0:7601
   caduceus relay token --gateway gw-acme --ttl 5m --config caduceus.yaml
   echo '{"platform":"telegram","chat_id":"-1001","chat_type":"group","user_id":"42"}' | caduceus relay session-key`,

@@ -57,6 +57,10 @@ type config struct {
 	Relay connector.FileConfig `yaml:"relay"`
 	// NATS routes relay session ownership across connector processes.
 	NATS string `yaml:"nats"`
+	// Audit checkpoints written by serve (see docs/audit.md).
+	Audit auditConfig `yaml:"audit"`
+	// MCPAllowedOrigins are the browser origins /mcp accepts.
+	MCPAllowedOrigins []string `yaml:"mcp_allowed_origins"`
 }
 
 type app struct {
@@ -64,6 +68,8 @@ type app struct {
 	cfg           config
 	configFile    string
 	upstreamFlags []string
+	auditFlags    auditConfig
+	originFlags   []string
 	log           *slog.Logger
 }
 
@@ -188,6 +194,9 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	}
 	if f := cmd.Flags().Lookup("offline"); f != nil && f.Changed {
 		cfg.Shim.Offline = flags.Shim.Offline
+	}
+	if err := a.layerHardening(cmd, &cfg); err != nil {
+		return err
 	}
 	if cfg.Data == "" {
 		cfg.Data = ".caduceus"

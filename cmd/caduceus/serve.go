@@ -46,6 +46,10 @@ creates one for slot-1 and prints it once.`,
 	cmd.Flags().StringVar(&a.cfg.Executor.MCPURL, "mcp-url", "", "executor: Robinhood MCP server URL; token from "+EnvRobinhoodToken)
 	cmd.Flags().StringArrayVar(&a.upstreamFlags, "upstream", nil, "shim: an LLM upstream NAME=URL (openai, anthropic); repeatable; keys from CADUCEUS_OPENAI_API_KEY / CADUCEUS_ANTHROPIC_API_KEY")
 	cmd.Flags().BoolVar(&a.cfg.Shim.Offline, "offline", false, "shim: never call a provider (answer directly or refuse)")
+	cmd.Flags().StringVar(&a.auditFlags.CheckpointFile, "audit-checkpoint-file", "", "write a signed audit checkpoint to this file every interval (env CADUCEUS_AUDIT_CHECKPOINT_FILE)")
+	cmd.Flags().StringVar(&a.auditFlags.CheckpointURL, "audit-checkpoint-url", "", "POST a signed audit checkpoint to this URL every interval (env CADUCEUS_AUDIT_CHECKPOINT_URL)")
+	cmd.Flags().StringVar(&a.auditFlags.CheckpointInterval, "audit-checkpoint-interval", "", "how often to write the checkpoint (default 5m; env CADUCEUS_AUDIT_CHECKPOINT_INTERVAL)")
+	cmd.Flags().StringSliceVar(&a.originFlags, "mcp-allowed-origin", nil, "a browser Origin /mcp accepts; repeatable (default none; env CADUCEUS_MCP_ALLOWED_ORIGINS)")
 	return cmd
 }
 
@@ -67,6 +71,14 @@ func (a *app) serve(ctx context.Context) error {
 	if err := a.bootstrapAdmin(ctx, keys); err != nil {
 		return err
 	}
+	// Revocations made by other processes (the CLI, other servers) reach
+	// this one's key cache at once.
+	go keys.Watch(ctx)
+	signer, err := a.signingKey(true)
+	if err != nil {
+		return err
+	}
+	go a.checkpointer(ctx, db.Audit(), signer)
 
 	ver, _ := buildInfo()
 	cfg := server.Config{
@@ -76,6 +88,10 @@ func (a *app) serve(ctx context.Context) error {
 		Store:   db,
 		Logger:  a.log,
 		Version: ver,
+
+		AuditSigner:       signer,
+		AuditSource:       db.Audit(),
+		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
 	}
 	if err := a.gates(ctx, db, &cfg); err != nil {
 		return err

@@ -36,6 +36,9 @@ type Options struct {
 	Message      string // --message TEXT: the latest user message
 	Now          string // --now RFC3339: the tick's clock (else the scenario's now, else the wall clock)
 	Context      string // --context: may only make the detected context stricter
+	// IdempotencyKey (--idempotency-key) makes the tick run at most once
+	// per tenant and key: a repeat prints the stored envelope (a replay).
+	IdempotencyKey string
 
 	Env   func(string) string // the process environment (os.Getenv)
 	IsTTY bool                // whether stdin is a terminal
@@ -83,7 +86,7 @@ func Exec(ctx context.Context, o Options) (executor.Envelope, error) {
 	if st, err := os.Stat(o.SkillsDir); err != nil || !st.IsDir() {
 		return executor.Envelope{}, contract.FieldError("--skills", "bad_file", "cli: skills directory %q is not a readable directory", o.SkillsDir)
 	}
-	rc, err := executor.DetectContext(o.Env, o.IsTTY, o.Context)
+	rc, rcSource, err := executor.DetectContextSource(o.Env, o.IsTTY, o.Context)
 	if err != nil {
 		ce := contract.AsError(err)
 		ce.Field = "--context"
@@ -134,10 +137,12 @@ func Exec(ctx context.Context, o Options) (executor.Envelope, error) {
 		Identity:       id,
 		Provenance:     o.Provenance,
 		Context:        rc,
+		ContextSource:  rcSource,
 		Profile:        executor.DetectProfile(o.Env),
 		ProfileAccount: getenv(o.Env, "HERMES_PROFILE_ACCOUNT"),
 		Message:        o.Message,
 		Now:            now,
+		IdempotencyKey: o.IdempotencyKey,
 	})
 }
 
@@ -196,17 +201,17 @@ type StorePersister struct {
 }
 
 // Load implements paper.Persister.
-func (p StorePersister) Load(ctx context.Context) ([]byte, error) {
-	b, err := p.Store.BrokerState(ctx, p.Tenant, p.Name)
+func (p StorePersister) Load(ctx context.Context) ([]byte, int64, error) {
+	b, v, err := p.Store.BrokerState(ctx, p.Tenant, p.Name)
 	if err != nil {
-		return nil, fmt.Errorf("cli: load %s: %w", p.Name, err)
+		return nil, 0, fmt.Errorf("cli: load %s: %w", p.Name, err)
 	}
-	return b, nil
+	return b, v, nil
 }
 
-// Save implements paper.Persister.
-func (p StorePersister) Save(ctx context.Context, state []byte) error {
-	return p.Store.SaveBrokerState(ctx, p.Tenant, p.Name, state)
+// Save implements paper.Persister: a compare-and-swap on the version.
+func (p StorePersister) Save(ctx context.Context, state []byte, version int64) (int64, bool, error) {
+	return p.Store.SaveBrokerState(ctx, p.Tenant, p.Name, state, version)
 }
 
 // PaperBrokers returns an executor.Executor.Brokers function for a server:
@@ -214,8 +219,9 @@ func (p StorePersister) Save(ctx context.Context, state []byte) error {
 // time and kept in store (under the same name Exec uses, so `caduceus exec`
 // and the server share a tenant's paper account). The scenario's fixed now
 // is ignored: a server runs on the wall clock. Simulators are kept per
-// tenant in this process; processes sharing one database each keep their
-// own copy and the last save wins (the paper broker is for rehearsal).
+// tenant in this process; every call they make is a compare-and-swap
+// transaction on the stored state, so processes sharing one database share
+// the account without losing or doubling a fill.
 func PaperBrokers(store executor.Store, scenario []byte) (func(context.Context, contract.TenantSlot) (broker.Broker, error), error) {
 	sc, err := paper.ParseScenario(scenario)
 	if err != nil {

@@ -42,23 +42,44 @@ func TestExecPaperEndToEnd(t *testing.T) {
 	if env1.Context != executor.ContextCron || env1.Profile != "autotrader" || len(env1.Actions) != 1 || env1.Actions[0].Status != executor.StatusPlaced || *env1.Actions[0].OrderID != "paper-000001" {
 		t.Fatalf("first run: %+v", env1)
 	}
-	// The paper account is kept in the store: a second run continues it.
+	// The same intent re-sent the same New York day without a key: the
+	// derived ref_id lets the broker return the first order, not a second.
 	env2, err := cli.Exec(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *env2.Actions[0].OrderID != "paper-000002" || env2.BuyingPower >= env1.BuyingPower {
-		t.Fatalf("second run did not continue the simulated account: %+v", env2)
+	if *env2.Actions[0].OrderID != "paper-000001" || env2.Actions[0].RefID != env1.Actions[0].RefID {
+		t.Fatalf("a re-sent identical intent placed again: %+v", env2)
 	}
-	if n := len(log.Records(cli.LocalIdentity.TenantSlot)); n != 2 {
-		t.Fatalf("%d audit records, want 2", n)
+	// The paper account is kept in the store: a run under its own key
+	// continues it.
+	o.IdempotencyKey = "cron-run-0002"
+	env3, err := cli.Exec(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *env3.Actions[0].OrderID != "paper-000002" || env3.BuyingPower >= env1.BuyingPower {
+		t.Fatalf("keyed run did not continue the simulated account: %+v", env3)
+	}
+	// Its repeat is a replay: the stored envelope, no new order.
+	again, err := cli.Exec(t.Context(), o)
+	if err != nil || !again.Replay || again.TickID != env3.TickID || *again.Actions[0].OrderID != "paper-000002" {
+		t.Fatalf("repeat of a keyed run: %+v, %v", again, err)
+	}
+	o.Message = "something else"
+	if _, err := cli.Exec(t.Context(), o); contract.KindOf(err) != contract.KindConflict {
+		t.Fatalf("same key, other input: %v; want conflict", err)
+	}
+	o.Message, o.IdempotencyKey = "", ""
+	if n := len(log.Records(cli.LocalIdentity.TenantSlot)); n != 4 {
+		t.Fatalf("%d audit records, want 4 (three ticks and a replay)", n)
 	}
 
 	// Chat: a TTY and a chat session; the directive decides.
 	o.Env = env("HERMES_SESSION_TYPE", "chat", "HERMES_PROFILE", "autotrader")
 	o.IsTTY = true
 	o.Message = "EXECUTE: buy SPY 2"
-	env3, err := cli.Exec(t.Context(), o)
+	env3, err = cli.Exec(t.Context(), o)
 	if err != nil || env3.Context != executor.ContextChat || env3.Actions[0].Status != executor.StatusReviewed || env3.Actions[0].Reason != executor.ReasonExecuteMismatch {
 		t.Fatalf("chat, mismatching directive: %+v, %v", env3, err)
 	}
@@ -133,8 +154,8 @@ func TestPaperBrokers(t *testing.T) {
 	id := func(slot string) contract.Identity {
 		return contract.Identity{TenantSlot: contract.TenantSlot(slot), Subject: "usr_00000000000000000000000000000009", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter}
 	}
-	for i, tc := range []struct{ slot, order string }{{"slot-1", "paper-000001"}, {"slot-1", "paper-000002"}, {"slot-2", "paper-000001"}} {
-		env, err := ex.Tick(t.Context(), executor.TickRequest{Payload: payload, Identity: id(tc.slot), Context: executor.ContextCron})
+	for i, tc := range []struct{ slot, key, order string }{{"slot-1", "", "paper-000001"}, {"slot-1", "tick-key-0002", "paper-000002"}, {"slot-2", "", "paper-000001"}} {
+		env, err := ex.Tick(t.Context(), executor.TickRequest{Payload: payload, Identity: id(tc.slot), Context: executor.ContextCron, IdempotencyKey: tc.key})
 		if err != nil || env.Actions[0].Status != executor.StatusPlaced || *env.Actions[0].OrderID != tc.order {
 			t.Fatalf("tick %d (%s): %+v, %v; want order %s (one paper account per tenant)", i, tc.slot, env, err, tc.order)
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
@@ -27,12 +28,25 @@ type Memory struct {
 	mu        sync.Mutex
 	dayStart  map[key]float64
 	anomalies map[key]int
-	states    map[stateKey][]byte
+	states    map[stateKey]brokerState
+	keys      map[stateKey]*tickKey // idempotency keys of ticks (name = key)
+}
+
+type brokerState struct {
+	state   []byte
+	version int64
+}
+
+type tickKey struct {
+	hash     string
+	at       time.Time
+	done     bool
+	envelope []byte
 }
 
 // NewMemory returns an empty Memory store.
 func NewMemory() *Memory {
-	return &Memory{dayStart: map[key]float64{}, anomalies: map[key]int{}, states: map[stateKey][]byte{}}
+	return &Memory{dayStart: map[key]float64{}, anomalies: map[key]int{}, states: map[stateKey]brokerState{}, keys: map[stateKey]*tickKey{}}
 }
 
 // CaptureDayStart implements executor.Store.
@@ -64,17 +78,63 @@ func (m *Memory) AddAnomaly(_ context.Context, t contract.TenantSlot, account, d
 }
 
 // BrokerState implements executor.Store.
-func (m *Memory) BrokerState(_ context.Context, t contract.TenantSlot, name string) ([]byte, error) {
+func (m *Memory) BrokerState(_ context.Context, t contract.TenantSlot, name string) ([]byte, int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return bytes.Clone(m.states[stateKey{t, name}]), nil
+	st := m.states[stateKey{t, name}]
+	return bytes.Clone(st.state), st.version, nil
 }
 
 // SaveBrokerState implements executor.Store.
-func (m *Memory) SaveBrokerState(_ context.Context, t contract.TenantSlot, name string, state []byte) error {
+func (m *Memory) SaveBrokerState(_ context.Context, t contract.TenantSlot, name string, state []byte, version int64) (int64, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.states[stateKey{t, name}] = bytes.Clone(state)
+	k := stateKey{t, name}
+	if m.states[k].version != version {
+		return 0, false, nil
+	}
+	m.states[k] = brokerState{bytes.Clone(state), version + 1}
+	return version + 1, true, nil
+}
+
+// ClaimTick implements executor.Store.
+func (m *Memory) ClaimTick(_ context.Context, t contract.TenantSlot, key, bodyHash string, lease time.Duration) (executor.TickClaim, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := stateKey{t, key}
+	c, ok := m.keys[k]
+	switch {
+	case !ok:
+		m.keys[k] = &tickKey{hash: bodyHash, at: time.Now()}
+		return executor.TickClaim{Claimed: true}, nil
+	case c.hash != bodyHash:
+		return executor.TickClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different body", key)
+	case c.done:
+		return executor.TickClaim{Envelope: bytes.Clone(c.envelope)}, nil
+	case time.Since(c.at) > lease:
+		c.at = time.Now()
+		return executor.TickClaim{Claimed: true}, nil
+	}
+	return executor.TickClaim{}, nil
+}
+
+// CompleteTick implements executor.Store.
+func (m *Memory) CompleteTick(_ context.Context, t contract.TenantSlot, key string, envelope []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.keys[stateKey{t, key}]; ok {
+		c.done, c.envelope = true, bytes.Clone(envelope)
+	}
+	return nil
+}
+
+// ReleaseTick implements executor.Store.
+func (m *Memory) ReleaseTick(_ context.Context, t contract.TenantSlot, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.keys[stateKey{t, key}]; ok && !c.done {
+		delete(m.keys, stateKey{t, key})
+	}
 	return nil
 }
 
@@ -168,23 +228,129 @@ func TestStore(t *testing.T, open func(t *testing.T) executor.Store) {
 	})
 	t.Run("BrokerState", func(t *testing.T) {
 		s, ctx := open(t), t.Context()
-		if b, err := s.BrokerState(ctx, t1, "paper"); err != nil || b != nil {
-			t.Fatalf("empty state = %q, %v; want nil", b, err)
+		if b, v, err := s.BrokerState(ctx, t1, "paper"); err != nil || b != nil || v != 0 {
+			t.Fatalf("empty state = %q v%d, %v; want nil v0", b, v, err)
 		}
-		if err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":1}`)); err != nil {
-			t.Fatal(err)
+		v1, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":1}`), 0)
+		if err != nil || !ok {
+			t.Fatalf("first save: %v %v", ok, err)
 		}
-		if err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":2}`)); err != nil {
-			t.Fatal(err)
+		if _, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":"stale"}`), 0); err != nil || ok {
+			t.Fatalf("second save at version 0 = %v, %v; want refused", ok, err)
 		}
-		if b, err := s.BrokerState(ctx, t1, "paper"); err != nil || string(b) != `{"v":2}` {
-			t.Fatalf("state = %q, %v; want the last save", b, err)
+		v2, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":2}`), v1)
+		if err != nil || !ok || v2 == v1 {
+			t.Fatalf("save at v%d = v%d %v, %v", v1, v2, ok, err)
 		}
-		if b, _ := s.BrokerState(ctx, t2, "paper"); b != nil {
+		if _, ok, _ := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":"stale"}`), v1); ok {
+			t.Fatal("save at a stale version succeeded")
+		}
+		if b, v, err := s.BrokerState(ctx, t1, "paper"); err != nil || string(b) != `{"v":2}` || v != v2 {
+			t.Fatalf("state = %q v%d, %v; want the last save at v%d", b, v, err, v2)
+		}
+		if b, _, _ := s.BrokerState(ctx, t2, "paper"); b != nil {
 			t.Fatalf("tenant 2 sees %q", b)
 		}
-		if b, _ := s.BrokerState(ctx, t1, "other"); b != nil {
+		if b, _, _ := s.BrokerState(ctx, t1, "other"); b != nil {
 			t.Fatalf("other name sees %q", b)
+		}
+	})
+	t.Run("BrokerStateConcurrent", func(t *testing.T) {
+		// Compare-and-swap increments from 8 writers: none is lost.
+		s, ctx := open(t), t.Context()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 5 {
+					for {
+						b, v, err := s.BrokerState(ctx, t1, "paper")
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						n := len(b)
+						_, ok, err := s.SaveBrokerState(ctx, t1, "paper", bytes.Repeat([]byte("x"), n+1), v)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if ok {
+							break
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if b, _, _ := s.BrokerState(ctx, t1, "paper"); len(b) != 40 {
+			t.Fatalf("%d increments survived, want 40", len(b))
+		}
+	})
+	t.Run("TickKeys", func(t *testing.T) {
+		s, ctx := open(t), t.Context()
+		const k = "tick-key-0001"
+		c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour)
+		if err != nil || !c.Claimed || c.Envelope != nil {
+			t.Fatalf("first claim = %+v, %v", c, err)
+		}
+		if c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil || c.Claimed || c.Envelope != nil {
+			t.Fatalf("claim while in progress = %+v, %v; want neither claimed nor stored", c, err)
+		}
+		if _, err := s.ClaimTick(ctx, t1, k, "h2", time.Hour); contract.KindOf(err) != contract.KindConflict {
+			t.Fatalf("other body while in progress: %v, want conflict", err)
+		}
+		if err := s.CompleteTick(ctx, t1, k, []byte(`{"tick_id":"t1"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil || c.Claimed || string(c.Envelope) != `{"tick_id":"t1"}` {
+			t.Fatalf("claim after completion = %+v, %v; want the stored envelope", c, err)
+		}
+		if _, err := s.ClaimTick(ctx, t1, k, "h2", time.Hour); contract.KindOf(err) != contract.KindConflict {
+			t.Fatalf("other body: %v, want conflict", err)
+		}
+		// Keys are per tenant.
+		if c, err := s.ClaimTick(ctx, t2, k, "h2", time.Hour); err != nil || !c.Claimed {
+			t.Fatalf("other tenant = %+v, %v; want claimed", c, err)
+		}
+		// A released key is free again; a stale claim is taken over.
+		if err := s.ReleaseTick(ctx, t2, k); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := s.ClaimTick(ctx, t2, k, "h3", time.Hour); !c.Claimed {
+			t.Fatalf("released key not claimable: %+v", c)
+		}
+		if c, _ := s.ClaimTick(ctx, t2, k, "h3", 0); !c.Claimed {
+			t.Fatalf("stale claim not taken over: %+v", c)
+		}
+		// Completed keys are never released.
+		if err := s.ReleaseTick(ctx, t1, k); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := s.ClaimTick(ctx, t1, k, "h1", 0); c.Envelope == nil {
+			t.Fatalf("completed key lost by release or lease: %+v", c)
+		}
+	})
+	t.Run("TickKeysConcurrent", func(t *testing.T) {
+		s, ctx := open(t), t.Context()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		claimed := 0
+		for range 20 {
+			wg.Go(func() {
+				c, err := s.ClaimTick(ctx, t1, "tick-key-0002", "h", time.Hour)
+				if err != nil {
+					t.Error(err)
+				}
+				if c.Claimed {
+					mu.Lock()
+					claimed++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if claimed != 1 {
+			t.Fatalf("%d concurrent claims won, want 1", claimed)
 		}
 	})
 }

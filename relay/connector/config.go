@@ -65,6 +65,9 @@ type Config struct {
 	// unrenewed (default 30 s): a crashed owner's bot is taken over by
 	// another process after at most this long.
 	GatewayLeaseTTL time.Duration
+	// MediaTTL is how long files posted to /relay/media stay readable
+	// (default and minimum one hour).
+	MediaTTL time.Duration
 	// Build is recorded in audit provenance.
 	Build string
 }

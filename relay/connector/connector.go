@@ -28,6 +28,11 @@ type Connector struct {
 	tenantKeys map[contract.TenantSlot]relay.SessionKeyOptions
 	edges      map[identKey]*edge // (platform, bot) -> edge; tenant unset
 
+	media mediaStore
+
+	threadsMu sync.Mutex
+	threads   map[createdThread]string // threads this connector created -> current name
+
 	mu     sync.RWMutex
 	byID   map[identKey][]*conn // (tenant, platform, bot) -> live connections
 	conns  map[*conn]struct{}
@@ -55,16 +60,17 @@ func New(cfg Config) (*Connector, error) {
 		return nil, contract.Invalidf("relay_config", "%v", err)
 	}
 	c := &Connector{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		now:    cfg.Now,
-		router: cfg.Router,
-		keys:   relay.DefaultSessionKeyOptions(),
-		edges:  map[identKey]*edge{},
-		byID:   map[identKey][]*conn{},
-		conns:  map[*conn]struct{}{},
-		rr:     map[identKey]int{},
-		stop:   make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		router:  cfg.Router,
+		keys:    relay.DefaultSessionKeyOptions(),
+		edges:   map[identKey]*edge{},
+		byID:    map[identKey][]*conn{},
+		conns:   map[*conn]struct{}{},
+		rr:      map[identKey]int{},
+		threads: map[createdThread]string{},
+		stop:    make(chan struct{}),
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -92,6 +98,9 @@ func New(cfg Config) (*Connector, error) {
 	}
 	if c.cfg.PingInterval == 0 {
 		c.cfg.PingInterval = 30 * time.Second
+	}
+	if c.cfg.MediaTTL < DefaultMediaTTL {
+		c.cfg.MediaTTL = DefaultMediaTTL
 	}
 	if c.cfg.LeaseTTL <= 0 {
 		c.cfg.LeaseTTL = 2 * time.Minute
@@ -124,12 +133,14 @@ func New(cfg Config) (*Connector, error) {
 	return c, nil
 }
 
-// Handler serves GET /relay, POST /hooks/discord/{app} and POST
-// /hooks/telegram/{bot}. Mount it at the server's root (or route those
-// three patterns to it).
+// Handler serves GET /relay, POST /relay/media, GET /relay/media/{id},
+// POST /hooks/discord/{app} and POST /hooks/telegram/{bot}. Mount it at
+// the server's root (or route those patterns to it).
 func (c *Connector) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /relay", c.serveRelay)
+	mux.HandleFunc("POST /relay/media", c.serveMediaUpload)
+	mux.HandleFunc("GET /relay/media/{id}", c.serveMediaDownload)
 	mux.HandleFunc("POST /hooks/discord/{app}", c.serveDiscord)
 	mux.HandleFunc("POST /hooks/telegram/{bot}", c.serveTelegram)
 	c.platformRoutes(mux)

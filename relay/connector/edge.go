@@ -146,6 +146,54 @@ func (e *edge) delete(ctx context.Context, chatID, messageID string) error {
 	return fmt.Errorf("relay: platform %s cannot delete", e.platform)
 }
 
+// sendPrompt posts content with buttons: Discord components, or a
+// Telegram inline keyboard (two buttons a row).
+func (e *edge) sendPrompt(ctx context.Context, chatID, content, replyTo string, buttons []discord.Button, meta map[string]any) (string, error) {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.SendPrompt(ctx, chatID, content, replyTo, buttons)
+	case telegram.Platform:
+		var rows [][]telegram.InlineButton
+		for i, b := range buttons {
+			if i%2 == 0 {
+				rows = append(rows, nil)
+			}
+			rows[len(rows)-1] = append(rows[len(rows)-1], telegram.InlineButton{Text: b.Label, CallbackData: b.CustomID})
+		}
+		o := telegram.SendOptions{ThreadID: metaString(meta, "thread_id"), ReplyTo: replyTo, ParseMode: e.parseMode, Keyboard: rows}
+		id, err := e.telegram.SendMessage(ctx, chatID, content, o)
+		if cannotParse(err) {
+			o.ParseMode = ""
+			id, err = e.telegram.SendMessage(ctx, chatID, content, o)
+		}
+		return id, err
+	}
+	return "", fmt.Errorf("relay: platform %s cannot prompt", e.platform)
+}
+
+// createThread starts a thread (Discord) or forum topic (Telegram) under
+// chatID and returns its id.
+func (e *edge) createThread(ctx context.Context, chatID, name string) (string, error) {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.CreateThread(ctx, chatID, name)
+	case telegram.Platform:
+		return e.telegram.CreateForumTopic(ctx, chatID, name)
+	}
+	return "", fmt.Errorf("relay: platform %s cannot create threads", e.platform)
+}
+
+// renameThread renames thread threadID (in chatID, for Telegram topics).
+func (e *edge) renameThread(ctx context.Context, chatID, threadID, name string) error {
+	switch e.platform {
+	case discord.Platform:
+		return e.discord.RenameChannel(ctx, threadID, name)
+	case telegram.Platform:
+		return e.telegram.EditForumTopic(ctx, chatID, threadID, name)
+	}
+	return fmt.Errorf("relay: platform %s cannot rename threads", e.platform)
+}
+
 // cannotParse reports a Telegram refusal of the message's markup.
 func cannotParse(err error) bool {
 	var apiErr *telegram.APIError

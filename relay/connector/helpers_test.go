@@ -133,6 +133,8 @@ func newFakeTelegram(t testing.TB) *fakeAPI {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/sendMessage"):
 			fmt.Fprintf(w, `{"ok":true,"result":{"message_id":%d,"chat":{"id":1,"type":"supergroup"}}}`, 500+f.next.Add(1))
+		case strings.HasSuffix(r.URL.Path, "/createForumTopic"):
+			fmt.Fprintf(w, `{"ok":true,"result":{"message_thread_id":%d,"name":"t","icon_color":0}}`, 700+f.next.Add(1))
 		case strings.HasSuffix(r.URL.Path, "/getChat"):
 			fmt.Fprint(w, `{"ok":true,"result":{"id":-1001234567890,"type":"supergroup","title":"Team","is_forum":true}}`)
 		default:

@@ -155,6 +155,7 @@ func stringsOf(v any) []string {
 func TestHermesGatewayClient(t *testing.T) {
 	e := newEnv(t)
 	e.discord.seen = make(chan string, 64)
+	e.telegram.seen = make(chan string, 256)
 	tgTopic := func(update, msg int, text string) string { return forumUpdate(update, msg, 42, text) }
 
 	// While no gateway is connected, a Telegram message is buffered.
@@ -281,6 +282,7 @@ func TestHermesGatewayClient(t *testing.T) {
 	// Every advertised op is answered, for the platform and bot the frame
 	// names.
 	n := 0
+	threads := map[string]string{} // platform -> the thread thread_create made
 	for platform, d := range descs {
 		bot, chat := telegramBot, forumChat
 		if platform == "discord" {
@@ -310,6 +312,11 @@ func TestHermesGatewayClient(t *testing.T) {
 				action = map[string]any{"op": op, "chat_id": chat, "content": "Run it?", "prompt_kind": "approval", "prompt_id": "a1b2c3.0000ffff",
 					"options":  []any{map[string]any{"id": "once", "label": "Once", "style": "primary"}, map[string]any{"id": "deny", "label": "Deny", "style": "danger"}},
 					"reply_to": nil, "metadata": meta}
+			case "thread_create":
+				action = map[string]any{"op": op, "chat_id": chat, "thread_name": "handoff: deploy", "metadata": meta}
+			case "thread_rename":
+				action = map[string]any{"op": op, "chat_id": chat, "message_id": threads[platform], "thread_name": "deploy done",
+					"only_if_connector_created": true, "metadata": meta}
 			case "follow_up":
 				action = map[string]any{"op": op, "session_key": "agent:main:discord:group:333:556", "kind": "discord.interaction_token",
 					"content": "done", "metadata": map[string]any{}}
@@ -320,6 +327,19 @@ func TestHermesGatewayClient(t *testing.T) {
 			r := h.call(id, platform, bot, action)
 			if r["success"] != true {
 				t.Errorf("%s %s: %v", platform, op, r)
+			}
+			if op == "thread_create" {
+				threads[platform], _ = r["thread_id"].(string)
+				if threads[platform] == "" {
+					t.Errorf("%s thread_create: no thread_id in %v", platform, r)
+				}
+			}
+			if op == "thread_rename" {
+				// A rename guarded by a name the thread no longer has is refused.
+				action["only_if_connector_created"], action["only_if_current_name"] = false, "handoff: deploy"
+				if again := h.call(id+"r", platform, bot, action); again["success"] != false {
+					t.Errorf("%s guarded rename after the name changed: %v", platform, again)
+				}
 			}
 			if op == "get_chat_info" {
 				if ci, _ := r["chat_info"].(map[string]any); ci["name"] == "" || ci["type"] == "" {
@@ -347,7 +367,33 @@ func TestHermesGatewayClient(t *testing.T) {
 			}
 		}
 	}
-	// A press of a prompt button comes back as prompt_response.
+	// Telegram's prompt is an inline keyboard with the same tokens, and a
+	// press (callback_query) comes back as prompt_response and is answered.
+	var keyboard any
+	for _, c := range e.telegram.Calls() {
+		if m, ok := c.Body["reply_markup"].(map[string]any); ok {
+			keyboard = m["inline_keyboard"]
+		}
+	}
+	if rows, _ := keyboard.([]any); len(rows) != 1 {
+		t.Errorf("telegram keyboard: %v", keyboard)
+	} else if row, _ := rows[0].([]any); len(row) != 2 || row[0].(map[string]any)["callback_data"] != "hp1:a1b2c3.0000ffff:once" {
+		t.Errorf("telegram keyboard: %v", keyboard)
+	}
+	cb := `{"update_id":50,"callback_query":{"id":"4382bfdwdsb323b2d9","from":{"id":9,"first_name":"Al"},"data":"hp1:a1b2c3.0000ffff:deny",
+		"message":{"message_id":600,"message_thread_id":42,"is_topic_message":true,"chat":{"id":` + forumChat + `,"type":"supergroup","title":"Team","is_forum":true},"date":1700000000,"text":"Run it?"}}}`
+	if code := e.postTelegram(cb, tgSecret); code != http.StatusOK {
+		t.Fatalf("callback_query: %d", code)
+	}
+	in = h.expect("inbound")
+	ev, _ = in["event"].(map[string]any)
+	src, _ = ev["source"].(map[string]any)
+	if pr, _ := ev["prompt_response"].(map[string]any); pr["option_id"] != "deny" || pr["prompt_message_id"] != "600" ||
+		ev["text"] != "/deny" || src["thread_id"] != "42" || src["user_id"] != "9" {
+		t.Errorf("telegram button press inbound: %v", in)
+	}
+	waitCall(t, e.telegram.seen, "POST /bot123:TGTOKEN/answerCallbackQuery")
+	// A press of a Discord prompt button comes back as prompt_response.
 	press := `{"id":"1200000000000000101","application_id":"` + discordApp + `","type":3,"token":"` + interactionToken + `","version":1,
 		"guild_id":"111","channel_id":"333","member":{"user":{"id":"556","username":"u556"}},"message":{"id":"4242"},
 		"data":{"custom_id":"hp1:a1b2c3.0000ffff:once","component_type":2}}`
@@ -359,7 +405,7 @@ func TestHermesGatewayClient(t *testing.T) {
 	if pr, _ := ev["prompt_response"].(map[string]any); pr["prompt_id"] != "a1b2c3.0000ffff" || pr["option_id"] != "once" || pr["prompt_message_id"] != "4242" {
 		t.Errorf("button press inbound: %v", in)
 	}
-	if n < 16 {
+	if n < 21 {
 		t.Errorf("only %d ops advertised across both descriptors", n)
 	}
 	// A chat the tenant was never in is a structured refusal.

@@ -292,6 +292,16 @@ func (c *Connector) serveTelegram(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, err := telegram.Normalize(u)
+	if in.CallbackQueryID != "" {
+		// Stop the client's progress indicator on the pressed button.
+		go func(id string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := e.telegram.AnswerCallbackQuery(ctx, id); err != nil {
+				c.log.Info("relay: telegram answerCallbackQuery failed", "bot", name, "err", err)
+			}
+		}(in.CallbackQueryID)
+	}
 	if errors.Is(err, telegram.ErrIgnored) {
 		w.WriteHeader(http.StatusOK)
 		return

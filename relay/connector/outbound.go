@@ -11,6 +11,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/discord"
+	"github.com/caduceus-dev/caduceus/relay/telegram"
 )
 
 // outbound performs one outbound action for connection k and returns the
@@ -156,6 +157,11 @@ func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *r
 			return r, why
 		}
 		return c.prompt(ctx, e, a, d)
+	case relay.OpThreadMake, relay.OpThreadName:
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		return c.thread(ctx, k, e, a)
 	case relay.OpDraft:
 		if r, why, ok := needChat(); !ok {
 			return r, why
@@ -218,6 +224,71 @@ func (c *Connector) chatAllowed(ctx context.Context, tenant contract.TenantSlot,
 	return c.cfg.Store.ChatBound(ctx, tenant, e.platform, chatID)
 }
 
+// createdThread is a thread the connector created, and its current name.
+type createdThread struct {
+	platform, bot, id string
+}
+
+// thread performs thread_create (a Discord thread or Telegram forum topic
+// named thread_name, default "handoff", cut to 100 characters; the result
+// carries thread_id) and thread_rename (message_id is the thread; with
+// only_if_connector_created it renames only threads this connector
+// created, with only_if_current_name only a thread whose name it knows to be
+// that one — otherwise a plain failure, nothing renamed).
+func (c *Connector) thread(ctx context.Context, k *conn, e *edge, a *relay.Action) (relay.Result, string) {
+	name := a.ThreadName
+	if name == "" && a.Op == relay.OpThreadMake {
+		name = "handoff"
+	}
+	if r := []rune(name); len(r) > 100 {
+		name = string(r[:100])
+	}
+	if name == "" {
+		return relay.Failure("relay: " + a.Op + " needs thread_name"), "invalid"
+	}
+	if a.Op == relay.OpThreadMake {
+		id, err := e.createThread(ctx, a.ChatID, name)
+		if err != nil {
+			return relay.Failure(err.Error()), ""
+		}
+		c.threadsMu.Lock()
+		if len(c.threads) > 100000 {
+			c.threads = map[createdThread]string{} // bounded: forget, rather than grow without end
+		}
+		c.threads[createdThread{e.platform, e.bot, id}] = name
+		c.threadsMu.Unlock()
+		if e.platform == discord.Platform {
+			// The thread is a chat of its own on Discord: the tenant may act in it.
+			if err := c.cfg.Store.BindChat(ctx, k.tenant, e.platform, id, c.now()); err != nil {
+				c.log.Error("relay: bind created thread", "err", err)
+			}
+		}
+		return relay.Result{Success: true, ThreadID: id, MessageID: id}, ""
+	}
+	if a.MessageID == "" {
+		return relay.Failure("relay: thread_rename needs message_id (the thread)"), "invalid"
+	}
+	key := createdThread{e.platform, e.bot, a.MessageID}
+	c.threadsMu.Lock()
+	current, created := c.threads[key]
+	c.threadsMu.Unlock()
+	if a.OnlyIfConnectorCreated && !created {
+		return relay.Failure("relay: thread was not created by this connector; not renamed"), "not_created_here"
+	}
+	if a.OnlyIfCurrentName != "" && (!created || current != a.OnlyIfCurrentName) {
+		return relay.Failure("relay: thread's current name is not " + strconv.Quote(a.OnlyIfCurrentName) + "; not renamed"), "name_changed"
+	}
+	if err := e.renameThread(ctx, a.ChatID, a.MessageID, name); err != nil {
+		return relay.Failure(err.Error()), ""
+	}
+	if created {
+		c.threadsMu.Lock()
+		c.threads[key] = name
+		c.threadsMu.Unlock()
+	}
+	return relay.Result{Success: true, MessageID: a.MessageID}, ""
+}
+
 // promptOptionID is the gateway's rule for an option id.
 var promptOptionID = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
 
@@ -229,10 +300,14 @@ func (c *Connector) prompt(ctx context.Context, e *edge, a *relay.Action, d *del
 	if a.PromptID == "" || len(a.Options) == 0 || len(a.Options) > 25 {
 		return relay.Failure("relay: prompt needs prompt_id and 1 to 25 options"), "invalid"
 	}
+	limit := 100 // Discord custom_id
+	if e.platform == telegram.Platform {
+		limit = 64 // Telegram callback_data
+	}
 	buttons := make([]discord.Button, 0, len(a.Options))
 	for _, o := range a.Options {
 		token := "hp1:" + a.PromptID + ":" + o.ID
-		if !promptOptionID.MatchString(o.ID) || len(token) > 100 {
+		if !promptOptionID.MatchString(o.ID) || len(token) > limit {
 			return relay.Failure("relay: prompt option id " + strconv.Quote(o.ID) + " is not usable as a button"), "invalid"
 		}
 		label := o.Label
@@ -254,7 +329,7 @@ func (c *Connector) prompt(ctx context.Context, e *edge, a *relay.Action, d *del
 			return relay.Failure(failText(err, i, len(chunks))), ""
 		}
 	}
-	id, err := e.discord.SendPrompt(ctx, a.ChatID, chunks[len(chunks)-1], a.ReplyTo, buttons)
+	id, err := e.sendPrompt(ctx, a.ChatID, chunks[len(chunks)-1], a.ReplyTo, buttons, a.Metadata)
 	if err != nil {
 		return relay.Failure(err.Error()), ""
 	}

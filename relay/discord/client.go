@@ -251,3 +251,19 @@ func (c *Client) GatewayBot(ctx context.Context) (string, error) {
 	}
 	return g.URL, nil
 }
+
+// CreateThread starts a public thread (not anchored on a message) in
+// channelID and returns its id.
+func (c *Client) CreateThread(ctx context.Context, channelID, name string) (string, error) {
+	var m struct {
+		ID string `json:"id"`
+	}
+	err := c.do(ctx, "thread_create", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/threads", true,
+		map[string]any{"name": name, "type": 11, "auto_archive_duration": 1440}, &m)
+	return m.ID, err
+}
+
+// RenameChannel renames a channel or thread.
+func (c *Client) RenameChannel(ctx context.Context, channelID, name string) error {
+	return c.do(ctx, "thread_rename", http.MethodPatch, "/channels/"+url.PathEscape(channelID), true, map[string]any{"name": name}, nil)
+}

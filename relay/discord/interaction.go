@@ -343,16 +343,5 @@ func Ack(i Interaction) []byte {
 // public and private threads).
 func isThreadChannel(t int) bool { return t == 10 || t == 11 || t == 12 }
 
-// ParsePromptToken reads a prompt button's callback token
-// "hp1:<prompt_id>:<option_id>" (HERMES-RELAY.md §2.5).
-func ParsePromptToken(s string) (relay.PromptResponse, bool) {
-	rest, ok := strings.CutPrefix(s, "hp1:")
-	if !ok {
-		return relay.PromptResponse{}, false
-	}
-	i := strings.LastIndexByte(rest, ':')
-	if i <= 0 || i == len(rest)-1 {
-		return relay.PromptResponse{}, false
-	}
-	return relay.PromptResponse{PromptID: rest[:i], OptionID: rest[i+1:]}, true
-}
+// ParsePromptToken is relay.ParsePromptToken.
+func ParsePromptToken(s string) (relay.PromptResponse, bool) { return relay.ParsePromptToken(s) }

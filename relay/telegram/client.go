@@ -38,6 +38,14 @@ type SendOptions struct {
 	ThreadID  string // forum topic (message_thread_id)
 	ReplyTo   string // message id to reply to
 	ParseMode string // "MarkdownV2", "HTML" or "" for plain text
+	// Keyboard, when set, is an inline keyboard (rows of buttons).
+	Keyboard [][]InlineButton
+}
+
+// InlineButton is one inline keyboard button with its callback data.
+type InlineButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data"`
 }
 
 // SendMessage sends text to chatID and returns the new message id.
@@ -59,6 +67,9 @@ func (c *Client) SendMessage(ctx context.Context, chatID, text string, o SendOpt
 	}
 	if o.ParseMode != "" {
 		p["parse_mode"] = o.ParseMode
+	}
+	if len(o.Keyboard) > 0 {
+		p["reply_markup"] = map[string]any{"inline_keyboard": o.Keyboard}
 	}
 	var m struct {
 		MessageID ID `json:"message_id"`
@@ -189,4 +200,28 @@ func (c *Client) DeleteMessage(ctx context.Context, chatID, messageID string) er
 		return fmt.Errorf("telegram: deleteMessage: message id %q is not an integer", messageID)
 	}
 	return c.call(ctx, "deleteMessage", map[string]any{"chat_id": chatID, "message_id": n}, nil)
+}
+
+// AnswerCallbackQuery acknowledges a button press.
+func (c *Client) AnswerCallbackQuery(ctx context.Context, id string) error {
+	return c.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": id}, nil)
+}
+
+// CreateForumTopic creates a topic in a forum supergroup and returns its
+// message_thread_id.
+func (c *Client) CreateForumTopic(ctx context.Context, chatID, name string) (string, error) {
+	var t struct {
+		MessageThreadID ID `json:"message_thread_id"`
+	}
+	err := c.call(ctx, "createForumTopic", map[string]any{"chat_id": chatID, "name": name}, &t)
+	return string(t.MessageThreadID), err
+}
+
+// EditForumTopic renames a forum topic.
+func (c *Client) EditForumTopic(ctx context.Context, chatID, threadID, name string) error {
+	n, err := strconv.ParseInt(threadID, 10, 64)
+	if err != nil {
+		return fmt.Errorf("telegram: editForumTopic: thread id %q is not an integer", threadID)
+	}
+	return c.call(ctx, "editForumTopic", map[string]any{"chat_id": chatID, "message_thread_id": n, "name": name}, nil)
 }

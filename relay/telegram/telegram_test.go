@@ -217,6 +217,7 @@ func FuzzWebhook(f *testing.F) {
 	f.Add([]byte(forumTopic))
 	f.Add([]byte(`{"channel_post":{"message_id":1,"chat":{"id":-1,"type":"channel"},"text":"x"}}`))
 	f.Add([]byte(`{"edited_message":{"message_id":1,"chat":{"id":1,"type":"private"},"from":{"id":1},"text":"x","edit_date":2}}`))
+	f.Add([]byte(`{"callback_query":{"id":"77","from":{"id":9,"first_name":"Al"},"data":"hp1:ab.cd:once","message":{"message_id":6,"chat":{"id":-100,"type":"supergroup","is_forum":true},"message_thread_id":4,"is_topic_message":true}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u, err := ParseUpdate(body)
 		if err != nil {
@@ -238,4 +239,25 @@ func FuzzWebhook(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A reply carries the replied-to message as reply_to context.
+func TestNormalizeReplyContext(t *testing.T) {
+	u, err := ParseUpdate([]byte(`{"update_id":1,"message":{"message_id":8,"from":{"id":7,"first_name":"Cy"},
+		"chat":{"id":-4001,"type":"group","title":"G"},"date":1,"text":"why?",
+		"reply_to_message":{"message_id":5,"from":{"id":99,"is_bot":true,"first_name":"Hermes"},"chat":{"id":-4001,"type":"group"},"date":1,"text":"42"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Normalize(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := in.Event.ReplyTo; r == nil || r.Text != "42" || r.Author != "Hermes" || !r.IsOwn || in.Event.ReplyToMessageID != "5" {
+		t.Errorf("reply context %+v (reply_to_message_id %q)", r, in.Event.ReplyToMessageID)
+	}
+	b, _ := in.Event.MarshalJSON()
+	if !strings.Contains(string(b), `"reply_to":{"text":"42","author":"Hermes","is_own":true}`) {
+		t.Errorf("wire: %s", b)
+	}
 }

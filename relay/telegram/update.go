@@ -109,11 +109,20 @@ type Message struct {
 
 // Update is one webhook update.
 type Update struct {
-	UpdateID          int64    `json:"update_id"`
-	Message           *Message `json:"message"`
-	EditedMessage     *Message `json:"edited_message"`
-	ChannelPost       *Message `json:"channel_post"`
-	EditedChannelPost *Message `json:"edited_channel_post"`
+	UpdateID          int64          `json:"update_id"`
+	Message           *Message       `json:"message"`
+	EditedMessage     *Message       `json:"edited_message"`
+	ChannelPost       *Message       `json:"channel_post"`
+	EditedChannelPost *Message       `json:"edited_channel_post"`
+	CallbackQuery     *CallbackQuery `json:"callback_query"`
+}
+
+// CallbackQuery is a press of an inline keyboard button.
+type CallbackQuery struct {
+	ID      string   `json:"id"`
+	From    User     `json:"from"`
+	Message *Message `json:"message"`
+	Data    string   `json:"data"`
 }
 
 // ParseUpdate decodes a webhook body.
@@ -133,6 +142,9 @@ type Inbound struct {
 	// DedupeKey identifies the delivery: the message id, plus the edit
 	// date for an edit (an edit keeps its message's id).
 	DedupeKey string
+	// CallbackQueryID is set for a button press, which must be answered
+	// (answerCallbackQuery) so the client stops its progress indicator.
+	CallbackQueryID string
 }
 
 // ErrIgnored is returned for updates that carry no message the gateway
@@ -146,6 +158,9 @@ var ErrIgnored = fmt.Errorf("telegram: update carries no message")
 // channel -> channel; user_id from.id, or the chat id for channel posts.
 // Service messages and messages from bots are ErrIgnored.
 func Normalize(u Update) (Inbound, error) {
+	if cq := u.CallbackQuery; cq != nil {
+		return normalizeCallback(cq)
+	}
 	m, edited := u.Message, false
 	switch {
 	case m != nil:
@@ -211,6 +226,19 @@ func Normalize(u Update) (Inbound, error) {
 		// message; that is not a reply.
 		if !(src.ChatType == relay.ChatForum && (string(r.MessageID) == src.ThreadID || len(r.ForumTopicCreated) > 0)) {
 			ev.ReplyToMessageID = string(r.MessageID)
+			// The replied-to message as context. A bot author is taken to
+			// be this bot (the only bot whose messages a bot sees replied
+			// to in most chats).
+			text := r.Text
+			if text == "" {
+				text = r.Caption
+			}
+			rc := relay.ReplyContext{Text: text}
+			if r.From != nil {
+				rc.Author = fullName(r.From.FirstName, r.From.LastName, r.From.Username)
+				rc.IsOwn = r.From.IsBot
+			}
+			ev.ReplyTo = &rc
 		}
 	}
 	key := string(m.MessageID)
@@ -249,4 +277,29 @@ func fullName(first, last, username string) string {
 		return username
 	}
 	return n
+}
+
+// normalizeCallback turns a press of a prompt button (callback data
+// hp1:<prompt_id>:<option_id>) into an event with prompt_response, in the
+// chat and topic of the prompt's message, from the user who pressed. Any
+// other callback is ignored (but answered).
+func normalizeCallback(cq *CallbackQuery) (Inbound, error) {
+	pr, ok := relay.ParsePromptToken(cq.Data)
+	if !ok || cq.Message == nil || cq.ID == "" {
+		return Inbound{CallbackQueryID: cq.ID}, ErrIgnored
+	}
+	from := cq.From
+	m := Message{MessageID: ID(cq.ID), MessageThreadID: cq.Message.MessageThreadID, IsTopicMessage: cq.Message.IsTopicMessage,
+		From: &from, Chat: cq.Message.Chat, Date: cq.Message.Date, Text: "/" + pr.OptionID}
+	in, err := Normalize(Update{Message: &m})
+	if err != nil {
+		return Inbound{CallbackQueryID: cq.ID}, err
+	}
+	pr.PromptMessageID = string(cq.Message.MessageID)
+	in.Event.PromptResponse = &pr
+	in.Event.MessageType = relay.MessageCommand
+	in.Event.ReplyToMessageID = pr.PromptMessageID
+	in.DedupeKey = "callback:" + cq.ID
+	in.CallbackQueryID = cq.ID
+	return in, nil
 }
