@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -31,7 +32,13 @@ const gatewayLeasePlatform = "discord.gateway-lease"
 const fatalRetry = 10 * time.Minute
 
 // gatewayLeaseID is the buffer row id of app's Gateway lease.
-func gatewayLeaseID(app string) string { return "rbuf_discordgw_" + app }
+func gatewayLeaseID(app string) string { return gatewayLeasePrefix + app }
+
+const gatewayLeasePrefix = "rbuf_discordgw_"
+
+// isGatewayLeaseID reports a Gateway lease row id (which an inbound_ack
+// must not delete).
+func isGatewayLeaseID(id string) bool { return strings.HasPrefix(id, gatewayLeasePrefix) }
 
 // gatewayTenant is the tenant whose buffer holds app's Gateway lease: the
 // app's own tenant, else the first (sorted) tenant of its guilds, else of

@@ -316,3 +316,27 @@ func TestDiscordGatewayConfig(t *testing.T) {
 		}
 	}
 }
+
+// A gateway cannot acknowledge the Gateway lease row away (it lives in the
+// tenant's buffer).
+func TestDiscordGatewayLeaseNotAcknowledgeable(t *testing.T) {
+	f := newFakeDiscordGateway(t)
+	e := newEnv(t, withDiscordGateway(f))
+	f.next(t)
+	ws := rawConn(t, e, relay.MintToken(secretA, "gw-a", time.Minute))
+	write(t, ws, `{"type":"hello","platform":"discord","botId":"`+discordApp+`"}`+"\n")
+	if fr := readFrame(t, ws); fr.Type != relay.FrameDescriptor {
+		t.Fatalf("hello answered %+v", fr)
+	}
+	write(t, ws, `{"type":"inbound_ack","bufferId":"rbuf_discordgw_`+discordApp+`"}`+"\n")
+	// Frames are read in order: once this outbound is answered, the ack
+	// before it has been handled.
+	write(t, ws, `{"type":"outbound","requestId":"r1","action":{"op":"teleport","chat_id":"333"}}`+"\n")
+	if fr := readFrame(t, ws); fr.Type != relay.FrameOutboundResult || fr.RequestID != "r1" {
+		t.Fatalf("outbound answered %+v", fr)
+	}
+	rows, err := e.store.Pending(t.Context(), slot1, "discord.gateway-lease", discordApp, e.clock.Now().Add(time.Hour), 0)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("lease rows after the ack: %d %v", len(rows), err)
+	}
+}
