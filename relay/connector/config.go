@@ -61,6 +61,10 @@ type Config struct {
 	// LeaseTTL is how long a delivered buffered event waits for its
 	// inbound_ack before another connection may receive it (default 2 min).
 	LeaseTTL time.Duration
+	// GatewayLeaseTTL is how long a Discord Gateway session's lease lasts
+	// unrenewed (default 30 s): a crashed owner's bot is taken over by
+	// another process after at most this long.
+	GatewayLeaseTTL time.Duration
 	// MediaTTL is how long files posted to /relay/media stay readable
 	// (default and minimum one hour).
 	MediaTTL time.Duration
@@ -90,6 +94,12 @@ type DiscordApp struct {
 	Guilds map[string]contract.TenantSlot
 	Users  map[string]contract.TenantSlot
 	Tenant contract.TenantSlot
+	// Gateway turns on the message Gateway (discordgw.go): this process
+	// holds a WebSocket session for the bot while it owns the bot's lease,
+	// and channel, thread and DM messages arrive as events.
+	Gateway bool
+	// GatewayURL, when set, is dialled instead of asking GET /gateway/bot.
+	GatewayURL string
 }
 
 // TelegramBot is one Telegram bot.
@@ -142,6 +152,9 @@ func (cfg *Config) check() error {
 		}
 		if err := slots("discord app "+id, a.Guilds, a.Tenant); err != nil {
 			return err
+		}
+		if a.Gateway && (a.BotToken == "" || gatewayTenant(a) == "") {
+			return fmt.Errorf("connector: config: discord app %q: gateway needs bot_token and a tenant (tenant, guilds or users)", id)
 		}
 		if err := slots("discord app "+id+" user", a.Users, ""); err != nil {
 			return err

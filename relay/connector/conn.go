@@ -276,8 +276,8 @@ func (c *Connector) handleFrame(k *conn, f relay.Frame) {
 	case relay.FrameGoingIdle:
 		c.goingIdle(k)
 	case relay.FrameInboundAck:
-		if f.BufferID == "" {
-			return
+		if f.BufferID == "" || isGatewayLeaseID(f.BufferID) {
+			return // a gateway never acknowledges a Discord Gateway lease away
 		}
 		ok, err := c.cfg.Store.Ack(k.ctx, k.tenant, f.BufferID)
 		if err != nil {

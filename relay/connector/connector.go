@@ -40,6 +40,8 @@ type Connector struct {
 	closed bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	// gwOwner names this connector in Discord Gateway leases.
+	gwOwner string
 }
 
 // DedupeWindow is how long an inbound event's dedupe key is remembered.
@@ -127,6 +129,7 @@ func New(cfg Config) (*Connector, error) {
 	c.addPlatformEdges()
 	c.wg.Add(1)
 	go c.maintain()
+	c.startDiscordGateways()
 	return c, nil
 }
 

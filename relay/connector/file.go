@@ -21,6 +21,7 @@ import (
 //	      public_key: d75a98...
 //	      bot_token: env:DISCORD_BOT_TOKEN
 //	      guilds: {"111": slot-1}
+//	      gateway: true   # receive channel, thread and DM messages
 //	  telegram:
 //	    acmebot: {token: env:TELEGRAM_TOKEN, secret_token: env:TELEGRAM_WEBHOOK_SECRET, tenant: slot-1}
 //	  ping_interval: 30s
@@ -34,6 +35,7 @@ type FileConfig struct {
 	BufferLimit           int           `yaml:"buffer_limit"`
 	PingInterval          time.Duration `yaml:"ping_interval"`
 	LeaseTTL              time.Duration `yaml:"lease_ttl"`
+	GatewayLeaseTTL       time.Duration `yaml:"gateway_lease_ttl"`
 	GroupSessionsPerUser  *bool         `yaml:"group_sessions_per_user"`
 	ThreadSessionsPerUser *bool         `yaml:"thread_sessions_per_user"`
 	// SlackTopLevelThreads mirrors the gateway's Slack knobs
@@ -56,6 +58,10 @@ type FileDiscordApp struct {
 	Tenant    string            `yaml:"tenant"`
 	Guilds    map[string]string `yaml:"guilds"`
 	Users     map[string]string `yaml:"users"`
+	// Gateway turns on the message Gateway session; GatewayURL overrides
+	// GET /gateway/bot (for tests and proxies).
+	Gateway    bool   `yaml:"gateway"`
+	GatewayURL string `yaml:"gateway_url"`
 }
 
 // FileTelegramBot is one Telegram bot in a FileConfig.
@@ -98,6 +104,7 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 		Gateways: map[string]Gateway{}, Discord: map[string]DiscordApp{}, Telegram: map[string]TelegramBot{},
 		DiscordBaseURL: f.DiscordBaseURL, TelegramBaseURL: f.TelegramBaseURL,
 		BufferLimit: f.BufferLimit, PingInterval: f.PingInterval, LeaseTTL: f.LeaseTTL,
+		GatewayLeaseTTL: f.GatewayLeaseTTL,
 	}
 	for id, g := range f.Gateways {
 		var secrets [][]byte
@@ -109,7 +116,8 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 	}
 	for id, a := range f.Discord {
 		cfg.Discord[id] = DiscordApp{PublicKey: a.PublicKey, BotToken: secret("relay.discord."+id+".bot_token", a.BotToken),
-			Tenant: contract.TenantSlot(a.Tenant), Guilds: slots(a.Guilds), Users: slots(a.Users)}
+			Tenant: contract.TenantSlot(a.Tenant), Guilds: slots(a.Guilds), Users: slots(a.Users),
+			Gateway: a.Gateway, GatewayURL: a.GatewayURL}
 	}
 	for name, b := range f.Telegram {
 		cfg.Telegram[name] = TelegramBot{Token: secret("relay.telegram."+name+".token", b.Token),

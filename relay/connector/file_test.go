@@ -23,6 +23,9 @@ relay:
       bot_token: env:DISCORD_TOKEN
       guilds: {"111": slot-1}
       users: {"555": slot-2}
+      gateway: true
+      gateway_url: ws://127.0.0.1:1/gateway
+  gateway_lease_ttl: 20s
   telegram:
     acmebot: {token: "123:ABC", secret_token: env:TG_SECRET, tenant: slot-1, chats: {"-100": slot-2}, parse_mode: plain}
   ping_interval: 45s
@@ -47,7 +50,8 @@ func TestFileConfig(t *testing.T) {
 		t.Errorf("gateway %+v", g)
 	}
 	d := cfg.Discord["123456789012345678"]
-	if d.BotToken != "dtok" || d.Guilds["111"] != "slot-1" || d.Users["555"] != "slot-2" {
+	if d.BotToken != "dtok" || d.Guilds["111"] != "slot-1" || d.Users["555"] != "slot-2" || !d.Gateway ||
+		d.GatewayURL != "ws://127.0.0.1:1/gateway" || cfg.GatewayLeaseTTL != 20*time.Second {
 		t.Errorf("discord %+v", d)
 	}
 	tg := cfg.Telegram["acmebot"]

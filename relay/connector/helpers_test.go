@@ -104,6 +104,8 @@ func newFakeDiscord(t testing.TB) *fakeAPI {
 				out = []byte("[]")
 			}
 			_, _ = w.Write(out)
+		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/channels/thr"): // a public thread off channel 333
+			fmt.Fprintf(w, `{"id":%q,"type":11,"name":"a thread","parent_id":"333"}`, strings.TrimPrefix(r.URL.Path, "/channels/"))
 		case r.Method == http.MethodGet:
 			fmt.Fprintf(w, `{"id":%q,"type":0,"name":"general"}`, strings.TrimPrefix(r.URL.Path, "/channels/"))
 		case strings.HasSuffix(r.URL.Path, "/typing"):

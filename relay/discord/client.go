@@ -230,6 +230,28 @@ type Button struct {
 	Label, CustomID, Style string
 }
 
+// GetChannel returns a channel as the API describes it (type, parent, name,
+// topic); the message session uses it to tell threads from channels.
+func (c *Client) GetChannel(ctx context.Context, channelID string) (Channel, error) {
+	var ch Channel
+	err := c.do(ctx, "get_channel", http.MethodGet, "/channels/"+url.PathEscape(channelID), true, nil, &ch)
+	return ch, err
+}
+
+// GatewayBot returns the WebSocket URL of GET /gateway/bot.
+func (c *Client) GatewayBot(ctx context.Context) (string, error) {
+	var g struct {
+		URL string `json:"url"`
+	}
+	if err := c.do(ctx, "gateway_bot", http.MethodGet, "/gateway/bot", true, nil, &g); err != nil {
+		return "", err
+	}
+	if g.URL == "" {
+		return "", errors.New("discord: GET /gateway/bot answered no url")
+	}
+	return g.URL, nil
+}
+
 // CreateThread starts a public thread (not anchored on a message) in
 // channelID and returns its id.
 func (c *Client) CreateThread(ctx context.Context, channelID, name string) (string, error) {
