@@ -28,7 +28,7 @@ func (a *app) auditCmd() *cobra.Command {
   caduceus audit verify --tenant slot-2 --data /srv/caduceus`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := a.openStore(cmd.Context())
+			db, err := a.openExistingStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -70,7 +70,7 @@ func (a *app) auditCmd() *cobra.Command {
   caduceus audit tail -n 100 --tenant slot-1 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := a.openStore(cmd.Context())
+			db, err := a.openExistingStore(cmd.Context())
 			if err != nil {
 				return err
 			}
