@@ -28,9 +28,9 @@ order is placed. The run context is detected from the environment
 chat; otherwise claude-code, which never places); --context may only make it
 stricter. Exit 0 with the envelope for every tick, aborted or not; exit 2 when
 the payload or a file is not valid at all.`,
-		Example: `  caduceus exec --payload payload.json --skills ./hermes --scenario paper.yaml
+		Example: `  caduceus exec --payload examples/executor/payload.json --skills examples/executor --scenario examples/executor/paper.yaml
   caduceus exec --payload payload.json --skills ./hermes --broker robinhood --mcp-url http://127.0.0.1:9000/mcp
-  caduceus exec --payload - --skills ./hermes --scenario paper.yaml --message "EXECUTE: buy SPY 3" < payload.json`,
+  caduceus exec --payload - --skills examples/executor --scenario examples/executor/paper.yaml --message "EXECUTE: buy SPY 1" < examples/executor/payload.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !contract.ValidTenantSlot(tenant) {

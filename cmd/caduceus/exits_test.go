@@ -114,3 +114,26 @@ func TestStartupLog(t *testing.T) {
 		t.Errorf("offline startup log:\n%s", logs)
 	}
 }
+
+// TestExecHelpExampleRuns: the first example of `exec --help` runs as
+// written from the repository root.
+func TestExecHelpExampleRuns(t *testing.T) {
+	a := &app{env: env{getenv: noEnv}}
+	var example string
+	for _, c := range a.rootCmd().Commands() {
+		if c.Name() == "exec" {
+			example = strings.TrimSpace(strings.SplitN(c.Example, "\n", 2)[0])
+		}
+	}
+	args := strings.Fields(strings.TrimPrefix(example, "caduceus "))
+	for i, arg := range args {
+		if strings.HasPrefix(arg, "examples/") {
+			args[i] = filepath.Join("..", "..", arg)
+		}
+	}
+	args = append(args, "--data", t.TempDir())
+	code, out, errOut := cli(t, args...)
+	if code != 0 || !strings.Contains(out, `"actions"`) {
+		t.Errorf("exec --help example %q: exit %d\n%s\n%s", example, code, out, errOut)
+	}
+}
