@@ -149,8 +149,10 @@ trap stop_serve EXIT
 	c := exec.CommandContext(ctx, "bash", "-c", script.String())
 	c.Dir = root
 	c.Env = append(os.Environ(), envAsMain+"=1", "BIN="+bin, "PORT="+port, "TMP="+tmp,
-		"CADUCEUS_DATA="+filepath.Join(tmp, "data"), "CADUCEUS_CONFIG=", "CADUCEUS_STORE=",
-		"CADUCEUS_OPENAI_API_KEY=", "CADUCEUS_ANTHROPIC_API_KEY=")
+		"CADUCEUS_DATA="+filepath.Join(tmp, "data"))
+	for _, k := range []string{"CONFIG", "STORE", "ADDR", "GATES", "LOG_LEVEL", "NATS", "SKILLS", "SCENARIO", "BROKER", "MCP_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
+		c.Env = append(c.Env, "CADUCEUS_"+k+"=") // the walkthrough assumes a clean environment
+	}
 	out, err := c.CombinedOutput()
 	if err != nil {
 		serveErr, _ := os.ReadFile(filepath.Join(tmp, "serve.err"))
