@@ -12,8 +12,8 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -119,10 +119,15 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 	}); err != nil {
 		return fmt.Errorf("demo: writing the examples: %w", err)
 	}
-	platform := httptest.NewServer(d.fake)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	platform := &http.Server{Handler: d.fake, ReadHeaderTimeout: 10 * time.Second}
+	go platform.Serve(ln)
 	defer platform.Close()
 
-	stop, err := d.start(ctx, a, platform.URL)
+	stop, err := d.start(ctx, a, "http://"+ln.Addr().String())
 	if err != nil {
 		return err
 	}
