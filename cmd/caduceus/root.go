@@ -117,7 +117,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `Caduceus stands between an AI agent and what it touches: chat platforms (relay),
 LLM providers (shim) and a broker (trader, executor). Every crossing is
 authenticated, scoped to one tenant, checked, idempotent and audited.`,
-		Example: `  caduceus serve
+		Example: `  caduceus demo
+  caduceus serve
   caduceus keys create --tenant slot-1 --scopes route,configure
   caduceus audit verify`,
 		SilenceUsage:  true,
