@@ -36,7 +36,7 @@ func (a *app) auditCmd() *cobra.Command {
   caduceus audit verify --tenant slot-2 --data /srv/caduceus`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := a.openStore(cmd.Context())
+			db, err := a.openExistingStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -130,7 +130,7 @@ chain was truncated, rewound or rewritten since.`,
   caduceus audit tail -n 100 --tenant slot-1 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := a.openStore(cmd.Context())
+			db, err := a.openExistingStore(cmd.Context())
 			if err != nil {
 				return err
 			}

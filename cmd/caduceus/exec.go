@@ -54,9 +54,9 @@ the same payload and message prints the stored envelope (marked "replay": true)
 and calls no broker; the same key with anything else exits 2 (conflict). Keys
 are per tenant and kept at least 24 hours.
 `,
-		Example: `  caduceus exec --payload payload.json --skills ./hermes --scenario paper.yaml
+		Example: `  caduceus exec --payload examples/executor/payload.json --skills examples/executor --scenario examples/executor/paper.yaml
   caduceus exec --payload payload.json --skills ./hermes --broker robinhood --mcp-url http://127.0.0.1:9000/mcp
-  caduceus exec --payload - --skills ./hermes --scenario paper.yaml --message "EXECUTE: buy SPY 3" < payload.json`,
+  caduceus exec --payload - --skills examples/executor --scenario examples/executor/paper.yaml --message "EXECUTE: buy SPY 1" < examples/executor/payload.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !contract.ValidTenantSlot(tenant) {

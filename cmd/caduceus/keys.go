@@ -61,7 +61,7 @@ func (a *app) keysCmd() *cobra.Command {
 		Example: "  caduceus keys list",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := a.openStore(cmd.Context())
+			db, err := a.openExistingStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -92,7 +92,7 @@ func (a *app) keysCmd() *cobra.Command {
 		Example: "  caduceus keys revoke 3f9a0c1d2e4b5a67",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := a.openStore(cmd.Context())
+			db, err := a.openExistingStore(cmd.Context())
 			if err != nil {
 				return err
 			}

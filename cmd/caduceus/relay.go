@@ -82,14 +82,17 @@ the config file (docs/relay-platforms.md).`,
 		Example: "  caduceus relay token --gateway gw-acme --ttl 5m --config caduceus.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rc, err := a.cfg.Relay.Config(a.getenv)
+			// Only this gateway's secret is read: minting a token needs no
+			// platform secret.
+			only, ok := a.cfg.Relay.Gateways[gateway]
+			if !ok || len(only.Secrets) == 0 {
+				return &exitError{2, fmt.Errorf("gateway %q is not configured (relay.gateways in the config file)", gateway)}
+			}
+			rc, err := connector.FileConfig{Gateways: map[string]connector.FileGateway{gateway: only}}.Config(a.getenv)
 			if err != nil {
 				return &exitError{2, fmt.Errorf("%s", userMessage(err))}
 			}
-			gw, ok := rc.Gateways[gateway]
-			if !ok || len(gw.Secrets) == 0 {
-				return &exitError{2, fmt.Errorf("gateway %q is not configured (relay.gateways in the config file)", gateway)}
-			}
+			gw := rc.Gateways[gateway]
 			if ttl < 0 {
 				return &exitError{2, fmt.Errorf("--ttl %s: must not be negative", ttl)}
 			}

@@ -45,7 +45,7 @@ func (f *recordingAPI) seen() string {
 	return strings.Join(f.calls, "\n")
 }
 
-func fakePlatform(t *testing.T, answer string) (*recordingAPI, string) {
+func newRecordingAPI(t *testing.T, answer string) (*recordingAPI, string) {
 	f := &recordingAPI{answer: answer}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -84,10 +84,10 @@ func postSigned(t *testing.T, url, contentType, body string, headers map[string]
 // reaches the platform's (fake) API with the credentials from the
 // environment.
 func TestRelayPlatformsThroughTheServer(t *testing.T) {
-	slackAPI, slackURL := fakePlatform(t, `{"ok":true,"ts":"1700000900.000100"}`)
-	twilioAPI, twilioURL := fakePlatform(t, `{"sid":"SM900","status":"queued"}`)
-	graphAPI, graphURL := fakePlatform(t, `{"messaging_product":"whatsapp","messages":[{"id":"wamid.out"}]}`)
-	wecomAPI, wecomURL := fakePlatform(t, `{"errcode":0,"errmsg":"ok","access_token":"WECOMTOKEN","expires_in":7200,"msgid":"MSG1"}`)
+	slackAPI, slackURL := newRecordingAPI(t, `{"ok":true,"ts":"1700000900.000100"}`)
+	twilioAPI, twilioURL := newRecordingAPI(t, `{"sid":"SM900","status":"queued"}`)
+	graphAPI, graphURL := newRecordingAPI(t, `{"messaging_product":"whatsapp","messages":[{"id":"wamid.out"}]}`)
+	wecomAPI, wecomURL := newRecordingAPI(t, `{"errcode":0,"errmsg":"ok","access_token":"WECOMTOKEN","expires_in":7200,"msgid":"MSG1"}`)
 	const (
 		sid     = "AC00000000000000000000000000000001"
 		aesKey  = "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -93,6 +94,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return ee.code
 	}
+	if strings.HasPrefix(err.Error(), "required flag") {
+		// cobra's missing --flag: a usage error like any bad argument.
+		fmt.Fprintln(stderr, "caduceus:", err)
+		return 2
+	}
 	fmt.Fprintln(stderr, "caduceus:", userMessage(err))
 	return 1
 }
@@ -117,7 +123,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `Caduceus stands between an AI agent and what it touches: chat platforms (relay),
 LLM providers (shim) and a broker (trader, executor). Every crossing is
 authenticated, scoped to one tenant, checked, idempotent and audited.`,
-		Example: `  caduceus serve
+		Example: `  caduceus demo
+  caduceus serve
   caduceus keys create --tenant slot-1 --scopes route,configure
   caduceus audit verify`,
 		SilenceUsage:  true,
@@ -132,8 +139,40 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
 	pf.StringVar(&a.cfg.NATS, "nats", "", "NATS URL routing relay sessions across processes, e.g. nats://127.0.0.1:4222 (env CADUCEUS_NATS)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.benchCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.auditCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd())
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{2, fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
+	})
+	root.CompletionOptions.DisableDefaultCmd = true
+	strictArgs(root)
 	return root
+}
+
+// strictArgs makes bad arguments exit 2 with one line, everywhere in the
+// tree: a command that only groups subcommands refuses an unknown one
+// (cobra would print help and exit 0), and a wrong number of arguments is
+// a usage error, not a failure.
+func strictArgs(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &exitError{2, fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+			}
+			return cmd.Help()
+		}
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &exitError{2, fmt.Errorf("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
 }
 
 // loadConfig layers file < environment < flags into a.cfg.
@@ -145,14 +184,9 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	}
 	var cfg config
 	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return &exitError{2, fmt.Errorf("config: %w", err)}
-		}
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-			return &exitError{2, fmt.Errorf("config %s: %w", file, err)}
+		var err error
+		if cfg, err = readConfigFile(file); err != nil {
+			return err
 		}
 	}
 	envs := map[string]*string{
@@ -214,6 +248,72 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	}
 	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	return nil
+}
+
+// openExistingStore opens the store for a command that must not create
+// one (it reads, or changes what must already be there): with SQLite, the
+// data directory and its database file must exist, else exit 2 naming
+// them. A Postgres DSN names a database that exists by definition.
+func (a *app) openExistingStore(ctx context.Context) (*store.DB, error) {
+	if err := a.storeMustExist(); err != nil {
+		return nil, err
+	}
+	return a.openStore(ctx)
+}
+
+func (a *app) storeMustExist() error {
+	var file string
+	switch dsn := a.cfg.Store; {
+	case dsn == "":
+		if _, err := os.Stat(a.cfg.Data); err != nil {
+			return &exitError{2, fmt.Errorf("data directory %s does not exist (caduceus serve or caduceus keys create makes one; or pass --data)", a.cfg.Data)}
+		}
+		file = filepath.Join(a.cfg.Data, store.DefaultFile)
+	case strings.HasPrefix(dsn, "sqlite:"):
+		file = strings.TrimPrefix(dsn, "sqlite:")
+	case strings.HasPrefix(dsn, "file:"):
+		file = strings.TrimPrefix(dsn, "file:")
+	default:
+		return nil
+	}
+	if _, err := os.Stat(file); err != nil {
+		return &exitError{2, fmt.Errorf("no store at %s (caduceus serve or caduceus keys create makes one; or pass --data)", file)}
+	}
+	return nil
+}
+
+// readConfigFile reads a YAML config file. Unknown keys are refused, and
+// relative paths in it (data, store sqlite:PATH, executor.skills,
+// executor.scenario) resolve from the file's own directory, so a config
+// works from any working directory. Paths given by flags or the
+// environment resolve from the working directory as usual.
+func readConfigFile(file string) (config, error) {
+	var cfg config
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return cfg, &exitError{2, fmt.Errorf("config: %w", err)}
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, &exitError{2, fmt.Errorf("config %s: %w", file, err)}
+	}
+	dir := filepath.Dir(file)
+	rel := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	cfg.Data = rel(cfg.Data)
+	cfg.Executor.Skills = rel(cfg.Executor.Skills)
+	cfg.Executor.Scenario = rel(cfg.Executor.Scenario)
+	for _, prefix := range []string{"sqlite:", "file:"} {
+		if p, ok := strings.CutPrefix(cfg.Store, prefix); ok {
+			cfg.Store = prefix + rel(p)
+		}
+	}
+	return cfg, nil
 }
 
 func (a *app) openStore(ctx context.Context) (*store.DB, error) {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -55,10 +54,8 @@ creates one for slot-1 and prints it once.`,
 }
 
 func (a *app) serve(ctx context.Context) error {
-	for _, g := range a.cfg.Gates {
-		if !slices.Contains(allGates, g) {
-			return &exitError{2, fmt.Errorf("unknown gate %q (want %v)", g, allGates)}
-		}
+	if err := a.checkServeConfig(); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -87,9 +84,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	var relayConn interface{ Close() error }
 	if a.gateOn("relay") {
-		if !a.relayConfigured() {
-			a.log.Info("relay gate: no gateways or platforms configured (relay section of the config); not serving /relay or /hooks")
-		} else {
+		if a.relayConfigured() {
 			c, closeRelay, err := a.relayConnector(db)
 			if err != nil {
 				return err
@@ -106,7 +101,7 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	hs := httpServer(srv)
-	a.log.Info("listening", "addr", "http://"+ln.Addr().String(), "store", storeName(db), "data", a.cfg.Data, "gates", a.cfg.Gates)
+	a.logStartup(db, ln.Addr().String())
 	fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
 
 	if relayConn != nil {

@@ -211,6 +211,9 @@ func (a *app) shimCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
+			if err := a.storeMustExist(); err != nil {
+				return err
+			}
 			return withShim(cmd.Context(), func(g shimGate, _ *store.DB, c contract.Caller) error {
 				res, err := g.svc.DryRun(cmd.Context(), c, p, body)
 				if err != nil {

@@ -119,6 +119,9 @@ func (a *app) traderCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.storeMustExist(); err != nil {
+				return err
+			}
 			svc, done, err := a.openTrader(cmd.Context())
 			if err != nil {
 				return err
