@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/wire"
@@ -103,9 +104,13 @@ func TestCandidatesMatchFullScan(t *testing.T) {
 	}
 	var pairs []pair
 	for k, admit := range []func(context.Context, contract.Caller, Provision) (bool, string){nil, refuse, refuseGoverned} {
-		full := New(Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit})
+		// The tier-2/3 budget is wall-clock time: under load it could run
+		// out on one side and not the other (budget_exhausted against
+		// micromodel_offline), which says nothing about the index. An hour
+		// keeps the comparison about the index alone.
+		full := New(Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit, Budget: time.Hour})
 		full.fullScan = true
-		cfg := Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit}
+		cfg := Config{Store: entryStore{}, Audit: nopLog{}, Admit: admit, Budget: time.Hour}
 		rsi := rs
 		if k == 2 {
 			// refuseGoverned: the indexed side skips the calls it need not make
