@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/relay"
 )
@@ -171,6 +172,15 @@ func Normalize(form url.Values) (Inbound, error) {
 	from := form.Get("From")
 	if sid == "" || from == "" {
 		return Inbound{}, fmt.Errorf("twilio: message without MessageSid or From")
+	}
+	// The input rule of every route: text is valid UTF-8 without NUL (an id
+	// that is not could neither be keyed by the gateway nor stored).
+	for k, vs := range form {
+		for _, v := range append(vs, k) {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return Inbound{}, fmt.Errorf("twilio: form field %q is not valid UTF-8 text", strings.ToValidUTF8(k, "\ufffd"))
+			}
+		}
 	}
 	src := relay.SessionSource{Platform: PlatformSMS, ChatType: relay.ChatDM, ChatID: from, UserID: from, MessageID: sid}
 	if rest, ok := strings.CutPrefix(from, WhatsAppPrefix); ok {
