@@ -68,6 +68,10 @@ type Config struct {
 	// MediaTTL is how long files posted to /relay/media stay readable
 	// (default and minimum one hour).
 	MediaTTL time.Duration
+	// PublicURL is the connector's external base URL
+	// (https://relay.example.com): re-hosted inbound media is listed as
+	// PublicURL + "/relay/media/{id}". When empty the path alone is listed.
+	PublicURL string
 	// Build is recorded in audit provenance.
 	Build string
 }

@@ -32,6 +32,7 @@ type FileConfig struct {
 	FilePlatforms         `yaml:",inline"`
 	DiscordBaseURL        string        `yaml:"discord_base_url"`
 	TelegramBaseURL       string        `yaml:"telegram_base_url"`
+	PublicURL             string        `yaml:"public_url"`
 	BufferLimit           int           `yaml:"buffer_limit"`
 	PingInterval          time.Duration `yaml:"ping_interval"`
 	LeaseTTL              time.Duration `yaml:"lease_ttl"`
@@ -102,7 +103,7 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 	}
 	cfg := Config{
 		Gateways: map[string]Gateway{}, Discord: map[string]DiscordApp{}, Telegram: map[string]TelegramBot{},
-		DiscordBaseURL: f.DiscordBaseURL, TelegramBaseURL: f.TelegramBaseURL,
+		DiscordBaseURL: f.DiscordBaseURL, TelegramBaseURL: f.TelegramBaseURL, PublicURL: f.PublicURL,
 		BufferLimit: f.BufferLimit, PingInterval: f.PingInterval, LeaseTTL: f.LeaseTTL,
 		GatewayLeaseTTL: f.GatewayLeaseTTL,
 	}

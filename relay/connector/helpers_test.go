@@ -131,6 +131,17 @@ func newFakeTelegram(t testing.TB) *fakeAPI {
 			return
 		}
 		switch {
+		case strings.HasSuffix(r.URL.Path, "/getFile"):
+			if id, _ := body["file_id"].(string); strings.HasPrefix(id, "gone") {
+				fmt.Fprint(w, `{"ok":false,"error_code":400,"description":"Bad Request: invalid file_id"}`)
+				return
+			}
+			fmt.Fprintf(w, `{"ok":true,"result":{"file_id":%q,"file_path":"photos/%s.jpg"}}`, body["file_id"], body["file_id"])
+		case strings.HasPrefix(r.URL.Path, "/file/bot123:TGTOKEN/photos/"): // the file's bytes, by the bot's token
+			w.Header().Set("Content-Type", "application/octet-stream")
+			fmt.Fprint(w, tgFileBytes(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/file/bot123:TGTOKEN/photos/"), ".jpg")))
+		case strings.HasPrefix(r.URL.Path, "/file/"):
+			w.WriteHeader(http.StatusNotFound)
 		case strings.HasSuffix(r.URL.Path, "/sendMessage"):
 			fmt.Fprintf(w, `{"ok":true,"result":{"message_id":%d,"chat":{"id":1,"type":"supergroup"}}}`, 500+f.next.Add(1))
 		case strings.HasSuffix(r.URL.Path, "/createForumTopic"):

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // DefaultBaseURL is the Bot API root.
@@ -200,6 +201,38 @@ func (c *Client) DeleteMessage(ctx context.Context, chatID, messageID string) er
 		return fmt.Errorf("telegram: deleteMessage: message id %q is not an integer", messageID)
 	}
 	return c.call(ctx, "deleteMessage", map[string]any{"chat_id": chatID, "message_id": n}, nil)
+}
+
+// GetFile resolves a file_id to its file_path (getFile).
+func (c *Client) GetFile(ctx context.Context, fileID string) (string, error) {
+	var f struct {
+		FilePath string `json:"file_path"`
+	}
+	if err := c.call(ctx, "getFile", map[string]any{"file_id": fileID}, &f); err != nil {
+		return "", err
+	}
+	if f.FilePath == "" {
+		return "", fmt.Errorf("telegram: getFile: no file_path (the file may be too large for the Bot API)")
+	}
+	return f.FilePath, nil
+}
+
+// FileRequest is the GET of a file's bytes by its file_path
+// ({base}/file/bot{token}/{path}). Its URL holds the bot token: never log
+// it or an error naming it.
+func (c *Client) FileRequest(ctx context.Context, filePath string) (*http.Request, error) {
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if strings.Contains(filePath, "..") || strings.HasPrefix(filePath, "/") {
+		return nil, fmt.Errorf("telegram: file path %q is not a relative path", filePath)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/file/bot"+c.Token+"/"+filePath, nil)
+	if err != nil {
+		return nil, fmt.Errorf("telegram: file: bad request")
+	}
+	return req, nil
 }
 
 // AnswerCallbackQuery acknowledges a button press.
