@@ -16,6 +16,7 @@ import (
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/telegram"
 	"github.com/caduceus-dev/caduceus/relay/twilio"
+	"github.com/caduceus-dev/caduceus/relay/whatsapp"
 )
 
 // RehostTimeout bounds the downloads of one inbound event's attachments
@@ -178,6 +179,20 @@ func twilioAttachments(sid string, a TwilioAccount, in twilio.Inbound) []attachm
 			}})
 	}
 	return out
+}
+
+// whatsappAttachments is a WhatsApp Cloud message's media: GET
+// /{media-id} with the access token for its URL, then that URL with the
+// same bearer.
+func whatsappAttachments(api *whatsapp.Client, in whatsapp.Inbound) []attachment {
+	return []attachment{{kind: in.MediaKind, mime: in.MediaMime, filename: in.MediaFilename, ref: "media id " + in.MediaID,
+		request: func(ctx context.Context) (*http.Request, error) {
+			info, err := api.Media(ctx, in.MediaID)
+			if err != nil {
+				return nil, err
+			}
+			return api.MediaRequest(ctx, info.URL)
+		}}}
 }
 
 // mediaKind is the relay media kind of a content type.

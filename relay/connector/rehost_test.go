@@ -176,3 +176,57 @@ func TestMediaRehostedPathOnly(t *testing.T) {
 		t.Errorf("media urls %v", in.Event.MediaURLs)
 	}
 }
+
+// WhatsApp Cloud media (a media id): GET /{media-id} with the access
+// token for its URL, then that URL with the same bearer; re-hosted under
+// the number's tenant. A media id the Graph API refuses is dropped.
+func TestWhatsAppMediaRehosted(t *testing.T) {
+	pdf := []byte("%PDF-1.7 invoice")
+	var api *rawAPI
+	api = newRawAPI(t, func(r *http.Request, body string, n int) (int, string) {
+		if r.Header.Get("Authorization") != "Bearer EAAG-access" {
+			return 401, `{"error":{"message":"bad token","code":190}}`
+		}
+		switch r.URL.Path {
+		case "/v21.0/MEDIA1":
+			return 200, `{"messaging_product":"whatsapp","url":"` + api.srv.URL + `/lookaside/MEDIA1?hash=x","mime_type":"application/pdf","sha256":"x","file_size":16,"id":"MEDIA1"}`
+		case "/lookaside/MEDIA1":
+			return 200, string(pdf)
+		}
+		return 404, `{"error":{"message":"no such media","code":100}}`
+	})
+	e := newEnv(t, withWhatsApp(api), withPublicURL)
+	g := e.gateway("gw-a", secretA, "whatsapp_cloud", waNumber)
+	doc := func(id, media string) string {
+		return fmt.Sprintf(`{"object":"whatsapp_business_account","entry":[{"id":"WABA1","changes":[{"field":"messages","value":{"messaging_product":"whatsapp",`+
+			`"metadata":{"display_phone_number":"15550000001","phone_number_id":%q},"contacts":[{"profile":{"name":"Jo"},"wa_id":"4915112345678"}],`+
+			`"messages":[{"from":"4915112345678","id":%q,"timestamp":"%d","type":"document","document":{"id":%q,"mime_type":"application/pdf","filename":"invoice.pdf","caption":"my invoice"}}]}}]}]}`,
+			waNumber, id, e.clock.Now().Unix(), media)
+	}
+	if code := e.postWhatsApp(doc("wamid.M1", "MEDIA1"), waSecret); code != 200 {
+		t.Fatalf("webhook: %d", code)
+	}
+	in := g.next(t)
+	if in.Event.Text != "my invoice" || len(in.Event.Media) != 1 {
+		t.Fatalf("event %+v", in.Event)
+	}
+	if m := in.Event.Media[0]; m.Kind != "document" || m.Mime != "application/pdf" || m.Filename != "invoice.pdf" || m.Size != int64(len(pdf)) {
+		t.Errorf("media entry %+v", m)
+	}
+	if code, body, _ := e.getMedia(t, in.Event.MediaURLs[0], "gw-a", secretA); code != 200 || !bytes.Equal(body, pdf) {
+		t.Errorf("gateway GET: %d %q", code, body)
+	}
+	if code, _, _ := e.getMedia(t, in.Event.MediaURLs[0], "gw-b", secretB); code != 404 {
+		t.Errorf("another tenant's token: %d", code)
+	}
+	if code := e.postWhatsApp(doc("wamid.M2", "MEDIA404"), waSecret); code != 200 {
+		t.Fatalf("webhook: %d", code)
+	}
+	in = g.next(t)
+	if in.Event.MessageID != "wamid.M2" || len(in.Event.MediaURLs) != 0 || !strings.Contains(e.logs.String(), "media id MEDIA404") {
+		t.Errorf("failed media: %+v", in.Event)
+	}
+	if strings.Contains(e.logs.String(), "EAAG-access") {
+		t.Error("the access token leaked into the logs")
+	}
+}
