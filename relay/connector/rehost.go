@@ -14,6 +14,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/slack"
 	"github.com/caduceus-dev/caduceus/relay/telegram"
 	"github.com/caduceus-dev/caduceus/relay/twilio"
 	"github.com/caduceus-dev/caduceus/relay/whatsapp"
@@ -23,6 +24,10 @@ import (
 // (all of them together): the webhook that carried the event waits for
 // them, and Twilio gives up on a webhook after 15 s.
 const RehostTimeout = 10 * time.Second
+
+// SlackRehostTimeout is RehostTimeout for Slack, which wants its answer
+// within 3 s.
+const SlackRehostTimeout = 2 * time.Second
 
 // attachment is one inbound attachment whose URL needs the platform's
 // credentials. request builds the authenticated GET of its bytes (it may
@@ -53,10 +58,15 @@ func (c *Connector) httpClient() *http.Client {
 // be downloaded or stored is dropped with a warning naming the platform,
 // the message and the reason; the event itself is always delivered.
 func (c *Connector) rehost(ctx context.Context, tenant contract.TenantSlot, ev *relay.MessageEvent, atts []attachment) {
+	c.rehostWithin(ctx, RehostTimeout, tenant, ev, atts)
+}
+
+// rehostWithin is rehost with budget instead of RehostTimeout.
+func (c *Connector) rehostWithin(ctx context.Context, budget time.Duration, tenant contract.TenantSlot, ev *relay.MessageEvent, atts []attachment) {
 	if len(atts) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RehostTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	for _, a := range atts {
 		data, mimeType, err := c.download(ctx, a)
@@ -193,6 +203,44 @@ func whatsappAttachments(api *whatsapp.Client, in whatsapp.Inbound) []attachment
 			}
 			return api.MediaRequest(ctx, info.URL)
 		}}}
+}
+
+// slackAttachments are a message's files, fetched from url_private with
+// the bot token as bearer. The token only goes to Slack's hosts
+// (*.slack.com, or the configured api_base_url's host); a file elsewhere is
+// dropped.
+func slackAttachments(a SlackApp, files []slack.File) []attachment {
+	apiHost := ""
+	if a.APIBaseURL != "" {
+		if u, err := url.Parse(a.APIBaseURL); err == nil {
+			apiHost = u.Host
+		}
+	}
+	var out []attachment
+	for _, f := range files {
+		raw := f.URLPrivateDownload
+		if raw == "" {
+			raw = f.URLPrivate
+		}
+		out = append(out, attachment{kind: mediaKind(f.Mimetype), mime: f.Mimetype, filename: f.Name, ref: "file " + f.ID,
+			request: func(ctx context.Context) (*http.Request, error) {
+				u, err := url.Parse(raw)
+				if raw == "" || err != nil {
+					return nil, fmt.Errorf("file has no url_private")
+				}
+				slackHost := u.Scheme == "https" && (u.Host == "slack.com" || strings.HasSuffix(u.Host, ".slack.com"))
+				if !slackHost && (apiHost == "" || u.Host != apiHost) {
+					return nil, fmt.Errorf("file URL is not on a Slack host")
+				}
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+				if err != nil {
+					return nil, fmt.Errorf("bad file URL")
+				}
+				req.Header.Set("Authorization", "Bearer "+a.BotToken)
+				return req, nil
+			}})
+	}
+	return out
 }
 
 // mediaKind is the relay media kind of a content type.

@@ -230,3 +230,41 @@ func TestWhatsAppMediaRehosted(t *testing.T) {
 		t.Error("the access token leaked into the logs")
 	}
 }
+
+// Slack files (url_private, readable with the bot token as bearer) are
+// re-hosted; a file URL off Slack's hosts never receives the token.
+func TestSlackMediaRehosted(t *testing.T) {
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{9}, 50)...)
+	api := newRawAPI(t, func(r *http.Request, body string, n int) (int, string) {
+		if strings.HasPrefix(r.URL.Path, "/files-pri/") {
+			if r.Header.Get("Authorization") != "Bearer xoxb-slack-token" {
+				return 403, "forbidden"
+			}
+			return 200, string(png)
+		}
+		return 200, `{"ok":true,"ts":"1700000001.000100"}`
+	})
+	e := newEnv(t, withSlack(api), withPublicURL)
+	g := e.gateway("gw-a", secretA, "slack", slackApp)
+	msg := fmt.Sprintf(`{"token":"x","team_id":"T1","api_app_id":%q,"type":"event_callback","event_id":"EvF1","event_time":1700000000,`+
+		`"event":{"type":"message","subtype":"file_share","channel":"C1","channel_type":"channel","user":"U1","text":"a pic","ts":"1700000000.000900",`+
+		`"files":[{"id":"F1","name":"pic.png","mimetype":"image/png","size":58,"url_private":%q},`+
+		`{"id":"F2","name":"evil.png","mimetype":"image/png","url_private":"https://evil.example/files-pri/F2"}]}}`,
+		slackApp, api.srv.URL+"/files-pri/T1-F1/pic.png")
+	if code, _ := e.postSlack(msg, e.clock.Now(), slackSecret); code != 200 {
+		t.Fatalf("webhook: %d", code)
+	}
+	in := g.next(t)
+	if in.Event.Text != "a pic" || len(in.Event.Media) != 1 || in.Event.Media[0].Filename != "pic.png" || in.Event.Media[0].Kind != "image" {
+		t.Fatalf("event %+v", in.Event)
+	}
+	if code, body, _ := e.getMedia(t, in.Event.MediaURLs[0], "gw-a", secretA); code != 200 || !bytes.Equal(body, png) {
+		t.Errorf("gateway GET: %d %q", code, body)
+	}
+	if code, _, _ := e.getMedia(t, in.Event.MediaURLs[0], "gw-b", secretB); code != 404 {
+		t.Errorf("another tenant's token: %d", code)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "file F2") || !strings.Contains(logs, "not on a Slack host") || strings.Contains(logs, "xoxb-slack-token") {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
