@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -125,6 +126,12 @@ func (cfg *Config) check() error {
 	}
 	if cfg.Audit == nil {
 		return fmt.Errorf("connector: config: Audit is required")
+	}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("connector: config: public_url %q must be an absolute http(s) URL without query (https://relay.example.com)", cfg.PublicURL)
+		}
 	}
 	for id, g := range cfg.Gateways {
 		if !contract.ValidTenantSlot(string(g.Tenant)) {

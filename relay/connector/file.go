@@ -25,6 +25,7 @@ import (
 //	  telegram:
 //	    acmebot: {token: env:TELEGRAM_TOKEN, secret_token: env:TELEGRAM_WEBHOOK_SECRET, tenant: slot-1}
 //	  ping_interval: 30s
+//	  public_url: https://relay.example.com   # re-hosted media is listed as <public_url>/relay/media/{id}
 type FileConfig struct {
 	Gateways              map[string]FileGateway     `yaml:"gateways"`
 	Discord               map[string]FileDiscordApp  `yaml:"discord"`

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/connector"
+	"github.com/caduceus-dev/caduceus/relay/relaytest"
 )
 
 // tgFileBytes is what the fake Telegram file server holds for a file id.
@@ -266,5 +268,14 @@ func TestSlackMediaRehosted(t *testing.T) {
 	}
 	if logs := e.logs.String(); !strings.Contains(logs, "file F2") || !strings.Contains(logs, "not on a Slack host") || strings.Contains(logs, "xoxb-slack-token") {
 		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+func TestPublicURLChecked(t *testing.T) {
+	for _, bad := range []string{"relay.example.com", "ftp://relay.example.com", "https://", "https://relay.example.com/?x=1"} {
+		cfg := connector.Config{PublicURL: bad, Store: relaytest.NewMemory(), Audit: audit.NewMemory()}
+		if _, err := connector.New(cfg); err == nil || !strings.Contains(err.Error(), "public_url") {
+			t.Errorf("public_url %q: %v", bad, err)
+		}
 	}
 }
