@@ -279,3 +279,25 @@ func TestPublicURLChecked(t *testing.T) {
 		}
 	}
 }
+
+// An attachment over 25 MiB is not stored: dropped, message delivered.
+func TestRehostTooLarge(t *testing.T) {
+	big := strings.Repeat("x", 25<<20+1)
+	api := newRawAPI(t, func(r *http.Request, body string, n int) (int, string) { return 200, big })
+	e := newEnv(t, withTwilio(api), withPublicURL)
+	g := e.gateway("gw-a", secretA, "sms", twilioSID)
+	m := twilioMessage("SM020", "+15551230001", "+15550000001", "huge")
+	m.Set("NumMedia", "1")
+	m.Set("MediaUrl0", api.srv.URL+"/2010-04-01/Accounts/"+twilioSID+"/Messages/SM020/Media/MEbig")
+	m.Set("MediaContentType0", "video/mp4")
+	if code, _ := e.postTwilio(m, twilioToken); code != 200 {
+		t.Fatalf("webhook: %d", code)
+	}
+	in := g.next(t)
+	if in.Event.Text != "huge" || in.Event.MessageType != relay.MessageVideo || len(in.Event.MediaURLs) != 0 {
+		t.Errorf("event %+v", in.Event)
+	}
+	if !strings.Contains(e.logs.String(), "more than 26214400") {
+		t.Errorf("no log line for the oversized attachment")
+	}
+}
