@@ -157,7 +157,7 @@ func DiscordDescriptor() CapabilityDescriptor {
 		LenUnit:                LenChars,
 		Emoji:                  "\U0001f47e",
 		PlatformHint:           "You are on Discord. Discord markdown works; keep messages under 2000 characters.",
-		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpFollowUp, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt, OpThreadMake, OpThreadName},
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpFollowUp, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt, OpThreadMake, OpThreadName, OpSendMedia},
 	}
 }
 
@@ -179,6 +179,6 @@ func TelegramDescriptor() CapabilityDescriptor {
 		LenUnit:                LenUTF16,
 		Emoji:                  "\u2708\ufe0f",
 		PlatformHint:           "You are on Telegram. Use Telegram MarkdownV2.",
-		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt, OpThreadMake, OpThreadName},
+		SupportedOps:           []string{OpSend, OpEdit, OpTyping, OpGetChatInfo, OpReact, OpDelete, OpDraft, OpPrompt, OpThreadMake, OpThreadName, OpSendMedia},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -68,6 +69,10 @@ type Config struct {
 	// MediaTTL is how long files posted to /relay/media stay readable
 	// (default and minimum one hour).
 	MediaTTL time.Duration
+	// PublicURL is the connector's external base URL
+	// (https://relay.example.com): re-hosted inbound media is listed as
+	// PublicURL + "/relay/media/{id}". When empty the path alone is listed.
+	PublicURL string
 	// Build is recorded in audit provenance.
 	Build string
 }
@@ -121,6 +126,12 @@ func (cfg *Config) check() error {
 	}
 	if cfg.Audit == nil {
 		return fmt.Errorf("connector: config: Audit is required")
+	}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("connector: config: public_url %q must be an absolute http(s) URL without query (https://relay.example.com)", cfg.PublicURL)
+		}
 	}
 	for id, g := range cfg.Gateways {
 		if !contract.ValidTenantSlot(string(g.Tenant)) {

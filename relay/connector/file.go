@@ -25,6 +25,7 @@ import (
 //	  telegram:
 //	    acmebot: {token: env:TELEGRAM_TOKEN, secret_token: env:TELEGRAM_WEBHOOK_SECRET, tenant: slot-1}
 //	  ping_interval: 30s
+//	  public_url: https://relay.example.com   # re-hosted media is listed as <public_url>/relay/media/{id}
 type FileConfig struct {
 	Gateways              map[string]FileGateway     `yaml:"gateways"`
 	Discord               map[string]FileDiscordApp  `yaml:"discord"`
@@ -32,6 +33,7 @@ type FileConfig struct {
 	FilePlatforms         `yaml:",inline"`
 	DiscordBaseURL        string        `yaml:"discord_base_url"`
 	TelegramBaseURL       string        `yaml:"telegram_base_url"`
+	PublicURL             string        `yaml:"public_url"`
 	BufferLimit           int           `yaml:"buffer_limit"`
 	PingInterval          time.Duration `yaml:"ping_interval"`
 	LeaseTTL              time.Duration `yaml:"lease_ttl"`
@@ -102,7 +104,7 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 	}
 	cfg := Config{
 		Gateways: map[string]Gateway{}, Discord: map[string]DiscordApp{}, Telegram: map[string]TelegramBot{},
-		DiscordBaseURL: f.DiscordBaseURL, TelegramBaseURL: f.TelegramBaseURL,
+		DiscordBaseURL: f.DiscordBaseURL, TelegramBaseURL: f.TelegramBaseURL, PublicURL: f.PublicURL,
 		BufferLimit: f.BufferLimit, PingInterval: f.PingInterval, LeaseTTL: f.LeaseTTL,
 		GatewayLeaseTTL: f.GatewayLeaseTTL,
 	}

@@ -29,6 +29,7 @@ relay:
   telegram:
     acmebot: {token: "123:ABC", secret_token: env:TG_SECRET, tenant: slot-1, chats: {"-100": slot-2}, parse_mode: plain}
   ping_interval: 45s
+  public_url: https://relay.example.com
   buffer_limit: 500
   group_sessions_per_user: false
 `
@@ -58,7 +59,7 @@ func TestFileConfig(t *testing.T) {
 	if tg.SecretToken != "tgsec" || tg.Tenant != "slot-1" || tg.Chats["-100"] != "slot-2" || tg.ParseMode != "plain" {
 		t.Errorf("telegram %+v", tg)
 	}
-	if cfg.PingInterval != 45*time.Second || cfg.BufferLimit != 500 || cfg.SessionKeys == nil || cfg.SessionKeys.GroupSessionsPerUser || cfg.SessionKeys.ThreadSessionsPerUser {
+	if cfg.PingInterval != 45*time.Second || cfg.PublicURL != "https://relay.example.com" || cfg.BufferLimit != 500 || cfg.SessionKeys == nil || cfg.SessionKeys.GroupSessionsPerUser || cfg.SessionKeys.ThreadSessionsPerUser {
 		t.Errorf("settings %+v %+v", cfg, cfg.SessionKeys)
 	}
 	cfg.Store, cfg.Audit = relaytest.NewMemory(), audit.NewMemory()

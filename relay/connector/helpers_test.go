@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,12 +87,37 @@ func (f *fakeAPI) Calls() []apiCall {
 	return append([]apiCall(nil), f.calls...)
 }
 
+// apiBody reads a request body: a JSON object, or a multipart form whose
+// fields become strings and whose one file part becomes _file_field,
+// _file_name, _file_type and _file_data. It also returns the raw JSON.
+func apiBody(r *http.Request) ([]byte, map[string]any) {
+	var body map[string]any
+	if mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		body = map[string]any{}
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		for {
+			p, err := mr.NextPart()
+			if err != nil {
+				break
+			}
+			data, _ := io.ReadAll(p)
+			if p.FileName() != "" {
+				body["_file_field"], body["_file_name"], body["_file_type"], body["_file_data"] = p.FormName(), p.FileName(), p.Header.Get("Content-Type"), string(data)
+				continue
+			}
+			body[p.FormName()] = string(data)
+		}
+		return nil, body
+	}
+	b, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(b, &body)
+	return b, body
+}
+
 func newFakeDiscord(t testing.TB) *fakeAPI {
 	f := &fakeAPI{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		b, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(b, &body)
+		b, body := apiBody(r)
 		f.record(apiCall{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), body})
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/commands"):
@@ -121,9 +148,7 @@ func newFakeDiscord(t testing.TB) *fakeAPI {
 func newFakeTelegram(t testing.TB) *fakeAPI {
 	f := &fakeAPI{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		b, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(b, &body)
+		_, body := apiBody(r)
 		f.record(apiCall{r.Method, r.URL.Path, "", body})
 		if text, _ := body["text"].(string); strings.Contains(text, "*unclosed") && body["parse_mode"] != nil {
 			w.WriteHeader(http.StatusBadRequest)
@@ -131,7 +156,19 @@ func newFakeTelegram(t testing.TB) *fakeAPI {
 			return
 		}
 		switch {
-		case strings.HasSuffix(r.URL.Path, "/sendMessage"):
+		case strings.HasSuffix(r.URL.Path, "/getFile"):
+			if id, _ := body["file_id"].(string); strings.HasPrefix(id, "gone") {
+				fmt.Fprint(w, `{"ok":false,"error_code":400,"description":"Bad Request: invalid file_id"}`)
+				return
+			}
+			fmt.Fprintf(w, `{"ok":true,"result":{"file_id":%q,"file_path":"photos/%s.jpg"}}`, body["file_id"], body["file_id"])
+		case strings.HasPrefix(r.URL.Path, "/file/bot123:TGTOKEN/photos/"): // the file's bytes, by the bot's token
+			w.Header().Set("Content-Type", "application/octet-stream")
+			fmt.Fprint(w, tgFileBytes(strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/file/bot123:TGTOKEN/photos/"), ".jpg")))
+		case strings.HasPrefix(r.URL.Path, "/file/"):
+			w.WriteHeader(http.StatusNotFound)
+		case strings.HasSuffix(r.URL.Path, "/sendMessage"), strings.HasSuffix(r.URL.Path, "/sendPhoto"), strings.HasSuffix(r.URL.Path, "/sendDocument"),
+			strings.HasSuffix(r.URL.Path, "/sendVideo"), strings.HasSuffix(r.URL.Path, "/sendVoice"), strings.HasSuffix(r.URL.Path, "/sendAudio"):
 			fmt.Fprintf(w, `{"ok":true,"result":{"message_id":%d,"chat":{"id":1,"type":"supergroup"}}}`, 500+f.next.Add(1))
 		case strings.HasSuffix(r.URL.Path, "/createForumTopic"):
 			fmt.Fprintf(w, `{"ok":true,"result":{"message_thread_id":%d,"name":"t","icon_color":0}}`, 700+f.next.Add(1))

@@ -279,6 +279,27 @@ func TestHermesGatewayClient(t *testing.T) {
 		t.Errorf("discord inbound: %v", in)
 	}
 
+	// Outbound media goes the gateway's way (§2.12): the raw file is POSTed
+	// to /relay/media with a fresh token, then send_media names
+	// {base}/relay/media/{id}.
+	chartPNG := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{3}, 200)...)
+	upReq, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/relay/media", bytes.NewReader(chartPNG))
+	upReq.Header.Set("Authorization", "Bearer "+hermesToken("gw-a", secretA, time.Now().Add(300*time.Second).Unix()))
+	upReq.Header.Set("Content-Type", "image/png")
+	upReq.Header.Set("X-Media-Filename", "chart.png")
+	upResp, err := http.DefaultClient.Do(upReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uploaded struct {
+		ID   string `json:"id"`
+		Size int    `json:"size"`
+	}
+	if err := json.NewDecoder(upResp.Body).Decode(&uploaded); err != nil || upResp.StatusCode/100 != 2 || uploaded.Size != len(chartPNG) {
+		t.Fatalf("media upload: %d %v %+v", upResp.StatusCode, err, uploaded)
+	}
+	upResp.Body.Close()
+
 	// Every advertised op is answered, for the platform and bot the frame
 	// names.
 	n := 0
@@ -317,6 +338,9 @@ func TestHermesGatewayClient(t *testing.T) {
 			case "thread_rename":
 				action = map[string]any{"op": op, "chat_id": chat, "message_id": threads[platform], "thread_name": "deploy done",
 					"only_if_connector_created": true, "metadata": meta}
+			case "send_media":
+				action = map[string]any{"op": op, "chat_id": chat, "media_kind": "image", "source_url": e.srv.URL + "/relay/media/" + uploaded.ID,
+					"content": "the chart", "reply_to": nil, "metadata": meta}
 			case "follow_up":
 				action = map[string]any{"op": op, "session_key": "agent:main:discord:group:333:556", "kind": "discord.interaction_token",
 					"content": "done", "metadata": map[string]any{}}
@@ -356,6 +380,19 @@ func TestHermesGatewayClient(t *testing.T) {
 				}
 			}
 		}
+	}
+	// The uploaded bytes reached both platforms as files.
+	uploads := 0
+	for _, c := range append(e.discord.Calls(), e.telegram.Calls()...) {
+		if c.Body["_file_data"] != nil {
+			uploads++
+			if c.Body["_file_data"] != string(chartPNG) || c.Body["_file_name"] != "chart.png" || c.Body["_file_type"] != "image/png" {
+				t.Errorf("send_media upload %s: %v %v %v", c.Path, c.Body["_file_field"], c.Body["_file_name"], c.Body["_file_type"])
+			}
+		}
+	}
+	if uploads != 2 {
+		t.Errorf("send_media uploaded %d files, want one per platform", uploads)
 	}
 	for _, c := range e.discord.Calls() {
 		if rows, ok := c.Body["components"].([]any); ok {

@@ -328,6 +328,7 @@ func (c *Connector) serveTelegram(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK) // answered, so Telegram does not retry it forever
 		return
 	}
+	c.rehost(r.Context(), tenant, &in.Event, telegramAttachments(e.telegram, in.Files))
 	if _, err := c.Deliver(r.Context(), Inbound{Tenant: tenant, Bot: name, Event: in.Event, DedupeID: in.DedupeKey}); err != nil {
 		c.webhookError(w, "telegram", err)
 		return

@@ -157,6 +157,14 @@ func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *r
 			return r, why
 		}
 		return c.prompt(ctx, e, a, d)
+	case relay.OpSendMedia:
+		if !e.desc.Supports(a.Op) {
+			break
+		}
+		if r, why, ok := needChat(); !ok {
+			return r, why
+		}
+		return c.sendMedia(ctx, k, e, a, d)
 	case relay.OpThreadMake, relay.OpThreadName:
 		if r, why, ok := needChat(); !ok {
 			return r, why

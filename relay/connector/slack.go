@@ -75,6 +75,7 @@ func (c *Connector) serveSlack(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK) // answered, so Slack does not retry it
 		return
 	}
+	c.rehostWithin(r.Context(), SlackRehostTimeout, tenant, &in.Event, slackAttachments(a, in.Files))
 	c.acceptDelivery(w, r, slack.Platform, Inbound{Tenant: tenant, Bot: app, Event: in.Event, DedupeID: in.DedupeID}, nil)
 }
 

@@ -66,9 +66,6 @@ func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if len(in.MediaURLs) > 0 {
-		c.log.Info("relay: twilio media not forwarded (it needs the account's credentials)", "account", sid, "items", len(in.MediaURLs))
-	}
 	tenant := a.Tenant
 	if t, ok := a.Numbers[strings.TrimPrefix(in.To, twilio.WhatsAppPrefix)]; ok {
 		tenant = t
@@ -78,6 +75,7 @@ func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(twiml)
 		return
 	}
+	c.rehost(r.Context(), tenant, &in.Event, twilioAttachments(sid, a, in))
 	c.acceptDelivery(w, r, in.Event.Source.Platform, Inbound{Tenant: tenant, Bot: sid, Event: in.Event, DedupeID: in.Event.MessageID}, twiml)
 }
 

@@ -84,7 +84,8 @@ func (c *Connector) serveWhatsApp(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if in.MediaID != "" {
-			c.log.Info("relay: whatsapp media not forwarded (it needs the access token)", "number", number)
+			api := &whatsapp.Client{BaseURL: target.APIBaseURL, PhoneNumberID: number, AccessToken: target.AccessToken, HTTP: c.cfg.HTTPClient}
+			c.rehost(r.Context(), target.Tenant, &in.Event, whatsappAttachments(api, in))
 		}
 		if _, err := c.Deliver(r.Context(), Inbound{Tenant: target.Tenant, Bot: number, Event: in.Event, DedupeID: in.Event.MessageID}); err != nil {
 			c.webhookError(w, whatsapp.Platform, err)

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 )
 
@@ -101,7 +104,10 @@ func (c *Client) do(ctx context.Context, op, method, path string, auth bool, bod
 		base = DefaultBaseURL
 	}
 	var rd io.Reader
-	if body != nil {
+	contentType := "application/json"
+	if mp, ok := body.(multipartBody); ok {
+		rd, contentType = bytes.NewReader(mp.data), mp.contentType
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return fmt.Errorf("discord: %s: %w", op, err)
@@ -113,7 +119,7 @@ func (c *Client) do(ctx context.Context, op, method, path string, auth bool, bod
 		return fmt.Errorf("discord: %s: bad request", op)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if auth {
 		req.Header.Set("Authorization", "Bot "+c.BotToken)
@@ -266,4 +272,49 @@ func (c *Client) CreateThread(ctx context.Context, channelID, name string) (stri
 // RenameChannel renames a channel or thread.
 func (c *Client) RenameChannel(ctx context.Context, channelID, name string) error {
 	return c.do(ctx, "thread_rename", http.MethodPatch, "/channels/"+url.PathEscape(channelID), true, map[string]any{"name": name}, nil)
+}
+
+// multipartBody is a request body already encoded as multipart/form-data.
+type multipartBody struct {
+	contentType string
+	data        []byte
+}
+
+// SendFile uploads one file to channelID (multipart: payload_json with
+// content, the reply reference and the attachment's filename, and the
+// file as files[0]) and returns the new message id.
+func (c *Client) SendFile(ctx context.Context, channelID, content, replyTo, filename, mimeType string, data []byte) (string, error) {
+	payload := map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}},
+		"attachments": []map[string]any{{"id": 0, "filename": filename}}}
+	if replyTo != "" {
+		payload["message_reference"] = map[string]any{"message_id": replyTo, "fail_if_not_exists": false}
+	}
+	pj, err := json.Marshal(payload)
+	if err != nil {
+		return "", fmt.Errorf("discord: send_media: %w", err)
+	}
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="payload_json"`)
+	h.Set("Content-Type", "application/json")
+	pw, _ := w.CreatePart(h)
+	_, _ = pw.Write(pj)
+	h = textproto.MIMEHeader{}
+	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "files[0]", "filename": filename}))
+	if mimeType == "" {
+		mimeType = "application/octet-stream"
+	}
+	h.Set("Content-Type", mimeType)
+	fw, _ := w.CreatePart(h)
+	_, _ = fw.Write(data)
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("discord: send_media: %w", err)
+	}
+	var m struct {
+		ID string `json:"id"`
+	}
+	err = c.do(ctx, "send_media", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/messages", true,
+		multipartBody{contentType: w.FormDataContentType(), data: buf.Bytes()}, &m)
+	return m.ID, err
 }

@@ -126,6 +126,10 @@ type File struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
 	Mimetype string `json:"mimetype"`
+	Size     int64  `json:"size"`
+	// URLPrivate (and URLPrivateDownload) need the bot token as bearer.
+	URLPrivate         string `json:"url_private"`
+	URLPrivateDownload string `json:"url_private_download"`
 }
 
 // Envelope types.
@@ -181,6 +185,9 @@ type Options struct {
 type Inbound struct {
 	Event relay.MessageEvent
 	Team  string
+	// Files are the message's files; their URLs need the bot token, so
+	// they stay at the edge until re-hosted.
+	Files []File
 	// DedupeID is the message ts: a message and the app_mention for it
 	// (Slack sends both when subscribed to both) are one delivery.
 	DedupeID string
@@ -191,8 +198,9 @@ type Inbound struct {
 // channel) is dm, anything else group; chat_id the channel; scope_id the
 // team; thread_id the thread ts for a reply in a thread (and, with
 // StampTopLevel, the message's own ts for a top-level message); message_id
-// the ts. Files set the message type (the first file's MIME type); their
-// URLs need the bot token, so they are not put in media_urls.
+// the ts. Files set the message type (the first file's MIME type) and are
+// returned in Files; their URLs need the bot token, so they are not put
+// in media_urls here.
 func Normalize(e Envelope, o Options) (Inbound, error) {
 	if e.Type != TypeEventCallback || e.Event == nil {
 		return Inbound{}, ErrIgnored
@@ -238,7 +246,7 @@ func Normalize(e Envelope, o Options) (Inbound, error) {
 		return Inbound{}, ErrIgnored
 	}
 	out := relay.MessageEvent{Text: ev.Text, MessageType: typ, Source: src, MessageID: ev.TS, MediaURLs: []string{}}
-	return Inbound{Event: out, Team: team, DedupeID: ev.TS}, nil
+	return Inbound{Event: out, Team: team, DedupeID: ev.TS, Files: ev.Files}, nil
 }
 
 func fileType(mime string) relay.MessageType {

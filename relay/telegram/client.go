@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // DefaultBaseURL is the Bot API root.
@@ -127,19 +131,25 @@ func (c *Client) GetChat(ctx context.Context, chatID string) (ChatInfo, error) {
 }
 
 func (c *Client) call(ctx context.Context, method string, params, out any) error {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
 	b, err := json.Marshal(params)
 	if err != nil {
 		return fmt.Errorf("telegram: %s: %w", method, err)
+	}
+	return c.post(ctx, method, "application/json", b, out)
+}
+
+// post sends one Bot API request body of contentType and reads the answer
+// into out.
+func (c *Client) post(ctx context.Context, method, contentType string, b []byte, out any) error {
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/bot"+c.Token+"/"+method, bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("telegram: %s: bad request", method)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
@@ -202,6 +212,38 @@ func (c *Client) DeleteMessage(ctx context.Context, chatID, messageID string) er
 	return c.call(ctx, "deleteMessage", map[string]any{"chat_id": chatID, "message_id": n}, nil)
 }
 
+// GetFile resolves a file_id to its file_path (getFile).
+func (c *Client) GetFile(ctx context.Context, fileID string) (string, error) {
+	var f struct {
+		FilePath string `json:"file_path"`
+	}
+	if err := c.call(ctx, "getFile", map[string]any{"file_id": fileID}, &f); err != nil {
+		return "", err
+	}
+	if f.FilePath == "" {
+		return "", fmt.Errorf("telegram: getFile: no file_path (the file may be too large for the Bot API)")
+	}
+	return f.FilePath, nil
+}
+
+// FileRequest is the GET of a file's bytes by its file_path
+// ({base}/file/bot{token}/{path}). Its URL holds the bot token: never log
+// it or an error naming it.
+func (c *Client) FileRequest(ctx context.Context, filePath string) (*http.Request, error) {
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if strings.Contains(filePath, "..") || strings.HasPrefix(filePath, "/") {
+		return nil, fmt.Errorf("telegram: file path %q is not a relative path", filePath)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/file/bot"+c.Token+"/"+filePath, nil)
+	if err != nil {
+		return nil, fmt.Errorf("telegram: file: bad request")
+	}
+	return req, nil
+}
+
 // AnswerCallbackQuery acknowledges a button press.
 func (c *Client) AnswerCallbackQuery(ctx context.Context, id string) error {
 	return c.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": id}, nil)
@@ -224,4 +266,96 @@ func (c *Client) EditForumTopic(ctx context.Context, chatID, threadID, name stri
 		return fmt.Errorf("telegram: editForumTopic: thread id %q is not an integer", threadID)
 	}
 	return c.call(ctx, "editForumTopic", map[string]any{"chat_id": chatID, "message_thread_id": n, "name": name}, nil)
+}
+
+// MediaFile is what SendMedia sends: the bytes (uploaded as multipart) or
+// a URL Telegram fetches itself.
+type MediaFile struct {
+	URL      string
+	Data     []byte
+	Filename string
+	Mime     string
+}
+
+// MaxCaption is the longest caption (in UTF-16 units) Telegram takes.
+const MaxCaption = 1024
+
+// mediaMethods maps relay media kinds to Bot API methods and their file
+// field; any other kind is sent as a document.
+var mediaMethods = map[string][2]string{
+	"image": {"sendPhoto", "photo"},
+	"video": {"sendVideo", "video"},
+	"voice": {"sendVoice", "voice"},
+	"audio": {"sendAudio", "audio"},
+}
+
+// SendMedia sends one file to chatID with caption (sendPhoto, sendVideo,
+// sendVoice, sendAudio or sendDocument by kind) and returns the new
+// message id. ParseMode applies to the caption.
+func (c *Client) SendMedia(ctx context.Context, chatID, kind, caption string, f MediaFile, o SendOptions) (string, error) {
+	mf, ok := mediaMethods[kind]
+	if !ok {
+		mf = [2]string{"sendDocument", "document"}
+	}
+	method, field := mf[0], mf[1]
+	p := map[string]any{"chat_id": chatID}
+	if caption != "" {
+		p["caption"] = caption
+		if o.ParseMode != "" {
+			p["parse_mode"] = o.ParseMode
+		}
+	}
+	if o.ThreadID != "" && o.ThreadID != GeneralTopic {
+		n, err := strconv.ParseInt(o.ThreadID, 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("telegram: %s: thread id %q is not an integer", method, o.ThreadID)
+		}
+		p["message_thread_id"] = n
+	}
+	if o.ReplyTo != "" {
+		n, err := strconv.ParseInt(o.ReplyTo, 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("telegram: %s: reply_to %q is not an integer", method, o.ReplyTo)
+		}
+		p["reply_parameters"] = map[string]any{"message_id": n, "allow_sending_without_reply": true}
+	}
+	var m struct {
+		MessageID ID `json:"message_id"`
+	}
+	if f.Data == nil {
+		if f.URL == "" {
+			return "", fmt.Errorf("telegram: %s: no file", method)
+		}
+		p[field] = f.URL
+		err := c.call(ctx, method, p, &m)
+		return string(m.MessageID), err
+	}
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for k, v := range p {
+		s, isString := v.(string)
+		if !isString {
+			b, _ := json.Marshal(v)
+			s = string(b)
+		}
+		_ = w.WriteField(k, s)
+	}
+	name := f.Filename
+	if name == "" {
+		name = "file"
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": field, "filename": name}))
+	ct := f.Mime
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	fw, _ := w.CreatePart(h)
+	_, _ = fw.Write(f.Data)
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("telegram: %s: %w", method, err)
+	}
+	err := c.post(ctx, method, w.FormDataContentType(), buf.Bytes(), &m)
+	return string(m.MessageID), err
 }

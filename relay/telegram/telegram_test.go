@@ -218,6 +218,8 @@ func FuzzWebhook(f *testing.F) {
 	f.Add([]byte(`{"channel_post":{"message_id":1,"chat":{"id":-1,"type":"channel"},"text":"x"}}`))
 	f.Add([]byte(`{"edited_message":{"message_id":1,"chat":{"id":1,"type":"private"},"from":{"id":1},"text":"x","edit_date":2}}`))
 	f.Add([]byte(`{"callback_query":{"id":"77","from":{"id":9,"first_name":"Al"},"data":"hp1:ab.cd:once","message":{"message_id":6,"chat":{"id":-100,"type":"supergroup","is_forum":true},"message_thread_id":4,"is_topic_message":true}}}`))
+	f.Add([]byte(`{"message":{"message_id":2,"chat":{"id":1,"type":"private"},"from":{"id":1},"photo":[{"file_id":"a"},{"file_id":"b","file_size":9}]}}`))
+	f.Add([]byte(`{"message":{"message_id":3,"chat":{"id":1,"type":"private"},"from":{"id":1},"document":{"file_id":"d","file_name":"x.pdf","mime_type":"application/pdf"}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u, err := ParseUpdate(body)
 		if err != nil {
@@ -226,6 +228,11 @@ func FuzzWebhook(f *testing.F) {
 		in, err := Normalize(u)
 		if err != nil {
 			return
+		}
+		for _, fl := range in.Files {
+			if fl.FileID == "" || fl.Kind == "" || fl.Mime == "" {
+				t.Fatalf("attachment without id, kind or mime: %+v", fl)
+			}
 		}
 		b, err := in.Event.Source.MarshalJSON()
 		if err != nil {

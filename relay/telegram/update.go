@@ -145,6 +145,66 @@ type Inbound struct {
 	// CallbackQueryID is set for a button press, which must be answered
 	// (answerCallbackQuery) so the client stops its progress indicator.
 	CallbackQueryID string
+	// Files are the message's attachments; downloading them needs the bot
+	// token (getFile), so they stay at the edge until re-hosted.
+	Files []File
+}
+
+// File is one attachment of a message: its file_id and what Telegram says
+// of it. Kind is the relay media kind (image, video, voice, audio,
+// document, sticker).
+type File struct {
+	FileID   string
+	Kind     string
+	Mime     string
+	Filename string
+	Size     int64
+}
+
+// fileObject is the common part of Telegram's Video, Audio, Voice,
+// Document, Sticker and PhotoSize objects.
+type fileObject struct {
+	FileID   string `json:"file_id"`
+	FileName string `json:"file_name"`
+	MimeType string `json:"mime_type"`
+	FileSize int64  `json:"file_size"`
+}
+
+// files lists m's attachments: the largest size of a photo, or the one
+// video, voice note, audio, document or sticker. Malformed objects are
+// skipped (the message still arrives, typed by what it carries).
+func files(m *Message) []File {
+	one := func(raw json.RawMessage, kind, mime string) []File {
+		var o fileObject
+		if json.Unmarshal(raw, &o) != nil || o.FileID == "" {
+			return nil
+		}
+		if o.MimeType != "" {
+			mime = o.MimeType
+		}
+		return []File{{FileID: o.FileID, Kind: kind, Mime: mime, Filename: o.FileName, Size: o.FileSize}}
+	}
+	present := func(r json.RawMessage) bool { return len(r) > 0 && string(r) != "null" }
+	switch {
+	case present(m.Photo):
+		var sizes []fileObject
+		if json.Unmarshal(m.Photo, &sizes) != nil || len(sizes) == 0 || sizes[len(sizes)-1].FileID == "" {
+			return nil
+		}
+		big := sizes[len(sizes)-1] // Telegram lists sizes smallest first
+		return []File{{FileID: big.FileID, Kind: "image", Mime: "image/jpeg", Size: big.FileSize}}
+	case present(m.Video):
+		return one(m.Video, "video", "video/mp4")
+	case present(m.Voice):
+		return one(m.Voice, "voice", "audio/ogg")
+	case present(m.Audio):
+		return one(m.Audio, "audio", "audio/mpeg")
+	case present(m.Document):
+		return one(m.Document, "document", "application/octet-stream")
+	case present(m.Sticker):
+		return one(m.Sticker, "sticker", "image/webp")
+	}
+	return nil
 }
 
 // ErrIgnored is returned for updates that carry no message the gateway
@@ -245,7 +305,7 @@ func Normalize(u Update) (Inbound, error) {
 	if edited {
 		key = fmt.Sprintf("%s:edit:%d", m.MessageID, m.EditDate)
 	}
-	return Inbound{Event: ev, ChatID: chat, Edited: edited, DedupeKey: key}, nil
+	return Inbound{Event: ev, ChatID: chat, Edited: edited, DedupeKey: key, Files: files(m)}, nil
 }
 
 func messageType(m *Message) relay.MessageType {

@@ -144,6 +144,9 @@ type Inbound struct {
 	// MediaURLs are Twilio's media URLs; fetching them needs the account's
 	// credentials, so they stay at the edge (not in the event).
 	MediaURLs []string
+	// MediaTypes are the content types Twilio gives for MediaURLs (same
+	// positions; "" when not given).
+	MediaTypes []string
 }
 
 // ErrIgnored is a webhook that is not an incoming message (a status
@@ -197,6 +200,7 @@ func Normalize(form url.Values) (Inbound, error) {
 	for i := range min(n, 10) {
 		if u := form.Get("MediaUrl" + strconv.Itoa(i)); u != "" {
 			in.MediaURLs = append(in.MediaURLs, u)
+			in.MediaTypes = append(in.MediaTypes, form.Get("MediaContentType"+strconv.Itoa(i)))
 		}
 		if i == 0 {
 			typ = mediaType(form.Get("MediaContentType0"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -86,4 +87,61 @@ func (c *Client) SendText(ctx context.Context, to, text, replyTo string) (string
 		return "", e
 	}
 	return r.Messages[0].ID, nil
+}
+
+// MediaInfo is what GET /{media-id} answers: a short-lived download URL
+// (which needs the same bearer) and the file's type and size.
+type MediaInfo struct {
+	URL      string `json:"url"`
+	MimeType string `json:"mime_type"`
+	FileSize int64  `json:"file_size"`
+}
+
+// Media looks an incoming media id up (GET {base}/{media-id}).
+func (c *Client) Media(ctx context.Context, mediaID string) (MediaInfo, error) {
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/"+url.PathEscape(mediaID), nil)
+	if err != nil {
+		return MediaInfo{}, fmt.Errorf("whatsapp: media: bad request")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.AccessToken)
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return MediaInfo{}, fmt.Errorf("whatsapp: media: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		return MediaInfo{}, fmt.Errorf("whatsapp: media: HTTP %d", resp.StatusCode)
+	}
+	var m MediaInfo
+	if err := json.Unmarshal(raw, &m); err != nil || m.URL == "" {
+		return MediaInfo{}, fmt.Errorf("whatsapp: media: answer has no url")
+	}
+	u, err := url.Parse(m.URL)
+	if err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+		return MediaInfo{}, fmt.Errorf("whatsapp: media: answer url is not an http(s) URL")
+	}
+	return m, nil
+}
+
+// MediaRequest is the GET of a media URL from Media, with the bearer.
+func (c *Client) MediaRequest(ctx context.Context, mediaURL string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, mediaURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("whatsapp: media: bad url")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.AccessToken)
+	return req, nil
 }

@@ -176,6 +176,26 @@ type Inbound struct {
 	// MediaID is the attached media's id; downloading it needs the access
 	// token, so it stays at the edge.
 	MediaID string
+	// MediaKind (image, voice, video, document, sticker), MediaMime and
+	// MediaFilename describe it.
+	MediaKind, MediaMime, MediaFilename string
+}
+
+// attachment is m's media object and its relay kind, nil when it has none.
+func attachment(m Message) (*Media, string) {
+	switch m.Type {
+	case "image":
+		return m.Image, "image"
+	case "audio":
+		return m.Audio, "voice"
+	case "video":
+		return m.Video, "video"
+	case "document":
+		return m.Document, "document"
+	case "sticker":
+		return m.Sticker, "sticker"
+	}
+	return nil, ""
 }
 
 // Normalize returns the messages of p, in order: platform whatsapp_cloud,
@@ -211,6 +231,9 @@ func Normalize(p Payload) ([]Inbound, error) {
 					ev.ReplyToMessageID = m.Context.ID
 				}
 				in := Inbound{Event: ev, PhoneNumberID: v.Metadata.PhoneNumberID, MediaID: media}
+				if x, kind := attachment(m); x != nil && media != "" {
+					in.MediaKind, in.MediaMime, in.MediaFilename = kind, x.MimeType, x.Filename
+				}
 				if s, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil {
 					in.SentAt = time.Unix(s, 0)
 				}
