@@ -201,6 +201,14 @@ func (c *Connector) discordMessage(ctx context.Context, id string, app DiscordAp
 		c.log.Warn("relay: discord gateway: message with no tenant", "bot", id, "guild", m.GuildID, "user", m.Author.ID)
 		return
 	}
+	if atts, rest := discordAttachments(&ev, c.cfg.DiscordBaseURL); len(atts) > 0 {
+		ev.MediaURLs, ev.Media = nil, nil
+		c.rehost(ctx, tenant, &ev, atts)
+		for _, m := range rest {
+			ev.MediaURLs = append(ev.MediaURLs, m.URL)
+			ev.Media = append(ev.Media, m)
+		}
+	}
 	if _, err := c.Deliver(ctx, Inbound{Tenant: tenant, Bot: id, Event: ev, DedupeID: m.ID}); err != nil {
 		c.log.Error("relay: discord gateway: deliver", "err", err)
 	}

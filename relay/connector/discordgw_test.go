@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -338,5 +339,57 @@ func TestDiscordGatewayLeaseNotAcknowledgeable(t *testing.T) {
 	rows, err := e.store.Pending(t.Context(), slot1, "discord.gateway-lease", discordApp, e.clock.Now().Add(time.Hour), 0)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("lease rows after the ack: %d %v", len(rows), err)
+	}
+}
+
+// Attachments of a Gateway message are copied from Discord's CDN into the
+// media store under the guild's tenant (CDN links expire); one the CDN
+// does not serve keeps its link; one on another host is listed as it came
+// and never fetched.
+func TestDiscordGatewayAttachmentsRehosted(t *testing.T) {
+	var fetched atomic.Int32
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		if r.URL.Path != "/attachments/1/2/cat.png" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "image/png")
+		io.WriteString(w, "\x89PNG cat bytes")
+	}))
+	t.Cleanup(cdn.Close)
+	f := newFakeDiscordGateway(t)
+	// The fake CDN is on the host of the configured API base (the fake
+	// Discord API, 127.0.0.1), which is allowed beside Discord's CDN hosts.
+	e := newEnv(t, withDiscordGateway(f), withPublicURL)
+	g := e.gateway("gw-a", secretA, "discord", discordApp)
+	c := f.next(t)
+	b := fmt.Appendf(nil, `{"op":0,"s":%d,"t":"MESSAGE_CREATE","d":{"id":"m-9","channel_id":"333","guild_id":"111","member":{"nick":"N"},
+		"author":{"id":"777","username":"u"},"content":"look","mentions":[],"attachments":[
+		{"id":"a1","filename":"cat.png","content_type":"image/png","size":14,"url":%q},
+		{"id":"a2","filename":"gone.png","content_type":"image/png","size":5,"url":%q},
+		{"id":"a3","filename":"x.bin","size":1,"url":"https://elsewhere.example/x.bin"}]}}`,
+		f.seq.Add(1), cdn.URL+"/attachments/1/2/cat.png", cdn.URL+"/attachments/1/2/gone.png")
+	if err := c.ws.Write(t.Context(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	in := g.next(t)
+	urls := in.Event.MediaURLs
+	if len(urls) != 3 || len(in.Event.Media) != 3 || !strings.HasPrefix(urls[0], "https://relay.example.com/relay/media/rmed") ||
+		urls[1] != cdn.URL+"/attachments/1/2/gone.png" || urls[2] != "https://elsewhere.example/x.bin" {
+		t.Fatalf("media urls %v", urls)
+	}
+	if m := in.Event.Media[0]; m.Mime != "image/png" || m.Kind != "image" || m.Filename != "cat.png" || m.Size != 14 {
+		t.Errorf("re-hosted media entry %+v", m)
+	}
+	code, body, _ := e.getMedia(t, urls[0], "gw-a", secretA)
+	if code != 200 || string(body) != "\x89PNG cat bytes" {
+		t.Errorf("re-hosted bytes: %d %q", code, body)
+	}
+	if code, _, _ := e.getMedia(t, urls[0], "gw-b", secretB); code != 404 {
+		t.Errorf("another tenant's gateway read the attachment: %d", code)
+	}
+	if n := fetched.Load(); n != 2 {
+		t.Errorf("the CDN was asked %d times, want 2 (the other host is never fetched)", n)
 	}
 }

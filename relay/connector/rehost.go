@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type attachment struct {
 	request              func(ctx context.Context) (*http.Request, error)
 	kind, mime, filename string
 	ref                  string // names it in logs; never a credential
+	// fallback, when set, is listed instead of a copy that could not be
+	// made (a public link that still works, e.g. Discord's CDN).
+	fallback *relay.Media
 }
 
 // mediaURL is where the tenant's gateways read stored media id: the
@@ -88,6 +92,13 @@ func (c *Connector) rehostWithin(ctx context.Context, budget time.Duration, tena
 				c.log.Info("relay: inbound media re-hosted", "platform", ev.Source.Platform, "message", ev.MessageID, "id", id, "bytes", len(data))
 				continue
 			}
+		}
+		if a.fallback != nil {
+			ev.MediaURLs = append(ev.MediaURLs, a.fallback.URL)
+			ev.Media = append(ev.Media, *a.fallback)
+			c.log.Warn("relay: inbound media not re-hosted; listed with its platform URL",
+				"platform", ev.Source.Platform, "message", ev.MessageID, "attachment", a.ref, "err", err)
+			continue
 		}
 		c.log.Warn("relay: inbound media not re-hosted; attachment dropped, message delivered without it",
 			"platform", ev.Source.Platform, "message", ev.MessageID, "attachment", a.ref, "err", err)
@@ -254,4 +265,35 @@ func mediaKind(mimeType string) string {
 		return "audio"
 	}
 	return "document"
+}
+
+// discordCDNHosts serve Discord's attachments (public, expiring links).
+var discordCDNHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
+
+// discordAttachments are a Gateway message's attachments on Discord's CDN
+// (or on the configured API base's host, for tests and proxies), to be
+// copied into the media store: CDN links expire, the copy is the tenant's
+// for MediaTTL. A copy that cannot be made keeps its CDN link. An
+// attachment on any other host is left out here and listed as it came: the
+// connector never fetches a URL a message merely names.
+func discordAttachments(ev *relay.MessageEvent, apiBase string) (atts []attachment, rest []relay.Media) {
+	allowed := slices.Clone(discordCDNHosts)
+	if u, err := url.Parse(apiBase); err == nil && u.Hostname() != "" {
+		allowed = append(allowed, u.Hostname())
+	}
+	for _, m := range ev.Media {
+		u, err := url.Parse(m.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || !slices.Contains(allowed, u.Hostname()) {
+			rest = append(rest, m)
+			continue
+		}
+		link, fallback := m.URL, m
+		atts = append(atts, attachment{
+			request: func(ctx context.Context) (*http.Request, error) {
+				return http.NewRequestWithContext(ctx, http.MethodGet, link, nil)
+			},
+			kind: m.Kind, mime: m.Mime, filename: m.Filename, ref: "discord attachment " + m.Filename, fallback: &fallback,
+		})
+	}
+	return atts, rest
 }
