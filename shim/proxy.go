@@ -256,15 +256,39 @@ func (s *Service) answer(w http.ResponseWriter, t *turn, p wire.Protocol, c *com
 		hdr.Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 		fl, _ := w.(http.Flusher)
-		for _, ev := range wire.DirectEvents(p, d) {
+		evs := wire.DirectEvents(p, d)
+		if len(evs) == 0 {
+			t.rc.ResponseSHA256 = sum(h)
+			s.finish(t)
+			return
+		}
+		for _, ev := range evs {
 			h.Write(ev)
+		}
+		t.rc.ResponseSHA256 = sum(h)
+		send := func(ev []byte) bool {
 			if _, err := w.Write(ev); err != nil {
-				break
+				return false
 			}
 			if fl != nil {
 				fl.Flush()
 			}
+			return true
 		}
+		ok := true
+		for _, ev := range evs[:len(evs)-1] {
+			if ok = send(ev); !ok {
+				break
+			}
+		}
+		// The last event ends the stream for the client: it goes out only
+		// once the receipt and its audit record are stored, so a client
+		// never holds a finished stream whose receipt is missing.
+		s.finish(t)
+		if ok {
+			send(evs[len(evs)-1])
+		}
+		return
 	} else {
 		body := wire.DirectJSON(p, d)
 		h.Write(body)
