@@ -98,12 +98,13 @@ func TestServeValidatesConfigFirst(t *testing.T) {
 	}
 }
 
-// TestStartupLog: the log says which gates are served (relay only when
-// configured), offline mode, and warns about an upstream without a key.
+// TestStartupLog: the log says which gates are served (relay and executor
+// only when configured), offline mode, and warns about an upstream without
+// a key.
 func TestStartupLog(t *testing.T) {
 	in := start(t, "--upstream", "openai=http://127.0.0.1:9/v1")
 	logs := in.stderr.String()
-	for _, want := range []string{`gates="[trader executor shim]"`, "relay gate not served", "store=sqlite",
+	for _, want := range []string{`gates="[trader shim]"`, "relay gate not served", "executor gate: not configured", "store=sqlite",
 		"level=WARN msg=\"shim upstream has no key", "set=CADUCEUS_OPENAI_API_KEY"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("startup log lacks %q:\n%s", want, logs)

@@ -30,7 +30,7 @@ func (a *app) checkServeConfig() error {
 		!strings.HasPrefix(s, "sqlite:") && !strings.HasPrefix(s, "file:") {
 		return bad("store: want postgres://..., sqlite:PATH, or empty for SQLite in the data directory")
 	}
-	if a.gateOn("executor") {
+	if a.gateOn("executor") && a.executorConfigured() {
 		c := a.cfg.Executor
 		switch c.Broker {
 		case "", "paper":
@@ -84,7 +84,7 @@ func (a *app) checkServeConfig() error {
 func (a *app) servedGates() []string {
 	var out []string
 	for _, g := range a.cfg.Gates {
-		if g == "relay" && !a.relayConfigured() {
+		if g == "relay" && !a.relayConfigured() || g == "executor" && !a.executorConfigured() {
 			continue
 		}
 		out = append(out, g)
@@ -123,7 +123,7 @@ func (a *app) logStartup(db *store.DB, addr string) {
 			}
 		}
 	}
-	if a.gateOn("executor") {
+	if a.gateOn("executor") && a.executorConfigured() {
 		c := a.cfg.Executor
 		switch c.Broker {
 		case "robinhood":
