@@ -277,6 +277,35 @@ type Media struct {
 	Caption  string `json:"caption"`
 }
 
+// MediaKind is the wire's media kind of a MIME type: image, video, audio or
+// document.
+func MediaKind(mime string) string {
+	switch {
+	case strings.HasPrefix(mime, "image/"):
+		return "image"
+	case strings.HasPrefix(mime, "video/"):
+		return "video"
+	case strings.HasPrefix(mime, "audio/"):
+		return "audio"
+	}
+	return "document"
+}
+
+// MediaMessageType is the message type of a message whose (first)
+// attachment has this MIME type; audio reads as audio (a platform whose
+// audio messages are voice notes says so itself).
+func MediaMessageType(mime string) MessageType {
+	switch MediaKind(mime) {
+	case "image":
+		return MessagePhoto
+	case "video":
+		return MessageVideo
+	case "audio":
+		return MessageAudio
+	}
+	return MessageDocument
+}
+
 // ContextMessage is one entry of the wire's context list.
 type ContextMessage struct {
 	Text   string        `json:"text"`

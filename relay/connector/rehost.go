@@ -185,7 +185,7 @@ func twilioAttachments(sid string, a TwilioAccount, in twilio.Inbound) []attachm
 		if i < len(in.MediaTypes) {
 			mt = in.MediaTypes[i]
 		}
-		out = append(out, attachment{kind: mediaKind(mt), mime: mt, ref: "MediaUrl" + strconv.Itoa(i),
+		out = append(out, attachment{kind: relay.MediaKind(mt), mime: mt, ref: "MediaUrl" + strconv.Itoa(i),
 			request: func(ctx context.Context) (*http.Request, error) {
 				u, err := url.Parse(raw)
 				if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host != apiHost {
@@ -233,7 +233,7 @@ func slackAttachments(a SlackApp, files []slack.File) []attachment {
 		if raw == "" {
 			raw = f.URLPrivate
 		}
-		out = append(out, attachment{kind: mediaKind(f.Mimetype), mime: f.Mimetype, filename: f.Name, ref: "file " + f.ID,
+		out = append(out, attachment{kind: relay.MediaKind(f.Mimetype), mime: f.Mimetype, filename: f.Name, ref: "file " + f.ID,
 			request: func(ctx context.Context) (*http.Request, error) {
 				u, err := url.Parse(raw)
 				if raw == "" || err != nil {
@@ -252,19 +252,6 @@ func slackAttachments(a SlackApp, files []slack.File) []attachment {
 			}})
 	}
 	return out
-}
-
-// mediaKind is the relay media kind of a content type.
-func mediaKind(mimeType string) string {
-	switch {
-	case strings.HasPrefix(mimeType, "image/"):
-		return "image"
-	case strings.HasPrefix(mimeType, "video/"):
-		return "video"
-	case strings.HasPrefix(mimeType, "audio/"):
-		return "audio"
-	}
-	return "document"
 }
 
 // discordCDNHosts serve Discord's attachments (public, expiring links).

@@ -186,20 +186,7 @@ func NormalizeMessage(m MessageCreate, botUserID string, ch ChannelKind) (relay.
 			ct = mime.TypeByExtension(path.Ext(a.Filename))
 		}
 		ev.MediaURLs = append(ev.MediaURLs, a.URL)
-		ev.Media = append(ev.Media, relay.Media{URL: a.URL, Mime: ct, Kind: mediaKind(ct), Size: a.Size, Filename: a.Filename})
+		ev.Media = append(ev.Media, relay.Media{URL: a.URL, Mime: ct, Kind: relay.MediaKind(ct), Size: a.Size, Filename: a.Filename})
 	}
 	return ev, nil
-}
-
-// mediaKind is the wire's media kind for a MIME type.
-func mediaKind(ct string) string {
-	switch {
-	case strings.HasPrefix(ct, "image/"):
-		return "image"
-	case strings.HasPrefix(ct, "audio/"):
-		return "audio"
-	case strings.HasPrefix(ct, "video/"):
-		return "video"
-	}
-	return "document"
 }

@@ -240,25 +240,13 @@ func Normalize(e Envelope, o Options) (Inbound, error) {
 	}
 	typ := relay.MessageText
 	if len(ev.Files) > 0 {
-		typ = fileType(ev.Files[0].Mimetype)
+		typ = relay.MediaMessageType(ev.Files[0].Mimetype)
 	}
 	if ev.Text == "" && len(ev.Files) == 0 {
 		return Inbound{}, ErrIgnored
 	}
 	out := relay.MessageEvent{Text: ev.Text, MessageType: typ, Source: src, MessageID: ev.TS, MediaURLs: []string{}}
 	return Inbound{Event: out, Team: team, DedupeID: ev.TS, Files: ev.Files}, nil
-}
-
-func fileType(mime string) relay.MessageType {
-	switch {
-	case strings.HasPrefix(mime, "image/"):
-		return relay.MessagePhoto
-	case strings.HasPrefix(mime, "video/"):
-		return relay.MessageVideo
-	case strings.HasPrefix(mime, "audio/"):
-		return relay.MessageAudio
-	}
-	return relay.MessageDocument
 }
 
 func firstNonEmpty(s ...string) string {

@@ -203,7 +203,10 @@ func Normalize(form url.Values) (Inbound, error) {
 			in.MediaTypes = append(in.MediaTypes, form.Get("MediaContentType"+strconv.Itoa(i)))
 		}
 		if i == 0 {
-			typ = mediaType(form.Get("MediaContentType0"))
+			// Audio on SMS and WhatsApp is a voice note.
+			if typ = relay.MediaMessageType(form.Get("MediaContentType0")); typ == relay.MessageAudio {
+				typ = relay.MessageVoice
+			}
 		}
 	}
 	if form.Get("Latitude") != "" && form.Get("Longitude") != "" {
@@ -215,18 +218,6 @@ func Normalize(form url.Values) (Inbound, error) {
 	}
 	in.Event = relay.MessageEvent{Text: body, MessageType: typ, Source: src, MessageID: sid, MediaURLs: []string{}}
 	return in, nil
-}
-
-func mediaType(mime string) relay.MessageType {
-	switch {
-	case strings.HasPrefix(mime, "image/"):
-		return relay.MessagePhoto
-	case strings.HasPrefix(mime, "video/"):
-		return relay.MessageVideo
-	case strings.HasPrefix(mime, "audio/"):
-		return relay.MessageVoice
-	}
-	return relay.MessageDocument
 }
 
 // EmptyTwiML is the webhook's answer: no reply from Twilio itself (the
