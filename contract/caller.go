@@ -3,6 +3,7 @@ package contract
 import (
 	"context"
 	"slices"
+	"strings"
 )
 
 // Scope is a permission a key carries.
@@ -45,6 +46,25 @@ type Caller struct {
 // Has reports whether the caller holds scope s. Admin does not imply other
 // scopes: a key holds exactly what it was given.
 func (c Caller) Has(s Scope) bool { return slices.Contains(c.Scopes, s) }
+
+// CodeMissingScope is the one code of a refusal for a missing scope, on
+// every gate and surface.
+const CodeMissingScope = "missing_scope"
+
+// RequireScope returns nil when c has any of scopes, else a deny error
+// (CodeMissingScope) saying that what needs one of them.
+func (c Caller) RequireScope(what string, scopes ...Scope) error {
+	for _, s := range scopes {
+		if c.Has(s) {
+			return nil
+		}
+	}
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	return Denyf(CodeMissingScope, "%s needs the %s scope", what, strings.Join(names, " or "))
+}
 
 type callerKey struct{}
 

@@ -39,8 +39,8 @@ var TickInputSchema = json.RawMessage(`{
 // deny *contract.Error when the caller lacks the operate scope, an invalid
 // one when the input is not a payload, and otherwise what Tick returns.
 func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) (Envelope, error) {
-	if !c.Has(contract.ScopeOperate) {
-		return Envelope{}, contract.Denyf("scope_required", "executor: ticks need the operate scope")
+	if err := c.RequireScope("executor: a tick", contract.ScopeOperate); err != nil {
+		return Envelope{}, err
 	}
 	if len(in.Payload) == 0 {
 		return Envelope{}, contract.FieldError("/payload", "missing_field", "executor: payload is required")

@@ -78,7 +78,7 @@ func (s *Server) mcpHandler() HandlerFunc {
 					if t.Name == tool {
 						c.Outcome, c.Reason = "", ""
 						if t.Scope != "" && !c.Caller.Has(t.Scope) {
-							c.Outcome, c.Reason = contract.OutcomeDeny, "missing_scope"
+							c.Outcome, c.Reason = contract.OutcomeDeny, contract.CodeMissingScope
 						}
 					}
 				}

@@ -132,8 +132,8 @@ func (s *Server) wrap(action string, scope contract.Scope, h HandlerFunc) http.H
 		c := &Call{Resource: r.URL.Path}
 		caller, err := s.authenticate(r)
 		c.Caller = caller
-		if err == nil && scope != "" && !caller.Has(scope) {
-			err = contract.Denyf("missing_scope", "this route needs the %s scope", scope)
+		if err == nil && scope != "" {
+			err = caller.RequireScope("this route", scope)
 		}
 		if err == nil {
 			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)

@@ -37,7 +37,7 @@ type DryRunResult struct {
 // the body does not parse.
 func (s *Service) DryRun(ctx context.Context, caller contract.Caller, protocol wire.Protocol, body []byte) (DryRunResult, error) {
 	if !caller.Has(contract.ScopeRoute) && !caller.Has(contract.ScopeConfigure) {
-		return DryRunResult{}, contract.Denyf(CodeScopeRequired, "shim: route or configure scope required")
+		return DryRunResult{}, contract.Denyf(contract.CodeMissingScope, "shim: a dry run needs the route or configure scope")
 	}
 	return s.dryRun(ctx, caller, protocol, body, false)
 }

@@ -47,7 +47,7 @@ type Insights struct {
 // Insights synthesizes candidate provisions for the caller from its entity
 // memory in project ("": every project) and its rule outcomes. It reads
 // only: no provision or entry is written, so active rules never change.
-// Errors: deny (scope_required) without read scope.
+// Errors: deny (missing_scope) without read scope.
 func (m *Memory) Insights(ctx context.Context, caller contract.Caller, project string) (Insights, error) {
 	if err := authorizeRead(caller); err != nil {
 		return Insights{}, err

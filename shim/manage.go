@@ -9,7 +9,6 @@ import (
 
 // Error codes of refusals the Service returns.
 const (
-	CodeScopeRequired    = "scope_required"
 	CodeHarnessRequired  = "harness_required"
 	CodeHarnessMismatch  = "harness_mismatch"
 	CodeBuiltinProtected = "builtin_protected"
@@ -18,16 +17,13 @@ const (
 )
 
 func authorizeRead(c contract.Caller) error {
-	if c.Has(contract.ScopeRoute) || c.Has(contract.ScopeConfigure) || c.Has(contract.ScopeAdmin) {
-		return nil
-	}
-	return contract.Denyf(CodeScopeRequired, "shim: route or configure scope required")
+	return c.RequireScope("shim: reading", contract.ScopeRoute, contract.ScopeConfigure, contract.ScopeAdmin)
 }
 
 // authorizeWrite: configure scope AND an attested harness equal to the key's.
 func authorizeWrite(c contract.Caller, attested string) error {
-	if !c.Has(contract.ScopeConfigure) {
-		return contract.Denyf(CodeScopeRequired, "shim: configure scope required")
+	if err := c.RequireScope("shim: writing", contract.ScopeConfigure); err != nil {
+		return err
 	}
 	if c.Harness == "" {
 		return contract.Denyf(CodeHarnessRequired, "shim: writes need a key bound to a harness")
@@ -113,7 +109,7 @@ func (s *Service) locateProvision(ctx context.Context, tenant contract.TenantSlo
 
 // CreateProvision validates body and stores it at version 1: in the
 // caller's tenant, or among the builtins when it sets system_builtin.
-// Errors: deny (scope_required, harness_required, harness_mismatch;
+// Errors: deny (missing_scope, harness_required, harness_mismatch;
 // builtin_protected for a non-admin builtin write or an id a builtin holds),
 // invalid (the schema or a rule names the field), conflict (exists).
 func (s *Service) CreateProvision(ctx context.Context, caller contract.Caller, attested string, body []byte) (Provision, error) {

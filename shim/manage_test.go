@@ -31,7 +31,7 @@ func TestHarnessAttestation(t *testing.T) {
 	_, err = e.svc.CreateProvision(ctx, a, "cursor", []byte(simpleProv))
 	wantErr(t, err, contract.KindDeny, shim.CodeHarnessMismatch)
 	_, err = e.svc.CreateProvision(ctx, callers["key-route"], "claude-code", []byte(simpleProv))
-	wantErr(t, err, contract.KindDeny, shim.CodeScopeRequired)
+	wantErr(t, err, contract.KindDeny, contract.CodeMissingScope)
 	noHarness := a
 	noHarness.Harness = ""
 	_, err = e.svc.CreateProvision(ctx, noHarness, "claude-code", []byte(simpleProv))
@@ -51,7 +51,7 @@ func TestHarnessAttestation(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.svc.ListProvisions(ctx, contract.Caller{Identity: a.Identity})
-	wantErr(t, err, contract.KindDeny, shim.CodeScopeRequired)
+	wantErr(t, err, contract.KindDeny, contract.CodeMissingScope)
 }
 
 func TestCASConflict(t *testing.T) {

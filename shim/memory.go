@@ -266,7 +266,7 @@ func pendingOutcomes(rc Receipt, conversation, subject, project string, at time.
 
 // Entities returns the caller's remembered entities in project ("": all
 // projects), most recently seen first, at most limit (0: 200). Errors:
-// deny (scope_required) without route, configure or admin scope.
+// deny (missing_scope) without route, configure or admin scope.
 func (m *Memory) Entities(ctx context.Context, caller contract.Caller, project string, limit int) ([]Entity, error) {
 	if err := authorizeRead(caller); err != nil {
 		return nil, err
@@ -279,7 +279,7 @@ func (m *Memory) Entities(ctx context.Context, caller contract.Caller, project s
 }
 
 // Outcomes returns the caller's rule outcomes newest first, at most limit
-// (0: 200). Errors: deny (scope_required) without read scope.
+// (0: 200). Errors: deny (missing_scope) without read scope.
 func (m *Memory) Outcomes(ctx context.Context, caller contract.Caller, limit int) ([]RuleOutcome, error) {
 	if err := authorizeRead(caller); err != nil {
 		return nil, err

@@ -124,7 +124,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		return
 	}
 	if !caller.Has(contract.ScopeRoute) {
-		s.refuse(w, t, http.StatusForbidden, CodeScopeRequired, "shim: route scope required")
+		s.refuse(w, t, http.StatusForbidden, contract.CodeMissingScope, "shim: the LLM routes need the route scope")
 		return
 	}
 	// The one read of the body, and the one contributor check: before the

@@ -132,7 +132,7 @@ type source interface {
 // ceiling is clamped, and the clamp recorded. Starters (system_builtin)
 // go to the builtin tenant and fire only through Governor.Admit.
 //
-// Errors: deny (scope_required, harness_required, harness_mismatch);
+// Errors: deny (missing_scope, harness_required, harness_mismatch);
 // invalid (bad_source: the source is not allowed or not understood;
 // source_unavailable: it could not be read; bad_bundle: it is not a
 // bundle). A refused record is a result, not an error.

@@ -86,10 +86,7 @@ func authorize(c contract.Caller, scope contract.Scope) error {
 	if !contract.ValidTenantSlot(string(id.TenantSlot)) || !contract.ValidUserRef(id.Subject) || id.Surface == "" || id.Trust == "" {
 		return contract.Denyf("no_identity", "trader: the caller has no resolved identity")
 	}
-	if !c.Has(scope) {
-		return contract.Denyf("missing_scope", "trader: the %s scope is required", scope)
-	}
-	return nil
+	return c.RequireScope("trader: this call", scope)
 }
 
 // checkTenant refuses a malformed tenant slot.

@@ -495,7 +495,7 @@ func testGovernedSync(t *testing.T, st Stores) {
 	if _, err := y.Sync(ctx, callerA, "", bs.URL+"/bundle.json"); contract.AsError(err).Code != "harness_required" {
 		t.Fatalf("sync without attestation: %v", err)
 	}
-	if _, err := y.Sync(ctx, callerCursor, "cursor", bs.URL+"/bundle.json"); contract.AsError(err).Code != "scope_required" {
+	if _, err := y.Sync(ctx, callerCursor, "cursor", bs.URL+"/bundle.json"); contract.AsError(err).Code != contract.CodeMissingScope {
 		t.Fatalf("sync without configure scope: %v", err)
 	}
 	if _, err := y.Sync(ctx, callerA, "claude-code", t.TempDir()); contract.AsError(err).Code != "bad_source" {
