@@ -1,19 +1,15 @@
 package store_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,35 +91,7 @@ func TestShimCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestShimCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envShimCrashChild+"="+path)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
-	lines := bufio.NewScanner(out)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(acked) < 300 && time.Now().Before(deadline) && lines.Scan() {
-		f := strings.Fields(lines.Text())
-		if len(f) >= 2 && f[0] == "acked" {
-			acked = append(acked, f[1])
-		} else if len(f) > 0 && f[0] == "error" {
-			t.Fatalf("child: %s", lines.Text())
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if len(acked) < 20 {
-		t.Fatalf("the child acknowledged only %d requests: %s", len(acked), stderr.String())
-	}
+	acked := killAfterAcks(t, "TestShimCrashChild", envShimCrashChild+"="+path, "acked", 300, 20, 30*time.Second)
 
 	db, err = store.Open(context.Background(), "sqlite:"+path, "")
 	if err != nil {

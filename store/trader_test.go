@@ -1,17 +1,13 @@
 package store_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -217,33 +213,7 @@ func TestTraderCrash(t *testing.T) {
 	tradertest.Seed(t, db.Trader(), tradertest.T1)
 	db.Close()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTraderCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envCrashChild+"="+path)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var acked []string
-	lines := bufio.NewScanner(out)
-	deadline := time.Now().Add(20 * time.Second)
-	for len(acked) < 150 && time.Now().Before(deadline) && lines.Scan() {
-		f := strings.Fields(lines.Text())
-		if len(f) >= 2 && f[0] == "applied" {
-			acked = append(acked, f[1])
-		} else if len(f) > 0 && f[0] == "error" {
-			t.Fatalf("child: %s", lines.Text())
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	if len(acked) < 10 {
-		t.Fatalf("the child acknowledged only %d decisions", len(acked))
-	}
+	acked := killAfterAcks(t, "TestTraderCrashChild", envCrashChild+"="+path, "applied", 150, 10, 20*time.Second)
 
 	db, err = store.Open(context.Background(), "sqlite:"+path, "")
 	if err != nil {
