@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -203,21 +202,7 @@ func TestRelayPlatformsThroughTheServer(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			events := make(chan gateway.Inbound, 4)
-			a, err := gateway.New(gateway.Config{URL: in.url, GatewayID: "gw-a", Secret: []byte(secret), Platform: c.platform, BotID: c.bot,
-				OnEvent: func(_ context.Context, ev gateway.Inbound) error { events <- ev; return nil }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			go a.Run(ctx)
-			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-			defer wcancel()
-			if err := a.WaitConnected(wctx); err != nil {
-				t.Fatalf("adapter did not connect: %v", err)
-			}
-			defer a.Close()
+			a, events, _ := connectAdapter(t, in.url, "gw-a", secret, c.platform, c.bot)
 			if code := c.post(t, in.url, true); code < 400 {
 				t.Errorf("forged webhook answered %d", code)
 			}

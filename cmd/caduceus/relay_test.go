@@ -63,21 +63,7 @@ func TestRelayThroughTheServer(t *testing.T) {
 		t.Fatalf("relay token: %d %s", code, errb.String())
 	}
 
-	events := make(chan gateway.Inbound, 4)
-	a, err := gateway.New(gateway.Config{URL: in.url, GatewayID: "gw-a", Secret: []byte(secret), Platform: "telegram", BotID: "acmebot",
-		OnEvent: func(_ context.Context, ev gateway.Inbound) error { events <- ev; return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go a.Run(ctx)
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	if err := a.WaitConnected(wctx); err != nil {
-		t.Fatalf("adapter did not connect: %v", err)
-	}
-	defer a.Close()
+	a, events, stop := connectAdapter(t, in.url, "gw-a", secret, "telegram", "acmebot")
 
 	update := `{"update_id":1,"message":{"message_id":77,"from":{"id":42,"first_name":"Al"},"chat":{"id":-1001,"type":"supergroup","title":"Team"},"date":1700000000,"text":"hello agent"}}`
 	post := func(secretToken string) int {
@@ -114,8 +100,7 @@ func TestRelayThroughTheServer(t *testing.T) {
 	if !res.Success || !strings.Contains(tg.seen(), "/bot123:TGTOKEN/sendMessage") || !strings.Contains(tg.seen(), "hello human") {
 		t.Errorf("reply: %+v; bot API saw %s", res, tg.seen())
 	}
-	a.Close()
-	cancel()
+	stop()
 	if code, out, errOut := cli(t, "audit", "verify", "--data", in.data); code != 0 {
 		t.Errorf("verify: %s %s", out, errOut)
 	}
@@ -173,4 +158,27 @@ func TestRelaySessionKeyCLIProfile(t *testing.T) {
 			}
 		}
 	}
+}
+
+// connectAdapter connects our gateway adapter to the server at url as
+// gateway id for platform/bot and waits until it is connected. Its events
+// arrive on the channel; stop closes it (also done at the test's end).
+func connectAdapter(t *testing.T, url, id, secret, platform, bot string) (*gateway.Adapter, <-chan gateway.Inbound, func()) {
+	t.Helper()
+	events := make(chan gateway.Inbound, 4)
+	a, err := gateway.New(gateway.Config{URL: url, GatewayID: id, Secret: []byte(secret), Platform: platform, BotID: bot,
+		OnEvent: func(_ context.Context, ev gateway.Inbound) error { events <- ev; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go a.Run(ctx)
+	stop := func() { a.Close(); cancel() }
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := a.WaitConnected(wctx); err != nil {
+		t.Fatalf("adapter did not connect: %v", err)
+	}
+	return a, events, stop
 }
