@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+
+	"github.com/caduceus-dev/caduceus/relay"
 )
 
 // DefaultBaseURL is Discord's REST API root.
@@ -125,27 +127,16 @@ func (c *Client) do(ctx context.Context, op, method, path string, auth bool, bod
 		req.Header.Set("Authorization", "Bot "+c.BotToken)
 	}
 	req.Header.Set("User-Agent", "DiscordBot (https://caduceus.dev, 1)")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	status, data, err := relay.CallPlatform(c.HTTP, req)
 	if err != nil {
-		// *url.Error names the URL, which may hold a token: keep only the cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
 		return fmt.Errorf("discord: %s: %w", op, err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
+	if status/100 != 2 {
 		snip := data
 		if len(snip) > 300 {
 			snip = snip[:300]
 		}
-		return &APIError{Op: op, Status: resp.StatusCode, Body: string(snip)}
+		return &APIError{Op: op, Status: status, Body: string(snip)}
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {

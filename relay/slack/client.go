@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/relay"
 )
 
 // DefaultBaseURL is the Web API root.
@@ -109,25 +111,16 @@ func (c *Client) call(ctx context.Context, method string, body map[string]any, f
 	}
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set("Authorization", "Bearer "+c.Token)
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	status, raw, err := relay.CallPlatform(c.HTTP, req)
 	if err != nil {
 		return fmt.Errorf("slack: %s: %w", method, redact(err, c.Token))
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("slack: %s: %w", method, err)
 	}
 	var env struct {
 		OK    bool   `json:"ok"`
 		Error string `json:"error"`
 	}
-	if json.Unmarshal(raw, &env) != nil || resp.StatusCode != http.StatusOK || !env.OK {
-		return &APIError{Method: method, Status: resp.StatusCode, Code: env.Error}
+	if json.Unmarshal(raw, &env) != nil || status != http.StatusOK || !env.OK {
+		return &APIError{Method: method, Status: status, Code: env.Error}
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {

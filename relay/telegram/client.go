@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/relay"
 )
 
 // DefaultBaseURL is the Bot API root.
@@ -150,21 +149,10 @@ func (c *Client) post(ctx context.Context, method, contentType string, b []byte,
 		return fmt.Errorf("telegram: %s: bad request", method)
 	}
 	req.Header.Set("Content-Type", contentType)
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	status, data, err := relay.CallPlatform(c.HTTP, req) // its errors never quote the URL, which holds the bot token
 	if err != nil {
-		// *url.Error names the URL, which holds the bot token: keep only the cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
 		return fmt.Errorf("telegram: %s: %w", method, err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var env struct {
 		OK          bool            `json:"ok"`
 		Result      json.RawMessage `json:"result"`
@@ -172,12 +160,12 @@ func (c *Client) post(ctx context.Context, method, contentType string, b []byte,
 		Description string          `json:"description"`
 	}
 	if err := json.Unmarshal(data, &env); err != nil {
-		return &APIError{Method: method, Code: resp.StatusCode, Description: "answer is not JSON"}
+		return &APIError{Method: method, Code: status, Description: "answer is not JSON"}
 	}
 	if !env.OK {
 		code := env.ErrorCode
 		if code == 0 {
-			code = resp.StatusCode
+			code = status
 		}
 		return &APIError{Method: method, Code: code, Description: env.Description}
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/relay"
 )
 
 // DefaultBaseURL is the REST API root.
@@ -60,16 +61,7 @@ func (c *Client) Send(ctx context.Context, m Message) (string, error) {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(c.AccountSID, c.AuthToken)
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("twilio: messages: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	status, raw, err := relay.CallPlatform(c.HTTP, req)
 	if err != nil {
 		return "", fmt.Errorf("twilio: messages: %w", err)
 	}
@@ -79,8 +71,8 @@ func (c *Client) Send(ctx context.Context, m Message) (string, error) {
 		Message string `json:"message"`
 	}
 	_ = json.Unmarshal(raw, &r)
-	if resp.StatusCode/100 != 2 || r.SID == "" {
-		return "", &APIError{Status: resp.StatusCode, Code: r.Code, Message: r.Message}
+	if status/100 != 2 || r.SID == "" {
+		return "", &APIError{Status: status, Code: r.Code, Message: r.Message}
 	}
 	return r.SID, nil
 }

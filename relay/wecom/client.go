@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/caduceus-dev/caduceus/relay"
 )
 
 // DefaultBaseURL is the server API root.
@@ -149,20 +151,7 @@ func (c *Client) call(ctx context.Context, method string, q url.Values, body any
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		// The URL holds the secret or the token: keep it out of the text.
-		if ue, ok := err.(*url.Error); ok {
-			err = ue.Err
-		}
-		return fmt.Errorf("wecom: %s: %w", method, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	status, raw, err := relay.CallPlatform(c.HTTP, req) // its errors never quote the URL, which holds the secret or the token
 	if err != nil {
 		return fmt.Errorf("wecom: %s: %w", method, err)
 	}
@@ -170,8 +159,8 @@ func (c *Client) call(ctx context.Context, method string, q url.Values, body any
 		ErrCode int    `json:"errcode"`
 		ErrMsg  string `json:"errmsg"`
 	}
-	if err := json.Unmarshal(raw, &env); err != nil || resp.StatusCode != http.StatusOK {
-		return &APIError{Method: method, Code: -resp.StatusCode, Message: "unreadable answer"}
+	if err := json.Unmarshal(raw, &env); err != nil || status != http.StatusOK {
+		return &APIError{Method: method, Code: -status, Message: "unreadable answer"}
 	}
 	if env.ErrCode != 0 {
 		return &APIError{Method: method, Code: env.ErrCode, Message: env.ErrMsg}

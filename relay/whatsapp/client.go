@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/relay"
 )
 
 // DefaultBaseURL is the Graph API root, with its version.
@@ -56,16 +56,7 @@ func (c *Client) SendText(ctx context.Context, to, text, replyTo string) (string
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.AccessToken)
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("whatsapp: messages: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	status, raw, err := relay.CallPlatform(c.HTTP, req)
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: messages: %w", err)
 	}
@@ -79,8 +70,8 @@ func (c *Client) SendText(ctx context.Context, to, text, replyTo string) (string
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(raw, &r)
-	if resp.StatusCode/100 != 2 || len(r.Messages) == 0 || r.Messages[0].ID == "" {
-		e := &APIError{Status: resp.StatusCode}
+	if status/100 != 2 || len(r.Messages) == 0 || r.Messages[0].ID == "" {
+		e := &APIError{Status: status}
 		if r.Error != nil {
 			e.Code, e.Message = r.Error.Code, r.Error.Message
 		}
@@ -108,22 +99,12 @@ func (c *Client) Media(ctx context.Context, mediaID string) (MediaInfo, error) {
 		return MediaInfo{}, fmt.Errorf("whatsapp: media: bad request")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.AccessToken)
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	status, raw, err := relay.CallPlatform(c.HTTP, req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
 		return MediaInfo{}, fmt.Errorf("whatsapp: media: %w", err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return MediaInfo{}, fmt.Errorf("whatsapp: media: HTTP %d", resp.StatusCode)
+	if status/100 != 2 {
+		return MediaInfo{}, fmt.Errorf("whatsapp: media: HTTP %d", status)
 	}
 	var m MediaInfo
 	if err := json.Unmarshal(raw, &m); err != nil || m.URL == "" {
