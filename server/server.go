@@ -16,6 +16,7 @@ import (
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
 )
@@ -45,7 +46,7 @@ type Config struct {
 	Shim     *shim.Service
 	// ShimMemory and ShimSync serve memory, outcomes, insights and governed
 	// sync (issue 6); nil when the shim gate is off.
-	ShimMemory *shim.Memory
+	ShimMemory *memory.Memory
 	ShimSync   *shim.Syncer
 	// Relay is the relay connector's handler (GET /relay, POST
 	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates

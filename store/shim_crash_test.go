@@ -16,6 +16,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
 )
@@ -45,7 +46,7 @@ func TestShimCrashChild(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[]}`)
 	}))
-	mem := shim.NewMemory(shim.MemoryConfig{Store: db.ShimMemory(), Rules: db.Shim()})
+	mem := memory.New(memory.Config{Store: db.ShimMemory(), Rules: db.Shim()})
 	svc := shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Observers: []shim.Observer{mem},
 		Upstreams: map[string]shim.Upstream{"openai": {BaseURL: up.URL}}})
 	h := svc.Handler(wire.ChatCompletions)

@@ -9,19 +9,20 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 )
 
 // ShimMemory is the shim's entity memory and rule outcomes (migration
-// 310_shim_memory); it implements shim.MemoryStore. Every statement
+// 310_shim_memory); it implements memory.Store. Every statement
 // filters on the tenant.
 type ShimMemory struct{ db *DB }
 
 // ShimMemory returns the store's shim memory tables.
 func (db *DB) ShimMemory() *ShimMemory { return &ShimMemory{db: db} }
 
-var _ shim.MemoryStore = (*ShimMemory)(nil)
+var _ memory.Store = (*ShimMemory)(nil)
 
-// TouchEntities implements shim.MemoryStore: one upsert per entity, in one
+// TouchEntities implements memory.Store: one upsert per entity, in one
 // transaction.
 func (s *ShimMemory) TouchEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
 	if len(es) == 0 {
@@ -47,9 +48,9 @@ ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_en
 	return nil
 }
 
-var _ shim.TurnMemoryStore = (*ShimMemory)(nil)
+var _ memory.TurnStore = (*ShimMemory)(nil)
 
-// RecordMemory implements shim.TurnMemoryStore: the statements of
+// RecordMemory implements memory.TurnStore: the statements of
 // TouchEntities, ResolveOutcomes and AddOutcomes in one transaction.
 func (s *ShimMemory) RecordMemory(ctx context.Context, w shim.MemoryWrite) error {
 	if err := s.db.InTx(ctx, func(tx *Tx) error { return recordMemory(ctx, tx, w) }); err != nil {
@@ -71,8 +72,8 @@ func recordMemory(ctx context.Context, q Querier, w shim.MemoryWrite) error {
 	return addOutcomes(ctx, q, w.Tenant, w.Pending)
 }
 
-// ListEntities implements shim.MemoryStore.
-func (s *ShimMemory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]shim.Entity, error) {
+// ListEntities implements memory.Store.
+func (s *ShimMemory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]memory.Entity, error) {
 	q := `SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`
 	args := []any{string(tenant), subject}
 	if project != "" {
@@ -86,9 +87,9 @@ func (s *ShimMemory) ListEntities(ctx context.Context, tenant contract.TenantSlo
 		return nil, fmt.Errorf("store: list entities: %w", err)
 	}
 	defer rows.Close()
-	out := []shim.Entity{}
+	out := []memory.Entity{}
 	for rows.Next() {
-		e := shim.Entity{Subject: subject}
+		e := memory.Entity{Subject: subject}
 		var first, last int64
 		if err := rows.Scan(&e.Project, &e.Kind, &e.Value, &first, &last, &e.Count); err != nil {
 			return nil, fmt.Errorf("store: list entities: %w", err)
@@ -102,7 +103,7 @@ func (s *ShimMemory) ListEntities(ctx context.Context, tenant contract.TenantSlo
 	return out, nil
 }
 
-// AddOutcomes implements shim.MemoryStore: inserts that ignore an existing
+// AddOutcomes implements memory.Store: inserts that ignore an existing
 // (tenant, receipt, provision), in one transaction.
 func (s *ShimMemory) AddOutcomes(ctx context.Context, tenant contract.TenantSlot, os []shim.RuleOutcome) error {
 	if len(os) == 0 {
@@ -126,7 +127,7 @@ func addOutcomes(ctx context.Context, q Querier, tenant contract.TenantSlot, os 
 		}
 		_, err := q.Exec(ctx, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
 outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
-			string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, shim.OutcomePending, fired)
+			string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, memory.OutcomePending, fired)
 		if err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, 
 	return nil
 }
 
-// ResolveOutcomes implements shim.MemoryStore with one conditional UPDATE.
+// ResolveOutcomes implements memory.Store with one conditional UPDATE.
 func (s *ShimMemory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
 	n, err := resolveOutcomes(ctx, s.db, tenant, conversation, exceptReceipt, outcome, signature, nextReceipt, at)
 	if err != nil {
@@ -146,7 +147,7 @@ func (s *ShimMemory) ResolveOutcomes(ctx context.Context, tenant contract.Tenant
 func resolveOutcomes(ctx context.Context, q Querier, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
 	res, err := q.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
 WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
-		outcome, signature, nextReceipt, Micros(at), string(tenant), conversation, shim.OutcomePending, exceptReceipt)
+		outcome, signature, nextReceipt, Micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt)
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +155,7 @@ WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
 	return int(n), err
 }
 
-// ListOutcomes implements shim.MemoryStore.
+// ListOutcomes implements memory.Store.
 func (s *ShimMemory) ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
 	q := `SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
 FROM shim_outcomes WHERE tenant = ?`

@@ -4,20 +4,20 @@ import (
 	"os"
 	"testing"
 
-	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
-// TestShimMemoryStore runs the shim.MemoryStore conformance suite on
+// TestShimMemoryStore runs the memory.Store conformance suite on
 // SQLite and, when CADUCEUS_TEST_POSTGRES is set, on Postgres.
 func TestShimMemoryStore(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
-		shimtest.TestMemoryStore(t, func(t *testing.T) shim.MemoryStore { return storetest.OpenSQLite(t).ShimMemory() })
+		shimtest.TestMemoryStore(t, func(t *testing.T) memory.Store { return storetest.OpenSQLite(t).ShimMemory() })
 	})
 	if dsn := os.Getenv(storetest.EnvPostgres); dsn != "" {
 		t.Run("postgres", func(t *testing.T) {
-			shimtest.TestMemoryStore(t, func(t *testing.T) shim.MemoryStore { return storetest.OpenPostgres(t, dsn).ShimMemory() })
+			shimtest.TestMemoryStore(t, func(t *testing.T) memory.Store { return storetest.OpenPostgres(t, dsn).ShimMemory() })
 		})
 	}
 }

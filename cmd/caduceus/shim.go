@@ -11,6 +11,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
 )
@@ -44,7 +45,7 @@ type shimConfig struct {
 // shimGate is the shim service with its memory and governance parts.
 type shimGate struct {
 	svc *shim.Service
-	mem *shim.Memory
+	mem *memory.Memory
 	gov *shim.Governor
 }
 
@@ -109,7 +110,7 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 	if c.EmbeddingsURL != "" {
 		cfg.Embedder = &shim.OpenAIEmbedder{BaseURL: c.EmbeddingsURL, Model: c.EmbeddingsModel, APIKey: a.getenv("CADUCEUS_EMBEDDINGS_API_KEY")}
 	}
-	mem := shim.NewMemory(shim.MemoryConfig{Store: db.ShimMemory(), Rules: db.Shim(),
+	mem := memory.New(memory.Config{Store: db.ShimMemory(), Rules: db.Shim(),
 		Logf: func(format string, args ...any) { a.log.Warn(fmt.Sprintf(format, args...)) }})
 	cfg.Observers = append(cfg.Observers, mem)
 	if err := shim.CheckConfig(cfg); err != nil {

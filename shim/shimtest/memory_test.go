@@ -6,6 +6,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 )
 
 func TestMemory(t *testing.T) {
@@ -13,7 +14,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestMemoryStoreInMemory(t *testing.T) {
-	TestMemoryStore(t, func(*testing.T) shim.MemoryStore { return NewMemoryStore() })
+	TestMemoryStore(t, func(*testing.T) memory.Store { return NewMemoryStore() })
 }
 
 func TestScenariosInMemory(t *testing.T) {

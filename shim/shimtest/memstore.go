@@ -9,9 +9,10 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 )
 
-// MemoryStore is an in-memory shim.MemoryStore.
+// MemoryStore is an in-memory memory.Store.
 type MemoryStore struct {
 	mu       sync.Mutex
 	entities map[entityKey]*entityRow
@@ -44,9 +45,9 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{entities: map[entityKey]*entityRow{}, outcomes: map[outcomeKey]shim.RuleOutcome{}, marks: map[markKey]shim.SyncMark{}}
 }
 
-var _ shim.MemoryStore = (*MemoryStore)(nil)
+var _ memory.Store = (*MemoryStore)(nil)
 
-// TouchEntities implements shim.MemoryStore.
+// TouchEntities implements memory.Store.
 func (m *MemoryStore) TouchEntities(_ context.Context, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -63,8 +64,8 @@ func (m *MemoryStore) TouchEntities(_ context.Context, tenant contract.TenantSlo
 	return nil
 }
 
-// ListEntities implements shim.MemoryStore.
-func (m *MemoryStore) ListEntities(_ context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]shim.Entity, error) {
+// ListEntities implements memory.Store.
+func (m *MemoryStore) ListEntities(_ context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]memory.Entity, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	type row struct {
@@ -80,18 +81,18 @@ func (m *MemoryStore) ListEntities(_ context.Context, tenant contract.TenantSlot
 	slices.SortFunc(rows, func(a, b row) int {
 		return cmp.Or(b.r.last.Compare(a.r.last), cmp.Compare(a.k.project, b.k.project), cmp.Compare(a.k.kind, b.k.kind), cmp.Compare(a.k.value, b.k.value))
 	})
-	out := []shim.Entity{}
+	out := []memory.Entity{}
 	for _, r := range rows {
 		if len(out) == limit {
 			break
 		}
-		out = append(out, shim.Entity{Subject: r.k.subject, Project: r.k.project, Kind: r.k.kind, Value: r.k.value,
+		out = append(out, memory.Entity{Subject: r.k.subject, Project: r.k.project, Kind: r.k.kind, Value: r.k.value,
 			FirstSeen: contract.Timestamp(r.r.first), LastSeen: contract.Timestamp(r.r.last), Count: r.r.count})
 	}
 	return out, nil
 }
 
-// AddOutcomes implements shim.MemoryStore.
+// AddOutcomes implements memory.Store.
 func (m *MemoryStore) AddOutcomes(_ context.Context, tenant contract.TenantSlot, os []shim.RuleOutcome) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -100,19 +101,19 @@ func (m *MemoryStore) AddOutcomes(_ context.Context, tenant contract.TenantSlot,
 		if _, ok := m.outcomes[k]; ok {
 			continue
 		}
-		o.Outcome, o.ErrorSignature, o.NextReceipt, o.ResolvedAt = shim.OutcomePending, "", "", ""
+		o.Outcome, o.ErrorSignature, o.NextReceipt, o.ResolvedAt = memory.OutcomePending, "", "", ""
 		m.outcomes[k] = o
 	}
 	return nil
 }
 
-// ResolveOutcomes implements shim.MemoryStore.
+// ResolveOutcomes implements memory.Store.
 func (m *MemoryStore) ResolveOutcomes(_ context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
 	for k, o := range m.outcomes {
-		if k.tenant == tenant && o.Conversation == conversation && o.Outcome == shim.OutcomePending && o.Receipt != exceptReceipt {
+		if k.tenant == tenant && o.Conversation == conversation && o.Outcome == memory.OutcomePending && o.Receipt != exceptReceipt {
 			o.Outcome, o.ErrorSignature, o.NextReceipt, o.ResolvedAt = outcome, signature, nextReceipt, contract.Timestamp(at)
 			m.outcomes[k] = o
 			n++
@@ -121,7 +122,7 @@ func (m *MemoryStore) ResolveOutcomes(_ context.Context, tenant contract.TenantS
 	return n, nil
 }
 
-// ListOutcomes implements shim.MemoryStore.
+// ListOutcomes implements memory.Store.
 func (m *MemoryStore) ListOutcomes(_ context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -19,13 +19,14 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // Stores are the stores one scenario runs on.
 type Stores struct {
 	Rules  shim.Store
-	Memory shim.MemoryStore
+	Memory memory.Store
 	Audit  audit.Log
 }
 
@@ -65,7 +66,7 @@ var (
 // rig is a Service with memory and a fake upstream.
 type rig struct {
 	svc *shim.Service
-	mem *shim.Memory
+	mem *memory.Memory
 	st  Stores
 }
 
@@ -81,7 +82,7 @@ func newRig(t *testing.T, st Stores, gov *shim.Governor) *rig {
 	}))
 	t.Cleanup(up.Close)
 	r := &rig{st: st}
-	r.mem = shim.NewMemory(shim.MemoryConfig{Store: st.Memory, Rules: st.Rules, Logf: t.Logf})
+	r.mem = memory.New(memory.Config{Store: st.Memory, Rules: st.Rules, Logf: t.Logf})
 	cfg := shim.Config{Store: st.Rules, Audit: st.Audit, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: up.URL}},
 		Observers: []shim.Observer{r.mem}, RulesTTL: 1}
 	if gov != nil {
@@ -160,10 +161,10 @@ func testThreeTurns(t *testing.T, st Stores) {
 		t.Fatalf("after turn 2: outcomes %+v, want 2", os)
 	}
 	// Newest first: turn 2's DEPLOY is pending, turn 1's is retry_error.
-	if o := os[1]; o.Receipt != rc1.ID || o.Provision != "DEPLOY" || o.Outcome != shim.OutcomeRetryError || o.ErrorSignature != "KeyError: <str>" || o.NextReceipt != rc2.ID {
+	if o := os[1]; o.Receipt != rc1.ID || o.Provision != "DEPLOY" || o.Outcome != memory.OutcomeRetryError || o.ErrorSignature != "KeyError: <str>" || o.NextReceipt != rc2.ID {
 		t.Fatalf("turn 1 outcome %+v", o)
 	}
-	if o := os[0]; o.Receipt != rc2.ID || o.Outcome != shim.OutcomePending {
+	if o := os[0]; o.Receipt != rc2.ID || o.Outcome != memory.OutcomePending {
 		t.Fatalf("turn 2 outcome %+v", o)
 	}
 	a2 := msg{"assistant", "Set DATABASE_URL in app/config.py."}
@@ -175,7 +176,7 @@ func testThreeTurns(t *testing.T, st Stores) {
 	os = must(r.mem.Outcomes(ctx, callerA, 0))
 	retries := 0
 	for _, o := range os {
-		if o.Provision == "DEPLOY" && o.Outcome == shim.OutcomeRetryError {
+		if o.Provision == "DEPLOY" && o.Outcome == memory.OutcomeRetryError {
 			retries++
 		}
 	}
@@ -183,24 +184,24 @@ func testThreeTurns(t *testing.T, st Stores) {
 		t.Fatalf("after turn 3: %+v, want 2 retry_error outcomes of DEPLOY", os)
 	}
 
-	es := must(r.mem.Entities(ctx, callerA, shim.DefaultProject, 0))
-	var sig *shim.Entity
+	es := must(r.mem.Entities(ctx, callerA, memory.DefaultProject, 0))
+	var sig *memory.Entity
 	for i, e := range es {
-		if e.Kind == shim.KindErrorSignature && e.Value == "KeyError: <str>" {
+		if e.Kind == memory.KindErrorSignature && e.Value == "KeyError: <str>" {
 			sig = &es[i]
 		}
 	}
 	if sig == nil || sig.Count != 2 {
 		t.Fatalf("error signature not remembered twice: %+v", es)
 	}
-	for _, want := range []shim.EntityRef{{Kind: shim.KindFilePath, Value: "app/config.py"}, {Kind: shim.KindCodeSymbol, Value: "load_settings"}, {Kind: shim.KindFilePath, Value: "/srv/api/app/config.py"}} {
-		if !slices.ContainsFunc(es, func(e shim.Entity) bool { return e.Kind == want.Kind && e.Value == want.Value }) {
+	for _, want := range []shim.EntityRef{{Kind: memory.KindFilePath, Value: "app/config.py"}, {Kind: memory.KindCodeSymbol, Value: "load_settings"}, {Kind: memory.KindFilePath, Value: "/srv/api/app/config.py"}} {
+		if !slices.ContainsFunc(es, func(e memory.Entity) bool { return e.Kind == want.Kind && e.Value == want.Value }) {
 			t.Fatalf("entity %+v not remembered: %+v", want, es)
 		}
 	}
 
 	ins := must(r.mem.Insights(ctx, callerA, ""))
-	kinds := map[string]shim.Candidate{}
+	kinds := map[string]memory.Candidate{}
 	for _, c := range ins.CandidateProvisions {
 		kinds[c.Kind] = c
 		b, _ := json.Marshal(c.Provision)
@@ -228,11 +229,11 @@ func testThreeTurns(t *testing.T, st Stores) {
 			}
 		}
 	}
-	rec, ok := kinds[shim.CandidateRecurringError]
+	rec, ok := kinds[memory.CandidateRecurringError]
 	if !ok || !strings.Contains(rec.Context[0].Body, "app/config.py") || rec.Provision.Triggers.Regex[0].Pattern != `KeyError\s*:` {
 		t.Fatalf("no recurring-error candidate naming the fix entity: %+v", ins)
 	}
-	rr, ok := kinds[shim.CandidateRetryingRule]
+	rr, ok := kinds[memory.CandidateRetryingRule]
 	if !ok || rr.Provision.ID != "DEPLOY.candidate" || !slices.Contains(rr.Provision.ContextRefs, "verb:deploy") {
 		t.Fatalf("no retrying-rule candidate for DEPLOY: %+v", ins)
 	}
@@ -257,7 +258,7 @@ func testMemoryIsolation(t *testing.T, st Stores) {
 	r.chat(t, callerA, "", msg{"user", "open tessera://nouns/service/payments and SC-NY-113"})
 	r.chat(t, callerB, "web", msg{"user", "look at other/file.go"})
 	web := must(r.mem.Entities(ctx, callerA, "web", 0))
-	vals := func(es []shim.Entity) []string {
+	vals := func(es []memory.Entity) []string {
 		var out []string
 		for _, e := range es {
 			out = append(out, e.Kind+"="+e.Value)
@@ -268,7 +269,7 @@ func testMemoryIsolation(t *testing.T, st Stores) {
 	if got := fmt.Sprint(vals(web)); got != "[code_symbol=renderRoot file_path=src/app.tsx]" {
 		t.Fatalf("project web of A: %s", got)
 	}
-	def := must(r.mem.Entities(ctx, callerA, shim.DefaultProject, 0))
+	def := must(r.mem.Entities(ctx, callerA, memory.DefaultProject, 0))
 	if got := fmt.Sprint(vals(def)); got != "[statute_card_id=SC-NY-113 tessera_uri=tessera://nouns/service/payments]" {
 		t.Fatalf("default project of A: %s", got)
 	}

@@ -1,10 +1,11 @@
-package shim
+package memory
 
 import (
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -19,12 +20,6 @@ const (
 
 // EntityKinds lists the five kinds in a fixed order.
 var EntityKinds = []string{KindFilePath, KindCodeSymbol, KindTesseraURI, KindStatuteCard, KindErrorSignature}
-
-// EntityRef is one extracted entity: a kind and a normalized value.
-type EntityRef struct {
-	Kind  string `json:"kind"`
-	Value string `json:"value"`
-}
 
 // Extraction bounds: input past MaxEntityInput bytes is ignored, at most
 // MaxEntitiesPerKind distinct values are kept per kind, and a value is at
@@ -71,11 +66,11 @@ func uriEnd(c byte) bool {
 // Type.Method); statute_card_id is SC-<ID> or STATUTE-<ID> (upper-case
 // segments) or statute:<id>; tessera_uri is tessera:// up to white space,
 // a quote or a closing bracket; error_signature comes from ErrorSignatures.
-func ExtractEntities(text string) []EntityRef {
+func ExtractEntities(text string) []shim.EntityRef {
 	if len(text) > MaxEntityInput {
 		text = text[:MaxEntityInput]
 	}
-	x := extractor{seen: map[EntityRef]bool{}}
+	x := extractor{seen: map[shim.EntityRef]bool{}}
 	for i := 0; i < len(text); {
 		if !tokenByte(text[i]) {
 			i++
@@ -107,13 +102,13 @@ func ExtractEntities(text string) []EntityRef {
 	for _, s := range ErrorSignatures(text) {
 		x.add(KindErrorSignature, s)
 	}
-	slices.SortStableFunc(x.out, func(a, b EntityRef) int { return kindRank(a.Kind) - kindRank(b.Kind) })
+	slices.SortStableFunc(x.out, func(a, b shim.EntityRef) int { return kindRank(a.Kind) - kindRank(b.Kind) })
 	return x.out
 }
 
 type extractor struct {
-	out  []EntityRef
-	seen map[EntityRef]bool
+	out  []shim.EntityRef
+	seen map[shim.EntityRef]bool
 	n    [5]int
 }
 
@@ -122,7 +117,7 @@ func (x *extractor) add(kind, v string) {
 	if v == "" || len(v) > MaxEntityValue || x.n[k] >= MaxEntitiesPerKind {
 		return
 	}
-	e := EntityRef{kind, v}
+	e := shim.EntityRef{Kind: kind, Value: v}
 	if !x.seen[e] {
 		x.seen[e] = true
 		x.n[k]++
@@ -381,14 +376,14 @@ func TurnText(req *wire.Request) string {
 
 // TurnEntities extracts the entities of a turn: those of TurnText plus
 // the file paths named in tool arguments.
-func TurnEntities(req *wire.Request) []EntityRef {
+func TurnEntities(req *wire.Request) []shim.EntityRef {
 	es := ExtractEntities(TurnText(req))
 	for _, p := range req.Paths {
-		e := EntityRef{KindFilePath, p}
+		e := shim.EntityRef{Kind: KindFilePath, Value: p}
 		if p != "" && len(p) <= MaxEntityValue && !slices.Contains(es, e) {
 			es = append(es, e)
 		}
 	}
-	slices.SortStableFunc(es, func(a, b EntityRef) int { return kindRank(a.Kind) - kindRank(b.Kind) })
+	slices.SortStableFunc(es, func(a, b shim.EntityRef) int { return kindRank(a.Kind) - kindRank(b.Kind) })
 	return es
 }

@@ -1,4 +1,12 @@
-package shim
+// Package memory is the shim's deterministic memory (seed 003, H13): it
+// extracts entities (file paths, code symbols, tessera URIs, statute card
+// ids, error signatures) from each proxied turn, remembers them per
+// (tenant, subject, project), tracks what became of every fired provision
+// (ok or retry_error on the next turn), and synthesizes candidate
+// provisions from both (insights). Memory is a shim.Observer and a
+// shim.TurnPlanner; it reads provisions through shim.Store and never writes
+// them. Stores implement Store (and optionally TurnStore).
+package memory
 
 import (
 	"context"
@@ -6,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -41,25 +50,7 @@ const (
 	OutcomeRetryError = "retry_error" // the next turn carried an error signature
 )
 
-// RuleOutcome is what became of one provision fired on one turn.
-type RuleOutcome struct {
-	Receipt      string `json:"receipt"` // the turn's receipt id
-	Conversation string `json:"conversation"`
-	Subject      string `json:"subject"`
-	Project      string `json:"project"`
-	Provision    string `json:"provision"`
-	Version      int64  `json:"version"`
-	Builtin      bool   `json:"builtin,omitempty"`
-	Outcome      string `json:"outcome"`
-	// ErrorSignature is the first error signature of the next turn (retry_error only).
-	ErrorSignature string `json:"error_signature,omitempty"`
-	// NextReceipt is the receipt of the turn that resolved the outcome.
-	NextReceipt string `json:"next_receipt,omitempty"`
-	FiredAt     string `json:"fired_at"`
-	ResolvedAt  string `json:"resolved_at,omitempty"`
-}
-
-// MemoryStore keeps entity memory and rule outcomes, per tenant (issue 6).
+// Store keeps entity memory and rule outcomes, per tenant (issue 6).
 // Each method is one or two statements:
 //
 //   - TouchEntities is an upsert per entity: INSERT ... ON CONFLICT
@@ -72,52 +63,32 @@ type RuleOutcome struct {
 //     processes resolving the same turn cannot both flip a row.
 //
 // Errors are failures only.
-type MemoryStore interface {
+type Store interface {
 	// TouchEntities records one sighting of each entity at time at.
-	TouchEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []EntityRef, at time.Time) error
+	TouchEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error
 	// ListEntities returns a subject's entities in project ("" = every
 	// project), most recently seen first (ties by project, kind, value), at
 	// most limit. Times round to the microsecond.
 	ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]Entity, error)
 	// AddOutcomes stores pending outcomes (Outcome is ignored and stored as pending).
-	AddOutcomes(ctx context.Context, tenant contract.TenantSlot, os []RuleOutcome) error
+	AddOutcomes(ctx context.Context, tenant contract.TenantSlot, os []shim.RuleOutcome) error
 	// ResolveOutcomes sets every pending outcome of conversation whose
 	// receipt is not exceptReceipt to outcome (with signature and
 	// nextReceipt), and returns how many rows it changed.
 	ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error)
 	// ListOutcomes returns outcomes newest first (by receipt id, a ULID,
 	// descending, then provision), for one subject ("" = all), at most limit.
-	ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]RuleOutcome, error)
+	ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error)
 
-	SyncLedger
+	shim.SyncLedger
 }
 
-// SyncMark remembers what the last sync of one record did: the source
-// version it took and the local version that write produced. A local
-// version other than LocalVersion means the record was edited locally
-// since, and a sync will not overwrite it.
-type SyncMark struct {
-	Kind          string `json:"kind"` // provision, context
-	ID            string `json:"id"`
-	SourceVersion int64  `json:"source_version"`
-	LocalVersion  int64  `json:"local_version"`
-}
-
-// SyncLedger keeps SyncMarks per tenant (part of MemoryStore). PutSyncMark
-// is one upsert on (tenant, kind, id).
-type SyncLedger interface {
-	// GetSyncMark returns the mark of a record, and false when there is none.
-	GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (SyncMark, bool, error)
-	// PutSyncMark stores m, replacing the record's previous mark.
-	PutSyncMark(ctx context.Context, tenant contract.TenantSlot, m SyncMark) error
-}
-
-// MemoryConfig configures a Memory. Store and Rules are required.
-type MemoryConfig struct {
-	Store MemoryStore
+// Config configures a Memory. Store and Rules are required.
+type Config struct {
+	Store Store
 	// Rules is the shim's provision store (insights read provisions, never write them).
-	Rules Store
-	// BuiltinTenant holds system_builtin rows (empty: DefaultBuiltinTenant).
+	Rules shim.Store
+	// BuiltinTenant holds system_builtin rows (empty: shim.DefaultBuiltinTenant).
 	BuiltinTenant contract.TenantSlot
 	Now           func() time.Time
 	// Logger for failures the observer cannot return (nil: none logged).
@@ -127,16 +98,16 @@ type MemoryConfig struct {
 // Memory is the deterministic entity memory, outcome tracker and insight
 // synthesizer. It is a shim Observer: add it to Config.Observers.
 type Memory struct {
-	cfg MemoryConfig
+	cfg Config
 }
 
-// NewMemory returns a Memory. It panics if Store or Rules is nil (a wiring bug).
-func NewMemory(cfg MemoryConfig) *Memory {
+// New returns a Memory. It panics if Store or Rules is nil (a wiring bug).
+func New(cfg Config) *Memory {
 	if cfg.Store == nil || cfg.Rules == nil {
-		panic("shim: MemoryConfig.Store and MemoryConfig.Rules are required")
+		panic("shim: Config.Store and Config.Rules are required")
 	}
 	if cfg.BuiltinTenant == "" {
-		cfg.BuiltinTenant = DefaultBuiltinTenant
+		cfg.BuiltinTenant = shim.DefaultBuiltinTenant
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -147,15 +118,15 @@ func NewMemory(cfg MemoryConfig) *Memory {
 	return &Memory{cfg: cfg}
 }
 
-var _ Observer = (*Memory)(nil)
+var _ shim.Observer = (*Memory)(nil)
 
 // ObserveTurn records a proxied turn: its entities under (tenant, subject,
 // project); then the conversation's pending outcomes become retry_error
 // when this turn carries an error signature, ok otherwise; then each
 // provision fired on this turn gets a pending outcome. Refused turns and
 // unparsed bodies are ignored.
-func (m *Memory) ObserveTurn(ctx context.Context, t Turn) {
-	if t.Request == nil || t.Receipt.Decision == DecisionRefused {
+func (m *Memory) ObserveTurn(ctx context.Context, t shim.Turn) {
+	if t.Request == nil || t.Receipt.Decision == shim.DecisionRefused {
 		return
 	}
 	if err := m.Record(ctx, t.Caller, t.Conversation, ProjectTag(t.Project), t.Receipt, t.Request); err != nil {
@@ -164,11 +135,11 @@ func (m *Memory) ObserveTurn(ctx context.Context, t Turn) {
 }
 
 // Record is ObserveTurn with its parts given (and its failure returned).
-func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversation, project string, rc Receipt, req *wire.Request) error {
+func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversation, project string, rc shim.Receipt, req *wire.Request) error {
 	tenant, subject := caller.Identity.TenantSlot, caller.Identity.Subject
 	at := m.cfg.Now()
 	es := TurnEntities(req)
-	if ts, ok := m.cfg.Store.(TurnMemoryStore); ok {
+	if ts, ok := m.cfg.Store.(TurnStore); ok {
 		return ts.RecordMemory(ctx, m.write(caller, conversation, project, rc, es, at))
 	}
 	if len(es) > 0 {
@@ -189,59 +160,35 @@ func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversatio
 	return m.cfg.Store.AddOutcomes(ctx, tenant, pendingOutcomes(rc, conversation, subject, project, at))
 }
 
-// MemoryWrite is one turn's memory update: touch Entities; then, when
-// Conversation is not empty, resolve the conversation's pending outcomes of
-// other receipts to Outcome (with Signature, and Receipt as the next
-// receipt) and add Pending.
-type MemoryWrite struct {
-	Tenant             contract.TenantSlot
-	Subject, Project   string
-	Entities           []EntityRef
-	Conversation       string
-	Receipt            string
-	Outcome, Signature string
-	Pending            []RuleOutcome
-	At                 time.Time
-}
-
-// TurnMemoryStore is an optional MemoryStore capability: a MemoryWrite in
+// TurnStore is an optional Store capability: a shim.MemoryWrite in
 // one transaction (on SQLite through the group commit, shared with the
 // turns that finish together).
-type TurnMemoryStore interface {
-	RecordMemory(ctx context.Context, w MemoryWrite) error
+type TurnStore interface {
+	RecordMemory(ctx context.Context, w shim.MemoryWrite) error
 }
 
-// TurnPlanner is an Observer whose work on a turn is a MemoryWrite. With
-// Config.Turns, the Service asks it for that write and commits it in the
-// turn's own transaction, with the receipt and its audit record, instead
-// of calling ObserveTurn.
-type TurnPlanner interface {
-	Observer
-	PlanTurn(t Turn) (MemoryWrite, bool)
-}
-
-var _ TurnPlanner = (*Memory)(nil)
+var _ shim.TurnPlanner = (*Memory)(nil)
 
 // PlanTurn implements TurnPlanner: the write ObserveTurn would make (none
 // for refused turns and unparsed bodies).
-func (m *Memory) PlanTurn(t Turn) (MemoryWrite, bool) {
-	if t.Request == nil || t.Receipt.Decision == DecisionRefused {
-		return MemoryWrite{}, false
+func (m *Memory) PlanTurn(t shim.Turn) (shim.MemoryWrite, bool) {
+	if t.Request == nil || t.Receipt.Decision == shim.DecisionRefused {
+		return shim.MemoryWrite{}, false
 	}
 	return m.write(t.Caller, t.Conversation, ProjectTag(t.Project), t.Receipt, TurnEntities(t.Request), m.cfg.Now()), true
 }
 
-func (m *Memory) write(caller contract.Caller, conversation, project string, rc Receipt, es []EntityRef, at time.Time) MemoryWrite {
+func (m *Memory) write(caller contract.Caller, conversation, project string, rc shim.Receipt, es []shim.EntityRef, at time.Time) shim.MemoryWrite {
 	subject := caller.Identity.Subject
 	outcome, sig := turnOutcome(es)
-	return MemoryWrite{Tenant: caller.Identity.TenantSlot, Subject: subject, Project: project, Entities: es,
+	return shim.MemoryWrite{Tenant: caller.Identity.TenantSlot, Subject: subject, Project: project, Entities: es,
 		Conversation: conversation, Receipt: rc.ID, Outcome: outcome, Signature: sig,
 		Pending: pendingOutcomes(rc, conversation, subject, project, at), At: at}
 }
 
 // turnOutcome is what a turn says of the conversation's pending outcomes:
 // retry_error with the first error signature it carries, else ok.
-func turnOutcome(es []EntityRef) (outcome, signature string) {
+func turnOutcome(es []shim.EntityRef) (outcome, signature string) {
 	for _, e := range es {
 		if e.Kind == KindErrorSignature {
 			return OutcomeRetryError, e.Value
@@ -252,13 +199,13 @@ func turnOutcome(es []EntityRef) (outcome, signature string) {
 
 // pendingOutcomes are the outcomes of the provisions fired on rc (none
 // without a conversation).
-func pendingOutcomes(rc Receipt, conversation, subject, project string, at time.Time) []RuleOutcome {
+func pendingOutcomes(rc shim.Receipt, conversation, subject, project string, at time.Time) []shim.RuleOutcome {
 	if conversation == "" || len(rc.Fired) == 0 {
 		return nil
 	}
-	os := make([]RuleOutcome, 0, len(rc.Fired))
+	os := make([]shim.RuleOutcome, 0, len(rc.Fired))
 	for _, f := range rc.Fired {
-		os = append(os, RuleOutcome{Receipt: rc.ID, Conversation: conversation, Subject: subject, Project: project,
+		os = append(os, shim.RuleOutcome{Receipt: rc.ID, Conversation: conversation, Subject: subject, Project: project,
 			Provision: f.ID, Version: f.Version, Builtin: f.Builtin, Outcome: OutcomePending, FiredAt: contract.Timestamp(at)})
 	}
 	return os
@@ -280,7 +227,7 @@ func (m *Memory) Entities(ctx context.Context, caller contract.Caller, project s
 
 // Outcomes returns the caller's rule outcomes newest first, at most limit
 // (0: 200). Errors: deny (missing_scope) without read scope.
-func (m *Memory) Outcomes(ctx context.Context, caller contract.Caller, limit int) ([]RuleOutcome, error) {
+func (m *Memory) Outcomes(ctx context.Context, caller contract.Caller, limit int) ([]shim.RuleOutcome, error) {
 	if err := authorizeRead(caller); err != nil {
 		return nil, err
 	}
@@ -289,4 +236,19 @@ func (m *Memory) Outcomes(ctx context.Context, caller contract.Caller, limit int
 	}
 	os, err := m.cfg.Store.ListOutcomes(ctx, caller.Identity.TenantSlot, caller.Identity.Subject, limit)
 	return os, asErr(err)
+}
+
+func authorizeRead(c contract.Caller) error {
+	return c.RequireScope("shim: reading", contract.ScopeRoute, contract.ScopeConfigure, contract.ScopeAdmin)
+}
+
+func isNotFound(err error) bool { return err != nil && contract.KindOf(err) == contract.KindNotFound }
+
+// asErr is contract.AsError that keeps a nil error nil (a nil *Error in an
+// error interface would not be).
+func asErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return contract.AsError(err)
 }

@@ -1,4 +1,4 @@
-package shim
+package memory
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
 )
 
 // Insight thresholds: an error signature seen on at least RecurringErrors
@@ -26,15 +27,15 @@ const (
 	CandidateRetryingRule   = "retrying_rule"   // a rule whose firing keeps being followed by an error
 )
 
-// Candidate is one reviewable proposal: a Provision with status candidate
+// Candidate is one reviewable proposal: a shim.Provision with status candidate
 // (valid against shim.provision.schema.json), the context entries it
 // refers to that do not exist yet, why, and the evidence. Accepting it is
 // an ordinary create of Context then Provision (with status set to active).
 type Candidate struct {
 	Kind         string                 `json:"kind"`
 	Reason       string                 `json:"reason"`
-	Provision    Provision              `json:"provision"`
-	Context      []ContextEntry         `json:"context,omitempty"`
+	Provision    shim.Provision         `json:"provision"`
+	Context      []shim.ContextEntry    `json:"context,omitempty"`
 	EvidenceRefs []contract.EvidenceRef `json:"evidence_refs"`
 }
 
@@ -73,7 +74,7 @@ func (m *Memory) Insights(ctx context.Context, caller contract.Caller, project s
 	valid := out.CandidateProvisions[:0]
 	for _, c := range out.CandidateProvisions {
 		b, _ := json.Marshal(c.Provision)
-		if _, err := DecodeProvision(b); err != nil {
+		if _, err := shim.DecodeProvision(b); err != nil {
 			m.cfg.Logf("shim: insights: dropped candidate %s: %v", c.Provision.ID, err)
 			continue
 		}
@@ -108,7 +109,7 @@ func errorType(sig string) string {
 // since it first appeared (the "fix entity": where the work went) becomes
 // a shim candidate triggered by the error type, whose context names those
 // entities.
-func recurringErrors(es []Entity, os []RuleOutcome) []Candidate {
+func recurringErrors(es []Entity, os []shim.RuleOutcome) []Candidate {
 	var out []Candidate
 	for _, sig := range es {
 		if sig.Kind != KindErrorSignature || sig.Count < RecurringErrors {
@@ -145,13 +146,13 @@ func recurringErrors(es []Entity, os []RuleOutcome) []Candidate {
 				ev = append(ev, receiptEvidence(o.NextReceipt))
 			}
 		}
-		p := Provision{ID: "CAND-ERR-" + h, Status: StatusCandidate, Action: ActionShim, ContextRefs: []string{ref},
-			Triggers:            Triggers{Mode: "any", Regex: []Regex{{Pattern: regexp.QuoteMeta(typ) + `\s*:`}}},
+		p := shim.Provision{ID: "CAND-ERR-" + h, Status: shim.StatusCandidate, Action: shim.ActionShim, ContextRefs: []string{ref},
+			Triggers:            shim.Triggers{Mode: "any", Regex: []shim.Regex{{Pattern: regexp.QuoteMeta(typ) + `\s*:`}}},
 			OncePerConversation: true}
 		out = append(out, Candidate{Kind: CandidateRecurringError,
 			Reason:       fmt.Sprintf("error signature seen %d times with %d related entities", sig.Count, len(fixes)),
 			Provision:    p,
-			Context:      []ContextEntry{{Ref: ref, Kind: "detail", Title: "Recurring error: " + truncate(typ, 150), Body: body.String()}},
+			Context:      []shim.ContextEntry{{Ref: ref, Kind: "detail", Title: "Recurring error: " + truncate(typ, 150), Body: body.String()}},
 			EvidenceRefs: ev})
 	}
 	return out
@@ -168,7 +169,7 @@ func truncate(s string, n int) string {
 // outcomes becomes a candidate revision: a copy (id "<id>.candidate",
 // status candidate, no version, not builtin) whose context adds a detail
 // entry listing the errors that followed it.
-func (m *Memory) retryingRules(ctx context.Context, tenant contract.TenantSlot, project string, os []RuleOutcome) ([]Candidate, error) {
+func (m *Memory) retryingRules(ctx context.Context, tenant contract.TenantSlot, project string, os []shim.RuleOutcome) ([]Candidate, error) {
 	type agg struct {
 		fired, retries int
 		sigs           []string
@@ -217,12 +218,12 @@ func (m *Memory) retryingRules(ctx context.Context, tenant contract.TenantSlot, 
 		}
 		c := p
 		c.ID = candidateID(p.ID)
-		c.Status, c.Version, c.UpdatedAt, c.SystemBuiltin, c.FabricGovernance = StatusCandidate, 0, "", false, nil
+		c.Status, c.Version, c.UpdatedAt, c.SystemBuiltin, c.FabricGovernance = shim.StatusCandidate, 0, "", false, nil
 		c.Match = cloneMatch(p.Match)
 		c.ContextRefs = slices.Clone(p.ContextRefs)
 		cand := Candidate{Kind: CandidateRetryingRule,
 			Reason: fmt.Sprintf("fired %d times, followed by an error %d times", a.fired, a.retries)}
-		if c.Action == ActionShim && len(c.ContextRefs) < 64 {
+		if c.Action == shim.ActionShim && len(c.ContextRefs) < 64 {
 			ref := "detail:memory/retry-" + shortHash(tenantKey(tenant), p.ID)
 			c.ContextRefs = append(c.ContextRefs, ref)
 			var body strings.Builder
@@ -230,7 +231,7 @@ func (m *Memory) retryingRules(ctx context.Context, tenant contract.TenantSlot, 
 			for _, s := range a.sigs {
 				fmt.Fprintf(&body, "- %s\n", s)
 			}
-			cand.Context = []ContextEntry{{Ref: ref, Kind: "detail", Title: "Errors after " + truncate(p.ID, 150), Body: body.String()}}
+			cand.Context = []shim.ContextEntry{{Ref: ref, Kind: "detail", Title: "Errors after " + truncate(p.ID, 150), Body: body.String()}}
 		}
 		cand.Provision = c
 		for _, r := range a.receipts {
@@ -255,7 +256,7 @@ func candidateID(id string) string {
 	return id + suffix
 }
 
-func cloneMatch(m *Match) *Match {
+func cloneMatch(m *shim.Match) *shim.Match {
 	if m == nil {
 		return nil
 	}

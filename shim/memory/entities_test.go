@@ -1,4 +1,4 @@
-package shim
+package memory
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/caduceus-dev/caduceus/shim"
 )
 
 func TestExtractEntities(t *testing.T) {
@@ -24,7 +26,7 @@ func TestExtractEntities(t *testing.T) {
 	}
 	for kind, vals := range want {
 		for _, v := range vals {
-			if !slices.Contains(got, EntityRef{kind, v}) {
+			if !slices.Contains(got, shim.EntityRef{Kind: kind, Value: v}) {
 				t.Errorf("missing %s %q in %v", kind, v, got)
 			}
 		}
