@@ -45,7 +45,7 @@ func (r ApplyReport) Failed() int {
 // UpdateProvision and reported on its own. The error is invalid only when
 // doc is not a document of that shape.
 func (s *Service) Apply(ctx context.Context, caller contract.Caller, attested string, doc []byte) (ApplyReport, error) {
-	provs, entries, err := DecodeBundle(doc)
+	provs, entries, err := decodeBundle(doc)
 	if err != nil {
 		return ApplyReport{}, err
 	}
@@ -87,10 +87,10 @@ func done(it ApplyItem, v int64, err error) ApplyItem {
 	return it
 }
 
-// DecodeBundle reads a YAML or JSON document of provisions and context
+// decodeBundle reads a YAML or JSON document of provisions and context
 // entries (see Apply) into one JSON object per item, unvalidated. It
 // returns an invalid *contract.Error when the document has another shape.
-func DecodeBundle(doc []byte) (provisions, entries []json.RawMessage, err error) {
+func decodeBundle(doc []byte) (provisions, entries []json.RawMessage, err error) {
 	var tree any
 	if err := yaml.Unmarshal(doc, &tree); err != nil {
 		return nil, nil, contract.Invalidf("bad_document", "shim: not YAML or JSON: %v", err)

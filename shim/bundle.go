@@ -10,7 +10,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
-// SyncBundle is what a provision source serves (a file of a directory, an
+// syncBundle is what a provision source serves (a file of a directory, an
 // HTTP URL, or a handshake answer):
 //
 //	{"provisions": [{...a provision, with "fabric_governance" and the
@@ -21,31 +21,31 @@ import (
 //
 // "context_entries" is accepted for "context". Records stay raw so one bad
 // record is refused on its own without losing the rest.
-type SyncBundle struct {
+type syncBundle struct {
 	Provisions []json.RawMessage
 	Context    []json.RawMessage
 }
 
-// MaxSyncRecords bounds the records of one bundle.
-const MaxSyncRecords = 10000
+// maxSyncRecords bounds the records of one bundle.
+const maxSyncRecords = 10000
 
-// ParseSyncBundle reads a JSON bundle. It returns an invalid
+// parseSyncBundle reads a JSON bundle. It returns an invalid
 // *contract.Error naming the field when the document is not an object of
 // lists of objects; it never panics.
-func ParseSyncBundle(b []byte) (SyncBundle, error) {
+func parseSyncBundle(b []byte) (syncBundle, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil || m == nil {
-		return SyncBundle{}, contract.Invalidf("bad_bundle", "shim: sync bundle must be a JSON object")
+		return syncBundle{}, contract.Invalidf("bad_bundle", "shim: sync bundle must be a JSON object")
 	}
-	var out SyncBundle
+	var out syncBundle
 	for k, v := range m {
 		var items []json.RawMessage
 		if err := json.Unmarshal(v, &items); err != nil && string(v) != "null" {
-			return SyncBundle{}, contract.FieldError("/"+k, "bad_bundle", "shim: field %s must be a list", k)
+			return syncBundle{}, contract.FieldError("/"+k, "bad_bundle", "shim: field %s must be a list", k)
 		}
 		for i, it := range items {
 			if t := bytes.TrimSpace(it); len(t) == 0 || t[0] != '{' {
-				return SyncBundle{}, contract.FieldError(fmt.Sprintf("/%s/%d", k, i), "bad_bundle", "shim: field %s.%d must be an object", k, i)
+				return syncBundle{}, contract.FieldError(fmt.Sprintf("/%s/%d", k, i), "bad_bundle", "shim: field %s.%d must be an object", k, i)
 			}
 		}
 		switch k {
@@ -54,11 +54,11 @@ func ParseSyncBundle(b []byte) (SyncBundle, error) {
 		case "context", "context_entries":
 			out.Context = append(out.Context, items...)
 		default:
-			return SyncBundle{}, contract.FieldError("/"+k, "bad_bundle", "shim: unknown bundle field %q (want provisions, context)", k)
+			return syncBundle{}, contract.FieldError("/"+k, "bad_bundle", "shim: unknown bundle field %q (want provisions, context)", k)
 		}
 	}
-	if len(out.Provisions)+len(out.Context) > MaxSyncRecords {
-		return SyncBundle{}, contract.Invalidf("bad_bundle", "shim: a bundle holds at most %d records", MaxSyncRecords)
+	if len(out.Provisions)+len(out.Context) > maxSyncRecords {
+		return syncBundle{}, contract.Invalidf("bad_bundle", "shim: a bundle holds at most %d records", maxSyncRecords)
 	}
 	return out, nil
 }
@@ -75,9 +75,9 @@ type syncMeta struct {
 
 var blobURIRE = regexp.MustCompile(`^tessera://blobs/([0-9a-f]{64})$`)
 
-// BlobDigest returns the lowercase hex SHA-256 a tessera://blobs/<64 hex>
+// blobDigest returns the lowercase hex SHA-256 a tessera://blobs/<64 hex>
 // URI names, or false when uri is not one.
-func BlobDigest(uri string) (string, bool) {
+func blobDigest(uri string) (string, bool) {
 	m := blobURIRE.FindStringSubmatch(strings.ToLower(uri))
 	if m == nil || !strings.HasPrefix(uri, "tessera://blobs/") {
 		return "", false

@@ -23,7 +23,7 @@ func TestParseSyncBundle(t *testing.T) {
 		{`{"rules":[]}`, 0, 0, "/rules"},
 		{`not json`, 0, 0, "(root)"},
 	} {
-		b, err := ParseSyncBundle([]byte(tc.in))
+		b, err := parseSyncBundle([]byte(tc.in))
 		if tc.field != "" {
 			e := contract.AsError(err)
 			if err == nil || e.Kind != contract.KindInvalid || (tc.field != "(root)" && e.Field != tc.field) {
@@ -48,7 +48,7 @@ func TestBlobDigest(t *testing.T) {
 		"tessera://nouns/" + h:                       "",
 		"tessera://blobs/" + strings.Repeat("g", 64): "",
 	} {
-		got, ok := BlobDigest(in)
+		got, ok := blobDigest(in)
 		if got != want || ok != (want != "") {
 			t.Errorf("BlobDigest(%q) = %q, %v; want %q", in, got, ok, want)
 		}
@@ -61,7 +61,7 @@ func FuzzParseSyncBundle(f *testing.F) {
 	f.Add([]byte(`{"provisions":[{"id":1}], "provisions":[{}]}`))
 	f.Add([]byte(`[{"id":"x"}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		sb, err := ParseSyncBundle(b)
+		sb, err := parseSyncBundle(b)
 		if err != nil {
 			if contract.KindOf(err) != contract.KindInvalid {
 				t.Fatalf("error of kind %s: %v", contract.KindOf(err), err)

@@ -246,11 +246,11 @@ func TestConversationIDStable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := ConversationID("", caller, req), "conv_"+ref(caller, req); got != want {
+		if got, want := conversationID("", caller, req), "conv_"+ref(caller, req); got != want {
 			t.Errorf("n=%d: %s, want %s", n, got, want)
 		}
 	}
-	if got := ConversationID("my-conv.1", caller, &wire.Request{}); got != "my-conv.1" {
+	if got := conversationID("my-conv.1", caller, &wire.Request{}); got != "my-conv.1" {
 		t.Errorf("header id not kept: %s", got)
 	}
 }

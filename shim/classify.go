@@ -26,10 +26,10 @@ type Classifier interface {
 // ErrMalformedVerdict is returned for a classifier reply of the wrong shape.
 var ErrMalformedVerdict = errors.New("shim: malformed classifier verdict")
 
-// ParseVerdict reads a classifier reply strictly: one JSON object with
+// parseVerdict reads a classifier reply strictly: one JSON object with
 // exactly the members apply (a boolean) and confidence (a finite number in
 // [0,1]). Anything else, including code fences, is ErrMalformedVerdict.
-func ParseVerdict(b []byte) (Verdict, error) {
+func parseVerdict(b []byte) (Verdict, error) {
 	var m map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(bytes.TrimSpace(b)))
 	if err := dec.Decode(&m); err != nil || dec.More() || m == nil {
@@ -55,7 +55,7 @@ func ParseVerdict(b []byte) (Verdict, error) {
 }
 
 // ChatClassifier asks an OpenAI-compatible POST {BaseURL}/v1/chat/completions
-// endpoint and parses the first choice's content with ParseVerdict.
+// endpoint and parses the first choice's content with parseVerdict.
 type ChatClassifier struct {
 	BaseURL string
 	APIKey  string
@@ -69,7 +69,7 @@ const classifierSystem = `You are a binary classifier. Answer only with a JSON o
 
 // Classify implements Classifier. A contributor-tier model is refused before any call.
 func (c *ChatClassifier) Classify(ctx context.Context, model, question, text string) (Verdict, error) {
-	if IsContributorModel(model) {
+	if isContributorModel(model) {
 		return Verdict{}, fmt.Errorf("shim: classifier model %q is contributor-tier and refused", model)
 	}
 	if len(text) > classifierInput {
@@ -97,5 +97,5 @@ func (c *ChatClassifier) Classify(ctx context.Context, model, question, text str
 	if len(out.Choices) == 0 || out.Choices[0].Message.Content == nil {
 		return Verdict{}, fmt.Errorf("%w: no content", ErrMalformedVerdict)
 	}
-	return ParseVerdict([]byte(*out.Choices[0].Message.Content))
+	return parseVerdict([]byte(*out.Choices[0].Message.Content))
 }

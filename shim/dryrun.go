@@ -57,7 +57,7 @@ func (s *Service) dryRun(ctx context.Context, caller contract.Caller, p wire.Pro
 	}
 	out := DryRunResult{Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{}}
 	out.Model = wire.PeekModel(body)
-	if IsContributorModel(out.Model) {
+	if isContributorModel(out.Model) {
 		out.Decision = DecisionRefused
 		out.Refusal = &Refusal{Code: CodeContributorRefused, Message: "shim: contributor-tier models are refused"}
 		return out, nil
@@ -67,7 +67,7 @@ func (s *Service) dryRun(ctx context.Context, caller contract.Caller, p wire.Pro
 		return DryRunResult{}, contract.Invalidf(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "wire: "))
 	}
 	tenant := caller.Identity.TenantSlot
-	out.ConversationID = ConversationID("", caller, req)
+	out.ConversationID = conversationID("", caller, req)
 	rs, err := s.ruleset(ctx, tenant, builtinOnly)
 	if err != nil {
 		return DryRunResult{}, asErr(err)

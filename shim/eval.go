@@ -148,7 +148,7 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 			}
 			th := c.p.Triggers.Semantic.Threshold
 			if th == 0 {
-				th = DefaultThreshold
+				th = defaultThreshold
 			}
 			hit := score >= th
 			if !hit && all {
@@ -165,7 +165,7 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 			case mode == modeOffline:
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_offline"})
 				continue
-			case IsContributorModel(mm.Model):
+			case isContributorModel(mm.Model):
 				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_contributor_refused"})
 				continue
 			case s.cfg.Classifier == nil:

@@ -30,7 +30,7 @@ func FuzzDecodeBundle(f *testing.F) {
 	f.Add([]byte(`[{"id":"P"}]`))
 	f.Add([]byte(`{"ref":"verb:x","kind":"verb","body":"b"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ps, es, err := DecodeBundle(b)
+		ps, es, err := decodeBundle(b)
 		if err != nil {
 			return
 		}
@@ -46,7 +46,7 @@ func FuzzParseVerdict(f *testing.F) {
 	f.Add([]byte(`{"apply":true,"confidence":0.5}`))
 	f.Add([]byte(`{"apply":false,"confidence":1e-3}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := ParseVerdict(b)
+		v, err := parseVerdict(b)
 		if err == nil && (v.Confidence < 0 || v.Confidence > 1 || v.Confidence != v.Confidence) {
 			t.Fatalf("accepted confidence %v", v.Confidence)
 		}

@@ -10,16 +10,16 @@ import (
 
 // Governance statuses (fabric_governance.status).
 const (
-	GovVerified    = "verified"
-	GovUnverified  = "unverified"
+	govVerified    = "verified"
+	govUnverified  = "unverified"
 	GovQuarantined = "quarantined"
 )
 
 // Visibility scopes (fabric_governance.visibility_scope).
 const (
-	VisibilityPublic = "public"  // any tenant ("" means the same)
-	VisibilityTeam   = "team"    // tenants in the record's cohort (a cohort is then required)
-	VisibilityTenant = "tenant:" // "tenant:slot-N": that tenant only
+	visibilityPublic = "public"  // any tenant ("" means the same)
+	visibilityTeam   = "team"    // tenants in the record's cohort (a cohort is then required)
+	visibilityTenant = "tenant:" // "tenant:slot-N": that tenant only
 )
 
 // Reasons the lens refuses a record; each is a stable code.
@@ -28,19 +28,19 @@ const (
 	ReasonQuarantined     = "quarantined"
 	ReasonUnverified      = "unverified"
 	ReasonVisibility      = "visibility_mismatch"
-	ReasonVisibilityBad   = "visibility_unknown"
+	reasonVisibilityBad   = "visibility_unknown"
 	ReasonCohort          = "cohort_mismatch"
 	ReasonHarness         = "harness_mismatch"
-	ReasonNotRouted       = "not_routed"
+	reasonNotRouted       = "not_routed"
 	ReasonBlobDigest      = "blob_digest_mismatch"
-	ReasonBlobUnavailable = "blob_unavailable"
-	ReasonBlobRef         = "blob_ref_invalid"
+	reasonBlobUnavailable = "blob_unavailable"
+	reasonBlobRef         = "blob_ref_invalid"
 	ReasonBuiltin         = "builtin_protected"
 	ReasonInvalid         = "invalid"
 	ReasonStale           = "stale_version"
 	ReasonLocalEdit       = "local_edit"
 	ReasonVersionConflict = "version_conflict"
-	ReasonStoreError      = "store_error"
+	reasonStoreError      = "store_error"
 )
 
 // Governor is the Layer-1 fabric_governance lens (seed 003, H12, H19).
@@ -68,7 +68,7 @@ func (g *Governor) Lens(gov *Governance, tenant contract.TenantSlot, harness str
 		return false, ReasonNoGovernance
 	}
 	switch gov.Status {
-	case GovVerified:
+	case govVerified:
 	case GovQuarantined:
 		return false, ReasonQuarantined
 	default:
@@ -78,17 +78,17 @@ func (g *Governor) Lens(gov *Governance, tenant contract.TenantSlot, harness str
 		return c != "" && g != nil && slices.Contains(g.Cohorts[tenant], c)
 	}
 	switch v := gov.VisibilityScope; {
-	case v == "" || v == VisibilityPublic:
-	case v == VisibilityTeam:
+	case v == "" || v == visibilityPublic:
+	case v == visibilityTeam:
 		if !inCohort(gov.Cohort) {
 			return false, ReasonVisibility
 		}
-	case strings.HasPrefix(v, VisibilityTenant):
-		if contract.TenantSlot(strings.TrimPrefix(v, VisibilityTenant)) != tenant {
+	case strings.HasPrefix(v, visibilityTenant):
+		if contract.TenantSlot(strings.TrimPrefix(v, visibilityTenant)) != tenant {
 			return false, ReasonVisibility
 		}
 	default:
-		return false, ReasonVisibilityBad
+		return false, reasonVisibilityBad
 	}
 	if c := gov.Cohort; c != "" && c != "*" && !inCohort(c) {
 		return false, ReasonCohort
@@ -109,7 +109,7 @@ func (g *Governor) Admit(_ context.Context, caller contract.Caller, p Provision)
 		return true, ""
 	}
 	if p.SystemBuiltin && !caller.Has(contract.ScopeRoute) {
-		return false, ReasonNotRouted
+		return false, reasonNotRouted
 	}
 	return g.Lens(p.FabricGovernance, caller.Identity.TenantSlot, caller.Harness)
 }

@@ -9,7 +9,7 @@ import (
 func TestLens(t *testing.T) {
 	g := &Governor{Cohorts: map[contract.TenantSlot][]string{"slot-1": {"core", "beta"}}}
 	v := func(vis, cohort string, harness ...string) *Governance {
-		return &Governance{Status: GovVerified, VisibilityScope: vis, Cohort: cohort, Harness: harness}
+		return &Governance{Status: govVerified, VisibilityScope: vis, Cohort: cohort, Harness: harness}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -20,7 +20,7 @@ func TestLens(t *testing.T) {
 	}{
 		{"no governance", nil, "slot-1", "h", ReasonNoGovernance},
 		{"quarantined", &Governance{Status: GovQuarantined}, "slot-1", "h", ReasonQuarantined},
-		{"unverified", &Governance{Status: GovUnverified}, "slot-1", "h", ReasonUnverified},
+		{"unverified", &Governance{Status: govUnverified}, "slot-1", "h", ReasonUnverified},
 		{"no status", &Governance{}, "slot-1", "h", ReasonUnverified},
 		{"public", v("public", ""), "slot-9", "h", ""},
 		{"empty visibility is public", v("", ""), "slot-9", "h", ""},
@@ -29,7 +29,7 @@ func TestLens(t *testing.T) {
 		{"team without cohort", v("team", ""), "slot-1", "h", ReasonVisibility},
 		{"tenant scope match", v("tenant:slot-2", ""), "slot-2", "h", ""},
 		{"tenant scope other", v("tenant:slot-2", ""), "slot-1", "h", ReasonVisibility},
-		{"unknown visibility", v("private", ""), "slot-1", "h", ReasonVisibilityBad},
+		{"unknown visibility", v("private", ""), "slot-1", "h", reasonVisibilityBad},
 		{"cohort star", v("public", "*"), "slot-9", "h", ""},
 		{"cohort mismatch", v("public", "research"), "slot-1", "h", ReasonCohort},
 		{"harness listed", v("public", "", "cursor", "claude-code"), "slot-1", "claude-code", ""},
@@ -51,7 +51,7 @@ func TestAdmit(t *testing.T) {
 	g := &Governor{}
 	routed := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1"}, Scopes: []contract.Scope{contract.ScopeRoute}, Harness: "h"}
 	conf := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1"}, Scopes: []contract.Scope{contract.ScopeConfigure}, Harness: "h"}
-	pub := &Governance{Status: GovVerified, VisibilityScope: "public"}
+	pub := &Governance{Status: govVerified, VisibilityScope: "public"}
 	for _, tc := range []struct {
 		name   string
 		p      Provision
@@ -62,7 +62,7 @@ func TestAdmit(t *testing.T) {
 		{"ungoverned builtin", Provision{ID: "a", SystemBuiltin: true}, conf, ""},
 		{"governed", Provision{ID: "a", FabricGovernance: pub}, conf, ""},
 		{"starter, routed", Provision{ID: "a", SystemBuiltin: true, FabricGovernance: pub}, routed, ""},
-		{"starter, not routed", Provision{ID: "a", SystemBuiltin: true, FabricGovernance: pub}, conf, ReasonNotRouted},
+		{"starter, not routed", Provision{ID: "a", SystemBuiltin: true, FabricGovernance: pub}, conf, reasonNotRouted},
 		{"starter, quarantined", Provision{ID: "a", SystemBuiltin: true, FabricGovernance: &Governance{Status: GovQuarantined}}, routed, ReasonQuarantined},
 	} {
 		ok, why := g.Admit(t.Context(), tc.caller, tc.p)

@@ -20,7 +20,7 @@ type HandshakeRequest struct {
 
 // handshakeSource is a remote provision server (source
 // "handshake+http(s)://host"): POST /handshake with a HandshakeRequest
-// answers a SyncBundle ({"provisions": [...], "context": [...]}), whose
+// answers a syncBundle ({"provisions": [...], "context": [...]}), whose
 // records go through the same lens, blob checks, max_chars clamp and CAS
 // as any sync; blobs are GET /blobs/<hex>.
 type handshakeSource struct {
@@ -30,13 +30,13 @@ type handshakeSource struct {
 	harness string
 }
 
-func (h *handshakeSource) bundle(ctx context.Context) (SyncBundle, error) {
+func (h *handshakeSource) bundle(ctx context.Context) (syncBundle, error) {
 	body, _ := json.Marshal(HandshakeRequest{Client: "caduceus", Tenant: h.tenant, Harness: h.harness, MaxChars: h.y.cfg.MaxChars})
 	b, err := h.y.fetch(ctx, http.MethodPost, h.base.JoinPath("handshake").String(), body)
 	if err != nil {
-		return SyncBundle{}, unavailable("%v", err)
+		return syncBundle{}, unavailable("%v", err)
 	}
-	return ParseSyncBundle(b)
+	return parseSyncBundle(b)
 }
 
 func (h *handshakeSource) blob(ctx context.Context, digest string) ([]byte, error) {

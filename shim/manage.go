@@ -274,7 +274,7 @@ func (s *Service) CreateContext(ctx context.Context, caller contract.Caller, att
 	if err := authorizeWrite(caller, attested); err != nil {
 		return ContextEntry{}, err
 	}
-	e, err := DecodeContextEntry(body)
+	e, err := decodeContextEntry(body)
 	if err != nil {
 		return ContextEntry{}, err
 	}
@@ -304,7 +304,7 @@ func (s *Service) UpdateContext(ctx context.Context, caller contract.Caller, att
 	if err := authorizeWrite(caller, attested); err != nil {
 		return ContextEntry{}, err
 	}
-	e, err := DecodeContextEntry(body)
+	e, err := decodeContextEntry(body)
 	if err != nil {
 		return ContextEntry{}, err
 	}

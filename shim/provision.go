@@ -37,8 +37,8 @@ const (
 // message (messages).
 const PlacementBeforeLastUser = "before_last_user"
 
-// DefaultMaxChars bounds a provision's rendered context when it sets none.
-const DefaultMaxChars = 4000
+// defaultMaxChars bounds a provision's rendered context when it sets none.
+const defaultMaxChars = 4000
 
 // Provision is a caller-scoped rule (DESIGN §7). Version is the server's
 // CAS counter; writes send the version they read.
@@ -88,7 +88,7 @@ type Keywords struct {
 	None []string `json:"none,omitempty"`
 }
 
-// Regex is an RE2 pattern matched against the first MaxRegexInput bytes of
+// Regex is an RE2 pattern matched against the first maxRegexInput bytes of
 // the last user message.
 type Regex struct {
 	Pattern string `json:"pattern"`
@@ -101,8 +101,8 @@ type Semantic struct {
 	Threshold float64  `json:"threshold,omitempty"`
 }
 
-// DefaultThreshold is the semantic threshold when a provision sets none.
-const DefaultThreshold = 0.75
+// defaultThreshold is the semantic threshold when a provision sets none.
+const defaultThreshold = 0.75
 
 // Micromodel is tier 3: a classifier model asked Question about the last
 // user message; it fires on {apply: true, confidence >= MinConfidence}.
@@ -219,10 +219,10 @@ func (p *Provision) check() error {
 	return nil
 }
 
-// DecodeContextEntry validates b against shim.context.schema.json and fills
+// decodeContextEntry validates b against shim.context.schema.json and fills
 // defaults and the body's sha256. It returns an invalid *contract.Error
 // naming the field otherwise.
-func DecodeContextEntry(b []byte) (ContextEntry, error) {
+func decodeContextEntry(b []byte) (ContextEntry, error) {
 	if err := contract.CheckJSON(b); err != nil {
 		return ContextEntry{}, err
 	}

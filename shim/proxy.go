@@ -27,7 +27,7 @@ const (
 	HeaderConversation = "X-Caduceus-Conversation"
 	HeaderProject      = "X-Caduceus-Project"
 	HeaderHarness      = "X-Caduceus-Harness"
-	HeaderEdgeAuth     = "X-Edge-Auth"
+	headerEdgeAuth     = "X-Edge-Auth"
 	HeaderReceipt      = "X-Caduceus-Receipt"
 	HeaderOverhead     = "X-Caduceus-Overhead-Us"
 )
@@ -38,11 +38,11 @@ const (
 	CodeEdgeAuth           = "edge_auth_required"
 	CodeInvalidRequest     = "invalid_request"
 	CodeOffline            = "offline"
-	CodeNoUpstream         = "upstream_not_configured"
+	codeNoUpstream         = "upstream_not_configured"
 	CodeUpstreamFailed     = "upstream_unreachable"
-	CodeTooLarge           = "request_too_large"
-	CodeBodyTimeout        = "request_timeout"
-	CodeUnauthenticated    = "unauthenticated"
+	codeTooLarge           = "request_too_large"
+	codeBodyTimeout        = "request_timeout"
+	codeUnauthenticated    = "unauthenticated"
 )
 
 // AuditAction is the audit action of a proxied request.
@@ -109,7 +109,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	t := &turn{start: time.Now(), r: r}
 	caller, ok := contract.CallerFrom(r.Context())
 	if !ok {
-		wire.WriteError(w, p, http.StatusUnauthorized, CodeUnauthenticated, "shim: no authenticated caller")
+		wire.WriteError(w, p, http.StatusUnauthorized, codeUnauthenticated, "shim: no authenticated caller")
 		return
 	}
 	t.caller = caller
@@ -119,7 +119,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		Harness: caller.Harness, Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{},
 	}
 	// Everything the headers decide is decided before the body is read.
-	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
+	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(headerEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
 		s.refuse(w, t, http.StatusForbidden, CodeEdgeAuth, "shim: requests must come through the edge")
 		return
 	}
@@ -134,9 +134,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			s.refuse(w, t, http.StatusRequestEntityTooLarge, CodeTooLarge, "shim: request body too large")
+			s.refuse(w, t, http.StatusRequestEntityTooLarge, codeTooLarge, "shim: request body too large")
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			s.refuse(w, t, http.StatusRequestTimeout, CodeBodyTimeout, "shim: the request body did not arrive in time")
+			s.refuse(w, t, http.StatusRequestTimeout, codeBodyTimeout, "shim: the request body did not arrive in time")
 		default:
 			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "shim: cannot read request body")
 		}
@@ -153,7 +153,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		return
 	}
 	t.rc.Model = wire.PeekModel(body)
-	if IsContributorModel(t.rc.Model) {
+	if isContributorModel(t.rc.Model) {
 		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
 		return
 	}
@@ -164,7 +164,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	}
 	t.req = req
 	t.rc.Stream = req.Stream
-	t.conv = ConversationID(r.Header.Get(HeaderConversation), caller, req)
+	t.conv = conversationID(r.Header.Get(HeaderConversation), caller, req)
 	t.rc.ConversationID = t.conv
 
 	ctx := r.Context()
@@ -320,7 +320,7 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	t.rc.Upstream = provider
 	up, ok := s.cfg.Upstreams[provider]
 	if !ok || up.BaseURL == "" {
-		s.refuse(w, t, http.StatusServiceUnavailable, CodeNoUpstream, "shim: no "+provider+" upstream is configured")
+		s.refuse(w, t, http.StatusServiceUnavailable, codeNoUpstream, "shim: no "+provider+" upstream is configured")
 		return
 	}
 	url := endpoint(up.BaseURL, p.Path())
@@ -479,11 +479,11 @@ func (t *turn) observed() Turn {
 
 var convHeaderRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,120}$`)
 
-// ConversationID is the conversation a request belongs to: the
+// conversationID is the conversation a request belongs to: the
 // X-Caduceus-Conversation header when it is well formed, else "conv_" and
 // a digest of the tenant, subject, protocol, system text and first user
 // message — stable across the turns of one conversation.
-func ConversationID(header string, caller contract.Caller, req *wire.Request) string {
+func conversationID(header string, caller contract.Caller, req *wire.Request) string {
 	if header != "" && convHeaderRE.MatchString(header) {
 		return header
 	}

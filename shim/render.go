@@ -119,7 +119,7 @@ func (s *Service) act(ctx context.Context, tenant contract.TenantSlot, req *wire
 func (s *Service) render(ctx context.Context, tenant contract.TenantSlot, c *compiled) (string, []Shimmed, []string, error) {
 	budget := c.p.MaxChars
 	if budget <= 0 {
-		budget = DefaultMaxChars
+		budget = defaultMaxChars
 	}
 	var shimmed []Shimmed
 	var missing []string

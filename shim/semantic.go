@@ -67,8 +67,8 @@ func stem(w string) string {
 	return w
 }
 
-// LocalDim is the dimension of the local embedder's vectors.
-const LocalDim = 512
+// localDim is the dimension of the local embedder's vectors.
+const localDim = 512
 
 // Local is the deterministic default Embedder: hashed word, concept and
 // character-trigram features. Concepts come from the shipped synonym
@@ -86,17 +86,17 @@ func (Local) Remote() bool { return false }
 func (Local) Embed(_ context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	for i, t := range texts {
-		out[i] = LocalVector(t)
+		out[i] = localVector(t)
 	}
 	return out, nil
 }
 
-// LocalVector is the local embedding of text (unit length, or zero).
-func LocalVector(text string) []float32 {
-	if len(text) > MaxTriggerText {
-		text = text[:MaxTriggerText]
+// localVector is the local embedding of text (unit length, or zero).
+func localVector(text string) []float32 {
+	if len(text) > maxTriggerText {
+		text = text[:maxTriggerText]
 	}
-	v := make([]float32, LocalDim)
+	v := make([]float32, localDim)
 	lex := lexicon()
 	for _, w := range tokens(strings.ToLower(text)) {
 		if stopwords[w] {
@@ -180,7 +180,7 @@ func (e *OpenAIEmbedder) Remote() bool { return true }
 
 // Embed implements Embedder. A contributor-tier model is refused before any call.
 func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	if IsContributorModel(e.Model) {
+	if isContributorModel(e.Model) {
 		return nil, fmt.Errorf("shim: embedder model %q is contributor-tier and refused", e.Model)
 	}
 	body, _ := json.Marshal(map[string]any{"model": e.Model, "input": texts})
@@ -249,8 +249,8 @@ func postJSON(ctx context.Context, c *http.Client, url, key string, body []byte,
 	return nil
 }
 
-// IsContributorModel reports whether a model id names a contributor-tier
+// isContributorModel reports whether a model id names a contributor-tier
 // model (it contains "contributor" in any case). Such models are refused.
-func IsContributorModel(model string) bool {
+func isContributorModel(model string) bool {
 	return strings.Contains(strings.ToLower(model), "contributor")
 }

@@ -38,7 +38,7 @@ type Config struct {
 	// responses, "anthropic" serves messages. A protocol without one is refused.
 	Upstreams map[string]Upstream
 	// Client sends upstream requests (nil: a client over
-	// UpstreamTransport(0), without overall timeout since streams may be
+	// upstreamTransport(0), without overall timeout since streams may be
 	// long; cancellation follows the caller's request).
 	Client *http.Client
 	// Embedder for tier 2 (nil: Local).
@@ -151,12 +151,12 @@ func New(cfg Config) *Service {
 		s.log = slog.Default()
 	}
 	if s.client == nil {
-		s.client = &http.Client{Transport: UpstreamTransport(0)}
+		s.client = &http.Client{Transport: upstreamTransport(0)}
 	}
 	return s
 }
 
-// UpstreamTransport is the transport the shim forwards with when
+// upstreamTransport is the transport the shim forwards with when
 // Config.Client is nil: an idle pool of maxIdlePerHost connections per
 // upstream (0: 256, enough for the concurrency one process serves, so
 // connections are reused rather than re-dialled under load), HTTP/2 where
@@ -164,7 +164,7 @@ func New(cfg Config) *Service {
 // dial 10s, TLS handshake 10s, response headers 120s (a provider may think
 // before its first byte) — but no overall timeout: a stream lasts as long as
 // the answer, and the caller's hang-up cancels it.
-func UpstreamTransport(maxIdlePerHost int) *http.Transport {
+func upstreamTransport(maxIdlePerHost int) *http.Transport {
 	if maxIdlePerHost <= 0 {
 		maxIdlePerHost = 256
 	}

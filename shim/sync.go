@@ -44,8 +44,8 @@ type SyncConfig struct {
 	Ledger SyncLedger
 }
 
-// DefaultMaxCharsCeiling is SyncConfig.MaxChars when unset.
-const DefaultMaxCharsCeiling = 20000
+// defaultMaxCharsCeiling is SyncConfig.MaxChars when unset.
+const defaultMaxCharsCeiling = 20000
 
 // Syncer loads governed provisions and context entries from a provision
 // source into the shim's store (seed 003, HC2).
@@ -60,7 +60,7 @@ func NewSyncer(svc *Service, cfg SyncConfig) *Syncer {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second}
 	}
 	if cfg.MaxChars <= 0 {
-		cfg.MaxChars = DefaultMaxCharsCeiling
+		cfg.MaxChars = defaultMaxCharsCeiling
 	}
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 16 << 20
@@ -111,7 +111,7 @@ type SyncReport struct {
 
 // source is where a bundle and its blobs come from.
 type source interface {
-	bundle(ctx context.Context) (SyncBundle, error)
+	bundle(ctx context.Context) (syncBundle, error)
 	blob(ctx context.Context, digest string) ([]byte, error)
 }
 
@@ -251,23 +251,23 @@ type dirSource struct {
 	dir string
 }
 
-func (d *dirSource) bundle(context.Context) (SyncBundle, error) {
+func (d *dirSource) bundle(context.Context) (syncBundle, error) {
 	names, err := filepath.Glob(filepath.Join(d.dir, "*.json"))
 	if err != nil {
-		return SyncBundle{}, unavailable("%v", err)
+		return syncBundle{}, unavailable("%v", err)
 	}
 	slices.Sort(names)
-	var out SyncBundle
+	var out syncBundle
 	for _, n := range names {
 		b, err := readFileMax(n, d.y.cfg.MaxBytes)
 		if err != nil {
-			return SyncBundle{}, unavailable("%v", err)
+			return syncBundle{}, unavailable("%v", err)
 		}
-		sb, err := ParseSyncBundle(b)
+		sb, err := parseSyncBundle(b)
 		if err != nil {
 			e := contract.AsError(err)
 			e.Message = filepath.Base(n) + ": " + e.Message
-			return SyncBundle{}, e
+			return syncBundle{}, e
 		}
 		out.Provisions = append(out.Provisions, sb.Provisions...)
 		out.Context = append(out.Context, sb.Context...)
@@ -298,12 +298,12 @@ type httpSource struct {
 	u *url.URL
 }
 
-func (h *httpSource) bundle(ctx context.Context) (SyncBundle, error) {
+func (h *httpSource) bundle(ctx context.Context) (syncBundle, error) {
 	b, err := h.y.fetch(ctx, http.MethodGet, h.u.String(), nil)
 	if err != nil {
-		return SyncBundle{}, unavailable("%v", err)
+		return syncBundle{}, unavailable("%v", err)
 	}
-	return ParseSyncBundle(b)
+	return parseSyncBundle(b)
 }
 
 func (h *httpSource) blob(ctx context.Context, digest string) ([]byte, error) {
@@ -350,13 +350,13 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 		return refuse(it, ReasonInvalid, err.Error()), tenant
 	}
 	if meta.BodyURI != "" {
-		digest, ok := BlobDigest(meta.BodyURI)
+		digest, ok := blobDigest(meta.BodyURI)
 		if !ok {
-			return refuse(it, ReasonBlobRef, "body_uri must be tessera://blobs/<64 hex sha256>"), tenant
+			return refuse(it, reasonBlobRef, "body_uri must be tessera://blobs/<64 hex sha256>"), tenant
 		}
 		blob, err := s.blob(ctx, digest)
 		if err != nil {
-			return refuse(it, ReasonBlobUnavailable, err.Error()), tenant
+			return refuse(it, reasonBlobUnavailable, err.Error()), tenant
 		}
 		if !checkBlob(blob, digest) {
 			return refuse(it, ReasonBlobDigest, "the blob's SHA-256 does not match "+meta.BodyURI), tenant
@@ -369,7 +369,7 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 		m["body"] = string(blob)
 		doc, _ = json.Marshal(m)
 	}
-	e, err := DecodeContextEntry(doc)
+	e, err := decodeContextEntry(doc)
 	if err != nil {
 		return refuse(it, ReasonInvalid, contract.AsError(err).Message), tenant
 	}
@@ -384,7 +384,7 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 		got, err := st.CreateContext(ctx, tenant, e)
 		return y.mark(ctx, tenant, written(it, got.Version, SyncCreated, err)), tenant
 	case err != nil:
-		return refuse(it, ReasonStoreError, err.Error()), tenant
+		return refuse(it, reasonStoreError, err.Error()), tenant
 	}
 	a, b := cur, e
 	a.Version, a.UpdatedAt, b.Version, b.UpdatedAt = 0, "", 0, ""
@@ -407,7 +407,7 @@ func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it Sync
 	if y.cfg.Ledger != nil {
 		m, ok, err := y.cfg.Ledger.GetSyncMark(ctx, tenant, it.Kind, it.ID)
 		if err != nil {
-			return refuse(it, ReasonStoreError, err.Error()), false
+			return refuse(it, reasonStoreError, err.Error()), false
 		}
 		mark, marked = m, ok
 	}
@@ -473,7 +473,7 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 		rep.Clamped = append(rep.Clamped, Clamp{Kind: "provision", ID: p.ID, From: p.MaxChars, To: y.cfg.MaxChars})
 		p.MaxChars = y.cfg.MaxChars
 	}
-	if p.Triggers.Micromodel != nil && IsContributorModel(p.Triggers.Micromodel.Model) {
+	if p.Triggers.Micromodel != nil && isContributorModel(p.Triggers.Micromodel.Model) {
 		return refuse(it, CodeContributorRefused, "triggers.micromodel.model names a contributor-tier model"), tenant
 	}
 	st := y.svc.store
@@ -483,7 +483,7 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 		got, err := st.CreateProvision(ctx, tenant, p)
 		return y.mark(ctx, tenant, written(it, got.Version, SyncCreated, err)), tenant
 	case err != nil:
-		return refuse(it, ReasonStoreError, err.Error()), tenant
+		return refuse(it, reasonStoreError, err.Error()), tenant
 	}
 	cur.defaults()
 	a, _ := json.Marshal(withoutServerFields(cur))
@@ -544,7 +544,7 @@ func written(it SyncItem, v int64, result string, err error) SyncItem {
 			}
 			return it
 		}
-		return refuse(it, ReasonStoreError, e.Message)
+		return refuse(it, reasonStoreError, e.Message)
 	}
 	it.Version, it.Result = v, result
 	return it

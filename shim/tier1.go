@@ -11,8 +11,8 @@ import (
 
 // Input bounds of tier 1.
 const (
-	MaxTriggerText = 64 << 10 // bytes of the last user message that triggers read
-	MaxRegexInput  = 4 << 10  // bytes of it that regex triggers read
+	maxTriggerText = 64 << 10 // bytes of the last user message that triggers read
+	maxRegexInput  = 4 << 10  // bytes of it that regex triggers read
 )
 
 // compiled is a provision ready to evaluate.
@@ -230,8 +230,8 @@ func (rs *ruleset) candidates(s *signals) []uint64 {
 	}
 	if len(rs.lits) > 0 {
 		in := s.text
-		if len(in) > MaxRegexInput {
-			in = in[:MaxRegexInput]
+		if len(in) > maxRegexInput {
+			in = in[:maxRegexInput]
 		}
 		s.folded(in)
 		for id, hit := range s.lits {
@@ -432,8 +432,8 @@ func requiredLiteral(pattern string) string {
 }
 
 func (rs *ruleset) signals(text string, tools []string, paths func() []string) *signals {
-	if len(text) > MaxTriggerText {
-		text = text[:MaxTriggerText]
+	if len(text) > maxTriggerText {
+		text = text[:maxTriggerText]
 	}
 	s := &signals{text: text, hits: make([]bool, len(rs.words)), tools: tools, paths: paths, rs: rs}
 	if len(rs.index) == 0 {
@@ -639,8 +639,8 @@ func (c *compiled) tier1(s *signals, words []string) (bool, string) {
 	}
 	if len(c.regex) > 0 {
 		in := s.text
-		if len(in) > MaxRegexInput {
-			in = in[:MaxRegexInput]
+		if len(in) > maxRegexInput {
+			in = in[:maxRegexInput]
 		}
 		for i, re := range c.regex {
 			if lit := c.reLit[i]; lit >= 0 {

@@ -36,7 +36,7 @@ func TestTier1(t *testing.T) {
 		{text: "prod needs a reboot", want: "ALLANY"},
 		{text: "staging needs a reboot", want: ""},
 		{text: "got error e1234 today", want: "RE"},
-		{text: strings.Repeat("x", MaxRegexInput) + " E1234", want: ""}, // regex input is bounded
+		{text: strings.Repeat("x", maxRegexInput) + " E1234", want: ""}, // regex input is bounded
 		{text: "leaked a SECRET-Token here", want: "LIT"},
 		{text: "leaked a ſecret-key here", want: "LIT"}, // RE2 folds ſ to s; the literal prefilter must too
 		{text: "a secret, key and token", want: ""},
@@ -97,16 +97,16 @@ func TestLocalEmbedderParaphrase(t *testing.T) {
 			t.Fatalf("paraphrase shares the content word %q", w)
 		}
 	}
-	ex, p := LocalVector(example), LocalVector(para)
-	unrelated := LocalVector("what is a good recipe for banana bread")
+	ex, p := localVector(example), localVector(para)
+	unrelated := localVector("what is a good recipe for banana bread")
 	sim, far := cosine(ex, p), cosine(ex, unrelated)
-	if sim < DefaultThreshold {
-		t.Fatalf("paraphrase similarity %.3f below the default threshold %.2f", sim, DefaultThreshold)
+	if sim < defaultThreshold {
+		t.Fatalf("paraphrase similarity %.3f below the default threshold %.2f", sim, defaultThreshold)
 	}
 	if far > 0.3 {
 		t.Fatalf("unrelated similarity %.3f", far)
 	}
-	if again := LocalVector(example); cosine(ex, again) < 0.9999 {
+	if again := localVector(example); cosine(ex, again) < 0.9999 {
 		t.Fatal("local embedder is not deterministic")
 	}
 }
@@ -118,7 +118,7 @@ func TestParseVerdict(t *testing.T) {
 		`{"apply":true,"confidence":1}`:    {true, 1},
 	}
 	for in, want := range good {
-		v, err := ParseVerdict([]byte(in))
+		v, err := parseVerdict([]byte(in))
 		if err != nil || v != want {
 			t.Errorf("%s: %+v %v", in, v, err)
 		}
@@ -131,7 +131,7 @@ func TestParseVerdict(t *testing.T) {
 		`{"apply":true,"confidence":0.9} trailing`, `{"apply":null,"confidence":0.5}`,
 	}
 	for _, in := range bad {
-		if v, err := ParseVerdict([]byte(in)); err == nil {
+		if v, err := parseVerdict([]byte(in)); err == nil {
 			t.Errorf("accepted %q as %+v", in, v)
 		}
 	}

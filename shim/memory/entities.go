@@ -18,16 +18,16 @@ const (
 	KindErrorSignature = "error_signature"
 )
 
-// EntityKinds lists the five kinds in a fixed order.
-var EntityKinds = []string{KindFilePath, KindCodeSymbol, KindTesseraURI, KindStatuteCard, KindErrorSignature}
+// entityKinds lists the five kinds in a fixed order.
+var entityKinds = []string{KindFilePath, KindCodeSymbol, KindTesseraURI, KindStatuteCard, KindErrorSignature}
 
-// Extraction bounds: input past MaxEntityInput bytes is ignored, at most
-// MaxEntitiesPerKind distinct values are kept per kind, and a value is at
-// most MaxEntityValue bytes.
+// Extraction bounds: input past maxEntityInput bytes is ignored, at most
+// maxEntitiesPerKind distinct values are kept per kind, and a value is at
+// most maxEntityValue bytes.
 const (
-	MaxEntityInput     = 256 << 10
-	MaxEntitiesPerKind = 64
-	MaxEntityValue     = 300
+	maxEntityInput     = 256 << 10
+	maxEntitiesPerKind = 64
+	maxEntityValue     = 300
 )
 
 // codeExts are the file extensions a file_path entity may end in.
@@ -54,9 +54,9 @@ func uriEnd(c byte) bool {
 	return c <= ' ' || c >= 0x7f || c == '"' || c == '\'' || c == '<' || c == '>' || c == '`' || c == ')' || c == ']' || c == '}' || c == '|' || c == '\\'
 }
 
-// ExtractEntities returns the distinct entities of text, ordered by kind
-// (EntityKinds order) then first appearance. It is deterministic, makes no
-// call and never panics; input past MaxEntityInput bytes is ignored.
+// extractEntities returns the distinct entities of text, ordered by kind
+// (entityKinds order) then first appearance. It is deterministic, makes no
+// call and never panics; input past maxEntityInput bytes is ignored.
 //
 // The rules, in one pass over tokens (runs of letters, digits and
 // _./~@+-:): file_path is a token ending in a source-file extension (a
@@ -65,10 +65,10 @@ func uriEnd(c byte) bool {
 // qualified with ::, or dotted with an upper-case segment (pkg.Func,
 // Type.Method); statute_card_id is SC-<ID> or STATUTE-<ID> (upper-case
 // segments) or statute:<id>; tessera_uri is tessera:// up to white space,
-// a quote or a closing bracket; error_signature comes from ErrorSignatures.
-func ExtractEntities(text string) []shim.EntityRef {
-	if len(text) > MaxEntityInput {
-		text = text[:MaxEntityInput]
+// a quote or a closing bracket; error_signature comes from errorSignatures.
+func extractEntities(text string) []shim.EntityRef {
+	if len(text) > maxEntityInput {
+		text = text[:maxEntityInput]
 	}
 	x := extractor{seen: map[shim.EntityRef]bool{}}
 	for i := 0; i < len(text); {
@@ -99,7 +99,7 @@ func ExtractEntities(text string) []shim.EntityRef {
 		x.token(text[i:j], before, after)
 		i = j
 	}
-	for _, s := range ErrorSignatures(text) {
+	for _, s := range errorSignatures(text) {
 		x.add(KindErrorSignature, s)
 	}
 	slices.SortStableFunc(x.out, func(a, b shim.EntityRef) int { return kindRank(a.Kind) - kindRank(b.Kind) })
@@ -114,7 +114,7 @@ type extractor struct {
 
 func (x *extractor) add(kind, v string) {
 	k := kindRank(kind)
-	if v == "" || len(v) > MaxEntityValue || x.n[k] >= MaxEntitiesPerKind {
+	if v == "" || len(v) > maxEntityValue || x.n[k] >= maxEntitiesPerKind {
 		return
 	}
 	e := shim.EntityRef{Kind: kind, Value: v}
@@ -248,7 +248,7 @@ func symbol(tok string) (sym string, qualified, upper bool) {
 // matched, but "e.g(" style typos and these are dropped).
 var commonCall = map[string]bool{"and": true, "the": true, "for": true, "see": true, "with": true, "not": true, "this": true, "that": true}
 
-func kindRank(k string) int { return slices.Index(EntityKinds, k) }
+func kindRank(k string) int { return slices.Index(entityKinds, k) }
 
 var (
 	normPathRE = regexp.MustCompile(`(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[A-Za-z0-9_@.+-]+)+/?|(?:[A-Za-z0-9_@.+-]+/)+[A-Za-z0-9_@.+-]+`)
@@ -258,18 +258,18 @@ var (
 	spaceRE    = regexp.MustCompile(`\s+`)
 )
 
-// ErrorSignatures returns the normalized error lines of text: the
+// errorSignatures returns the normalized error lines of text: the
 // exception type plus its message, with paths replaced by <path>, ids and
 // hex by <id>, quoted strings by <str> and numbers by <n>, cut at 200
 // bytes. Python "Traceback" headers and Go "goroutine" lines are skipped
 // (the error line that follows is what identifies the error).
-func ErrorSignatures(text string) []string {
-	if len(text) > MaxEntityInput {
-		text = text[:MaxEntityInput]
+func errorSignatures(text string) []string {
+	if len(text) > maxEntityInput {
+		text = text[:maxEntityInput]
 	}
 	var out []string
 	var done map[string]bool // raw lines already normalized (stack traces repeat)
-	for len(text) > 0 && len(out) < MaxEntitiesPerKind {
+	for len(text) > 0 && len(out) < maxEntitiesPerKind {
 		line := text
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
 			line, text = text[:i], text[i+1:]
@@ -284,7 +284,7 @@ func ErrorSignatures(text string) []string {
 			done = map[string]bool{}
 		}
 		done[line] = true
-		if s := NormalizeError(line); s != "" && !slices.Contains(out, s) {
+		if s := normalizeError(line); s != "" && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
@@ -322,8 +322,8 @@ func errorLine(line string) bool {
 	return false
 }
 
-// NormalizeError normalizes one error line (see ErrorSignatures).
-func NormalizeError(line string) string {
+// normalizeError normalizes one error line (see errorSignatures).
+func normalizeError(line string) string {
 	typ, msg, ok := strings.Cut(line, ":")
 	if !ok {
 		typ, msg = line, ""
@@ -351,11 +351,11 @@ func NormalizeError(line string) string {
 	return s
 }
 
-// TurnText is the text a turn adds to its conversation: every message
+// turnText is the text a turn adds to its conversation: every message
 // after the last assistant message (the new user text and tool results),
 // plus the system text on a first turn. Earlier turns were seen when they
 // were sent, so memory and retry attribution read only this.
-func TurnText(req *wire.Request) string {
+func turnText(req *wire.Request) string {
 	start := 0
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == "assistant" {
@@ -374,13 +374,13 @@ func TurnText(req *wire.Request) string {
 	return b.String()
 }
 
-// TurnEntities extracts the entities of a turn: those of TurnText plus
+// turnEntities extracts the entities of a turn: those of turnText plus
 // the file paths named in tool arguments.
-func TurnEntities(req *wire.Request) []shim.EntityRef {
-	es := ExtractEntities(TurnText(req))
+func turnEntities(req *wire.Request) []shim.EntityRef {
+	es := extractEntities(turnText(req))
 	for _, p := range req.Paths {
 		e := shim.EntityRef{Kind: KindFilePath, Value: p}
-		if p != "" && len(p) <= MaxEntityValue && !slices.Contains(es, e) {
+		if p != "" && len(p) <= maxEntityValue && !slices.Contains(es, e) {
 			es = append(es, e)
 		}
 	}

@@ -16,7 +16,7 @@ func TestExtractEntities(t *testing.T) {
 		"Traceback (most recent call last):\n" +
 		"  File \"/home/u/app/main.py\", line 12, in <module>\n" +
 		"KeyError: 'user_42' at /srv/app/models/user.py line 88\n"
-	got := ExtractEntities(text)
+	got := extractEntities(text)
 	want := map[string][]string{
 		KindFilePath:       {"internal/api/handler.go", "/home/u/app/main.py", "/srv/app/models/user.py"},
 		KindCodeSymbol:     {"Server.Start", "parseConfig", "os.Getenv"},
@@ -36,7 +36,7 @@ func TestExtractEntities(t *testing.T) {
 			t.Fatalf("not ordered by kind: %v", got)
 		}
 	}
-	if !slices.Equal(got, ExtractEntities(text)) {
+	if !slices.Equal(got, extractEntities(text)) {
 		t.Fatal("extraction is not deterministic")
 	}
 }
@@ -49,18 +49,18 @@ func TestErrorSignaturesNormalize(t *testing.T) {
 		{"error[E0308]: mismatched types", "error[E<n>]: mismatched types"},
 		{"TypeError: cannot read id 7f3a9c2e11aa0bb3 of usr_01HZZZZZZZZZZZZ", "TypeError: cannot read id <id> of <id>"},
 	} {
-		got := ErrorSignatures(tc.in)
+		got := errorSignatures(tc.in)
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("ErrorSignatures(%q) = %q, want [%q]", tc.in, got, tc.want)
 		}
 	}
 	// Two occurrences differing only in numbers, paths and ids are one signature.
-	a := ErrorSignatures("KeyError: 'a' at /x/y.py line 3")
-	b := ErrorSignatures("KeyError: 'b' at /z/w/v.py line 99")
+	a := errorSignatures("KeyError: 'a' at /x/y.py line 3")
+	b := errorSignatures("KeyError: 'b' at /z/w/v.py line 99")
 	if !slices.Equal(a, b) {
 		t.Fatalf("%q and %q should normalize the same", a, b)
 	}
-	if got := ErrorSignatures("everything is fine, no errors here"); len(got) != 0 {
+	if got := errorSignatures("everything is fine, no errors here"); len(got) != 0 {
 		t.Fatalf("prose yields %q", got)
 	}
 }
@@ -71,13 +71,13 @@ func TestExtractEntitiesBounds(t *testing.T) {
 		fmt.Fprintf(&b, "pkg/f%d.go ", i)
 	}
 	n := 0
-	for _, e := range ExtractEntities(b.String()) {
+	for _, e := range extractEntities(b.String()) {
 		if e.Kind == KindFilePath {
 			n++
 		}
 	}
-	if n != MaxEntitiesPerKind {
-		t.Fatalf("kept %d paths, want %d", n, MaxEntitiesPerKind)
+	if n != maxEntitiesPerKind {
+		t.Fatalf("kept %d paths, want %d", n, maxEntitiesPerKind)
 	}
 }
 
@@ -87,16 +87,16 @@ func FuzzExtractEntities(f *testing.F) {
 	f.Add("`" + strings.Repeat("é", 300) + "`")
 	f.Add("Error: " + strings.Repeat("ü", 200))
 	f.Fuzz(func(t *testing.T, s string) {
-		es := ExtractEntities(s)
+		es := extractEntities(s)
 		for _, e := range es {
-			if kindRank(e.Kind) < 0 || e.Value == "" || len(e.Value) > MaxEntityValue {
+			if kindRank(e.Kind) < 0 || e.Value == "" || len(e.Value) > maxEntityValue {
 				t.Fatalf("bad entity %+v", e)
 			}
 			if utf8.ValidString(s) && !utf8.ValidString(e.Value) {
 				t.Fatalf("entity %q is not valid UTF-8", e.Value)
 			}
 		}
-		if !slices.Equal(es, ExtractEntities(s)) {
+		if !slices.Equal(es, extractEntities(s)) {
 			t.Fatal("not deterministic")
 		}
 	})
@@ -114,7 +114,7 @@ func BenchmarkExtractEntities32KB(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
-		ExtractEntities(text)
+		extractEntities(text)
 	}
 }
 
@@ -130,6 +130,6 @@ func BenchmarkExtractEntities32KBUnique(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
-		ExtractEntities(text)
+		extractEntities(text)
 	}
 }

@@ -13,12 +13,12 @@ import (
 	"github.com/caduceus-dev/caduceus/shim"
 )
 
-// Insight thresholds: an error signature seen on at least RecurringErrors
-// turns, and a rule with at least RetryErrors retry_error outcomes, become
+// Insight thresholds: an error signature seen on at least minRecurringErrors
+// turns, and a rule with at least minRetryErrors retry_error outcomes, become
 // candidates.
 const (
-	RecurringErrors = 2
-	RetryErrors     = 2
+	minRecurringErrors = 2
+	minRetryErrors     = 2
 )
 
 // Candidate kinds.
@@ -104,7 +104,7 @@ func errorType(sig string) string {
 	return strings.TrimSpace(t)
 }
 
-// recurringErrors: each error_signature seen at least RecurringErrors
+// recurringErrors: each error_signature seen at least minRecurringErrors
 // times with at least one file_path or code_symbol of its project seen
 // since it first appeared (the "fix entity": where the work went) becomes
 // a shim candidate triggered by the error type, whose context names those
@@ -112,7 +112,7 @@ func errorType(sig string) string {
 func recurringErrors(es []Entity, os []shim.RuleOutcome) []Candidate {
 	var out []Candidate
 	for _, sig := range es {
-		if sig.Kind != KindErrorSignature || sig.Count < RecurringErrors {
+		if sig.Kind != KindErrorSignature || sig.Count < minRecurringErrors {
 			continue
 		}
 		first, _ := contract.ParseTimestamp(sig.FirstSeen)
@@ -165,7 +165,7 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// retryingRules: each provision with at least RetryErrors retry_error
+// retryingRules: each provision with at least minRetryErrors retry_error
 // outcomes becomes a candidate revision: a copy (id "<id>.candidate",
 // status candidate, no version, not builtin) whose context adds a detail
 // entry listing the errors that followed it.
@@ -198,7 +198,7 @@ func (m *Memory) retryingRules(ctx context.Context, tenant contract.TenantSlot, 
 	}
 	ids := make([]string, 0, len(by))
 	for id, a := range by {
-		if a.retries >= RetryErrors {
+		if a.retries >= minRetryErrors {
 			ids = append(ids, id)
 		}
 	}

@@ -23,9 +23,9 @@ const DefaultProject = "default"
 
 var projectRE = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,120}$`)
 
-// ProjectTag is the project a request's entities are kept under: the
+// projectTag is the project a request's entities are kept under: the
 // X-Caduceus-Project header when well formed, else DefaultProject.
-func ProjectTag(header string) string {
+func projectTag(header string) string {
 	if projectRE.MatchString(header) {
 		return header
 	}
@@ -129,7 +129,7 @@ func (m *Memory) ObserveTurn(ctx context.Context, t shim.Turn) {
 	if t.Request == nil || t.Receipt.Decision == shim.DecisionRefused {
 		return
 	}
-	if err := m.Record(ctx, t.Caller, t.Conversation, ProjectTag(t.Project), t.Receipt, t.Request); err != nil {
+	if err := m.Record(ctx, t.Caller, t.Conversation, projectTag(t.Project), t.Receipt, t.Request); err != nil {
 		m.cfg.Logf("shim: memory: %v", err)
 	}
 }
@@ -138,7 +138,7 @@ func (m *Memory) ObserveTurn(ctx context.Context, t shim.Turn) {
 func (m *Memory) Record(ctx context.Context, caller contract.Caller, conversation, project string, rc shim.Receipt, req *wire.Request) error {
 	tenant, subject := caller.Identity.TenantSlot, caller.Identity.Subject
 	at := m.cfg.Now()
-	es := TurnEntities(req)
+	es := turnEntities(req)
 	if ts, ok := m.cfg.Store.(TurnStore); ok {
 		return ts.RecordMemory(ctx, m.write(caller, conversation, project, rc, es, at))
 	}
@@ -175,7 +175,7 @@ func (m *Memory) PlanTurn(t shim.Turn) (shim.MemoryWrite, bool) {
 	if t.Request == nil || t.Receipt.Decision == shim.DecisionRefused {
 		return shim.MemoryWrite{}, false
 	}
-	return m.write(t.Caller, t.Conversation, ProjectTag(t.Project), t.Receipt, TurnEntities(t.Request), m.cfg.Now()), true
+	return m.write(t.Caller, t.Conversation, projectTag(t.Project), t.Receipt, turnEntities(t.Request), m.cfg.Now()), true
 }
 
 func (m *Memory) write(caller contract.Caller, conversation, project string, rc shim.Receipt, es []shim.EntityRef, at time.Time) shim.MemoryWrite {
