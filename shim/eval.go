@@ -50,163 +50,236 @@ func (c *compiled) applies(caller contract.Caller, req *wire.Request) bool {
 // evaluate runs every applicable provision's triggers in priority order.
 // Tier 1 is pure; tiers 2 and 3 share the per-request Budget.
 func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Caller, req *wire.Request, mode evalMode) evaluation {
-	var ev evaluation
-	text := req.LastUserText()
-	sig := rs.signals(text, req.Used, req.AllPaths)
-	// the budget bounds tiers 2 and 3 from the start of the evaluation; its
-	// timer is made only when a rule reaches one of them
-	deadline := time.Now().Add(s.cfg.Budget)
-	var budget context.Context
-	cancel := context.CancelFunc(func() {})
-	defer func() { cancel() }()
-	getBudget := func() context.Context {
-		if budget == nil {
-			budget, cancel = context.WithDeadline(ctx, deadline)
-		}
-		return budget
-	}
-	var query []float32
-	queryErr := ""
-	embedder := s.embedder
-	if mode == modeOffline && embedder.Remote() {
-		embedder = Local{}
-	}
-	// Only the candidate rules run their triggers: a simple rule no signal
-	// woke cannot fire. A quiet rule (simple, no match clause) that needs
-	// no admission call is not even visited unless woken: it is counted as
-	// evaluated up front. Every other rule is still offered to the
-	// admission hook, whose refusals the receipt lists.
-	admit := s.cfg.Admit
-	visit := rs.candidates(sig)
-	if s.fullScan {
-		for i := range visit {
-			visit[i] = ^uint64(0)
-		}
-	} else if admit == nil {
-		ev.Evaluated = rs.quiet
-	} else {
-		ev.Evaluated = rs.quietFree
-	}
+	r := s.newEvalRun(ctx, rs, caller, req, mode)
+	defer r.stop()
+	visit := r.candidates()
 	for i, c := range rs.rules {
 		woken := visit[i/64]&(1<<(i%64)) != 0
-		counted := !s.fullScan && c.quiet && (admit == nil || c.noAdmit)
+		counted := !s.fullScan && c.quiet && (r.admit == nil || c.noAdmit)
 		if !woken && counted {
 			continue
 		}
-		if !c.applies(caller, req) {
+		if !c.applies(caller, req) || !r.admitted(c) {
 			continue
 		}
-		if admit != nil && !c.noAdmit {
-			if ok, why := admit(ctx, caller, c.p); !ok {
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "not_admitted:" + why})
-				continue
-			}
-		}
 		if !counted {
-			ev.Evaluated++
+			r.ev.Evaluated++
 		}
 		if !woken {
 			continue
 		}
-		if c.vetoed(sig) {
-			ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "keyword_none"})
+		if c.vetoed(r.sig) {
+			r.skip(c, "keyword_none")
 			continue
 		}
-		all := c.p.Triggers.Mode == "all"
-		var fired *Fired
-		hit1, why1 := false, ""
-		if c.hasT1 {
-			hit1, why1 = c.tier1(sig, rs.words)
-			if hit1 && !all {
-				fired = &Fired{Tier: 1, Reason: why1}
-			}
-			if !hit1 && all {
-				continue
-			}
-		}
-		if fired == nil && c.hasT2 {
-			if getBudget().Err() != nil {
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
-				continue
-			}
-			if query == nil && queryErr == "" {
-				vs, err := embedder.Embed(getBudget(), []string{text})
-				if err != nil || len(vs) != 1 {
-					queryErr = fmt.Sprint("embedder_error: ", err)
-				} else {
-					query = vs[0]
-				}
-			}
-			if queryErr != "" {
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, queryErr})
-				continue
-			}
-			score, err := s.similarity(getBudget(), embedder, query, c.p.Triggers.Semantic.Examples)
-			if err != nil {
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "embedder_error"})
-				continue
-			}
-			th := c.p.Triggers.Semantic.Threshold
-			if th == 0 {
-				th = defaultThreshold
-			}
-			hit := score >= th
-			if !hit && all {
-				continue
-			}
-			if hit && !all {
-				conf := score
-				fired = &Fired{Tier: 2, Reason: "semantic:" + strconv.FormatFloat(score, 'f', 3, 64), Confidence: &conf}
-			}
-		}
-		if fired == nil && c.hasT3 {
-			mm := c.p.Triggers.Micromodel
-			switch {
-			case mode == modeOffline:
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_offline"})
-				continue
-			case isContributorModel(mm.Model):
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_contributor_refused"})
-				continue
-			case s.cfg.Classifier == nil:
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "micromodel_not_configured"})
-				continue
-			case getBudget().Err() != nil:
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, "budget_exhausted"})
-				continue
-			}
-			v, err := s.cfg.Classifier.Classify(getBudget(), mm.Model, mm.Question, text)
-			if err != nil {
-				reason := "micromodel_error"
-				if getBudget().Err() != nil {
-					reason = "budget_exhausted"
-				} else if isMalformed(err) {
-					reason = "micromodel_malformed"
-				}
-				ev.Skipped = append(ev.Skipped, Skipped{c.p.ID, c.p.Version, reason})
-				continue
-			}
-			if !v.Apply || v.Confidence < mm.MinConfidence {
-				continue
-			}
-			conf := v.Confidence
-			fired = &Fired{Tier: 3, Reason: "micromodel:" + strconv.FormatFloat(conf, 'f', 3, 64), Confidence: &conf}
-		}
-		if fired == nil && all {
-			// every configured tier hit; report the first
-			fired = &Fired{Tier: 1, Reason: why1}
-			if !c.hasT1 {
-				fired = &Fired{Tier: 2, Reason: "semantic"}
-			}
+		fired, skip := r.fire(c)
+		if skip != "" {
+			r.skip(c, skip)
+			continue
 		}
 		if fired == nil {
 			continue
 		}
 		fired.ID, fired.Version, fired.Action, fired.Builtin = c.p.ID, c.p.Version, c.p.Action, c.builtin
-		ev.Fired = append(ev.Fired, *fired)
-		ev.fired = append(ev.fired, c)
+		r.ev.Fired = append(r.ev.Fired, *fired)
+		r.ev.fired = append(r.ev.fired, c)
 	}
-	return ev
+	return r.ev
+}
+
+// evalRun is one evaluation: the request's tier-1 signals, the admission
+// hook, the per-request budget of tiers 2 and 3 (its timer made only when
+// a rule reaches one of them), and the query embedding (made at most once).
+type evalRun struct {
+	s        *Service
+	ctx      context.Context
+	rs       *ruleset
+	caller   contract.Caller
+	mode     evalMode
+	text     string
+	sig      *signals
+	admit    func(ctx context.Context, caller contract.Caller, p Provision) (bool, string)
+	embedder Embedder
+
+	deadline time.Time
+	budgetCx context.Context
+	cancel   context.CancelFunc
+
+	query    []float32
+	queryErr string
+
+	ev evaluation
+}
+
+func (s *Service) newEvalRun(ctx context.Context, rs *ruleset, caller contract.Caller, req *wire.Request, mode evalMode) evalRun {
+	text := req.LastUserText()
+	r := evalRun{s: s, ctx: ctx, rs: rs, caller: caller, mode: mode, text: text,
+		sig:   rs.signals(text, req.Used, req.AllPaths),
+		admit: s.cfg.Admit, embedder: s.embedder,
+		// the budget bounds tiers 2 and 3 from the start of the evaluation
+		deadline: time.Now().Add(s.cfg.Budget),
+	}
+	// offline evaluation never calls a remote embedder (seed 003, H16)
+	if mode == modeOffline && r.embedder.Remote() {
+		r.embedder = Local{}
+	}
+	return r
+}
+
+func (r *evalRun) stop() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
+// budget is the context tiers 2 and 3 run under.
+func (r *evalRun) budget() context.Context {
+	if r.budgetCx == nil {
+		r.budgetCx, r.cancel = context.WithDeadline(r.ctx, r.deadline)
+	}
+	return r.budgetCx
+}
+
+func (r *evalRun) skip(c *compiled, reason string) {
+	r.ev.Skipped = append(r.ev.Skipped, Skipped{c.p.ID, c.p.Version, reason})
+}
+
+// candidates says which rules run their triggers: a simple rule no signal
+// woke cannot fire. A quiet rule (simple, no match clause) that needs no
+// admission call is not even visited unless woken: it is counted as
+// evaluated up front. Every other rule is still offered to the admission
+// hook, whose refusals the receipt lists.
+func (r *evalRun) candidates() []uint64 {
+	visit := r.rs.candidates(r.sig)
+	switch {
+	case r.s.fullScan:
+		for i := range visit {
+			visit[i] = ^uint64(0)
+		}
+	case r.admit == nil:
+		r.ev.Evaluated = r.rs.quiet
+	default:
+		r.ev.Evaluated = r.rs.quietFree
+	}
+	return visit
+}
+
+// admitted asks the admission hook (the governance lens, seed 003 H12)
+// about c, and records a refusal as skipped.
+func (r *evalRun) admitted(c *compiled) bool {
+	if r.admit == nil || c.noAdmit {
+		return true
+	}
+	ok, why := r.admit(r.ctx, r.caller, c.p)
+	if !ok {
+		r.skip(c, "not_admitted:"+why)
+	}
+	return ok
+}
+
+// fire runs c's trigger tiers in order and says what fired (nil: nothing)
+// or why c was skipped. In mode any the first tier that hits fires and
+// the later tiers are not run (seed 003, H06); in mode all every
+// configured tier must hit.
+func (r *evalRun) fire(c *compiled) (fired *Fired, skip string) {
+	all := c.p.Triggers.Mode == "all"
+	why1 := ""
+	if c.hasT1 {
+		hit, why := c.tier1(r.sig, r.rs.words)
+		if hit && !all {
+			return &Fired{Tier: 1, Reason: why}, ""
+		}
+		if !hit && all {
+			return nil, ""
+		}
+		why1 = why
+	}
+	if c.hasT2 {
+		if fired, skip, done := r.semantic(c, all); done {
+			return fired, skip
+		}
+	}
+	if c.hasT3 {
+		return r.micromodel(c)
+	}
+	if !all {
+		return nil, ""
+	}
+	// every configured tier hit; report the first
+	if !c.hasT1 {
+		return &Fired{Tier: 2, Reason: "semantic"}, ""
+	}
+	return &Fired{Tier: 1, Reason: why1}, ""
+}
+
+// semantic is tier 2 (seed 003, H05): the best cosine of the request's
+// last user text against c's examples, compared with the threshold. done
+// is false when the next tier decides (a hit in mode all, a miss in mode
+// any).
+func (r *evalRun) semantic(c *compiled, all bool) (fired *Fired, skip string, done bool) {
+	if r.budget().Err() != nil {
+		return nil, "budget_exhausted", true
+	}
+	if r.query == nil && r.queryErr == "" {
+		vs, err := r.embedder.Embed(r.budget(), []string{r.text})
+		if err != nil || len(vs) != 1 {
+			r.queryErr = fmt.Sprint("embedder_error: ", err)
+		} else {
+			r.query = vs[0]
+		}
+	}
+	if r.queryErr != "" {
+		return nil, r.queryErr, true
+	}
+	score, err := r.s.similarity(r.budget(), r.embedder, r.query, c.p.Triggers.Semantic.Examples)
+	if err != nil {
+		return nil, "embedder_error", true
+	}
+	th := c.p.Triggers.Semantic.Threshold
+	if th == 0 {
+		th = defaultThreshold
+	}
+	hit := score >= th
+	switch {
+	case !hit && all:
+		return nil, "", true
+	case hit && !all:
+		conf := score
+		return &Fired{Tier: 2, Reason: "semantic:" + strconv.FormatFloat(score, 'f', 3, 64), Confidence: &conf}, "", true
+	}
+	return nil, "", false
+}
+
+// micromodel is tier 3: a classifier's typed verdict (seed 003, H16),
+// never offline, never from a contributor-tier model (H03), within the
+// budget. Its answer is final for c.
+func (r *evalRun) micromodel(c *compiled) (fired *Fired, skip string) {
+	mm := c.p.Triggers.Micromodel
+	switch {
+	case r.mode == modeOffline:
+		return nil, "micromodel_offline"
+	case isContributorModel(mm.Model):
+		return nil, "micromodel_contributor_refused"
+	case r.s.cfg.Classifier == nil:
+		return nil, "micromodel_not_configured"
+	case r.budget().Err() != nil:
+		return nil, "budget_exhausted"
+	}
+	v, err := r.s.cfg.Classifier.Classify(r.budget(), mm.Model, mm.Question, r.text)
+	if err != nil {
+		switch {
+		case r.budget().Err() != nil:
+			return nil, "budget_exhausted"
+		case isMalformed(err):
+			return nil, "micromodel_malformed"
+		}
+		return nil, "micromodel_error"
+	}
+	if !v.Apply || v.Confidence < mm.MinConfidence {
+		return nil, ""
+	}
+	conf := v.Confidence
+	return &Fired{Tier: 3, Reason: "micromodel:" + strconv.FormatFloat(conf, 'f', 3, 64), Confidence: &conf}, ""
 }
 
 // Governed is the Config.AdmitOnly of Governor.Admit: the provisions that
