@@ -77,11 +77,11 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 			r.skip(c, skip)
 			continue
 		}
-		if fired == nil {
+		if fired.Tier == 0 {
 			continue
 		}
 		fired.ID, fired.Version, fired.Action, fired.Builtin = c.p.ID, c.p.Version, c.p.Action, c.builtin
-		r.ev.Fired = append(r.ev.Fired, *fired)
+		r.ev.Fired = append(r.ev.Fired, fired)
 		r.ev.fired = append(r.ev.fired, c)
 	}
 	return r.ev
@@ -177,20 +177,20 @@ func (r *evalRun) admitted(c *compiled) bool {
 	return ok
 }
 
-// fire runs c's trigger tiers in order and says what fired (nil: nothing)
+// fire runs c's trigger tiers in order and says what fired (Tier 0: nothing)
 // or why c was skipped. In mode any the first tier that hits fires and
 // the later tiers are not run (seed 003, H06); in mode all every
 // configured tier must hit.
-func (r *evalRun) fire(c *compiled) (fired *Fired, skip string) {
+func (r *evalRun) fire(c *compiled) (fired Fired, skip string) {
 	all := c.p.Triggers.Mode == "all"
 	why1 := ""
 	if c.hasT1 {
 		hit, why := c.tier1(r.sig, r.rs.words)
 		if hit && !all {
-			return &Fired{Tier: 1, Reason: why}, ""
+			return Fired{Tier: 1, Reason: why}, ""
 		}
 		if !hit && all {
-			return nil, ""
+			return Fired{}, ""
 		}
 		why1 = why
 	}
@@ -203,22 +203,22 @@ func (r *evalRun) fire(c *compiled) (fired *Fired, skip string) {
 		return r.micromodel(c)
 	}
 	if !all {
-		return nil, ""
+		return Fired{}, ""
 	}
 	// every configured tier hit; report the first
 	if !c.hasT1 {
-		return &Fired{Tier: 2, Reason: "semantic"}, ""
+		return Fired{Tier: 2, Reason: "semantic"}, ""
 	}
-	return &Fired{Tier: 1, Reason: why1}, ""
+	return Fired{Tier: 1, Reason: why1}, ""
 }
 
 // semantic is tier 2 (seed 003, H05): the best cosine of the request's
 // last user text against c's examples, compared with the threshold. done
 // is false when the next tier decides (a hit in mode all, a miss in mode
 // any).
-func (r *evalRun) semantic(c *compiled, all bool) (fired *Fired, skip string, done bool) {
+func (r *evalRun) semantic(c *compiled, all bool) (fired Fired, skip string, done bool) {
 	if r.budget().Err() != nil {
-		return nil, "budget_exhausted", true
+		return Fired{}, "budget_exhausted", true
 	}
 	if r.query == nil && r.queryErr == "" {
 		vs, err := r.embedder.Embed(r.budget(), []string{r.text})
@@ -229,11 +229,11 @@ func (r *evalRun) semantic(c *compiled, all bool) (fired *Fired, skip string, do
 		}
 	}
 	if r.queryErr != "" {
-		return nil, r.queryErr, true
+		return Fired{}, r.queryErr, true
 	}
 	score, err := r.s.similarity(r.budget(), r.embedder, r.query, c.p.Triggers.Semantic.Examples)
 	if err != nil {
-		return nil, "embedder_error", true
+		return Fired{}, "embedder_error", true
 	}
 	th := c.p.Triggers.Semantic.Threshold
 	if th == 0 {
@@ -242,44 +242,44 @@ func (r *evalRun) semantic(c *compiled, all bool) (fired *Fired, skip string, do
 	hit := score >= th
 	switch {
 	case !hit && all:
-		return nil, "", true
+		return Fired{}, "", true
 	case hit && !all:
 		conf := score
-		return &Fired{Tier: 2, Reason: "semantic:" + strconv.FormatFloat(score, 'f', 3, 64), Confidence: &conf}, "", true
+		return Fired{Tier: 2, Reason: "semantic:" + strconv.FormatFloat(score, 'f', 3, 64), Confidence: &conf}, "", true
 	}
-	return nil, "", false
+	return Fired{}, "", false
 }
 
 // micromodel is tier 3: a classifier's typed verdict (seed 003, H16),
 // never offline, never from a contributor-tier model (H03), within the
 // budget. Its answer is final for c.
-func (r *evalRun) micromodel(c *compiled) (fired *Fired, skip string) {
+func (r *evalRun) micromodel(c *compiled) (fired Fired, skip string) {
 	mm := c.p.Triggers.Micromodel
 	switch {
 	case r.mode == modeOffline:
-		return nil, "micromodel_offline"
+		return Fired{}, "micromodel_offline"
 	case isContributorModel(mm.Model):
-		return nil, "micromodel_contributor_refused"
+		return Fired{}, "micromodel_contributor_refused"
 	case r.s.cfg.Classifier == nil:
-		return nil, "micromodel_not_configured"
+		return Fired{}, "micromodel_not_configured"
 	case r.budget().Err() != nil:
-		return nil, "budget_exhausted"
+		return Fired{}, "budget_exhausted"
 	}
 	v, err := r.s.cfg.Classifier.Classify(r.budget(), mm.Model, mm.Question, r.text)
 	if err != nil {
 		switch {
 		case r.budget().Err() != nil:
-			return nil, "budget_exhausted"
+			return Fired{}, "budget_exhausted"
 		case isMalformed(err):
-			return nil, "micromodel_malformed"
+			return Fired{}, "micromodel_malformed"
 		}
-		return nil, "micromodel_error"
+		return Fired{}, "micromodel_error"
 	}
 	if !v.Apply || v.Confidence < mm.MinConfidence {
-		return nil, ""
+		return Fired{}, ""
 	}
 	conf := v.Confidence
-	return &Fired{Tier: 3, Reason: "micromodel:" + strconv.FormatFloat(conf, 'f', 3, 64), Confidence: &conf}, ""
+	return Fired{Tier: 3, Reason: "micromodel:" + strconv.FormatFloat(conf, 'f', 3, 64), Confidence: &conf}, ""
 }
 
 // Governed is the Config.AdmitOnly of Governor.Admit: the provisions that
