@@ -112,6 +112,9 @@ type Service struct {
 	compiledCache sync.Map // compiledKey -> *compiledEntry
 	examples      sync.Map // embedder name + "\x00" + text -> []float32
 
+	provDocs documents[Provision, *Provision]
+	ctxDocs  documents[ContextEntry, *ContextEntry]
+
 	fullScan bool // tests: evaluate runs every rule's triggers (the reference for the candidate index)
 }
 
@@ -153,6 +156,16 @@ func New(cfg Config) *Service {
 	if s.client == nil {
 		s.client = &http.Client{Transport: upstreamTransport(0)}
 	}
+	st := s.store
+	s.provDocs = documents[Provision, *Provision]{s: s, noun: "provision", keyField: "id",
+		immutable: "field system_builtin: a tenant provision cannot become a builtin; create one instead",
+		decode:    DecodeProvision, normalize: (*Provision).defaults,
+		list: st.ListProvisions, get: st.GetProvision, create: st.CreateProvision, update: st.UpdateProvision, remove: st.DeleteProvision,
+		written: s.invalidate}
+	s.ctxDocs = documents[ContextEntry, *ContextEntry]{s: s, noun: "context entry", keyField: "ref",
+		immutable: "field system_builtin: a tenant entry cannot become a builtin",
+		decode:    decodeContextEntry,
+		list:      st.ListContext, get: st.GetContext, create: st.CreateContext, update: st.UpdateContext, remove: st.DeleteContext}
 	return s
 }
 
