@@ -18,8 +18,8 @@ import (
 // JSON, like a database row), so callers cannot alias stored state.
 type Memory struct {
 	mu       sync.Mutex
-	provs    map[key][]byte
-	ctx      map[key][]byte
+	provs    table[shim.Provision]
+	ctx      table[shim.ContextEntry]
 	ledger   map[ledgerKey]bool
 	receipts map[contract.TenantSlot][][]byte // in insertion order
 }
@@ -37,7 +37,12 @@ type ledgerKey struct {
 
 // NewMemory returns an empty store.
 func NewMemory() *Memory {
-	return &Memory{provs: map[key][]byte{}, ctx: map[key][]byte{}, ledger: map[ledgerKey]bool{}, receipts: map[contract.TenantSlot][][]byte{}}
+	return &Memory{
+		provs: table[shim.Provision]{noun: "provision", rows: map[key][]byte{},
+			key: func(p *shim.Provision) string { return p.ID }, version: func(p *shim.Provision) *int64 { return &p.Version }},
+		ctx: table[shim.ContextEntry]{noun: "context entry", rows: map[key][]byte{},
+			key: func(e *shim.ContextEntry) string { return e.Ref }, version: func(e *shim.ContextEntry) *int64 { return &e.Version }},
+		ledger: map[ledgerKey]bool{}, receipts: map[contract.TenantSlot][][]byte{}}
 }
 
 var _ shim.Store = (*Memory)(nil)
@@ -66,9 +71,18 @@ func conflict(what, id string) error {
 	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q has another version", what, id)
 }
 
-func list[T any](m map[key][]byte, tenant contract.TenantSlot) []T {
+// table is one kind of versioned document (provisions, context entries)
+// keyed by (tenant, key), with the Store's CAS rules.
+type table[T any] struct {
+	noun    string
+	rows    map[key][]byte
+	key     func(*T) string
+	version func(*T) *int64
+}
+
+func (t *table[T]) list(tenant contract.TenantSlot) []T {
 	var ids []string
-	for k := range m {
+	for k := range t.rows {
 		if k.tenant == tenant {
 			ids = append(ids, k.id)
 		}
@@ -76,137 +90,131 @@ func list[T any](m map[key][]byte, tenant contract.TenantSlot) []T {
 	slices.Sort(ids)
 	out := make([]T, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, dec[T](m[key{tenant, id}]))
+		out = append(out, dec[T](t.rows[key{tenant, id}]))
 	}
 	return out
+}
+
+func (t *table[T]) get(tenant contract.TenantSlot, id string) (T, error) {
+	b, ok := t.rows[key{tenant, id}]
+	if !ok {
+		var zero T
+		return zero, notFound(t.noun, id)
+	}
+	return dec[T](b), nil
+}
+
+func (t *table[T]) create(tenant contract.TenantSlot, d T) (T, error) {
+	k := key{tenant, t.key(&d)}
+	if _, ok := t.rows[k]; ok {
+		var zero T
+		return zero, contract.Conflictf(shim.CodeExists, "shim: %s %q exists", t.noun, k.id)
+	}
+	*t.version(&d) = 1
+	t.rows[k] = enc(d)
+	return dec[T](t.rows[k]), nil
+}
+
+// current checks that id exists in tenant at ifVersion.
+func (t *table[T]) current(k key, ifVersion int64) error {
+	b, ok := t.rows[k]
+	if !ok {
+		return notFound(t.noun, k.id)
+	}
+	if stored := dec[T](b); *t.version(&stored) != ifVersion {
+		return conflict(t.noun, k.id)
+	}
+	return nil
+}
+
+func (t *table[T]) update(tenant contract.TenantSlot, d T, ifVersion int64) (T, error) {
+	k := key{tenant, t.key(&d)}
+	if err := t.current(k, ifVersion); err != nil {
+		var zero T
+		return zero, err
+	}
+	*t.version(&d) = ifVersion + 1
+	t.rows[k] = enc(d)
+	return dec[T](t.rows[k]), nil
+}
+
+func (t *table[T]) delete(tenant contract.TenantSlot, id string, ifVersion int64) error {
+	k := key{tenant, id}
+	if err := t.current(k, ifVersion); err != nil {
+		return err
+	}
+	delete(t.rows, k)
+	return nil
 }
 
 // ListProvisions implements shim.Store.
 func (m *Memory) ListProvisions(_ context.Context, tenant contract.TenantSlot) ([]shim.Provision, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return list[shim.Provision](m.provs, tenant), nil
+	return m.provs.list(tenant), nil
 }
 
 // GetProvision implements shim.Store.
 func (m *Memory) GetProvision(_ context.Context, tenant contract.TenantSlot, id string) (shim.Provision, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.provs[key{tenant, id}]
-	if !ok {
-		return shim.Provision{}, notFound("provision", id)
-	}
-	return dec[shim.Provision](b), nil
+	return m.provs.get(tenant, id)
 }
 
 // CreateProvision implements shim.Store.
 func (m *Memory) CreateProvision(_ context.Context, tenant contract.TenantSlot, p shim.Provision) (shim.Provision, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := key{tenant, p.ID}
-	if _, ok := m.provs[k]; ok {
-		return shim.Provision{}, contract.Conflictf(shim.CodeExists, "shim: provision %q exists", p.ID)
-	}
-	p.Version = 1
-	m.provs[k] = enc(p)
-	return dec[shim.Provision](m.provs[k]), nil
+	return m.provs.create(tenant, p)
 }
 
 // UpdateProvision implements shim.Store.
 func (m *Memory) UpdateProvision(_ context.Context, tenant contract.TenantSlot, p shim.Provision, ifVersion int64) (shim.Provision, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := key{tenant, p.ID}
-	b, ok := m.provs[k]
-	if !ok {
-		return shim.Provision{}, notFound("provision", p.ID)
-	}
-	if dec[shim.Provision](b).Version != ifVersion {
-		return shim.Provision{}, conflict("provision", p.ID)
-	}
-	p.Version = ifVersion + 1
-	m.provs[k] = enc(p)
-	return dec[shim.Provision](m.provs[k]), nil
+	return m.provs.update(tenant, p, ifVersion)
 }
 
 // DeleteProvision implements shim.Store.
 func (m *Memory) DeleteProvision(_ context.Context, tenant contract.TenantSlot, id string, ifVersion int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := key{tenant, id}
-	b, ok := m.provs[k]
-	if !ok {
-		return notFound("provision", id)
-	}
-	if dec[shim.Provision](b).Version != ifVersion {
-		return conflict("provision", id)
-	}
-	delete(m.provs, k)
-	return nil
+	return m.provs.delete(tenant, id, ifVersion)
 }
 
 // ListContext implements shim.Store.
 func (m *Memory) ListContext(_ context.Context, tenant contract.TenantSlot) ([]shim.ContextEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return list[shim.ContextEntry](m.ctx, tenant), nil
+	return m.ctx.list(tenant), nil
 }
 
 // GetContext implements shim.Store.
 func (m *Memory) GetContext(_ context.Context, tenant contract.TenantSlot, ref string) (shim.ContextEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.ctx[key{tenant, ref}]
-	if !ok {
-		return shim.ContextEntry{}, notFound("context entry", ref)
-	}
-	return dec[shim.ContextEntry](b), nil
+	return m.ctx.get(tenant, ref)
 }
 
 // CreateContext implements shim.Store.
 func (m *Memory) CreateContext(_ context.Context, tenant contract.TenantSlot, e shim.ContextEntry) (shim.ContextEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := key{tenant, e.Ref}
-	if _, ok := m.ctx[k]; ok {
-		return shim.ContextEntry{}, contract.Conflictf(shim.CodeExists, "shim: context entry %q exists", e.Ref)
-	}
-	e.Version = 1
-	m.ctx[k] = enc(e)
-	return dec[shim.ContextEntry](m.ctx[k]), nil
+	return m.ctx.create(tenant, e)
 }
 
 // UpdateContext implements shim.Store.
 func (m *Memory) UpdateContext(_ context.Context, tenant contract.TenantSlot, e shim.ContextEntry, ifVersion int64) (shim.ContextEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := key{tenant, e.Ref}
-	b, ok := m.ctx[k]
-	if !ok {
-		return shim.ContextEntry{}, notFound("context entry", e.Ref)
-	}
-	if dec[shim.ContextEntry](b).Version != ifVersion {
-		return shim.ContextEntry{}, conflict("context entry", e.Ref)
-	}
-	e.Version = ifVersion + 1
-	m.ctx[k] = enc(e)
-	return dec[shim.ContextEntry](m.ctx[k]), nil
+	return m.ctx.update(tenant, e, ifVersion)
 }
 
 // DeleteContext implements shim.Store.
 func (m *Memory) DeleteContext(_ context.Context, tenant contract.TenantSlot, ref string, ifVersion int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := key{tenant, ref}
-	b, ok := m.ctx[k]
-	if !ok {
-		return notFound("context entry", ref)
-	}
-	if dec[shim.ContextEntry](b).Version != ifVersion {
-		return conflict("context entry", ref)
-	}
-	delete(m.ctx, k)
-	return nil
+	return m.ctx.delete(tenant, ref, ifVersion)
 }
 
 // MarkShimmed implements shim.Store.
