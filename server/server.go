@@ -17,6 +17,7 @@ import (
 	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
 )
@@ -47,7 +48,7 @@ type Config struct {
 	// ShimMemory and ShimSync serve memory, outcomes, insights and governed
 	// sync (issue 6); nil when the shim gate is off.
 	ShimMemory *memory.Memory
-	ShimSync   *shim.Syncer
+	ShimSync   *provsync.Syncer
 	// Relay is the relay connector's handler (GET /relay, POST
 	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
 	// gateways and platforms itself (HMAC tokens, platform signatures).

@@ -69,7 +69,7 @@ const classifierSystem = `You are a binary classifier. Answer only with a JSON o
 
 // Classify implements Classifier. A contributor-tier model is refused before any call.
 func (c *ChatClassifier) Classify(ctx context.Context, model, question, text string) (Verdict, error) {
-	if isContributorModel(model) {
+	if IsContributorModel(model) {
 		return Verdict{}, fmt.Errorf("shim: classifier model %q is contributor-tier and refused", model)
 	}
 	if len(text) > classifierInput {

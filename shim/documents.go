@@ -134,7 +134,7 @@ func (m *documents[T, P]) locate(ctx context.Context, tenant contract.TenantSlot
 // schema or a rule names the field), conflict (exists).
 func (m *documents[T, P]) Create(ctx context.Context, caller contract.Caller, attested string, body []byte) (T, error) {
 	var zero T
-	if err := authorizeWrite(caller, attested); err != nil {
+	if err := AuthorizeWrite(caller, attested); err != nil {
 		return zero, err
 	}
 	d, err := m.decode(body)
@@ -182,7 +182,7 @@ func (m *documents[T, P]) createTenant(ctx context.Context, caller contract.Call
 // (version_conflict) — and nothing changes.
 func (m *documents[T, P]) Update(ctx context.Context, caller contract.Caller, attested, key string, ifVersion int64, body []byte) (T, error) {
 	var zero T
-	if err := authorizeWrite(caller, attested); err != nil {
+	if err := AuthorizeWrite(caller, attested); err != nil {
 		return zero, err
 	}
 	d, err := m.decode(body)
@@ -220,7 +220,7 @@ func (m *documents[T, P]) Update(ctx context.Context, caller contract.Caller, at
 
 // Delete deletes document key if its version is ifVersion. Errors as Update.
 func (m *documents[T, P]) Delete(ctx context.Context, caller contract.Caller, attested, key string, ifVersion int64) error {
-	if err := authorizeWrite(caller, attested); err != nil {
+	if err := AuthorizeWrite(caller, attested); err != nil {
 		return err
 	}
 	if ifVersion < 1 {

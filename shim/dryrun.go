@@ -57,7 +57,7 @@ func (s *Service) dryRun(ctx context.Context, caller contract.Caller, p wire.Pro
 	}
 	out := DryRunResult{Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{}}
 	out.Model = wire.PeekModel(body)
-	if isContributorModel(out.Model) {
+	if IsContributorModel(out.Model) {
 		out.Decision = DecisionRefused
 		out.Refusal = &Refusal{Code: CodeContributorRefused, Message: "shim: contributor-tier models are refused"}
 		return out, nil

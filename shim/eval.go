@@ -258,7 +258,7 @@ func (r *evalRun) micromodel(c *compiled) (fired Fired, skip string) {
 	switch {
 	case r.mode == modeOffline:
 		return Fired{}, "micromodel_offline"
-	case isContributorModel(mm.Model):
+	case IsContributorModel(mm.Model):
 		return Fired{}, "micromodel_contributor_refused"
 	case r.s.cfg.Classifier == nil:
 		return Fired{}, "micromodel_not_configured"

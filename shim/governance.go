@@ -24,23 +24,14 @@ const (
 
 // Reasons the lens refuses a record; each is a stable code.
 const (
-	ReasonNoGovernance    = "no_governance"
-	ReasonQuarantined     = "quarantined"
-	ReasonUnverified      = "unverified"
-	ReasonVisibility      = "visibility_mismatch"
-	reasonVisibilityBad   = "visibility_unknown"
-	ReasonCohort          = "cohort_mismatch"
-	ReasonHarness         = "harness_mismatch"
-	reasonNotRouted       = "not_routed"
-	ReasonBlobDigest      = "blob_digest_mismatch"
-	reasonBlobUnavailable = "blob_unavailable"
-	reasonBlobRef         = "blob_ref_invalid"
-	ReasonBuiltin         = "builtin_protected"
-	ReasonInvalid         = "invalid"
-	ReasonStale           = "stale_version"
-	ReasonLocalEdit       = "local_edit"
-	ReasonVersionConflict = "version_conflict"
-	reasonStoreError      = "store_error"
+	ReasonNoGovernance  = "no_governance"
+	ReasonQuarantined   = "quarantined"
+	ReasonUnverified    = "unverified"
+	ReasonVisibility    = "visibility_mismatch"
+	reasonVisibilityBad = "visibility_unknown"
+	ReasonCohort        = "cohort_mismatch"
+	ReasonHarness       = "harness_mismatch"
+	reasonNotRouted     = "not_routed"
 )
 
 // Governor is the Layer-1 fabric_governance lens (seed 003, H12, H19).

@@ -20,8 +20,9 @@ func authorizeRead(c contract.Caller) error {
 	return c.RequireScope("shim: reading", contract.ScopeRoute, contract.ScopeConfigure, contract.ScopeAdmin)
 }
 
-// authorizeWrite: configure scope AND an attested harness equal to the key's.
-func authorizeWrite(c contract.Caller, attested string) error {
+// AuthorizeWrite is the rule of every shim write (management routes, sync):
+// configure scope AND an attested harness equal to the key's.
+func AuthorizeWrite(c contract.Caller, attested string) error {
 	if err := c.RequireScope("shim: writing", contract.ScopeConfigure); err != nil {
 		return err
 	}

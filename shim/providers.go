@@ -23,14 +23,14 @@ func (e *OpenAIEmbedder) Models() []string { return []string{e.Model} }
 func CheckConfig(cfg Config) error {
 	if n, ok := cfg.Embedder.(ModelNamer); ok {
 		for _, m := range n.Models() {
-			if isContributorModel(m) {
+			if IsContributorModel(m) {
 				return contract.FieldError("embedder.model", CodeContributorRefused, "shim: embedder model %q is contributor-tier and refused", m)
 			}
 		}
 	}
 	if n, ok := cfg.Classifier.(ModelNamer); ok {
 		for _, m := range n.Models() {
-			if isContributorModel(m) {
+			if IsContributorModel(m) {
 				return contract.FieldError("classifier.model", CodeContributorRefused, "shim: classifier model %q is contributor-tier and refused", m)
 			}
 		}

@@ -164,11 +164,13 @@ func DecodeProvision(b []byte) (Provision, error) {
 	if err := p.check(); err != nil {
 		return Provision{}, err
 	}
-	p.defaults()
+	p.Defaults()
 	return p, nil
 }
 
-func (p *Provision) defaults() {
+// Defaults fills what the schema defaults: status active, placement
+// before_last_user, trigger mode any.
+func (p *Provision) Defaults() {
 	if p.Status == "" {
 		p.Status = StatusActive
 	}
@@ -219,10 +221,10 @@ func (p *Provision) check() error {
 	return nil
 }
 
-// decodeContextEntry validates b against shim.context.schema.json and fills
+// DecodeContextEntry validates b against shim.context.schema.json and fills
 // defaults and the body's sha256. It returns an invalid *contract.Error
 // naming the field otherwise.
-func decodeContextEntry(b []byte) (ContextEntry, error) {
+func DecodeContextEntry(b []byte) (ContextEntry, error) {
 	if err := contract.CheckJSON(b); err != nil {
 		return ContextEntry{}, err
 	}

@@ -153,7 +153,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		return
 	}
 	t.rc.Model = wire.PeekModel(body)
-	if isContributorModel(t.rc.Model) {
+	if IsContributorModel(t.rc.Model) {
 		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
 		return
 	}

@@ -180,7 +180,7 @@ func (e *OpenAIEmbedder) Remote() bool { return true }
 
 // Embed implements Embedder. A contributor-tier model is refused before any call.
 func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	if isContributorModel(e.Model) {
+	if IsContributorModel(e.Model) {
 		return nil, fmt.Errorf("shim: embedder model %q is contributor-tier and refused", e.Model)
 	}
 	body, _ := json.Marshal(map[string]any{"model": e.Model, "input": texts})
@@ -249,8 +249,8 @@ func postJSON(ctx context.Context, c *http.Client, url, key string, body []byte,
 	return nil
 }
 
-// isContributorModel reports whether a model id names a contributor-tier
+// IsContributorModel reports whether a model id names a contributor-tier
 // model (it contains "contributor" in any case). Such models are refused.
-func isContributorModel(model string) bool {
+func IsContributorModel(model string) bool {
 	return strings.Contains(strings.ToLower(model), "contributor")
 }

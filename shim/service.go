@@ -4,6 +4,16 @@
 // it directly, forwards the rest to a configured upstream, and leaves a
 // receipt in the audit trail.
 //
+// It holds the rules (Provision, ContextEntry and their schema checks), the
+// trigger engine (tier 1 keyword/regex/path/tool, tier 2 semantic, tier 3
+// micromodel classifier), the proxy and its receipts, dry-run and preview,
+// the fabric_governance lens (Governor), and the management of provisions
+// and context entries (documents.go: one generic manager with the builtin
+// rule). Beside it: shim/wire parses and rewrites the three protocols,
+// shim/memory is the entity memory and insights (an Observer of turns),
+// shim/provsync loads governed provisions from remote sources, and
+// shim/shimtest is the Store conformance suite and in-memory stores.
+//
 // The package defines what it needs — a Store, an Embedder, a Classifier —
 // and the server mounts Service.Handler on the LLM routes and calls the
 // Service methods from its management routes.
@@ -159,14 +169,32 @@ func New(cfg Config) *Service {
 	st := s.store
 	s.provDocs = documents[Provision, *Provision]{s: s, noun: "provision", keyField: "id",
 		immutable: "field system_builtin: a tenant provision cannot become a builtin; create one instead",
-		decode:    DecodeProvision, normalize: (*Provision).defaults,
+		decode:    DecodeProvision, normalize: (*Provision).Defaults,
 		list: st.ListProvisions, get: st.GetProvision, create: st.CreateProvision, update: st.UpdateProvision, remove: st.DeleteProvision,
 		written: s.invalidate}
 	s.ctxDocs = documents[ContextEntry, *ContextEntry]{s: s, noun: "context entry", keyField: "ref",
 		immutable: "field system_builtin: a tenant entry cannot become a builtin",
-		decode:    decodeContextEntry,
+		decode:    DecodeContextEntry,
 		list:      st.ListContext, get: st.GetContext, create: st.CreateContext, update: st.UpdateContext, remove: st.DeleteContext}
 	return s
+}
+
+// Writer is what a writer beside the Service needs of it (the provision
+// sync of shim/provsync): the Store and audit trail it writes, its clock,
+// logger and builtin tenant, and Invalidate, which drops a tenant's cached
+// rules after a write so the next request sees it.
+type Writer struct {
+	Store         Store
+	Audit         audit.Log
+	BuiltinTenant contract.TenantSlot
+	Now           func() time.Time
+	Logger        *slog.Logger
+	Invalidate    func(tenant contract.TenantSlot)
+}
+
+// Writer returns the Service's Writer.
+func (s *Service) Writer() Writer {
+	return Writer{Store: s.store, Audit: s.cfg.Audit, BuiltinTenant: s.cfg.BuiltinTenant, Now: s.now, Logger: s.log, Invalidate: s.invalidate}
 }
 
 // upstreamTransport is the transport the shim forwards with when
@@ -211,7 +239,7 @@ func (s *Service) provisions(ctx context.Context, tenant contract.TenantSlot) ([
 		return nil, err
 	}
 	for i := range ps {
-		ps[i].defaults()
+		ps[i].Defaults()
 	}
 	s.rules.Store(tenant, &cachedRules{at: now, provs: ps})
 	return ps, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
 )
@@ -51,8 +52,8 @@ type shimGate struct {
 
 // syncer returns a Syncer for the server (allowlisted URLs only) or the CLI
 // (any source, directories included).
-func (g shimGate) syncer(a *app, db *store.DB, cli bool) *shim.Syncer {
-	cfg := shim.SyncConfig{Governor: g.gov, Ledger: db.ShimMemory(), MaxChars: a.cfg.Shim.MaxCharsCeiling, AllowDir: cli}
+func (g shimGate) syncer(a *app, db *store.DB, cli bool) *provsync.Syncer {
+	cfg := provsync.Config{Governor: g.gov, Ledger: db.ShimMemory(), MaxChars: a.cfg.Shim.MaxCharsCeiling, AllowDir: cli}
 	if !cli {
 		allow := a.cfg.Shim.SyncAllow
 		cfg.AllowURL = func(u *url.URL) bool {
@@ -64,7 +65,7 @@ func (g shimGate) syncer(a *app, db *store.DB, cli bool) *shim.Syncer {
 			return false
 		}
 	}
-	return shim.NewSyncer(g.svc, cfg)
+	return provsync.New(g.svc, cfg)
 }
 
 // shimService builds the shim over db from the configuration and the

@@ -20,6 +20,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -291,7 +292,7 @@ type bundleServer struct {
 	mu         sync.Mutex
 	bundle     []byte
 	blobs      map[string][]byte
-	handshakes []shim.HandshakeRequest
+	handshakes []provsync.HandshakeRequest
 }
 
 func newBundleServer(t *testing.T) *bundleServer {
@@ -303,7 +304,7 @@ func newBundleServer(t *testing.T) *bundleServer {
 		case r.URL.Path == "/bundle.json" && r.Method == http.MethodGet:
 			w.Write(bs.bundle)
 		case r.URL.Path == "/handshake" && r.Method == http.MethodPost:
-			var hr shim.HandshakeRequest
+			var hr provsync.HandshakeRequest
 			if err := json.NewDecoder(r.Body).Decode(&hr); err != nil {
 				http.Error(w, err.Error(), 400)
 				return
@@ -361,8 +362,8 @@ func prov(id string, version int64, g map[string]any, extra ...any) map[string]a
 	return p
 }
 
-func items(its []shim.SyncItem) map[string]shim.SyncItem {
-	m := map[string]shim.SyncItem{}
+func items(its []provsync.Item) map[string]provsync.Item {
+	m := map[string]provsync.Item{}
 	for _, it := range its {
 		m[it.Kind+"/"+it.ID] = it
 	}
@@ -374,7 +375,7 @@ func testGovernedSync(t *testing.T, st Stores) {
 	r := newRig(t, st, nil)
 	bs := newBundleServer(t)
 	g := &shim.Governor{Cohorts: map[contract.TenantSlot][]string{"slot-1": {"core"}}}
-	y := shim.NewSyncer(r.svc, shim.SyncConfig{Governor: g, MaxChars: 8000, Ledger: st.Memory})
+	y := provsync.New(r.svc, provsync.Config{Governor: g, MaxChars: 8000, Ledger: st.Memory})
 
 	// A local provision edited after the source's copy: version 2 locally.
 	must(r.svc.CreateProvision(ctx, callerA, "claude-code", []byte(`{"id":"STALE","triggers":{"keyword":{"any":["stale"]}},"action":"shim","context_refs":["detail:guide"]}`)))
@@ -408,12 +409,12 @@ func testGovernedSync(t *testing.T, st Stores) {
 	rep := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
 	taken, refused, conflicts := items(rep.Taken), items(rep.Refused), items(rep.Conflicts)
 	for _, id := range []string{"context/detail:guide", "provision/GOOD", "provision/PUBLIC"} {
-		if taken[id].Result != shim.SyncCreated {
+		if taken[id].Result != provsync.Created {
 			t.Errorf("%s not created: %+v", id, rep)
 		}
 	}
 	wantRefused := map[string]string{
-		"context/detail:tampered": shim.ReasonBlobDigest,
+		"context/detail:tampered": provsync.ReasonBlobDigest,
 		"context/detail:nogov":    shim.ReasonNoGovernance,
 		"provision/QUAR":          shim.ReasonQuarantined,
 		"provision/UNVER":         shim.ReasonUnverified,
@@ -421,21 +422,21 @@ func testGovernedSync(t *testing.T, st Stores) {
 		"provision/TEAM":          shim.ReasonVisibility,
 		"provision/HARNESS":       shim.ReasonHarness,
 		"provision/OTHERTENANT":   shim.ReasonVisibility,
-		"provision/STARTER":       shim.ReasonBuiltin,
-		"provision/BAD":           shim.ReasonInvalid,
+		"provision/STARTER":       provsync.ReasonBuiltin,
+		"provision/BAD":           provsync.ReasonInvalid,
 	}
 	for id, why := range wantRefused {
 		if refused[id].Reason != why {
 			t.Errorf("%s: refused %q, want %q", id, refused[id].Reason, why)
 		}
 	}
-	if c := conflicts["provision/STALE"]; c.Reason != shim.ReasonStale || c.Version != 2 {
+	if c := conflicts["provision/STALE"]; c.Reason != provsync.ReasonStale || c.Version != 2 {
 		t.Errorf("STALE: conflict %+v", c)
 	}
 	if len(rep.Taken)+len(rep.Refused)+len(rep.Conflicts) != 14 || len(rep.Taken) != 3 || len(rep.Conflicts) != 1 {
 		t.Fatalf("report %+v", rep)
 	}
-	if len(rep.Clamped) != 1 || rep.Clamped[0] != (shim.Clamp{Kind: "provision", ID: "GOOD", From: 50000, To: 8000}) {
+	if len(rep.Clamped) != 1 || rep.Clamped[0] != (provsync.Clamp{Kind: "provision", ID: "GOOD", From: 50000, To: 8000}) {
 		t.Fatalf("clamps %+v", rep.Clamped)
 	}
 	if p := must(r.svc.GetProvision(ctx, callerA, "GOOD")); p.MaxChars != 8000 || p.FabricGovernance == nil || p.FabricGovernance.Cohort != "core" {
@@ -460,19 +461,19 @@ func testGovernedSync(t *testing.T, st Stores) {
 	if it := items(repB.Refused)["provision/GOOD"]; it.Reason != shim.ReasonVisibility {
 		t.Fatalf("B took GOOD: %+v", it)
 	}
-	if it := items(repB.Taken)["provision/OTHERTENANT"]; it.Result != shim.SyncCreated {
+	if it := items(repB.Taken)["provision/OTHERTENANT"]; it.Result != provsync.Created {
 		t.Fatalf("B did not take its tenant-scoped record: %+v", repB)
 	}
 	// Syncing again changes nothing; a newer source version updates by CAS.
 	rep2 := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
 	for _, it := range rep2.Taken {
-		if it.Result != shim.SyncUnchanged {
+		if it.Result != provsync.Unchanged {
 			t.Fatalf("second sync rewrote %+v", it)
 		}
 	}
 	bs.set(map[string]any{"provisions": []any{prov("PUBLIC", 2, gov("verified", "public", ""), "priority", 9)}})
 	rep3 := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
-	if it := items(rep3.Taken)["provision/PUBLIC"]; it.Result != shim.SyncUpdated || it.Version != 2 {
+	if it := items(rep3.Taken)["provision/PUBLIC"]; it.Result != provsync.Updated || it.Version != 2 {
 		t.Fatalf("newer source version not taken: %+v", rep3)
 	}
 	// A local edit after the sync is never overwritten, even by a newer source version.
@@ -480,7 +481,7 @@ func testGovernedSync(t *testing.T, st Stores) {
 	for v := int64(3); v <= 4; v++ {
 		bs.set(map[string]any{"provisions": []any{prov("PUBLIC", v, gov("verified", "public", ""), "priority", 11)}})
 		rep := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
-		if it := items(rep.Conflicts)["provision/PUBLIC"]; it.Reason != shim.ReasonLocalEdit || it.Version != 3 {
+		if it := items(rep.Conflicts)["provision/PUBLIC"]; it.Reason != provsync.ReasonLocalEdit || it.Version != 3 {
 			t.Fatalf("source v%d over a local edit: %+v", v, rep)
 		}
 	}
@@ -489,7 +490,7 @@ func testGovernedSync(t *testing.T, st Stores) {
 	}
 	// A source going back to an older version than the one synced is stale.
 	bs.set(map[string]any{"provisions": []any{prov("GOOD", 2, ok, "priority", 1)}})
-	if it := items(must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")).Conflicts)["provision/GOOD"]; it.Reason != shim.ReasonStale {
+	if it := items(must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")).Conflicts)["provision/GOOD"]; it.Reason != provsync.ReasonStale {
 		t.Fatalf("older source version of GOOD: %+v", it)
 	}
 	// Write rules: configure scope and the key's harness attested.
@@ -518,12 +519,12 @@ func testHandshake(t *testing.T, st Stores) {
 			map[string]any{"ref": "detail:guide", "kind": "detail", "body": "guide", "max_chars": 100000, "version": 1, "fabric_governance": pub},
 		},
 	})
-	y := shim.NewSyncer(r.svc, shim.SyncConfig{MaxChars: 1000})
+	y := provsync.New(r.svc, provsync.Config{MaxChars: 1000})
 	rep := must(y.Sync(ctx, callerA, "claude-code", "handshake+"+bs.URL))
 	if len(rep.Taken) != 3 {
 		t.Fatalf("handshake report %+v", rep)
 	}
-	want := []shim.Clamp{{Kind: "context", ID: "detail:guide", From: 100000, To: 1000}, {Kind: "provision", ID: "HS-BIG", From: 5000, To: 1000}}
+	want := []provsync.Clamp{{Kind: "context", ID: "detail:guide", From: 100000, To: 1000}, {Kind: "provision", ID: "HS-BIG", From: 5000, To: 1000}}
 	if !reflect.DeepEqual(rep.Clamped, want) {
 		t.Fatalf("clamps %+v, want %+v", rep.Clamped, want)
 	}
@@ -536,7 +537,7 @@ func testHandshake(t *testing.T, st Stores) {
 	if e := must(r.svc.GetContext(ctx, callerA, "detail:guide")); e.MaxChars != 1000 {
 		t.Fatalf("context max_chars %d", e.MaxChars)
 	}
-	if len(bs.handshakes) != 1 || bs.handshakes[0] != (shim.HandshakeRequest{Client: "caduceus", Tenant: "slot-1", Harness: "claude-code", MaxChars: 1000}) {
+	if len(bs.handshakes) != 1 || bs.handshakes[0] != (provsync.HandshakeRequest{Client: "caduceus", Tenant: "slot-1", Harness: "claude-code", MaxChars: 1000}) {
 		t.Fatalf("handshake requests %+v", bs.handshakes)
 	}
 	// The clamp is in the audit trail with the rest of the report.
@@ -560,7 +561,7 @@ func testSyncedContextShimmed(t *testing.T, st Stores) {
 		"provisions": []any{map[string]any{"id": "PAY", "version": 1, "fabric_governance": pub, "action": "shim",
 			"triggers": map[string]any{"keyword": map[string]any{"any": []string{"charge"}}}, "context_refs": []string{"noun:service/payments", "verb:charge"}}},
 	})
-	y := shim.NewSyncer(r.svc, shim.SyncConfig{})
+	y := provsync.New(r.svc, provsync.Config{})
 	if rep := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")); len(rep.Taken) != 3 {
 		t.Fatalf("sync %+v", rep)
 	}
@@ -594,13 +595,13 @@ func testStarters(t *testing.T, st Stores) {
 			prov("STARTER", 1, starter, "system_builtin", true, "triggers", map[string]any{"keyword": map[string]any{"any": []string{"starter"}}}),
 		},
 	})
-	y := shim.NewSyncer(r.svc, shim.SyncConfig{Governor: g})
+	y := provsync.New(r.svc, provsync.Config{Governor: g})
 	// A non-admin key cannot sync into system_builtin.
-	if rep := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")); len(rep.Taken) != 0 || items(rep.Refused)["provision/STARTER"].Reason != shim.ReasonBuiltin {
+	if rep := must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")); len(rep.Taken) != 0 || items(rep.Refused)["provision/STARTER"].Reason != provsync.ReasonBuiltin {
 		t.Fatalf("non-admin starter sync %+v", rep)
 	}
 	rep := must(y.Sync(ctx, callerAdmin, "ops", bs.URL+"/bundle.json"))
-	if it := items(rep.Taken)["provision/STARTER"]; it.Result != shim.SyncCreated || it.Tenant != r.svc.BuiltinTenant() {
+	if it := items(rep.Taken)["provision/STARTER"]; it.Result != provsync.Created || it.Tenant != r.svc.BuiltinTenant() {
 		t.Fatalf("admin starter sync %+v", rep)
 	}
 	ask := msg{"user", "show me the starter"}
@@ -641,15 +642,15 @@ func testConcurrentSync(t *testing.T, st Stores) {
 	bs := newBundleServer(t)
 	pub := gov("verified", "public", "")
 	bs.set(map[string]any{"provisions": []any{prov("RACE", 1, pub)}})
-	y := shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory})
+	y := provsync.New(r.svc, provsync.Config{Ledger: st.Memory})
 	must(y.Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
 	bs.set(map[string]any{"provisions": []any{prov("RACE", 2, pub, "priority", 7)}})
 	const n = 4
-	reps := make([]shim.SyncReport, n)
+	reps := make([]provsync.Report, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			rep, err := shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")
+			rep, err := provsync.New(r.svc, provsync.Config{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json")
 			if err != nil {
 				t.Error(err)
 			}
@@ -661,15 +662,15 @@ func testConcurrentSync(t *testing.T, st Stores) {
 	for _, rep := range reps {
 		for _, it := range rep.Taken {
 			switch it.Result {
-			case shim.SyncUpdated:
+			case provsync.Updated:
 				updated++
-			case shim.SyncUnchanged:
+			case provsync.Unchanged:
 			default:
 				t.Fatalf("unexpected %+v", it)
 			}
 		}
 		for _, it := range rep.Conflicts {
-			if it.Reason != shim.ReasonVersionConflict {
+			if it.Reason != provsync.ReasonVersionConflict {
 				t.Fatalf("unexpected conflict %+v", it)
 			}
 		}
@@ -706,18 +707,18 @@ func testSyncBetweenReads(t *testing.T, st Stores) {
 	bs := newBundleServer(t)
 	pub := gov("verified", "public", "")
 	bs.set(map[string]any{"provisions": []any{prov("RACE", 1, pub)}})
-	must(shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+	must(provsync.New(r.svc, provsync.Config{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
 	bs.set(map[string]any{"provisions": []any{prov("RACE", 2, pub, "priority", 7)}})
 
-	var repB shim.SyncReport
+	var repB provsync.Report
 	racing := &racingLedger{SyncLedger: st.Memory, during: func() {
-		repB = must(shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+		repB = must(provsync.New(r.svc, provsync.Config{Ledger: st.Memory}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
 	}}
-	repA := must(shim.NewSyncer(r.svc, shim.SyncConfig{Ledger: racing}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
-	if len(repB.Taken) != 1 || repB.Taken[0].Result != shim.SyncUpdated {
+	repA := must(provsync.New(r.svc, provsync.Config{Ledger: racing}).Sync(ctx, callerA, "claude-code", bs.URL+"/bundle.json"))
+	if len(repB.Taken) != 1 || repB.Taken[0].Result != provsync.Updated {
 		t.Fatalf("sync B: %+v", repB)
 	}
-	if len(repA.Taken) != 0 || len(repA.Conflicts) != 1 || repA.Conflicts[0].Reason != shim.ReasonVersionConflict {
+	if len(repA.Taken) != 0 || len(repA.Conflicts) != 1 || repA.Conflicts[0].Reason != provsync.ReasonVersionConflict {
 		t.Fatalf("sync A lost the race and must say version_conflict: %+v", repA)
 	}
 	if p := must(r.svc.GetProvision(ctx, callerA, "RACE")); p.Version != 2 || p.Priority != 7 {

@@ -1,4 +1,4 @@
-package shim
+package provsync
 
 import (
 	"context"

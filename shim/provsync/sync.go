@@ -1,4 +1,11 @@
-package shim
+// Package provsync loads governed provisions and context entries into the
+// shim's store from a provision source (seed 003, H07, H12, HC2): a
+// directory of bundles (CLI only), an http(s) URL, or a remote handshake
+// server. Every record passes the governance lens (shim.Governor), blob
+// digest checks and the max_chars clamp, and is written by compare-and-set;
+// a SyncLedger (the memory store) keeps what each sync wrote so a local
+// edit is never overwritten. It writes through shim.Service.Writer.
+package provsync
 
 import (
 	"bytes"
@@ -19,12 +26,27 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
 )
 
-// SyncConfig configures a Syncer.
-type SyncConfig struct {
-	// Governor is the lens records must pass (nil: no tenant is in a cohort).
-	Governor *Governor
+// Reasons a sync refuses a record or reports a conflict, besides the
+// governance lens's (shim.ReasonQuarantined ...); each is a stable code.
+const (
+	ReasonBlobDigest      = "blob_digest_mismatch"
+	reasonBlobUnavailable = "blob_unavailable"
+	reasonBlobRef         = "blob_ref_invalid"
+	ReasonBuiltin         = "builtin_protected"
+	ReasonInvalid         = "invalid"
+	ReasonStale           = "stale_version"
+	ReasonLocalEdit       = "local_edit"
+	ReasonVersionConflict = "version_conflict"
+	reasonStoreError      = "store_error"
+)
+
+// Config configures a Syncer.
+type Config struct {
+	// shim.Governor is the lens records must pass (nil: no tenant is in a cohort).
+	Governor *shim.Governor
 	// Client fetches HTTP sources, blobs and handshakes (nil: 30s timeout).
 	Client *http.Client
 	// AllowDir permits directory sources. Only the CLI should set it: over
@@ -41,21 +63,21 @@ type SyncConfig struct {
 	// Ledger remembers what each sync wrote (pass the MemoryStore). With
 	// it, a record edited locally since its last sync, or created locally,
 	// is never overwritten; without it, only the version comparison holds.
-	Ledger SyncLedger
+	Ledger shim.SyncLedger
 }
 
-// defaultMaxCharsCeiling is SyncConfig.MaxChars when unset.
+// defaultMaxCharsCeiling is Config.MaxChars when unset.
 const defaultMaxCharsCeiling = 20000
 
 // Syncer loads governed provisions and context entries from a provision
 // source into the shim's store (seed 003, HC2).
 type Syncer struct {
-	svc *Service
-	cfg SyncConfig
+	w   shim.Writer
+	cfg Config
 }
 
-// NewSyncer returns a Syncer writing through svc's store.
-func NewSyncer(svc *Service, cfg SyncConfig) *Syncer {
+// New returns a Syncer writing through svc's store.
+func New(svc *shim.Service, cfg Config) *Syncer {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -66,20 +88,20 @@ func NewSyncer(svc *Service, cfg SyncConfig) *Syncer {
 		cfg.MaxBytes = 16 << 20
 	}
 	if cfg.Governor == nil {
-		cfg.Governor = &Governor{}
+		cfg.Governor = &shim.Governor{}
 	}
-	return &Syncer{svc: svc, cfg: cfg}
+	return &Syncer{w: svc.Writer(), cfg: cfg}
 }
 
 // Sync results of a taken record.
 const (
-	SyncCreated   = "created"
-	SyncUpdated   = "updated"
-	SyncUnchanged = "unchanged"
+	Created   = "created"
+	Updated   = "updated"
+	Unchanged = "unchanged"
 )
 
-// SyncItem is one record of a sync and what became of it.
-type SyncItem struct {
+// Item is one record of a sync and what became of it.
+type Item struct {
 	Kind          string              `json:"kind"` // provision, context
 	ID            string              `json:"id"`   // provision id or context ref
 	Tenant        contract.TenantSlot `json:"tenant,omitempty"`
@@ -98,15 +120,15 @@ type Clamp struct {
 	To   int    `json:"to"`
 }
 
-// SyncReport is the answer of a sync: every record is in exactly one of
+// Report is the answer of a sync: every record is in exactly one of
 // Taken, Refused and Conflicts.
-type SyncReport struct {
-	Source    string     `json:"source"`
-	Taken     []SyncItem `json:"taken"`
-	Refused   []SyncItem `json:"refused"`
-	Conflicts []SyncItem `json:"conflicts"`
-	Clamped   []Clamp    `json:"clamped"`
-	AuditID   string     `json:"audit_id,omitempty"`
+type Report struct {
+	Source    string  `json:"source"`
+	Taken     []Item  `json:"taken"`
+	Refused   []Item  `json:"refused"`
+	Conflicts []Item  `json:"conflicts"`
+	Clamped   []Clamp `json:"clamped"`
+	AuditID   string  `json:"audit_id,omitempty"`
 }
 
 // source is where a bundle and its blobs come from.
@@ -130,61 +152,61 @@ type source interface {
 // locally since its last sync (local_edit, with a Ledger), or when another
 // writer won the CAS (version_conflict, exists). Every max_chars above the
 // ceiling is clamped, and the clamp recorded. Starters (system_builtin)
-// go to the builtin tenant and fire only through Governor.Admit.
+// go to the builtin tenant and fire only through shim.Governor.Admit.
 //
 // Errors: deny (missing_scope, harness_required, harness_mismatch);
 // invalid (bad_source: the source is not allowed or not understood;
 // source_unavailable: it could not be read; bad_bundle: it is not a
 // bundle). A refused record is a result, not an error.
-func (y *Syncer) Sync(ctx context.Context, caller contract.Caller, attested, src string) (SyncReport, error) {
-	if err := authorizeWrite(caller, attested); err != nil {
-		return SyncReport{}, err
+func (y *Syncer) Sync(ctx context.Context, caller contract.Caller, attested, src string) (Report, error) {
+	if err := shim.AuthorizeWrite(caller, attested); err != nil {
+		return Report{}, err
 	}
 	s, err := y.open(caller, attested, src)
 	if err != nil {
-		return SyncReport{}, err
+		return Report{}, err
 	}
 	b, err := s.bundle(ctx)
 	if err != nil {
-		return SyncReport{}, err
+		return Report{}, err
 	}
-	rep := SyncReport{Source: src, Taken: []SyncItem{}, Refused: []SyncItem{}, Conflicts: []SyncItem{}, Clamped: []Clamp{}}
+	rep := Report{Source: src, Taken: []Item{}, Refused: []Item{}, Conflicts: []Item{}, Clamped: []Clamp{}}
 	touched := map[contract.TenantSlot]bool{}
 	for _, raw := range b.Context {
 		it, tenant := y.syncContext(ctx, s, caller, attested, raw, &rep)
 		rep.add(it)
-		if it.Result == SyncCreated || it.Result == SyncUpdated {
+		if it.Result == Created || it.Result == Updated {
 			touched[tenant] = true
 		}
 	}
 	for _, raw := range b.Provisions {
 		it, tenant := y.syncProvision(ctx, caller, attested, raw, &rep)
 		rep.add(it)
-		if it.Result == SyncCreated || it.Result == SyncUpdated {
+		if it.Result == Created || it.Result == Updated {
 			touched[tenant] = true
 		}
 	}
 	for t := range touched {
-		y.svc.invalidate(t)
+		y.w.Invalidate(t)
 	}
 	y.audit(ctx, caller, &rep)
 	return rep, nil
 }
 
-func (r *SyncReport) add(it SyncItem) {
+func (r *Report) add(it Item) {
 	switch {
 	case it.Result != "":
 		r.Taken = append(r.Taken, it)
-	case it.Reason == ReasonStale || it.Reason == ReasonLocalEdit || it.Reason == ReasonVersionConflict || it.Reason == CodeExists:
+	case it.Reason == ReasonStale || it.Reason == ReasonLocalEdit || it.Reason == ReasonVersionConflict || it.Reason == shim.CodeExists:
 		r.Conflicts = append(r.Conflicts, it)
 	default:
 		r.Refused = append(r.Refused, it)
 	}
 }
 
-func (y *Syncer) audit(ctx context.Context, caller contract.Caller, rep *SyncReport) {
+func (y *Syncer) audit(ctx context.Context, caller contract.Caller, rep *Report) {
 	id := caller.Identity
-	now := contract.Timestamp(y.svc.now())
+	now := contract.Timestamp(y.w.Now())
 	actor := id.Subject
 	if actor == "" {
 		actor = "unknown"
@@ -193,7 +215,7 @@ func (y *Syncer) audit(ctx context.Context, caller contract.Caller, rep *SyncRep
 	if surface == "" {
 		surface = contract.SurfaceAPI
 	}
-	rec, err := y.svc.cfg.Audit.Append(ctx, audit.Entry{
+	rec, err := y.w.Audit.Append(ctx, audit.Entry{
 		Outcome: contract.AuditOutcome{At: now, Identity: id, Action: "shim.sync",
 			Resource: "sync/" + strings.TrimPrefix(contract.SHA256([]byte(rep.Source)), "sha256:")[:16], Outcome: contract.OutcomeAllow,
 			Reason: fmt.Sprintf("taken %d, refused %d, conflicts %d", len(rep.Taken), len(rep.Refused), len(rep.Conflicts))},
@@ -201,7 +223,7 @@ func (y *Syncer) audit(ctx context.Context, caller contract.Caller, rep *SyncRep
 		Payload:    rep,
 	})
 	if err != nil {
-		y.svc.log.Error("shim: sync audit append failed", "err", err)
+		y.w.Logger.Error("shim: sync audit append failed", "err", err)
 		return
 	}
 	rep.AuditID = rec.ID
@@ -337,10 +359,10 @@ func (y *Syncer) fetch(ctx context.Context, method, u string, body []byte) ([]by
 }
 
 // syncContext takes one context record, or says why not.
-func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Caller, attested string, raw json.RawMessage, rep *SyncReport) (SyncItem, contract.TenantSlot) {
+func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Caller, attested string, raw json.RawMessage, rep *Report) (Item, contract.TenantSlot) {
 	var meta syncMeta
 	_ = json.Unmarshal(raw, &meta)
-	it := SyncItem{Kind: "context", ID: meta.Ref, SourceVersion: meta.Version}
+	it := Item{Kind: "context", ID: meta.Ref, SourceVersion: meta.Version}
 	tenant, ok := y.admit(caller, attested, meta, &it)
 	if !ok {
 		return it, tenant
@@ -369,7 +391,7 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 		m["body"] = string(blob)
 		doc, _ = json.Marshal(m)
 	}
-	e, err := decodeContextEntry(doc)
+	e, err := shim.DecodeContextEntry(doc)
 	if err != nil {
 		return refuse(it, ReasonInvalid, contract.AsError(err).Message), tenant
 	}
@@ -377,12 +399,12 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 		rep.Clamped = append(rep.Clamped, Clamp{Kind: "context", ID: e.Ref, From: e.MaxChars, To: y.cfg.MaxChars})
 		e.MaxChars = y.cfg.MaxChars
 	}
-	st := y.svc.store
+	st := y.w.Store
 	cur, err := st.GetContext(ctx, tenant, e.Ref)
 	switch {
 	case isNotFound(err):
 		got, err := st.CreateContext(ctx, tenant, e)
-		return y.mark(ctx, tenant, written(it, got.Version, SyncCreated, err)), tenant
+		return y.mark(ctx, tenant, written(it, got.Version, Created, err)), tenant
 	case err != nil:
 		return refuse(it, reasonStoreError, err.Error()), tenant
 	}
@@ -393,16 +415,16 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 		return it, tenant
 	}
 	got, err := st.UpdateContext(ctx, tenant, e, cur.Version)
-	return y.mark(ctx, tenant, written(it, got.Version, SyncUpdated, err)), tenant
+	return y.mark(ctx, tenant, written(it, got.Version, Updated, err)), tenant
 }
 
 // decide says whether a record that exists locally may be updated: not
 // when unchanged (taken as is), not when the source version is not newer
 // than the one last synced (or, never synced, than the local version),
 // and not when it was created or edited locally since its last sync.
-func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it SyncItem, local int64, same bool) (SyncItem, bool) {
+func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it Item, local int64, same bool) (Item, bool) {
 	it.Version = local
-	var mark SyncMark
+	var mark shim.SyncMark
 	marked := false
 	if y.cfg.Ledger != nil {
 		m, ok, err := y.cfg.Ledger.GetSyncMark(ctx, tenant, it.Kind, it.ID)
@@ -420,7 +442,7 @@ func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it Sync
 		return it, false
 	}
 	if same {
-		it.Result = SyncUnchanged
+		it.Result = Unchanged
 		if y.cfg.Ledger != nil && (!marked || it.SourceVersion >= mark.SourceVersion) {
 			return y.mark(ctx, tenant, it), false
 		}
@@ -442,21 +464,21 @@ func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it Sync
 }
 
 // mark records a taken record in the ledger.
-func (y *Syncer) mark(ctx context.Context, tenant contract.TenantSlot, it SyncItem) SyncItem {
+func (y *Syncer) mark(ctx context.Context, tenant contract.TenantSlot, it Item) Item {
 	if y.cfg.Ledger == nil || it.Result == "" {
 		return it
 	}
-	if err := y.cfg.Ledger.PutSyncMark(ctx, tenant, SyncMark{Kind: it.Kind, ID: it.ID, SourceVersion: it.SourceVersion, LocalVersion: it.Version}); err != nil {
-		y.svc.log.Error("shim: sync mark not stored", "kind", it.Kind, "id", it.ID, "err", err)
+	if err := y.cfg.Ledger.PutSyncMark(ctx, tenant, shim.SyncMark{Kind: it.Kind, ID: it.ID, SourceVersion: it.SourceVersion, LocalVersion: it.Version}); err != nil {
+		y.w.Logger.Error("shim: sync mark not stored", "kind", it.Kind, "id", it.ID, "err", err)
 	}
 	return it
 }
 
 // syncProvision takes one provision record, or says why not.
-func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, attested string, raw json.RawMessage, rep *SyncReport) (SyncItem, contract.TenantSlot) {
+func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, attested string, raw json.RawMessage, rep *Report) (Item, contract.TenantSlot) {
 	var meta syncMeta
 	_ = json.Unmarshal(raw, &meta)
-	it := SyncItem{Kind: "provision", ID: meta.ID, SourceVersion: meta.Version}
+	it := Item{Kind: "provision", ID: meta.ID, SourceVersion: meta.Version}
 	tenant, ok := y.admit(caller, attested, meta, &it)
 	if !ok {
 		return it, tenant
@@ -465,7 +487,7 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 	if err != nil {
 		return refuse(it, ReasonInvalid, err.Error()), tenant
 	}
-	p, err := DecodeProvision(doc)
+	p, err := shim.DecodeProvision(doc)
 	if err != nil {
 		return refuse(it, ReasonInvalid, contract.AsError(err).Message), tenant
 	}
@@ -473,38 +495,38 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 		rep.Clamped = append(rep.Clamped, Clamp{Kind: "provision", ID: p.ID, From: p.MaxChars, To: y.cfg.MaxChars})
 		p.MaxChars = y.cfg.MaxChars
 	}
-	if p.Triggers.Micromodel != nil && isContributorModel(p.Triggers.Micromodel.Model) {
-		return refuse(it, CodeContributorRefused, "triggers.micromodel.model names a contributor-tier model"), tenant
+	if p.Triggers.Micromodel != nil && shim.IsContributorModel(p.Triggers.Micromodel.Model) {
+		return refuse(it, shim.CodeContributorRefused, "triggers.micromodel.model names a contributor-tier model"), tenant
 	}
-	st := y.svc.store
+	st := y.w.Store
 	cur, err := st.GetProvision(ctx, tenant, p.ID)
 	switch {
 	case isNotFound(err):
 		got, err := st.CreateProvision(ctx, tenant, p)
-		return y.mark(ctx, tenant, written(it, got.Version, SyncCreated, err)), tenant
+		return y.mark(ctx, tenant, written(it, got.Version, Created, err)), tenant
 	case err != nil:
 		return refuse(it, reasonStoreError, err.Error()), tenant
 	}
-	cur.defaults()
+	cur.Defaults()
 	a, _ := json.Marshal(withoutServerFields(cur))
 	b, _ := json.Marshal(withoutServerFields(p))
 	if it, ok := y.decide(ctx, tenant, it, cur.Version, bytes.Equal(a, b)); !ok {
 		return it, tenant
 	}
 	got, err := st.UpdateProvision(ctx, tenant, p, cur.Version)
-	return y.mark(ctx, tenant, written(it, got.Version, SyncUpdated, err)), tenant
+	return y.mark(ctx, tenant, written(it, got.Version, Updated, err)), tenant
 }
 
-func withoutServerFields(p Provision) Provision {
+func withoutServerFields(p shim.Provision) shim.Provision {
 	p.Version, p.UpdatedAt, p.SystemBuiltin = 0, "", false
 	return p
 }
 
 // admit runs the lens and picks the target tenant.
-func (y *Syncer) admit(caller contract.Caller, attested string, meta syncMeta, it *SyncItem) (contract.TenantSlot, bool) {
+func (y *Syncer) admit(caller contract.Caller, attested string, meta syncMeta, it *Item) (contract.TenantSlot, bool) {
 	tenant := caller.Identity.TenantSlot
 	if meta.SystemBuiltin {
-		tenant = y.svc.cfg.BuiltinTenant
+		tenant = y.w.BuiltinTenant
 	}
 	it.Tenant = tenant
 	if it.ID == "" {
@@ -522,25 +544,25 @@ func (y *Syncer) admit(caller contract.Caller, attested string, meta syncMeta, i
 	return tenant, true
 }
 
-func refuse(it SyncItem, reason, detail string) SyncItem {
+func refuse(it Item, reason, detail string) Item {
 	it.Reason, it.Detail = reason, detail
 	return it
 }
 
-func conflict(it SyncItem, base, src int64) SyncItem {
+func conflict(it Item, base, src int64) Item {
 	it.Reason = ReasonStale
 	it.Detail = fmt.Sprintf("source version %d is not newer than %d; kept the local record", src, base)
 	return it
 }
 
 // written reports a CAS write: taken, or a conflict when another writer won.
-func written(it SyncItem, v int64, result string, err error) SyncItem {
+func written(it Item, v int64, result string, err error) Item {
 	if err != nil {
 		e := contract.AsError(err)
 		if e.Kind == contract.KindConflict {
 			it.Reason, it.Detail = ReasonVersionConflict, e.Message
-			if e.Code == CodeExists {
-				it.Reason = CodeExists
+			if e.Code == shim.CodeExists {
+				it.Reason = shim.CodeExists
 			}
 			return it
 		}
@@ -549,3 +571,5 @@ func written(it SyncItem, v int64, result string, err error) SyncItem {
 	it.Version, it.Result = v, result
 	return it
 }
+
+func isNotFound(err error) bool { return err != nil && contract.KindOf(err) == contract.KindNotFound }

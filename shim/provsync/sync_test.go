@@ -1,4 +1,4 @@
-package shim_test
+package provsync_test
 
 import (
 	"crypto/sha256"
@@ -7,14 +7,21 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/provsync"
+	"github.com/caduceus-dev/caduceus/shim/shimtest"
 )
 
 // The CLI's caduceus shim sync --from DIR: every *.json file is a bundle,
 // blobs live under blobs/<hex>.
 func TestSyncFromDirectory(t *testing.T) {
-	e := newEnv(t, nil)
+	e := struct {
+		svc   *shim.Service
+		audit *audit.Memory
+	}{audit: audit.NewMemory()}
+	e.svc = shim.New(shim.Config{Store: shimtest.NewMemory(), Audit: e.audit})
 	dir := t.TempDir()
 	body := "Verb: deploy with make deploy-staging."
 	sum := sha256.Sum256([]byte(body))
@@ -33,8 +40,9 @@ func TestSyncFromDirectory(t *testing.T) {
 	write("b.json", `{"provisions":[{"id":"DEPLOY","version":1,"triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"],`+gov+`}]}`)
 	write("notes.txt", `not a bundle`)
 
-	c := callers["key-a"]
-	y := shim.NewSyncer(e.svc, shim.SyncConfig{AllowDir: true})
+	c := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_aaaaaaaaaaaaaaaa", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
+		KeyID: "ka", Scopes: []contract.Scope{contract.ScopeRoute, contract.ScopeConfigure}, Harness: "claude-code"}
+	y := provsync.New(e.svc, provsync.Config{AllowDir: true})
 	rep, err := y.Sync(t.Context(), c, c.Harness, dir)
 	if err != nil || len(rep.Taken) != 2 || len(rep.Refused) != 0 {
 		t.Fatalf("%+v %v", rep, err)

@@ -1,4 +1,4 @@
-package shim
+package provsync
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
 )
 
 // syncBundle is what a provision source serves (a file of a directory, an
@@ -65,12 +66,12 @@ func parseSyncBundle(b []byte) (syncBundle, error) {
 
 // syncMeta are the fields a synced record carries besides its document.
 type syncMeta struct {
-	ID               string      `json:"id"`
-	Ref              string      `json:"ref"`
-	Version          int64       `json:"version"`
-	SystemBuiltin    bool        `json:"system_builtin"`
-	FabricGovernance *Governance `json:"fabric_governance"`
-	BodyURI          string      `json:"body_uri"`
+	ID               string           `json:"id"`
+	Ref              string           `json:"ref"`
+	Version          int64            `json:"version"`
+	SystemBuiltin    bool             `json:"system_builtin"`
+	FabricGovernance *shim.Governance `json:"fabric_governance"`
+	BodyURI          string           `json:"body_uri"`
 }
 
 var blobURIRE = regexp.MustCompile(`^tessera://blobs/([0-9a-f]{64})$`)
