@@ -181,3 +181,121 @@ func TestProvisionValidation(t *testing.T) {
 		t.Fatal("invalid input was stored")
 	}
 }
+
+// The builtin rule is the same for provisions and context entries: one
+// table of writes, run against both kinds, with the same refusals.
+func TestBuiltinRuleBothKinds(t *testing.T) {
+	type kind struct {
+		name               string
+		builtin            string // a builtin document, key builtinKey
+		own                string // a tenant document, key ownKey
+		create             func(e *env, c contract.Caller, h, body string) error
+		update             func(e *env, c contract.Caller, h, key string, v int64, body string) error
+		delete             func(e *env, c contract.Caller, h, key string, v int64) error
+		list               func(e *env, c contract.Caller) (keys []string, builtin []bool, err error)
+		get                func(e *env, c contract.Caller, key string) error
+		builtinKey, ownKey string
+	}
+	ctx := t.Context()
+	kinds := []kind{{
+		name:       "provision",
+		builtin:    `{"id":"B","system_builtin":true,"triggers":{"keyword":{"any":["hello"]}},"action":"respond_directly","response":{"text":"hi"}}`,
+		own:        `{"id":"T","triggers":{"keyword":{"any":["deploy"]}},"action":"respond_directly","response":{"text":"own"}}`,
+		builtinKey: "B", ownKey: "T",
+		create: func(e *env, c contract.Caller, h, body string) error {
+			_, err := e.svc.CreateProvision(ctx, c, h, []byte(body))
+			return err
+		},
+		update: func(e *env, c contract.Caller, h, key string, v int64, body string) error {
+			_, err := e.svc.UpdateProvision(ctx, c, h, key, v, []byte(body))
+			return err
+		},
+		delete: func(e *env, c contract.Caller, h, key string, v int64) error {
+			return e.svc.DeleteProvision(ctx, c, h, key, v)
+		},
+		list: func(e *env, c contract.Caller) (keys []string, builtin []bool, err error) {
+			ps, err := e.svc.ListProvisions(ctx, c)
+			for _, p := range ps {
+				keys, builtin = append(keys, p.ID), append(builtin, p.SystemBuiltin)
+			}
+			return keys, builtin, err
+		},
+		get: func(e *env, c contract.Caller, key string) error {
+			_, err := e.svc.GetProvision(ctx, c, key)
+			return err
+		},
+	}, {
+		name:       "context",
+		builtin:    `{"ref":"noun:b","kind":"noun","body":"builtin body","system_builtin":true}`,
+		own:        `{"ref":"noun:t","kind":"noun","body":"own body"}`,
+		builtinKey: "noun:b", ownKey: "noun:t",
+		create: func(e *env, c contract.Caller, h, body string) error {
+			_, err := e.svc.CreateContext(ctx, c, h, []byte(body))
+			return err
+		},
+		update: func(e *env, c contract.Caller, h, key string, v int64, body string) error {
+			_, err := e.svc.UpdateContext(ctx, c, h, key, v, []byte(body))
+			return err
+		},
+		delete: func(e *env, c contract.Caller, h, key string, v int64) error {
+			return e.svc.DeleteContext(ctx, c, h, key, v)
+		},
+		list: func(e *env, c contract.Caller) (keys []string, builtin []bool, err error) {
+			es, err := e.svc.ListContext(ctx, c)
+			for _, x := range es {
+				keys, builtin = append(keys, x.Ref), append(builtin, x.SystemBuiltin)
+			}
+			return keys, builtin, err
+		},
+		get: func(e *env, c contract.Caller, key string) error {
+			_, err := e.svc.GetContext(ctx, c, key)
+			return err
+		},
+	}}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			a, b, adm := callers["key-a"], callers["key-b"], callers["key-admin"]
+			notBuiltin := strings.Replace(k.builtin, `"system_builtin":true,`, "", 1)
+			wantErr(t, k.create(e, a, "claude-code", k.builtin), contract.KindDeny, shim.CodeBuiltinProtected)
+			if err := k.create(e, adm, "ops", k.builtin); err != nil {
+				t.Fatalf("admin builtin create: %v", err)
+			}
+			// every tenant sees the builtin, marked
+			for _, c := range []contract.Caller{a, b} {
+				keys, builtin, err := k.list(e, c)
+				if err != nil || len(keys) != 1 || keys[0] != k.builtinKey || !builtin[0] {
+					t.Fatalf("%s lists %v %v %v", c.KeyID, keys, builtin, err)
+				}
+			}
+			// a non-admin can neither write it nor take its key
+			wantErr(t, k.update(e, b, "claude-code", k.builtinKey, 1, k.builtin), contract.KindDeny, shim.CodeBuiltinProtected)
+			wantErr(t, k.update(e, a, "claude-code", k.builtinKey, 1, notBuiltin), contract.KindDeny, shim.CodeBuiltinProtected)
+			wantErr(t, k.delete(e, a, "claude-code", k.builtinKey, 1), contract.KindDeny, shim.CodeBuiltinProtected)
+			wantErr(t, k.create(e, a, "claude-code", notBuiltin), contract.KindDeny, shim.CodeBuiltinProtected)
+			// a tenant document never becomes a builtin: refused as protected
+			// for a non-admin, as immutable for an admin
+			if err := k.create(e, a, "claude-code", k.own); err != nil {
+				t.Fatal(err)
+			}
+			ownBuiltin := strings.Replace(k.own, "{", `{"system_builtin":true,`, 1)
+			wantErr(t, k.update(e, a, "claude-code", k.ownKey, 1, ownBuiltin), contract.KindDeny, shim.CodeBuiltinProtected)
+			wantErr(t, k.update(e, adm, "ops", k.ownKey, 1, ownBuiltin), contract.KindInvalid, "system_builtin_immutable")
+			// the path key, If-Match and a missing key
+			wantErr(t, k.update(e, a, "claude-code", k.ownKey+"x", 1, k.own), contract.KindInvalid, shim.CodeIDMismatch)
+			wantErr(t, k.update(e, a, "claude-code", k.ownKey, 0, k.own), contract.KindInvalid, shim.CodeIfMatchRequired)
+			wantErr(t, k.delete(e, a, "claude-code", k.ownKey, 0), contract.KindInvalid, shim.CodeIfMatchRequired)
+			wantErr(t, k.get(e, a, k.ownKey+"nope"), contract.KindNotFound, shim.CodeNotFound)
+			// an admin writes the builtin; the refused writes changed nothing
+			if err := k.update(e, adm, "ops", k.builtinKey, 1, notBuiltin); err != nil {
+				t.Fatalf("admin builtin update: %v", err)
+			}
+			if err := k.delete(e, adm, "ops", k.builtinKey, 2); err != nil {
+				t.Fatalf("admin builtin delete: %v", err)
+			}
+			if keys, _, err := k.list(e, b); err != nil || len(keys) != 0 {
+				t.Fatalf("after delete key-b lists %v %v", keys, err)
+			}
+		})
+	}
+}

@@ -9,7 +9,7 @@ import (
 
 // The turn's memory contract: what an Observer that is a TurnPlanner
 // (shim/memory.Memory) asks a TurnRecorder to write in a turn's own
-// transaction, and the ledger a Syncer keeps. The rows are defined here so
+// transaction, and the ledger a provsync.Syncer keeps. The rows are defined here so
 // that the proxy and the stores agree on them without importing the memory
 // package.
 
@@ -72,7 +72,7 @@ type SyncMark struct {
 	LocalVersion  int64  `json:"local_version"`
 }
 
-// SyncLedger keeps SyncMarks per tenant (part of MemoryStore). PutSyncMark
+// SyncLedger keeps SyncMarks per tenant (part of memory.Store). PutSyncMark
 // is one upsert on (tenant, kind, id).
 type SyncLedger interface {
 	// GetSyncMark returns the mark of a record, and false when there is none.

@@ -96,7 +96,7 @@ type Config struct {
 }
 
 // Memory is the deterministic entity memory, outcome tracker and insight
-// synthesizer. It is a shim Observer: add it to Config.Observers.
+// synthesizer. It is a shim.Observer: add it to shim.Config.Observers.
 type Memory struct {
 	cfg Config
 }

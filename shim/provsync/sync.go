@@ -60,7 +60,7 @@ type Config struct {
 	MaxChars int
 	// MaxBytes bounds a bundle, a handshake answer and a blob (0: 16 MiB).
 	MaxBytes int64
-	// Ledger remembers what each sync wrote (pass the MemoryStore). With
+	// Ledger remembers what each sync wrote (pass the memory store). With
 	// it, a record edited locally since its last sync, or created locally,
 	// is never overwritten; without it, only the version comparison holds.
 	Ledger shim.SyncLedger
