@@ -132,53 +132,87 @@ func encodeDoc(v any) ([]byte, error) {
 	return b, nil
 }
 
-// ListProvisions implements shim.Store.
-func (s *Shim) ListProvisions(ctx context.Context, tenant contract.TenantSlot) ([]shim.Provision, error) {
-	out := []shim.Provision{}
-	err := provisionTable.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
-		p, err := decodeDoc[shim.Provision](doc, "provision")
-		p.Version = v
-		out = append(out, p)
+// shimDocs is a shimTable of one Go type: the JSON document and its
+// version column around the table's CAS statements.
+type shimDocs[T any] struct {
+	shimTable
+	key     func(*T) string
+	version func(*T) *int64
+}
+
+var (
+	provisionDocs = shimDocs[shim.Provision]{provisionTable,
+		func(p *shim.Provision) string { return p.ID }, func(p *shim.Provision) *int64 { return &p.Version }}
+	contextDocs = shimDocs[shim.ContextEntry]{contextTable,
+		func(e *shim.ContextEntry) string { return e.Ref }, func(e *shim.ContextEntry) *int64 { return &e.Version }}
+)
+
+func (d shimDocs[T]) listDocs(ctx context.Context, db *DB, tenant contract.TenantSlot) ([]T, error) {
+	out := []T{}
+	err := d.list(ctx, db, tenant, func(doc []byte, v int64) error {
+		x, err := decodeDoc[T](doc, d.what)
+		*d.version(&x) = v
+		out = append(out, x)
 		return err
 	})
 	return out, err
 }
 
+func (d shimDocs[T]) getDoc(ctx context.Context, db *DB, tenant contract.TenantSlot, key string) (T, error) {
+	doc, v, err := d.get(ctx, db, tenant, key)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	x, err := decodeDoc[T](doc, d.what)
+	*d.version(&x) = v
+	return x, err
+}
+
+func (d shimDocs[T]) createDoc(ctx context.Context, db *DB, tenant contract.TenantSlot, x T) (T, error) {
+	*d.version(&x) = 1
+	doc, err := encodeDoc(x)
+	if err == nil {
+		err = d.create(ctx, db, tenant, d.key(&x), doc)
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return x, nil
+}
+
+func (d shimDocs[T]) updateDoc(ctx context.Context, db *DB, tenant contract.TenantSlot, x T, ifVersion int64) (T, error) {
+	*d.version(&x) = ifVersion + 1
+	doc, err := encodeDoc(x)
+	if err == nil {
+		err = d.update(ctx, db, tenant, d.key(&x), doc, ifVersion)
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return x, nil
+}
+
+// ListProvisions implements shim.Store.
+func (s *Shim) ListProvisions(ctx context.Context, tenant contract.TenantSlot) ([]shim.Provision, error) {
+	return provisionDocs.listDocs(ctx, s.db, tenant)
+}
+
 // GetProvision implements shim.Store.
 func (s *Shim) GetProvision(ctx context.Context, tenant contract.TenantSlot, id string) (shim.Provision, error) {
-	doc, v, err := provisionTable.get(ctx, s.db, tenant, id)
-	if err != nil {
-		return shim.Provision{}, err
-	}
-	p, err := decodeDoc[shim.Provision](doc, "provision")
-	p.Version = v
-	return p, err
+	return provisionDocs.getDoc(ctx, s.db, tenant, id)
 }
 
 // CreateProvision implements shim.Store.
 func (s *Shim) CreateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision) (shim.Provision, error) {
-	p.Version = 1
-	doc, err := encodeDoc(p)
-	if err != nil {
-		return shim.Provision{}, err
-	}
-	if err := provisionTable.create(ctx, s.db, tenant, p.ID, doc); err != nil {
-		return shim.Provision{}, err
-	}
-	return p, nil
+	return provisionDocs.createDoc(ctx, s.db, tenant, p)
 }
 
 // UpdateProvision implements shim.Store.
 func (s *Shim) UpdateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision, ifVersion int64) (shim.Provision, error) {
-	p.Version = ifVersion + 1
-	doc, err := encodeDoc(p)
-	if err != nil {
-		return shim.Provision{}, err
-	}
-	if err := provisionTable.update(ctx, s.db, tenant, p.ID, doc, ifVersion); err != nil {
-		return shim.Provision{}, err
-	}
-	return p, nil
+	return provisionDocs.updateDoc(ctx, s.db, tenant, p, ifVersion)
 }
 
 // DeleteProvision implements shim.Store.
@@ -188,51 +222,22 @@ func (s *Shim) DeleteProvision(ctx context.Context, tenant contract.TenantSlot, 
 
 // ListContext implements shim.Store.
 func (s *Shim) ListContext(ctx context.Context, tenant contract.TenantSlot) ([]shim.ContextEntry, error) {
-	out := []shim.ContextEntry{}
-	err := contextTable.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
-		e, err := decodeDoc[shim.ContextEntry](doc, "context entry")
-		e.Version = v
-		out = append(out, e)
-		return err
-	})
-	return out, err
+	return contextDocs.listDocs(ctx, s.db, tenant)
 }
 
 // GetContext implements shim.Store.
 func (s *Shim) GetContext(ctx context.Context, tenant contract.TenantSlot, ref string) (shim.ContextEntry, error) {
-	doc, v, err := contextTable.get(ctx, s.db, tenant, ref)
-	if err != nil {
-		return shim.ContextEntry{}, err
-	}
-	e, err := decodeDoc[shim.ContextEntry](doc, "context entry")
-	e.Version = v
-	return e, err
+	return contextDocs.getDoc(ctx, s.db, tenant, ref)
 }
 
 // CreateContext implements shim.Store.
 func (s *Shim) CreateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry) (shim.ContextEntry, error) {
-	e.Version = 1
-	doc, err := encodeDoc(e)
-	if err != nil {
-		return shim.ContextEntry{}, err
-	}
-	if err := contextTable.create(ctx, s.db, tenant, e.Ref, doc); err != nil {
-		return shim.ContextEntry{}, err
-	}
-	return e, nil
+	return contextDocs.createDoc(ctx, s.db, tenant, e)
 }
 
 // UpdateContext implements shim.Store.
 func (s *Shim) UpdateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry, ifVersion int64) (shim.ContextEntry, error) {
-	e.Version = ifVersion + 1
-	doc, err := encodeDoc(e)
-	if err != nil {
-		return shim.ContextEntry{}, err
-	}
-	if err := contextTable.update(ctx, s.db, tenant, e.Ref, doc, ifVersion); err != nil {
-		return shim.ContextEntry{}, err
-	}
-	return e, nil
+	return contextDocs.updateDoc(ctx, s.db, tenant, e, ifVersion)
 }
 
 // DeleteContext implements shim.Store.
