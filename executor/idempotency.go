@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -81,8 +83,37 @@ func (f *inflight) release(k string, ch chan struct{}) {
 }
 
 // TickInputHash is the sha256 of a tick's canonical input: the payload and
-// the message, which is what the same idempotency key must repeat.
+// the message, which is what the same idempotency key must repeat. The
+// canonical input is the canonical JSON of {"payload": ..., "message": ...};
+// it is written directly (the payload canonicalized once, the message
+// escaped as CanonicalJSON escapes strings) rather than by marshalling the
+// object and canonicalizing it again, and gives the same bytes.
 func TickInputHash(payload json.RawMessage, message string) (string, error) {
+	if payload == nil {
+		payload = json.RawMessage("null") // as json.Marshal writes it
+	}
+	if !utf8.ValidString(message) {
+		// encoding/json turns each invalid byte into U+FFFD; keep exactly
+		// the bytes (and so the hashes) it gives.
+		return tickInputHashMarshalled(payload, message)
+	}
+	c, err := contract.CanonicalJSON(payload)
+	if err != nil {
+		return "", contract.Invalidf("bad_json", "executor: payload: %v", err)
+	}
+	var b bytes.Buffer
+	b.Grow(len(c) + len(message) + 32)
+	b.WriteString(`{"message":`)
+	contract.WriteJSONString(&b, message)
+	b.WriteString(`,"payload":`)
+	b.Write(c)
+	b.WriteByte('}')
+	return contract.SHA256(b.Bytes()), nil
+}
+
+// tickInputHashMarshalled is TickInputHash by way of json.Marshal and
+// CanonicalJSON: the definition TickInputHash must agree with.
+func tickInputHashMarshalled(payload json.RawMessage, message string) (string, error) {
 	b, err := json.Marshal(struct {
 		Payload json.RawMessage `json:"payload"`
 		Message string          `json:"message"`
@@ -104,12 +135,23 @@ func (e *Executor) idempotentTick(ctx context.Context, req TickRequest, p *Paylo
 	if err != nil {
 		return Envelope{}, err
 	}
+	rp := e.replayer()
 	local := string(tenant) + "\x00" + req.IdempotencyKey
 	deadline := time.Now().Add(TickKeyWait)
 	poll := 5 * time.Millisecond
 	for {
 		ch, owner := e.inflight.acquire(local)
 		if !owner {
+			// A call of this process holds the key. If the key is
+			// complete (the holder is only replaying it too), replay now:
+			// retries of a finished tick never queue behind each other.
+			// Otherwise wait for the holder, which may be the first run.
+			if rp != nil {
+				claim, env, err := e.claimOrReplay(ctx, rp, req, p, hash, false)
+				if err != nil || claim.Envelope != nil {
+					return env, err
+				}
+			}
 			select {
 			case <-ch:
 				continue
@@ -117,7 +159,7 @@ func (e *Executor) idempotentTick(ctx context.Context, req TickRequest, p *Paylo
 				return Envelope{}, inProgress(req.IdempotencyKey)
 			}
 		}
-		env, done, err := e.claimAndTick(ctx, req, p, hash)
+		env, done, err := e.claimAndTick(ctx, rp, req, p, hash)
 		e.inflight.release(local, ch)
 		if done {
 			return env, err
@@ -141,19 +183,39 @@ func inProgress(key string) error {
 	return contract.Conflictf("idempotency_key_in_progress", "executor: a tick with idempotency key %q is still running; retry later for its envelope", key)
 }
 
+// replayer returns the store's one-transaction replay when the store also
+// holds the executor's audit log, else nil (ClaimTick, then a separate
+// audit append).
+func (e *Executor) replayer() TickReplayer {
+	if rp, ok := e.Store.(TickReplayer); ok && rp.AuditsTo(e.Audit) {
+		return rp
+	}
+	return nil
+}
+
 // claimAndTick claims the key and runs the tick, or replays the stored
 // envelope. done is false when another process holds the key.
-func (e *Executor) claimAndTick(ctx context.Context, req TickRequest, p *Payload, hash string) (Envelope, bool, error) {
+func (e *Executor) claimAndTick(ctx context.Context, rp TickReplayer, req TickRequest, p *Payload, hash string) (Envelope, bool, error) {
 	tenant := req.Identity.TenantSlot
-	claim, err := e.Store.ClaimTick(ctx, tenant, req.IdempotencyKey, hash, TickKeyLease)
-	if err != nil {
-		return Envelope{}, true, contract.AsError(err)
+	var claim TickClaim
+	var err error
+	if rp != nil {
+		var env Envelope
+		claim, env, err = e.claimOrReplay(ctx, rp, req, p, hash, true)
+		if err != nil || claim.Envelope != nil {
+			return env, true, err
+		}
+	} else {
+		claim, err = e.Store.ClaimTick(ctx, tenant, req.IdempotencyKey, hash, TickKeyLease)
+		if err != nil {
+			return Envelope{}, true, contract.AsError(err)
+		}
+		if claim.Envelope != nil {
+			env, err := e.replay(ctx, req, p, claim.Envelope)
+			return env, true, err
+		}
 	}
-	switch {
-	case claim.Envelope != nil:
-		env, err := e.replay(ctx, req, p, claim.Envelope)
-		return env, true, err
-	case !claim.Claimed:
+	if !claim.Claimed {
 		return Envelope{}, false, nil
 	}
 	env, err := e.tick(ctx, req, p)
@@ -176,6 +238,28 @@ func (e *Executor) claimAndTick(ctx context.Context, req TickRequest, p *Payload
 	return env, true, err
 }
 
+// claimOrReplay is ClaimOrReplayTick: when the key is complete, env is its
+// stored envelope marked as a replay whose audit record was committed with
+// the read of the key.
+func (e *Executor) claimOrReplay(ctx context.Context, rp TickReplayer, req TickRequest, p *Payload, hash string, claim bool) (TickClaim, Envelope, error) {
+	var env Envelope
+	c, err := rp.ClaimOrReplayTick(context.WithoutCancel(ctx), req.Identity.TenantSlot, req.IdempotencyKey, hash, TickKeyLease, claim,
+		func(stored []byte) (audit.Entry, error) {
+			var err error
+			if env, err = storedEnvelope(req, stored); err != nil {
+				return audit.Entry{}, err
+			}
+			return e.replayAuditEntry(req, p, env), nil
+		})
+	if err != nil {
+		return TickClaim{}, Envelope{}, contract.AsError(err)
+	}
+	if c.Envelope != nil {
+		env.Replay, env.Audited = true, true
+	}
+	return c, env, nil
+}
+
 // ReplayRecord is the audit payload of a replayed tick.
 type ReplayRecord struct {
 	TickID         string `json:"tick_id"`
@@ -184,14 +268,18 @@ type ReplayRecord struct {
 	Replay         bool   `json:"replay"`
 }
 
-// replay returns a stored envelope marked as a replay, and records that
-// the key was replayed (no broker was called).
-func (e *Executor) replay(ctx context.Context, req TickRequest, p *Payload, stored []byte) (Envelope, error) {
+// storedEnvelope decodes the stored envelope of a completed key.
+func storedEnvelope(req TickRequest, stored []byte) (Envelope, error) {
 	var env Envelope
 	if err := json.Unmarshal(stored, &env); err != nil {
 		return Envelope{}, contract.Internal(fmt.Errorf("executor: stored envelope of idempotency key %s: %w", req.IdempotencyKey, err))
 	}
-	env.Replay = true
+	return env, nil
+}
+
+// replayAuditEntry is the audit record of a replay of env: no broker was
+// called; the outcome is the replayed tick's.
+func (e *Executor) replayAuditEntry(req TickRequest, p *Payload, env Envelope) audit.Entry {
 	outcome, reason := contract.OutcomeAllow, ""
 	if env.Aborted != nil {
 		outcome, reason = contract.OutcomeDeny, *env.Aborted
@@ -204,15 +292,26 @@ func (e *Executor) replay(ctx context.Context, req TickRequest, p *Payload, stor
 	if len(resource) > 200 {
 		resource = resource[:200]
 	}
-	_, err := e.Audit.Append(context.WithoutCancel(ctx), audit.Entry{
+	return audit.Entry{
 		Outcome: contract.AuditOutcome{
 			At: contract.Timestamp(wall()), Identity: req.Identity, Action: AuditAction,
 			Resource: resource, Outcome: outcome, Reason: reason,
 		},
 		Provenance: req.Provenance,
 		Payload:    ReplayRecord{TickID: env.TickID, Strategy: p.Strategy, IdempotencyKey: req.IdempotencyKey, Replay: true},
-	})
+	}
+}
+
+// replay returns a stored envelope marked as a replay, and records that
+// the key was replayed (no broker was called), for a store that does not
+// hold the audit log (see TickReplayer).
+func (e *Executor) replay(ctx context.Context, req TickRequest, p *Payload, stored []byte) (Envelope, error) {
+	env, err := storedEnvelope(req, stored)
 	if err != nil {
+		return Envelope{}, err
+	}
+	env.Replay = true
+	if _, err := e.Audit.Append(context.WithoutCancel(ctx), e.replayAuditEntry(req, p, env)); err != nil {
 		return Envelope{}, contract.Internal(fmt.Errorf("executor: audit: %w", err))
 	}
 	env.Audited = true

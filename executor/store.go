@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
@@ -50,6 +51,27 @@ type Store interface {
 	// ReleaseTick frees a claimed key whose tick did nothing (an invalid
 	// payload, a store failure before any broker call), so a retry runs.
 	ReleaseTick(ctx context.Context, tenant contract.TenantSlot, key string) error
+}
+
+// TickReplayer is what a Store whose database also holds the audit log can
+// do on top of ClaimTick: answer a retry in one transaction. A replay must
+// write its audit record before it is acknowledged; done by the store in the
+// transaction that reads the key, it costs one commit instead of a read and
+// an append of its own.
+type TickReplayer interface {
+	// AuditsTo reports whether l appends to the chain ClaimOrReplayTick
+	// writes (the same database), so a record written there is l's.
+	AuditsTo(l audit.Log) bool
+	// ClaimOrReplayTick is ClaimTick in one transaction that also records a
+	// replay: when key was completed with bodyHash, record is called with
+	// the stored envelope and the entry it returns is appended to the
+	// tenant's audit chain in the same transaction, and the envelope is
+	// returned (TickClaim.Envelope); an error of record rolls everything
+	// back and is returned. record may be called more than once (a retried
+	// transaction) and must have no other effect. With claim false a free
+	// key, or an expired claim, is left as it is and the answer is the zero
+	// TickClaim: a caller that only wants a completed key's envelope.
+	ClaimOrReplayTick(ctx context.Context, tenant contract.TenantSlot, key, bodyHash string, lease time.Duration, claim bool, record func(envelope []byte) (audit.Entry, error)) (TickClaim, error)
 }
 
 // TickClaim is what ClaimTick found.

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
 )
@@ -160,6 +161,80 @@ func (s *ExecutorState) ClaimTick(ctx context.Context, t contract.TenantSlot, ke
 		return executor.TickClaim{}, err
 	}
 	return claim, nil
+}
+
+var _ executor.TickReplayer = (*ExecutorState)(nil)
+
+// AuditsTo implements executor.TickReplayer: l is this database's audit log.
+func (s *ExecutorState) AuditsTo(l audit.Log) bool {
+	al, ok := l.(*AuditLog)
+	return ok && al.db == s.db
+}
+
+// ClaimOrReplayTick implements executor.TickReplayer: one write transaction
+// reads the key and, as it finds it, appends the replay's audit record,
+// claims the free key (claim true), takes over an expired claim (claim
+// true), or changes nothing. On SQLite the transaction shares a group
+// commit with concurrent ones (see batcher), so replays arriving together
+// pay one commit; nothing is answered before that commit.
+func (s *ExecutorState) ClaimOrReplayTick(ctx context.Context, t contract.TenantSlot, key, bodyHash string, lease time.Duration, claim bool, record func(envelope []byte) (audit.Entry, error)) (executor.TickClaim, error) {
+	var out executor.TickClaim
+	err := s.db.InTx(ctx, func(tx *Tx) error {
+		out = executor.TickClaim{}
+		var prevHash string
+		var result sql.NullString
+		var created int64
+		err := tx.QueryRow(ctx, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`,
+			string(t), executor.TickKeyScope, key).Scan(&prevHash, &result, &created)
+		var stored []byte
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if !claim {
+				return nil
+			}
+			claimed, got, err := ClaimKey(ctx, tx, t, executor.TickKeyScope, key, bodyHash)
+			if err != nil || claimed || len(got) == 0 {
+				out.Claimed = claimed
+				return err
+			}
+			stored = got // completed by a concurrent transaction (Postgres)
+		case err != nil:
+			return fmt.Errorf("store: read idempotency key: %w", err)
+		case prevHash != bodyHash:
+			return contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
+		case !result.Valid:
+			now := s.db.Now()
+			if !claim || Micros(now)-created <= lease.Microseconds() {
+				return nil
+			}
+			res, err := tx.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
+				Micros(now), string(t), executor.TickKeyScope, key, created)
+			if err != nil {
+				return fmt.Errorf("store: take over idempotency key: %w", err)
+			}
+			n, _ := res.RowsAffected()
+			out.Claimed = n == 1
+			return nil
+		default:
+			stored = []byte(result.String)
+		}
+		e, err := record(stored)
+		if err != nil {
+			return err
+		}
+		if _, err := AppendAudit(ctx, tx, e); err != nil {
+			return err
+		}
+		out.Envelope = stored
+		return nil
+	})
+	if err != nil {
+		if contract.KindOf(err) == contract.KindConflict {
+			return executor.TickClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
+		}
+		return executor.TickClaim{}, err
+	}
+	return out, nil
 }
 
 // CompleteTick implements executor.Store (CompleteKey).

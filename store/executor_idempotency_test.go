@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -145,6 +147,210 @@ func TestTickIdempotencyOnSQL(t *testing.T) {
 			t.Fatalf("%d orders after 100 concurrent duplicates; want 2 (the first key's and one)", n)
 		}
 	})
+}
+
+// gatedBroker holds every Place until release is closed, and says on
+// placing when the first one arrived.
+type gatedBroker struct {
+	broker.Broker
+	placing chan struct{}
+	once    *sync.Once
+	release chan struct{}
+}
+
+func (g gatedBroker) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, error) {
+	g.once.Do(func() { close(g.placing) })
+	<-g.release
+	return g.Broker.Place(ctx, o)
+}
+
+// tickRecords decodes the tenant's audit chain after checking it
+// verifies, and returns the payloads of its executor records.
+func tickRecords(t *testing.T, db *store.DB, tenant contract.TenantSlot) (ticks []executor.TickRecord, replays []executor.ReplayRecord) {
+	t.Helper()
+	rep, err := audit.Verify(context.Background(), db.Audit(), nil, tenant)
+	if err != nil || rep.Break != nil {
+		t.Fatalf("audit chain of %s: %v, break %v", tenant, err, rep.Break)
+	}
+	err = db.Audit().Scan(context.Background(), tenant, func(r audit.Row) error {
+		rec, err := audit.Decode(r.Body)
+		if err != nil {
+			return err
+		}
+		if rec.Outcome.Action != executor.AuditAction {
+			return nil
+		}
+		var probe struct {
+			Replay bool `json:"replay"`
+		}
+		if err := json.Unmarshal(rec.Payload, &probe); err != nil {
+			return err
+		}
+		if probe.Replay {
+			var rr executor.ReplayRecord
+			err = json.Unmarshal(rec.Payload, &rr)
+			replays = append(replays, rr)
+		} else {
+			var tr executor.TickRecord
+			err = json.Unmarshal(rec.Payload, &tr)
+			ticks = append(ticks, tr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ticks, replays
+}
+
+// TestTickReplaysWhileFirstAttemptInFlight: a key already completed is
+// replayed by many clients at once while the first attempt of another key
+// is held inside its broker call. The replays all answer before that tick
+// goes on (they wait for nothing), each with its own audit record; the
+// duplicates of the held key wait for it and replay its envelope; one order
+// per key; the chain verifies with one record per call.
+func TestTickReplaysWhileFirstAttemptInFlight(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ex := paperExecutor(t, db)
+		paper := ex.Brokers
+		gate := gatedBroker{placing: make(chan struct{}), once: new(sync.Once), release: make(chan struct{})}
+		gateOn := make(chan struct{}) // closed when ticks should meet the gate
+		ex.Brokers = func(ctx context.Context, tenant contract.TenantSlot) (broker.Broker, error) {
+			b, err := paper(ctx, tenant)
+			select {
+			case <-gateOn:
+				g := gate
+				g.Broker = b
+				return g, err
+			default:
+				return b, err
+			}
+		}
+		done, err := ex.TickAs(t.Context(), tickCaller, buySPY(t, "done-key-0001", ""))
+		if err != nil || done.Actions[0].Status != executor.StatusPlaced {
+			t.Fatalf("first tick of the completed key: %+v, %v", done, err)
+		}
+		close(gateOn)
+
+		const n = 40
+		held := make([]executor.Envelope, n+1)
+		heldErrs := make([]error, n+1)
+		var heldWG sync.WaitGroup
+		heldWG.Go(func() {
+			held[0], heldErrs[0] = ex.TickAs(context.Background(), tickCaller, buySPY(t, "held-key-0001", ""))
+		})
+		select {
+		case <-gate.placing:
+		case <-t.Context().Done():
+			t.Fatal("the first attempt never reached its broker call")
+		}
+		for i := 1; i <= n; i++ {
+			heldWG.Go(func() {
+				held[i], heldErrs[i] = ex.TickAs(context.Background(), tickCaller, buySPY(t, "held-key-0001", ""))
+			})
+		}
+		replays := make([]executor.Envelope, n)
+		replayErrs := make([]error, n)
+		var replayWG sync.WaitGroup
+		for i := range n {
+			replayWG.Go(func() {
+				replays[i], replayErrs[i] = ex.TickAs(context.Background(), tickCaller, buySPY(t, "done-key-0001", ""))
+			})
+		}
+		// The replays finish while the held tick is still in its broker
+		// call: nothing of theirs waits for it.
+		replayWG.Wait()
+		for i := range n {
+			if err := replayErrs[i]; err != nil || !replays[i].Replay || !replays[i].Audited || replays[i].TickID != done.TickID {
+				t.Fatalf("replay %d of the completed key: %+v, %v", i, replays[i], err)
+			}
+		}
+		close(gate.release)
+		heldWG.Wait()
+		fresh := 0
+		for i := range held {
+			if err := heldErrs[i]; err != nil || held[i].TickID != held[0].TickID || held[i].Actions[0].Status != executor.StatusPlaced {
+				t.Fatalf("tick %d of the held key: %+v, %v", i, held[i], err)
+			}
+			if !held[i].Replay {
+				fresh++
+			}
+		}
+		if fresh != 1 || held[0].Replay {
+			t.Fatalf("%d fresh ticks of the held key (the first: replay %v); want exactly the first", fresh, held[0].Replay)
+		}
+		if os := paperOrders(t, db); len(os) != 2 {
+			t.Fatalf("%d orders; want 2, one per key", len(os))
+		}
+		ticks, rrs := tickRecords(t, db, "slot-1")
+		if len(ticks) != 2 || len(rrs) != 2*n {
+			t.Fatalf("%d tick records and %d replay records; want 2 and %d", len(ticks), len(rrs), 2*n)
+		}
+		per := map[string]int{}
+		for _, r := range rrs {
+			per[r.IdempotencyKey+" "+r.TickID]++
+		}
+		if per["done-key-0001 "+done.TickID] != n || per["held-key-0001 "+held[0].TickID] != n {
+			t.Fatalf("replay records per key and tick: %v", per)
+		}
+	})
+}
+
+// TestTickReplayRecordCommitsWithTheRead: a replay whose stored envelope
+// cannot be read answers an internal error and leaves no audit record (the
+// record is written in the transaction that reads the key); a sound replay
+// appends exactly one record naming the tick it replayed.
+func TestTickReplayRecordCommitsWithTheRead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ex := paperExecutor(t, db)
+		ctx := t.Context()
+		first, err := ex.TickAs(ctx, tickCaller, buySPY(t, "read-key-0001", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ex.TickAs(ctx, tickCaller, buySPY(t, "read-key-0001", ""))
+		if err != nil || !again.Replay || !again.Audited || again.TickID != first.TickID {
+			t.Fatalf("replay: %+v, %v", again, err)
+		}
+		ticks, rrs := tickRecords(t, db, "slot-1")
+		if len(ticks) != 1 || len(rrs) != 1 || rrs[0] != (executor.ReplayRecord{TickID: first.TickID, Strategy: "momentum", IdempotencyKey: "read-key-0001", Replay: true}) {
+			t.Fatalf("records after a tick and its replay: %+v, %+v", ticks, rrs)
+		}
+		if _, err := db.Exec(ctx, `UPDATE idempotency SET result = ? WHERE key = ?`, "{not json", "read-key-0001"); err != nil {
+			t.Fatal(err)
+		}
+		if env, err := ex.TickAs(ctx, tickCaller, buySPY(t, "read-key-0001", "")); contract.KindOf(err) != contract.KindInternal || env.Audited {
+			t.Fatalf("replay of an unreadable envelope: %+v, %v; want an internal error", env, err)
+		}
+		if _, rrs := tickRecords(t, db, "slot-1"); len(rrs) != 1 {
+			t.Fatalf("%d replay records after the failed replay; want still 1", len(rrs))
+		}
+	})
+}
+
+// TestTickReplayAuditElsewhere: an executor whose audit log is not the
+// store's (here in memory) replays through ClaimTick and appends the replay
+// record to its own log.
+func TestTickReplayAuditElsewhere(t *testing.T) {
+	db := storetest.OpenSQLite(t)
+	ex := paperExecutor(t, db)
+	mem := audit.NewMemory()
+	ex.Audit = mem
+	first, err := ex.TickAs(t.Context(), tickCaller, buySPY(t, "mem-key-0001", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ex.TickAs(t.Context(), tickCaller, buySPY(t, "mem-key-0001", ""))
+	if err != nil || !again.Replay || !again.Audited || again.TickID != first.TickID {
+		t.Fatalf("replay: %+v, %v", again, err)
+	}
+	recs := mem.Records("slot-1")
+	if len(recs) != 2 || !strings.Contains(string(recs[1].Payload), `"replay":true`) {
+		t.Fatalf("memory log after a tick and its replay: %d records", len(recs))
+	}
+	if ticks, rrs := tickRecords(t, db, "slot-1"); len(ticks)+len(rrs) != 0 {
+		t.Fatalf("the store's chain got %d records; the executor's log is elsewhere", len(ticks)+len(rrs))
+	}
 }
 
 // TestTickIdempotencyTwoProcessesPostgres: two stores on one Postgres (two

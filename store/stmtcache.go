@@ -86,3 +86,52 @@ func (c *stmtCache) close() {
 	}
 	c.m = nil
 }
+
+// readStmts keeps prepared statements of the SQLite reader pool. Unlike the
+// writer, the pool can prepare at any time (database/sql prepares a pooled
+// statement again on each connection that first runs it), so a query is
+// prepared on first use. Bounded like stmtCache: past maxStmts, queries run
+// unprepared.
+type readStmts struct {
+	mu     sync.Mutex
+	m      map[string]*sql.Stmt
+	closed bool
+}
+
+// get returns the prepared statement of query on db, preparing it on first
+// use, or nil when it cannot be prepared (then the caller runs the query
+// unprepared, which reports the error).
+func (c *readStmts) get(ctx context.Context, db *sql.DB, query string) *sql.Stmt {
+	c.mu.Lock()
+	st, ok := c.m[query]
+	full := c.closed || len(c.m) >= maxStmts
+	c.mu.Unlock()
+	if ok || full {
+		return st
+	}
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.m[query]; ok || c.closed {
+		st.Close()
+		return prev
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[query] = st
+	return st
+}
+
+func (c *readStmts) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}

@@ -54,6 +54,7 @@ type DB struct {
 	w, r    *sql.DB
 	dialect Dialect
 	stmts   stmtCache // SQLite writer statements, prepared once
+	rstmts  readStmts // SQLite reader statements, prepared once
 	batch   *batcher  // SQLite group commit
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
@@ -158,6 +159,7 @@ func (db *DB) Close() error {
 		db.batch.close()
 	}
 	db.stmts.close()
+	db.rstmts.close()
 	err := db.w.Close()
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())
@@ -184,12 +186,28 @@ func (db *DB) Exec(ctx context.Context, query string, args ...any) (sql.Result, 
 
 // Query runs a read on the reader pool.
 func (db *DB) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := db.readStmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	return db.r.QueryContext(ctx, db.dialect.Rebind(query), args...)
 }
 
 // QueryRow runs a single-row read on the reader pool.
 func (db *DB) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := db.readStmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return db.r.QueryRowContext(ctx, db.dialect.Rebind(query), args...)
+}
+
+// readStmt returns the cached prepared statement for a read on SQLite's
+// reader pool, or nil on Postgres (pgx caches statements per connection
+// itself).
+func (db *DB) readStmt(ctx context.Context, query string) *sql.Stmt {
+	if db.dialect != SQLite {
+		return nil
+	}
+	return db.rstmts.get(ctx, db.r, query)
 }
 
 // Tx is a transaction on the writer.
