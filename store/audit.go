@@ -44,15 +44,9 @@ func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, erro
 		return audit.Record{}, err
 	}
 	tenant := string(e.Outcome.Identity.TenantSlot)
-	// Create the head row on the tenant's first record, and lock it: the
-	// no-op DO UPDATE takes the row lock on Postgres (SQLite's transaction
-	// already holds the write lock), so appends to one chain never fork.
-	var seq int64
-	var prev string
-	if err := tx.QueryRow(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)
-		ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING seq, hash`,
-		tenant, audit.Genesis).Scan(&seq, &prev); err != nil {
-		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
+	seq, prev, headRow, err := lockAuditHead(ctx, tx, tenant)
+	if err != nil {
+		return audit.Record{}, err
 	}
 	if seq == 0 {
 		// A new head: the tenant's first record, or a head row that was
@@ -79,10 +73,41 @@ func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, erro
 		string(rec.Body), rec.PrevHash, rec.Hash); err != nil {
 		return audit.Record{}, fmt.Errorf("store: audit append: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?`, rec.Seq, rec.Hash, tenant); err != nil {
+	head := `UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?`
+	if !headRow {
+		head = `INSERT INTO audit_heads (seq, hash, tenant) VALUES (?, ?, ?)`
+	}
+	if _, err := tx.Exec(ctx, head, rec.Seq, rec.Hash, tenant); err != nil {
 		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
 	}
 	return rec, nil
+}
+
+// lockAuditHead reads the head of tenant's chain so that no other append
+// to it can run until tx ends; headRow says whether the head row exists
+// (if not, seq is 0 and the caller inserts it).
+//
+// On Postgres the head row is created if missing and row-locked by a no-op
+// DO UPDATE, so appends to one chain never fork. SQLite's transaction holds
+// the database write lock from BEGIN (IMMEDIATE), so a plain read is
+// already exclusive, and costs a fraction of the upsert.
+func lockAuditHead(ctx context.Context, tx *Tx, tenant string) (seq int64, prev string, headRow bool, err error) {
+	if tx.Dialect() == SQLite {
+		err = tx.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`, tenant).Scan(&seq, &prev)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, audit.Genesis, false, nil
+		case err != nil:
+			return 0, "", false, fmt.Errorf("store: audit head: %w", err)
+		}
+		return seq, prev, true, nil
+	}
+	if err := tx.QueryRow(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)
+		ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING seq, hash`,
+		tenant, audit.Genesis).Scan(&seq, &prev); err != nil {
+		return 0, "", false, fmt.Errorf("store: audit head: %w", err)
+	}
+	return seq, prev, true, nil
 }
 
 // Tenants implements audit.Source: every tenant that has records or a head.
