@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -426,3 +427,58 @@ func TestKeys(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return sub != "" && strings.Contains(s, sub) }
+
+// TestReaderStatementsCached: reads on SQLite's reader pool run through
+// prepared statements kept per query: a query repeated from many goroutines
+// at once answers correctly every time, more distinct queries than the cache
+// holds still answer (unprepared past the bound), a bad query reports its
+// error, and reads after Close fail instead of using a closed statement.
+func TestReaderStatementsCached(t *testing.T) {
+	db, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "r.db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 50 {
+				var got int
+				if err := db.QueryRow(ctx, `SELECT ? + 1`, g*1000+i).Scan(&got); err != nil || got != g*1000+i+1 {
+					errs <- fmt.Errorf("goroutine %d read %d: got %d, %v", g, i, got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range 300 { // past the cache's bound of 256 queries
+		var got int
+		if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT %d + ?`, i), 1).Scan(&got); err != nil || got != i+1 {
+			t.Fatalf("distinct query %d: got %d, %v", i, got, err)
+		}
+	}
+	rows, err := db.Query(ctx, `SELECT ? UNION ALL SELECT ?`, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if rows.Close(); n != 2 {
+		t.Fatalf("%d rows; want 2", n)
+	}
+	if err := db.QueryRow(ctx, `SELECT nope FROM nowhere`).Scan(new(int)); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("bad query: %v; want an error naming the table", err)
+	}
+	db.Close()
+	if err := db.QueryRow(ctx, `SELECT ? + 1`, 1).Scan(new(int)); err == nil {
+		t.Fatal("read after Close succeeded")
+	}
+}
