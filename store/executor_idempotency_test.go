@@ -3,12 +3,14 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/broker"
@@ -351,6 +353,102 @@ func TestTickReplayAuditElsewhere(t *testing.T) {
 	if ticks, rrs := tickRecords(t, db, "slot-1"); len(ticks)+len(rrs) != 0 {
 		t.Fatalf("the store's chain got %d records; the executor's log is elsewhere", len(ticks)+len(rrs))
 	}
+}
+
+// TestClaimOrReplayTick: the store's one-transaction claim-or-replay on
+// every state of a key. With claim false a free, held or expired key is
+// left as it is; with claim true a free key is claimed, a held one is not,
+// an expired one is taken over; another input is a conflict; a completed key
+// calls record with its envelope and appends that entry in the same
+// transaction, and an error of record leaves no record behind. AuditsTo
+// accepts only the same database's audit log.
+func TestClaimOrReplayTick(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		s := db.ExecutorState()
+		if !s.AuditsTo(db.Audit()) || s.AuditsTo(audit.NewMemory()) || s.AuditsTo(storetest.OpenSQLite(t).Audit()) {
+			t.Fatal("AuditsTo must accept exactly the store's own audit log")
+		}
+		now := time.Unix(1_800_000_000, 0)
+		db.Now = func() time.Time { return now }
+		const tenant = contract.TenantSlot("slot-1")
+		calls := 0
+		entry := func(env []byte) (audit.Entry, error) {
+			calls++
+			return audit.Entry{
+				Outcome: contract.AuditOutcome{At: contract.Timestamp(now), Identity: tickCaller.Identity, Action: executor.AuditAction, Resource: "strategist:test", Outcome: contract.OutcomeAllow},
+				Payload: json.RawMessage(env),
+			}, nil
+		}
+		claim := func(key, hash string, lease time.Duration, claim bool) executor.TickClaim {
+			t.Helper()
+			c, err := s.ClaimOrReplayTick(ctx, tenant, key, hash, lease, claim, entry)
+			if err != nil {
+				t.Fatalf("ClaimOrReplayTick(%s, %s, claim %v): %v", key, hash, claim, err)
+			}
+			return c
+		}
+		records := func() int64 {
+			rep, err := audit.Verify(context.Background(), db.Audit(), nil, tenant)
+			if err != nil || rep.Break != nil {
+				t.Fatalf("verify: %v, %v", err, rep.Break)
+			}
+			return rep.Records
+		}
+
+		if c := claim("cor-key-0001", "h1", time.Minute, false); c.Claimed || c.Envelope != nil {
+			t.Fatalf("free key, claim false: %+v", c)
+		}
+		if c := claim("cor-key-0001", "h1", time.Minute, true); !c.Claimed {
+			t.Fatalf("free key, claim true: %+v", c)
+		}
+		for _, cl := range []bool{false, true} {
+			if c := claim("cor-key-0001", "h1", time.Minute, cl); c.Claimed || c.Envelope != nil {
+				t.Fatalf("held key, claim %v: %+v", cl, c)
+			}
+		}
+		if _, err := s.ClaimOrReplayTick(ctx, tenant, "cor-key-0001", "h2", time.Minute, false, entry); contract.KindOf(err) != contract.KindConflict {
+			t.Fatalf("held key, other input: %v; want a conflict", err)
+		}
+		now = now.Add(2 * time.Minute) // the claim's lease ran out
+		if c := claim("cor-key-0001", "h1", time.Minute, false); c.Claimed || c.Envelope != nil {
+			t.Fatalf("expired claim, claim false: %+v", c)
+		}
+		if c := claim("cor-key-0001", "h1", time.Minute, true); !c.Claimed {
+			t.Fatalf("expired claim, claim true: %+v; want taken over", c)
+		}
+		if calls != 0 || records() != 0 {
+			t.Fatalf("record called %d times, %d records, before any key completed", calls, records())
+		}
+
+		if err := s.CompleteTick(ctx, tenant, "cor-key-0001", []byte(`{"tick_id":"tick_1"}`)); err != nil {
+			t.Fatal(err)
+		}
+		for i, cl := range []bool{false, true} {
+			if c := claim("cor-key-0001", "h1", time.Minute, cl); c.Claimed || string(c.Envelope) != `{"tick_id":"tick_1"}` {
+				t.Fatalf("completed key, claim %v: %+v", cl, c)
+			}
+			if calls != i+1 || records() != int64(i+1) {
+				t.Fatalf("after %d replays: record called %d times, %d records", i+1, calls, records())
+			}
+		}
+		if _, err := s.ClaimOrReplayTick(ctx, tenant, "cor-key-0001", "h2", time.Minute, true, entry); contract.KindOf(err) != contract.KindConflict {
+			t.Fatalf("completed key, other input: %v; want a conflict", err)
+		}
+		failed := errors.New("cannot record")
+		if _, err := s.ClaimOrReplayTick(ctx, tenant, "cor-key-0001", "h1", time.Minute, true, func([]byte) (audit.Entry, error) { return audit.Entry{}, failed }); !errors.Is(err, failed) {
+			t.Fatalf("record failing: %v; want its error", err)
+		}
+		bad := func([]byte) (audit.Entry, error) {
+			return audit.Entry{Outcome: contract.AuditOutcome{Action: "x"}}, nil
+		}
+		if _, err := s.ClaimOrReplayTick(ctx, tenant, "cor-key-0001", "h1", time.Minute, true, bad); contract.KindOf(err) != contract.KindInvalid {
+			t.Fatalf("record giving an invalid entry: %v; want invalid", err)
+		}
+		if n := records(); n != 2 {
+			t.Fatalf("%d records after the failed replays; want still 2", n)
+		}
+	})
 }
 
 // TestTickIdempotencyTwoProcessesPostgres: two stores on one Postgres (two
