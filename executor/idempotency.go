@@ -243,7 +243,7 @@ func (e *Executor) claimAndTick(ctx context.Context, rp TickReplayer, req TickRe
 // the read of the key.
 func (e *Executor) claimOrReplay(ctx context.Context, rp TickReplayer, req TickRequest, p *Payload, hash string, claim bool) (TickClaim, Envelope, error) {
 	var env Envelope
-	c, err := rp.ClaimOrReplayTick(context.WithoutCancel(ctx), req.Identity.TenantSlot, req.IdempotencyKey, hash, TickKeyLease, claim,
+	c, err := rp.ClaimOrReplayTick(ctx, req.Identity.TenantSlot, req.IdempotencyKey, hash, TickKeyLease, claim,
 		func(stored []byte) (audit.Entry, error) {
 			var err error
 			if env, err = storedEnvelope(req, stored); err != nil {

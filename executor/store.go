@@ -70,7 +70,9 @@ type TickReplayer interface {
 	// back and is returned. record may be called more than once (a retried
 	// transaction) and must have no other effect. With claim false a free
 	// key, or an expired claim, is left as it is and the answer is the zero
-	// TickClaim: a caller that only wants a completed key's envelope.
+	// TickClaim: a caller that only wants a completed key's envelope. A
+	// ctx ended before the transaction starts changes nothing and is an
+	// error; once it has started, the transaction runs to its end.
 	ClaimOrReplayTick(ctx context.Context, tenant contract.TenantSlot, key, bodyHash string, lease time.Duration, claim bool, record func(envelope []byte) (audit.Entry, error)) (TickClaim, error)
 }
 

@@ -180,6 +180,9 @@ func (s *ExecutorState) AuditsTo(l audit.Log) bool {
 func (s *ExecutorState) ClaimOrReplayTick(ctx context.Context, t contract.TenantSlot, key, bodyHash string, lease time.Duration, claim bool, record func(envelope []byte) (audit.Entry, error)) (executor.TickClaim, error) {
 	var out executor.TickClaim
 	err := s.db.InTx(ctx, func(tx *Tx) error {
+		// Once the transaction runs, the caller's hang-up no longer stops
+		// it: the answer says whether the replay and its record committed.
+		ctx := context.WithoutCancel(ctx)
 		out = executor.TickClaim{}
 		var prevHash string
 		var result sql.NullString
