@@ -1,0 +1,376 @@
+// Package upstream is the shim's LLM gateway vocabulary (seed 003 H17):
+// routes to upstream providers, plans that order routes per model, the
+// exact provider/model grants a caller needs, the price table and the
+// reservation arithmetic in integer microdollars, the ledger and hold ports
+// the store implements, and the failover rule.
+//
+// A model identity is provider/model ("openai/gpt-4.1"): the model as one
+// provider serves it. A route is one credential at one base URL serving some
+// identities; a plan reaches each identity through exactly one route, and an
+// identity held after a rate or quota limit is held on every route.
+//
+// The package does no I/O: the shim drives it, the store implements Ledger
+// and Holds, and cmd/caduceus loads the configuration.
+package upstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// Kind is the wire an upstream speaks.
+type Kind string
+
+// Kinds of upstream.
+const (
+	KindOpenAI    Kind = "openai"    // chat completions and responses
+	KindAnthropic Kind = "anthropic" // messages
+)
+
+// Failover says when a plan may move a request to its next step.
+type Failover string
+
+// Failover policies.
+const (
+	// FailoverNone: the first step's answer, or its failure, is the answer.
+	FailoverNone Failover = "none"
+	// FailoverDefinite: move on after a failure that certainly did not run
+	// the request (connection refused, a 5xx or 429 before any byte).
+	FailoverDefinite Failover = "definite"
+	// FailoverUncertain: also after a failure that may have run it (a
+	// timeout after the request was sent, a broken stream before the first
+	// byte reached the client) — and then only to a model the caller holds
+	// its own grant for.
+	FailoverUncertain Failover = "uncertain"
+)
+
+// Route is one credential at one base URL, serving some model identities.
+type Route struct {
+	// Provider is the identity namespace of the models it serves ("openai",
+	// "anthropic", "azure", ...); empty: the kind.
+	Provider string `json:"provider,omitempty" yaml:"provider"`
+	Kind     Kind   `json:"kind" yaml:"kind"`
+	// BaseURL with or without a trailing /v1.
+	BaseURL string `json:"base_url" yaml:"base_url"`
+	// KeyEnv names the environment variable holding the API key; keys are
+	// never written in configuration.
+	KeyEnv string   `json:"key_env,omitempty" yaml:"key_env"`
+	Models []string `json:"models" yaml:"models"`
+}
+
+// Step is one attempt of a plan: a route, and the model to ask it for
+// (empty: the model the client asked for).
+type Step struct {
+	Route string `json:"route" yaml:"route"`
+	Model string `json:"model,omitempty" yaml:"model"`
+}
+
+// Plan orders routes per requested model.
+type Plan struct {
+	Failover Failover `json:"failover" yaml:"failover"`
+	// Models maps the model a client asks for to its ordered steps.
+	Models map[string][]Step `json:"models" yaml:"models"`
+}
+
+// Config is the gateway's configuration.
+type Config struct {
+	Routes map[string]Route `json:"routes" yaml:"routes"`
+	Plans  map[string]Plan  `json:"plans" yaml:"plans"`
+	// DefaultPlan serves tenants not named in TenantPlans ("" with one
+	// plan: that plan).
+	DefaultPlan string            `json:"default_plan,omitempty" yaml:"default_plan"`
+	TenantPlans map[string]string `json:"tenant_plans,omitempty" yaml:"tenant_plans"`
+	// Prices by model identity.
+	Prices  map[string]Price `json:"prices" yaml:"prices"`
+	Budgets Budgets          `json:"budgets" yaml:"budgets"`
+}
+
+// Parse decodes a JSON configuration (unknown fields refused) and validates
+// it.
+func Parse(b []byte) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("upstream: %v", err)
+	}
+	if dec.More() {
+		return Config{}, fmt.Errorf("upstream: trailing data after the configuration")
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Identity is provider/model.
+func Identity(provider, model string) string { return provider + "/" + model }
+
+// SplitIdentity splits provider/model at the first slash (model names may
+// hold slashes). It returns an error naming s when either side is empty or
+// s holds a space or control character.
+func SplitIdentity(s string) (provider, model string, err error) {
+	provider, model, ok := strings.Cut(s, "/")
+	if !ok || provider == "" || model == "" {
+		return "", "", fmt.Errorf("upstream: %q is not provider/model", s)
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) || len(s) > 200 {
+		return "", "", fmt.Errorf("upstream: %q is not provider/model (no spaces or control characters, at most 200 bytes)", s)
+	}
+	if !validName(provider) {
+		return "", "", fmt.Errorf("upstream: provider %q in %q must be lowercase letters, digits, '-' or '_'", provider, s)
+	}
+	return provider, model, nil
+}
+
+// ParseGrants parses a comma-separated list of provider/model pairs
+// ("openai/gpt-4.1,anthropic/claude-sonnet-4-5"), sorted and without
+// duplicates. Contributor-tier models are refused.
+func ParseGrants(s string) ([]string, error) {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if err := CheckGrant(part); err != nil {
+			return nil, err
+		}
+		out = append(out, part)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// CheckGrant checks one grant: an exact provider/model pair, no wildcard,
+// no contributor-tier model.
+func CheckGrant(g string) error {
+	_, model, err := SplitIdentity(g)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(g, "*") {
+		return fmt.Errorf("upstream: grant %q: grants name exact provider/model pairs, no wildcards", g)
+	}
+	if contributor(model) {
+		return fmt.Errorf("upstream: grant %q: contributor-tier models are refused", g)
+	}
+	return nil
+}
+
+func contributor(model string) bool { return strings.Contains(strings.ToLower(model), "contributor") }
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ProviderOf is a route's identity namespace.
+func (r Route) ProviderOf() string {
+	if r.Provider != "" {
+		return r.Provider
+	}
+	return string(r.Kind)
+}
+
+// Validate checks the configuration and returns an error naming the first
+// bad entry (entries are visited in name order, so the answer is stable).
+func (c Config) Validate() error {
+	for _, name := range slices.Sorted(maps.Keys(c.Routes)) {
+		if err := c.Routes[name].validate(name); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Plans)) {
+		if err := c.validatePlan(name, c.Plans[name]); err != nil {
+			return err
+		}
+	}
+	if c.DefaultPlan != "" {
+		if _, ok := c.Plans[c.DefaultPlan]; !ok {
+			return fmt.Errorf("upstream: default_plan %q names no plan", c.DefaultPlan)
+		}
+	} else if len(c.Plans) > 1 {
+		return fmt.Errorf("upstream: default_plan is required with more than one plan")
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.TenantPlans)) {
+		if !contract.ValidTenantSlot(t) {
+			return fmt.Errorf("upstream: tenant_plans: %q is not a tenant slot", t)
+		}
+		if _, ok := c.Plans[c.TenantPlans[t]]; !ok {
+			return fmt.Errorf("upstream: tenant_plans.%s: %q names no plan", t, c.TenantPlans[t])
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Prices)) {
+		if _, model, err := SplitIdentity(id); err != nil {
+			return fmt.Errorf("upstream: prices: %v", err)
+		} else if contributor(model) {
+			return fmt.Errorf("upstream: prices.%s: contributor-tier models are refused", id)
+		}
+		if err := c.Prices[id].validate(); err != nil {
+			return fmt.Errorf("upstream: prices.%s: %v", id, err)
+		}
+	}
+	// Every identity a plan reaches has a price: an attempt that cannot be
+	// reserved cannot be made.
+	for _, name := range slices.Sorted(maps.Keys(c.Plans)) {
+		p := c.Plans[name]
+		for _, m := range slices.Sorted(maps.Keys(p.Models)) {
+			for i, st := range p.Models[m] {
+				id := c.StepIdentity(st, m)
+				if _, ok := c.Prices[id]; !ok {
+					return fmt.Errorf("upstream: plans.%s.models.%s[%d]: %s has no price in prices", name, m, i, id)
+				}
+			}
+		}
+	}
+	return c.Budgets.validate()
+}
+
+func (r Route) validate(name string) error {
+	if !validName(name) {
+		return fmt.Errorf("upstream: routes: name %q must be lowercase letters, digits, '-' or '_'", name)
+	}
+	switch r.Kind {
+	case KindOpenAI, KindAnthropic:
+	case "":
+		return fmt.Errorf("upstream: routes.%s.kind is required (openai or anthropic)", name)
+	default:
+		return fmt.Errorf("upstream: routes.%s.kind %q: want openai or anthropic", name, r.Kind)
+	}
+	if r.Provider != "" && !validName(r.Provider) {
+		return fmt.Errorf("upstream: routes.%s.provider %q must be lowercase letters, digits, '-' or '_'", name, r.Provider)
+	}
+	u, err := url.Parse(r.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("upstream: routes.%s.base_url %q: want an http(s) URL", name, r.BaseURL)
+	}
+	if r.KeyEnv != "" && !validEnv(r.KeyEnv) {
+		return fmt.Errorf("upstream: routes.%s.key_env %q: want an environment variable name", name, r.KeyEnv)
+	}
+	if len(r.Models) == 0 {
+		return fmt.Errorf("upstream: routes.%s.models: a route serves at least one model", name)
+	}
+	seen := map[string]bool{}
+	for i, m := range r.Models {
+		if m == "" || strings.ContainsFunc(m, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("upstream: routes.%s.models[%d] %q: want a model name", name, i, m)
+		}
+		if contributor(m) {
+			return fmt.Errorf("upstream: routes.%s.models[%d] %q: contributor-tier models are refused", name, i, m)
+		}
+		if seen[m] {
+			return fmt.Errorf("upstream: routes.%s.models[%d]: %q is listed twice", name, i, m)
+		}
+		seen[m] = true
+	}
+	return nil
+}
+
+func validEnv(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// StepIdentity is the model identity a step reaches when a client asked
+// for model.
+func (c Config) StepIdentity(st Step, model string) string {
+	if st.Model != "" {
+		model = st.Model
+	}
+	return Identity(c.Routes[st.Route].ProviderOf(), model)
+}
+
+func (c Config) validatePlan(name string, p Plan) error {
+	if !validName(name) {
+		return fmt.Errorf("upstream: plans: name %q must be lowercase letters, digits, '-' or '_'", name)
+	}
+	switch p.Failover {
+	case FailoverNone, FailoverDefinite, FailoverUncertain:
+	case "":
+		return fmt.Errorf("upstream: plans.%s.failover is required (none, definite or uncertain)", name)
+	default:
+		return fmt.Errorf("upstream: plans.%s.failover %q: want none, definite or uncertain", name, p.Failover)
+	}
+	if len(p.Models) == 0 {
+		return fmt.Errorf("upstream: plans.%s.models: a plan routes at least one model", name)
+	}
+	// One route per model identity in a plan: a second credential for the
+	// same upstream model would let a request escape that model's limits.
+	routeOf := map[string]string{} // identity -> route
+	for _, m := range slices.Sorted(maps.Keys(p.Models)) {
+		if m == "" || contributor(m) {
+			return fmt.Errorf("upstream: plans.%s.models: %q is not a model a client may ask for", name, m)
+		}
+		steps := p.Models[m]
+		if len(steps) == 0 {
+			return fmt.Errorf("upstream: plans.%s.models.%s: no steps", name, m)
+		}
+		var kind Kind
+		for i, st := range steps {
+			at := fmt.Sprintf("plans.%s.models.%s[%d]", name, m, i)
+			r, ok := c.Routes[st.Route]
+			if !ok {
+				return fmt.Errorf("upstream: %s: route %q is not in routes", at, st.Route)
+			}
+			model := m
+			if st.Model != "" {
+				model = st.Model
+			}
+			if contributor(model) {
+				return fmt.Errorf("upstream: %s: contributor-tier model %q is refused", at, model)
+			}
+			if !slices.Contains(r.Models, model) {
+				return fmt.Errorf("upstream: %s: route %q does not serve %q (its models: %s)", at, st.Route, model, strings.Join(r.Models, ", "))
+			}
+			if i == 0 {
+				kind = r.Kind
+			} else if r.Kind != kind {
+				return fmt.Errorf("upstream: %s: route %q speaks %s but the first step speaks %s; a plan does not translate between wires", at, st.Route, r.Kind, kind)
+			}
+			id := Identity(r.ProviderOf(), model)
+			if prev, ok := routeOf[id]; ok && prev != st.Route {
+				return fmt.Errorf("upstream: %s: %s is already reached through route %q; a model identity is reachable through one route per plan", at, id, prev)
+			}
+			routeOf[id] = st.Route
+		}
+	}
+	return nil
+}
+
+// PlanFor returns the plan serving tenant, or false when none does.
+func (c Config) PlanFor(tenant contract.TenantSlot) (string, Plan, bool) {
+	name := c.TenantPlans[string(tenant)]
+	if name == "" {
+		name = c.DefaultPlan
+	}
+	if name == "" && len(c.Plans) == 1 {
+		for n := range c.Plans {
+			name = n
+		}
+	}
+	p, ok := c.Plans[name]
+	return name, p, ok
+}
+
+// Enabled reports whether any route is configured.
+func (c Config) Enabled() bool { return len(c.Routes) > 0 }

@@ -1,0 +1,69 @@
+package upstream
+
+import "testing"
+
+// FuzzParse: configuration bytes never panic, and an accepted configuration
+// is valid and reaches every identity of every plan through one route.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(goodConfig))
+	f.Add([]byte(`{"routes": {}}`))
+	f.Add([]byte(`{"prices": {"a/b": {"input": "1.000001", "max_output_tokens": 1}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("parsed configuration does not validate: %v", err)
+		}
+		for _, p := range c.Plans {
+			routeOf := map[string]string{}
+			for m, steps := range p.Models {
+				for _, st := range steps {
+					id := c.StepIdentity(st, m)
+					if r, ok := routeOf[id]; ok && r != st.Route {
+						t.Fatalf("%s through %s and %s", id, r, st.Route)
+					}
+					routeOf[id] = st.Route
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseDollars: an accepted amount formats back to the same value.
+func FuzzParseDollars(f *testing.F) {
+	for _, s := range []string{"0", "2.5", ".000001", "1000000000", "1e3", "-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseDollars(s)
+		if err != nil {
+			return
+		}
+		if m < 0 || m > MaxMicrodollars {
+			t.Fatalf("%q -> %d out of range", s, m)
+		}
+		back, err := ParseDollars(m.String())
+		if err != nil || back != m {
+			t.Fatalf("%q -> %d -> %q -> %d, %v", s, m, m.String(), back, err)
+		}
+	})
+}
+
+// FuzzParseGrants: accepted grants are exact provider/model pairs.
+func FuzzParseGrants(f *testing.F) {
+	f.Add("openai/gpt-4.1,anthropic/claude-sonnet-4-5")
+	f.Add("a/*")
+	f.Fuzz(func(t *testing.T, s string) {
+		gs, err := ParseGrants(s)
+		if err != nil {
+			return
+		}
+		for _, g := range gs {
+			if err := CheckGrant(g); err != nil {
+				t.Fatalf("accepted %q: %v", g, err)
+			}
+		}
+	})
+}

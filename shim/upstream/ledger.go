@@ -1,0 +1,129 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// CodeBudgetExceeded is the refusal code of a request that cannot reserve
+// its maximum cost within a budget.
+const CodeBudgetExceeded = "budget_exceeded"
+
+// ErrBudgetExceeded is returned by Ledger.Reserve when the reservation
+// would take a key or tenant past a budget. Nothing was reserved.
+var ErrBudgetExceeded = errors.New("upstream: budget exceeded")
+
+// Reservation is one attempt's hold on spend, taken before the call.
+type Reservation struct {
+	// ID is unique per attempt (the receipt id and the attempt number).
+	ID       string
+	Tenant   contract.TenantSlot
+	KeyID    string
+	Identity string // provider/model
+	Amount   Microdollars
+	// KeyLimit and TenantLimit are the limits that bind this attempt (zero: none).
+	KeyLimit, TenantLimit Limit
+}
+
+// Ledger keeps reservations and settlements. Implementations keep every
+// budget in one store so several processes share it, and must never accept
+// reservations that together exceed a budget, however many run at once.
+type Ledger interface {
+	// Reserve records r against the key's and tenant's spend for the
+	// current UTC day and month. It returns ErrBudgetExceeded when any
+	// bound would be passed (and reserves nothing), or another error when
+	// the store failed.
+	Reserve(ctx context.Context, r Reservation) error
+	// Settle replaces reservation id's amount with actual, the cost of the
+	// usage the upstream reported. Settling twice, or after Release, is an
+	// error; settling an unknown id is a not_found *contract.Error.
+	Settle(ctx context.Context, id string, actual Microdollars) error
+	// Release cancels reservation id (the attempt failed before it cost
+	// anything): its amount stops counting against the budgets.
+	Release(ctx context.Context, id string) error
+}
+
+// Holds keeps, across processes, the model identities an upstream told to
+// wait (429, quota): while held, no route of any plan sends to them.
+type Holds interface {
+	// Hold holds identity until the given time; a later hold extends it,
+	// an earlier one never shortens it.
+	Hold(ctx context.Context, identity string, until time.Time) error
+	// HeldUntil reports until when identity is held (the zero time when it
+	// is not held, or the hold has passed).
+	HeldUntil(ctx context.Context, identity string) (time.Time, error)
+}
+
+// Failure classifies an attempt that did not produce an answer.
+type Failure int
+
+// Failures.
+const (
+	// Definite: the upstream certainly did not run the request —
+	// connection refused, a 5xx or 429 status before any byte of body.
+	Definite Failure = iota + 1
+	// Uncertain: it may have — a timeout after the request was sent, a
+	// connection or stream broken before the first byte reached the client.
+	Uncertain
+)
+
+// MayFailOver is the failover rule: after an attempt failed with f, may the
+// request move to the next step? Never once a byte reached the client (the
+// answer has begun); never without the caller's own grant for the next
+// step's model (granted); after a definite failure when the plan says
+// definite or uncertain; after an uncertain one only when it says uncertain
+// — a plan's opt-in never stands in for the caller's grant.
+func MayFailOver(policy Failover, f Failure, clientSawBytes, granted bool) bool {
+	if clientSawBytes || !granted {
+		return false
+	}
+	switch f {
+	case Definite:
+		return policy == FailoverDefinite || policy == FailoverUncertain
+	case Uncertain:
+		return policy == FailoverUncertain
+	}
+	return false
+}
+
+// FailureOfStatus classifies an upstream status received before any body
+// byte: a 5xx or 429 is a definite failure (the provider says it did not
+// run the request); everything else is an answer to pass to the client.
+func FailureOfStatus(status int) (Failure, bool) {
+	if status == 429 || status >= 500 {
+		return Definite, true
+	}
+	return 0, false
+}
+
+// RetryAfter reads a Retry-After header value (delay seconds or an HTTP
+// date) relative to now, and falls back to def when it is absent or
+// unreadable. The result is capped at a day.
+func RetryAfter(v string, now time.Time, def time.Duration) time.Duration {
+	d := def
+	if v != "" {
+		if secs, err := parseSeconds(v); err == nil {
+			d = time.Duration(secs) * time.Second
+		} else if t, err := time.Parse(time.RFC1123, v); err == nil {
+			d = t.Sub(now)
+		}
+	}
+	return min(max(d, 0), 24*time.Hour)
+}
+
+func parseSeconds(v string) (int64, error) {
+	var n int64
+	if v == "" || len(v) > 9 {
+		return 0, errors.New("not seconds")
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, errors.New("not seconds")
+		}
+		n = n*10 + int64(v[i]-'0')
+	}
+	return n, nil
+}

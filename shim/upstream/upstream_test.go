@@ -1,0 +1,217 @@
+package upstream
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodConfig = `{
+  "routes": {
+    "openai-main": {"kind": "openai", "base_url": "https://api.openai.com/v1", "key_env": "OPENAI_KEY", "models": ["gpt-4.1", "gpt-4.1-mini"]},
+    "openai-backup": {"kind": "openai", "provider": "azure", "base_url": "https://backup.example.com", "key_env": "AZURE_KEY", "models": ["gpt-4.1"]},
+    "claude": {"kind": "anthropic", "base_url": "https://api.anthropic.com", "key_env": "ANTHROPIC_KEY", "models": ["claude-sonnet-4-5"]}
+  },
+  "plans": {
+    "main": {"failover": "definite", "models": {
+      "gpt-4.1": [{"route": "openai-main"}, {"route": "openai-backup"}, {"route": "openai-main", "model": "gpt-4.1-mini"}],
+      "claude-sonnet-4-5": [{"route": "claude"}]}}
+  },
+  "prices": {
+    "openai/gpt-4.1": {"input": 2, "cached_input": "0.5", "output": 8, "max_output_tokens": 32768},
+    "openai/gpt-4.1-mini": {"input": 0.4, "cached_input": 0.1, "output": 1.6, "max_output_tokens": 32768},
+    "azure/gpt-4.1": {"input": 2, "cached_input": 0.5, "output": 8, "max_output_tokens": 32768},
+    "anthropic/claude-sonnet-4-5": {"input": 3, "cached_input": 0.3, "output": 15, "max_output_tokens": 64000}
+  },
+  "budgets": {"key": {"day": 5}, "tenants": {"slot-1": {"month": "100.25"}}}
+}`
+
+func TestParseGoodConfig(t *testing.T) {
+	c, err := Parse([]byte(goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Prices["openai/gpt-4.1"].CachedInput; got != 500_000 {
+		t.Errorf("cached input price = %d µ$/M, want 500000", got)
+	}
+	if got := c.Budgets.Tenants["slot-1"].Month; got != 100_250_000 {
+		t.Errorf("tenant month budget = %d, want 100250000", got)
+	}
+	name, p, ok := c.PlanFor("slot-9")
+	if !ok || name != "main" || len(p.Models["gpt-4.1"]) != 3 {
+		t.Fatalf("PlanFor = %q %v %v", name, p, ok)
+	}
+	if id := c.StepIdentity(p.Models["gpt-4.1"][1], "gpt-4.1"); id != "azure/gpt-4.1" {
+		t.Errorf("second step identity = %q", id)
+	}
+	key, ten := c.Budgets.For("slot-1", "k1")
+	if key.Day != 5_000_000 || ten.Month != 100_250_000 {
+		t.Errorf("budgets for slot-1/k1 = %+v %+v", key, ten)
+	}
+}
+
+// TestConfigErrorsNameTheBadEntry: every refusal names the entry to fix.
+func TestConfigErrorsNameTheBadEntry(t *testing.T) {
+	cases := []struct {
+		name, from, to, want string
+	}{
+		{"second route for one identity",
+			`{"route": "openai-main", "model": "gpt-4.1-mini"}]`,
+			`{"route": "openai-main", "model": "gpt-4.1-mini"}], "gpt-4.1-mini": [{"route": "openai-dup"}]`,
+			"plans.main.models.gpt-4.1-mini[0]: openai/gpt-4.1-mini is already reached through route \"openai-main\""},
+		{"unknown route", `{"route": "openai-backup"}`, `{"route": "nowhere"}`, `plans.main.models.gpt-4.1[1]: route "nowhere" is not in routes`},
+		{"route does not serve model", `{"route": "claude"}]`, `{"route": "claude", "model": "claude-opus"}]`, `route "claude" does not serve "claude-opus"`},
+		{"mixed wires", `{"route": "openai-backup"}`, `{"route": "claude", "model": "claude-sonnet-4-5"}`, "a plan does not translate between wires"},
+		{"bad failover", `"failover": "definite"`, `"failover": "always"`, `plans.main.failover "always"`},
+		{"bad kind", `"kind": "anthropic"`, `"kind": "gemini"`, `routes.claude.kind "gemini"`},
+		{"bad url", `"https://backup.example.com"`, `"ftp://backup"`, `routes.openai-backup.base_url`},
+		{"contributor route model", `"models": ["claude-sonnet-4-5"]`, `"models": ["claude-sonnet-4-5", "x-contributor"]`, "contributor-tier"},
+		{"missing price", `"azure/gpt-4.1": {"input": 2, "cached_input": 0.5, "output": 8, "max_output_tokens": 32768},`, ``, "plans.main.models.gpt-4.1[1]: azure/gpt-4.1 has no price"},
+		{"float price", `"input": 0.4,`, `"input": 0.0000001,`, `"0.0000001" is not an amount of dollars`},
+		{"negative budget", `"day": 5`, `"day": -5`, `"-5" is not an amount`},
+		{"unknown field", `"budgets"`, `"budget"`, `unknown field "budget"`},
+		{"bad key env", `"key_env": "AZURE_KEY"`, `"key_env": "AZURE KEY"`, `routes.openai-backup.key_env`},
+		{"no max output", `"max_output_tokens": 64000`, `"max_output_tokens": 0`, "prices.anthropic/claude-sonnet-4-5: max_output_tokens 0"},
+	}
+	dup := `"openai-dup": {"kind": "openai", "base_url": "https://dup.example.com", "models": ["gpt-4.1-mini"]},`
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := goodConfig
+			if !strings.Contains(src, tc.from) {
+				t.Fatalf("test case: %q not in the config", tc.from)
+			}
+			src = strings.Replace(src, tc.from, tc.to, 1)
+			if strings.Contains(tc.to, "openai-dup") {
+				src = strings.Replace(src, `"routes": {`, `"routes": {`+dup, 1)
+			}
+			_, err := Parse([]byte(src))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGrants(t *testing.T) {
+	g, err := ParseGrants(" openai/gpt-4.1,anthropic/claude-sonnet-4-5,openai/gpt-4.1, ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(g, ",") != "anthropic/claude-sonnet-4-5,openai/gpt-4.1" {
+		t.Errorf("grants = %v", g)
+	}
+	for _, bad := range []string{"gpt-4.1", "openai/", "/gpt", "openai/gpt-*", "openai/my-contributor", "Open AI/x", "openai/a b"} {
+		if _, err := ParseGrants(bad); err == nil {
+			t.Errorf("grant %q accepted", bad)
+		} else if !strings.Contains(err.Error(), bad) {
+			t.Errorf("error %q does not name %q", err, bad)
+		}
+	}
+	// A model name may hold slashes (openrouter-style identities).
+	if p, m, err := SplitIdentity("openrouter/meta/llama-3"); err != nil || p != "openrouter" || m != "meta/llama-3" {
+		t.Errorf("SplitIdentity = %q %q %v", p, m, err)
+	}
+}
+
+func TestParseDollars(t *testing.T) {
+	good := map[string]Microdollars{"0": 0, "2": 2_000_000, "2.5": 2_500_000, ".5": 500_000, "0.000001": 1, "1000000000": MaxMicrodollars}
+	for s, want := range good {
+		if got, err := ParseDollars(s); err != nil || got != want {
+			t.Errorf("ParseDollars(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", ".", "2.", "-1", "+1", "1e3", "0.0000001", "1000000000.000001", "99999999999", "1,5", " 1"} {
+		if _, err := ParseDollars(s); err == nil {
+			t.Errorf("ParseDollars(%q) accepted", s)
+		}
+	}
+	if s := Microdollars(2_500_001).String(); s != "2.500001" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+// TestCostRoundsUpExactly: the sum is divided once and rounded up.
+func TestCostRoundsUpExactly(t *testing.T) {
+	p := Price{Input: 2_000_000, CachedInput: 500_000, Output: 8_000_000, MaxOutputTokens: 100}
+	cases := []struct {
+		u    Usage
+		want Microdollars
+	}{
+		{Usage{}, 0},
+		{Usage{Input: 1}, 2},       // 2,000,000 / 1e6
+		{Usage{CachedInput: 1}, 1}, // 0.5 rounds up to 1
+		{Usage{CachedInput: 2}, 1}, // exactly 1
+		{Usage{CachedInput: 3}, 2}, // 1.5 -> 2
+		{Usage{Input: 1000, CachedInput: 3, Output: 10}, 2082}, // 2000 + 1.5 + 80 = 2081.5 -> 2082
+		{Usage{Input: -5, Output: 1}, 8},
+		{Usage{Input: 1 << 62, Output: 1 << 62}, Microdollars(ceilDiv(uint64(MaxTokens)*2_000_000+uint64(MaxTokens)*8_000_000, 1_000_000))},
+	}
+	for _, tc := range cases {
+		if got := p.Cost(tc.u); got != tc.want {
+			t.Errorf("Cost(%+v) = %d, want %d", tc.u, got, tc.want)
+		}
+	}
+	// MaxCost: body bytes at the input price plus the output bound.
+	if got := p.MaxCost(1000, 50); got != 2000+400 {
+		t.Errorf("MaxCost(1000, 50) = %d", got)
+	}
+	if got := p.MaxCost(1000, 0); got != 2000+800 {
+		t.Errorf("MaxCost without a bound = %d, want the price's max_output_tokens", got)
+	}
+	// The reservation bounds the settlement for any usage within it.
+	for in := int64(0); in <= 1000; in += 37 {
+		for cached := int64(0); cached+in <= 1000; cached += 91 {
+			if c := p.Cost(Usage{Input: in, CachedInput: cached, Output: 50}); c > p.MaxCost(1000, 50) {
+				t.Fatalf("cost %d above the reservation", c)
+			}
+		}
+	}
+}
+
+func TestMayFailOver(t *testing.T) {
+	cases := []struct {
+		policy          Failover
+		f               Failure
+		sawBytes, grant bool
+		want            bool
+	}{
+		{FailoverNone, Definite, false, true, false},
+		{FailoverDefinite, Definite, false, true, true},
+		{FailoverDefinite, Uncertain, false, true, false},
+		{FailoverUncertain, Uncertain, false, true, true},
+		{FailoverUncertain, Uncertain, false, false, false}, // the plan cannot supply the grant
+		{FailoverUncertain, Definite, false, false, false},
+		{FailoverUncertain, Definite, true, true, false}, // never after the first byte
+		{FailoverUncertain, Uncertain, true, true, false},
+	}
+	for _, tc := range cases {
+		if got := MayFailOver(tc.policy, tc.f, tc.sawBytes, tc.grant); got != tc.want {
+			t.Errorf("MayFailOver(%s, %d, sawBytes=%v, granted=%v) = %v", tc.policy, tc.f, tc.sawBytes, tc.grant, got)
+		}
+	}
+	for status, want := range map[int]bool{200: false, 400: false, 404: false, 429: true, 500: true, 503: true, 529: true} {
+		if _, got := FailureOfStatus(status); got != want {
+			t.Errorf("FailureOfStatus(%d) = %v", status, got)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	cases := map[string]time.Duration{
+		"":                              30 * time.Second,
+		"7":                             7 * time.Second,
+		"junk":                          30 * time.Second,
+		"999999999":                     24 * time.Hour,
+		"Mon, 30 Nov 2026 12:01:00 UTC": time.Minute,
+		"Mon, 30 Nov 2026 11:00:00 UTC": 0,
+	}
+	for v, want := range cases {
+		if got := RetryAfter(v, now, 30*time.Second); got != want {
+			t.Errorf("RetryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
