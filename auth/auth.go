@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
 // Key is a stored API key (without its secret).
@@ -31,7 +32,10 @@ type Key struct {
 	Harness    string
 	RunContext contract.RunContext
 	SecretHash string // hex sha256 of the secret
-	CreatedAt  time.Time
+	// Grants are the exact provider/model pairs ("openai/gpt-4.1") the key
+	// may use for operator-funded LLM turns: its own and its tenant's.
+	Grants    []string
+	CreatedAt time.Time
 	RevokedAt  *time.Time
 }
 
@@ -58,6 +62,8 @@ type Spec struct {
 	Scopes     []contract.Scope
 	Harness    string
 	RunContext contract.RunContext
+	// Grants: exact provider/model pairs (upstream.ParseGrants).
+	Grants []string
 }
 
 // Service issues and verifies keys.
@@ -123,6 +129,11 @@ func (s Spec) Validate() error {
 	if len(s.Harness) > 64 || strings.ContainsAny(s.Harness, " \t\r\n,") {
 		return contract.FieldError("harness", "bad_harness", "harness %q must be at most 64 characters without spaces or commas", s.Harness)
 	}
+	for _, g := range s.Grants {
+		if err := upstream.CheckGrant(g); err != nil {
+			return contract.FieldError("models", "bad_grant", "%s", strings.TrimPrefix(err.Error(), "upstream: "))
+		}
+	}
 	return nil
 }
 
@@ -147,8 +158,11 @@ func (s *Service) Create(ctx context.Context, spec Spec) (token string, key Key,
 	scopes := slices.Clone(spec.Scopes)
 	slices.Sort(scopes)
 	scopes = slices.Compact(scopes)
+	grants := slices.Clone(spec.Grants)
+	slices.Sort(grants)
+	grants = slices.Compact(grants)
 	key = Key{ID: id, Tenant: spec.Tenant, Scopes: scopes, Harness: spec.Harness, RunContext: spec.RunContext,
-		SecretHash: hashSecret(sec), CreatedAt: s.now().UTC()}
+		Grants: grants, SecretHash: hashSecret(sec), CreatedAt: s.now().UTC()}
 	if err := s.store.CreateKey(ctx, key); err != nil {
 		return "", Key{}, err
 	}
@@ -322,6 +336,7 @@ func CallerOf(k Key) contract.Caller {
 		Scopes:     slices.Clone(k.Scopes),
 		Harness:    k.Harness,
 		RunContext: k.RunContext,
+		Grants:     slices.Clone(k.Grants),
 	}
 }
 

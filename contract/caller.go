@@ -41,6 +41,15 @@ type Caller struct {
 	Scopes     []Scope
 	Harness    string     // optional harness name the key attests ("claude-code", ...)
 	RunContext RunContext // optional
+	// Grants are the exact provider/model pairs ("openai/gpt-4.1") the
+	// caller may use for operator-funded LLM turns, sorted.
+	Grants []string
+}
+
+// Granted reports whether the caller holds the exact provider/model grant.
+func (c Caller) Granted(identity string) bool {
+	_, ok := slices.BinarySearch(c.Grants, identity)
+	return ok
 }
 
 // Has reports whether the caller holds scope s. Admin does not imply other

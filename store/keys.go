@@ -23,9 +23,21 @@ func (db *DB) Keys() *Keys { return &Keys{db: db} }
 var _ auth.Store = (*Keys)(nil)
 
 // CreateKey implements auth.Store.
+// The key and its grants are written in one transaction.
 func (k *Keys) CreateKey(ctx context.Context, key auth.Key) error {
-	_, err := k.db.Exec(ctx, `INSERT INTO api_keys (id, tenant, secret_hash, scopes, harness, run_context, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		key.ID, string(key.Tenant), key.SecretHash, joinScopes(key.Scopes), key.Harness, string(key.RunContext), Micros(key.CreatedAt))
+	err := k.db.InTx(ctx, func(tx *Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO api_keys (id, tenant, secret_hash, scopes, harness, run_context, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			key.ID, string(key.Tenant), key.SecretHash, joinScopes(key.Scopes), key.Harness, string(key.RunContext), Micros(key.CreatedAt)); err != nil {
+			return err
+		}
+		for _, g := range key.Grants {
+			if _, err := tx.Exec(ctx, `INSERT INTO api_key_grants (tenant, key_id, model, created_at) VALUES (?, ?, ?, ?)`,
+				string(key.Tenant), key.ID, g, Micros(key.CreatedAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if IsUniqueViolation(err) {
 		return contract.Conflictf("key_exists", "key %s already exists", key.ID)
 	}
@@ -56,7 +68,8 @@ func scanKey(row interface{ Scan(...any) error }) (auth.Key, error) {
 	return key, nil
 }
 
-// Key implements auth.Store.
+// Key implements auth.Store. Its Grants are the key's own and its
+// tenant's, sorted.
 func (k *Keys) Key(ctx context.Context, id string) (auth.Key, error) {
 	key, err := scanKey(k.db.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -65,7 +78,61 @@ func (k *Keys) Key(ctx context.Context, id string) (auth.Key, error) {
 	if err != nil {
 		return auth.Key{}, fmt.Errorf("store: key: %w", err)
 	}
+	if key.Grants, err = k.grants(ctx, key.Tenant, key.ID); err != nil {
+		return auth.Key{}, err
+	}
 	return key, nil
+}
+
+// grants returns the grants of keyID and of every key of tenant, sorted
+// and without duplicates (keyID "": the tenant's alone).
+func (k *Keys) grants(ctx context.Context, tenant contract.TenantSlot, keyID string) ([]string, error) {
+	rows, err := k.db.Query(ctx, `SELECT DISTINCT model FROM api_key_grants WHERE tenant = ? AND key_id IN ('', ?) ORDER BY model`, string(tenant), keyID)
+	if err != nil {
+		return nil, fmt.Errorf("store: grants: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, fmt.Errorf("store: grants: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// TenantGrants returns the grants every key of tenant holds.
+func (k *Keys) TenantGrants(ctx context.Context, tenant contract.TenantSlot) ([]string, error) {
+	return k.grants(ctx, tenant, "")
+}
+
+// SetTenantGrants replaces the grants every key of tenant holds. Like a
+// revocation it bumps the key change counter (and notifies on Postgres), so
+// every process re-reads the keys it cached. The grants must be checked
+// (upstream.ParseGrants) by the caller.
+func (k *Keys) SetTenantGrants(ctx context.Context, tenant contract.TenantSlot, grants []string) error {
+	return k.db.InTx(ctx, func(tx *Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM api_key_grants WHERE tenant = ? AND key_id = ''`, string(tenant)); err != nil {
+			return fmt.Errorf("store: set grants: %w", err)
+		}
+		now := Micros(k.db.Now())
+		for _, g := range grants {
+			if _, err := tx.Exec(ctx, `INSERT INTO api_key_grants (tenant, key_id, model, created_at) VALUES (?, '', ?, ?)`, string(tenant), g, now); err != nil {
+				return fmt.Errorf("store: set grants: %w", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE key_changes SET n = n + 1 WHERE id = 1`); err != nil {
+			return fmt.Errorf("store: set grants: %w", err)
+		}
+		if tx.Dialect() == Postgres {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify(?, ?)`, keysChannel, "grants:"+string(tenant)); err != nil {
+				return fmt.Errorf("store: set grants: notify: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // ListKeys implements auth.Store.
@@ -83,7 +150,16 @@ func (k *Keys) ListKeys(ctx context.Context) ([]auth.Key, error) {
 		}
 		keys = append(keys, key)
 	}
-	return keys, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list keys: %w", err)
+	}
+	rows.Close()
+	for i := range keys {
+		if keys[i].Grants, err = k.grants(ctx, keys[i].Tenant, keys[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }
 
 // RevokeKey implements auth.Store. The revocation bumps the key change

@@ -1,0 +1,263 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+)
+
+// ShimSpend is the shim gateway's ledger (spend reservations, settlements,
+// budgets) and its rate-limit holds; it implements upstream.Ledger and
+// upstream.Holds.
+type ShimSpend struct{ db *DB }
+
+// ShimSpend returns the store's spend ledger and holds.
+func (db *DB) ShimSpend() *ShimSpend { return &ShimSpend{db: db} }
+
+var (
+	_ upstream.Ledger = (*ShimSpend)(nil)
+	_ upstream.Holds  = (*ShimSpend)(nil)
+)
+
+// Spend states.
+const (
+	spendReserved = "reserved"
+	spendSettled  = "settled"
+	spendReleased = "released"
+)
+
+// unbounded is the bound of a scope without a budget.
+const unbounded = math.MaxInt64 / 4
+
+// periods are the four running totals an attempt counts in.
+func periods(tenant contract.TenantSlot, keyID string, now time.Time, key, ten upstream.Limit) [4]struct {
+	scope, period string
+	limit         int64
+} {
+	now = now.UTC()
+	day, month := now.Format("2006-01-02"), now.Format("2006-01")
+	bound := func(m upstream.Microdollars) int64 {
+		if m <= 0 {
+			return unbounded
+		}
+		return int64(m)
+	}
+	return [4]struct {
+		scope, period string
+		limit         int64
+	}{
+		{"key:" + keyID, day, bound(key.Day)},
+		{"key:" + keyID, month, bound(key.Month)},
+		{"tenant:" + string(tenant), day, bound(ten.Day)},
+		{"tenant:" + string(tenant), month, bound(ten.Month)},
+	}
+}
+
+// Reserve implements upstream.Ledger. Each of the four totals (key and
+// tenant, day and month) is raised by one conditional upsert that succeeds
+// only while the total stays within its bound; the first that fails rolls
+// the whole reservation back. On Postgres the upsert locks the total's row
+// and re-reads it, and on SQLite the transaction holds the write lock, so
+// concurrent reservations are serialised per total and never overspend.
+func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) error {
+	if r.Amount < 0 || r.ID == "" {
+		return contract.Invalidf("bad_reservation", "a reservation needs an id and a non-negative amount")
+	}
+	now := s.db.Now()
+	ps := periods(r.Tenant, r.KeyID, now, r.KeyLimit, r.TenantLimit)
+	amount := int64(r.Amount)
+	err := s.db.InTx(ctx, func(tx *Tx) error {
+		for _, p := range ps {
+			if amount > p.limit {
+				return upstream.ErrBudgetExceeded
+			}
+			res, err := tx.Exec(ctx, `INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, ?)
+				ON CONFLICT (scope, period) DO UPDATE SET amount = shim_spend_totals.amount + excluded.amount
+				WHERE shim_spend_totals.amount + excluded.amount <= ?`, p.scope, p.period, amount, p.limit)
+			if err != nil {
+				return fmt.Errorf("store: reserve: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return upstream.ErrBudgetExceeded
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
+			r.ID, string(r.Tenant), r.KeyID, r.Identity, ps[0].period, ps[1].period, amount, spendReserved, Micros(now), Micros(now))
+		if IsUniqueViolation(err) {
+			return contract.Conflictf("reservation_exists", "reservation %s already exists", r.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: reserve: %w", err)
+		}
+		return nil
+	})
+	return err
+}
+
+// Settle implements upstream.Ledger.
+func (s *ShimSpend) Settle(ctx context.Context, id string, actual upstream.Microdollars) error {
+	if actual < 0 {
+		return contract.Invalidf("bad_settlement", "a settlement is never negative")
+	}
+	return s.close(ctx, id, spendSettled, int64(actual))
+}
+
+// Release implements upstream.Ledger.
+func (s *ShimSpend) Release(ctx context.Context, id string) error {
+	return s.close(ctx, id, spendReleased, 0)
+}
+
+// close moves a reserved attempt to state with its final amount and moves
+// the four totals by the difference.
+func (s *ShimSpend) close(ctx context.Context, id, state string, final int64) error {
+	return s.db.InTx(ctx, func(tx *Tx) error {
+		var tenant, keyID, day, month, cur string
+		var reserved int64
+		err := tx.QueryRow(ctx, `SELECT tenant, key_id, day, month, reserved, state FROM shim_spend WHERE id = ?`+tx.Dialect().ForUpdate(), id).
+			Scan(&tenant, &keyID, &day, &month, &reserved, &cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return contract.NotFoundf("reservation_not_found", "no reservation %s", id)
+		}
+		if err != nil {
+			return fmt.Errorf("store: %s reservation: %w", state, err)
+		}
+		if cur != spendReserved {
+			return contract.Conflictf("reservation_closed", "reservation %s is already %s", id, cur)
+		}
+		settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
+		if _, err := tx.Exec(ctx, `UPDATE shim_spend SET state = ?, settled = ?, updated_at = ? WHERE id = ?`, state, settled, Micros(s.db.Now()), id); err != nil {
+			return fmt.Errorf("store: %s reservation: %w", state, err)
+		}
+		if delta := final - reserved; delta != 0 {
+			for _, p := range [][2]string{{"key:" + keyID, day}, {"key:" + keyID, month}, {"tenant:" + tenant, day}, {"tenant:" + tenant, month}} {
+				if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, delta, p[0], p[1]); err != nil {
+					return fmt.Errorf("store: %s reservation: %w", state, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// ReleaseStale releases every attempt still reserved that was made before
+// cutoff (a process that died mid-call leaves its reservation open) and
+// reports how many it released.
+func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend WHERE state = ? AND created_at < ?`, spendReserved, Micros(cutoff))
+	if err != nil {
+		return 0, fmt.Errorf("store: stale reservations: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("store: stale reservations: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	n := 0
+	for _, id := range ids {
+		err := s.Release(ctx, id)
+		if contract.KindOf(err) == contract.KindConflict {
+			continue // settled meanwhile
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// SpendRow is one key's spend on one model identity.
+type SpendRow struct {
+	KeyID    string `json:"key_id"`
+	Model    string `json:"model"`
+	Attempts int64  `json:"attempts"`
+	// Reserved is the sum of every attempt's reservation; Settled the sum of
+	// settlements; Open what is reserved by attempts still in flight — all
+	// in microdollars.
+	Reserved int64 `json:"reserved_microdollars"`
+	Settled  int64 `json:"settled_microdollars"`
+	Open     int64 `json:"open_microdollars"`
+}
+
+// Spend reports a tenant's spend per key and model identity since the given
+// time (keyID "": every key of the tenant), ordered by key and model.
+func (s *ShimSpend) Spend(ctx context.Context, tenant contract.TenantSlot, keyID string, since time.Time) ([]SpendRow, error) {
+	q := `SELECT key_id, model, COUNT(*), SUM(reserved), SUM(COALESCE(settled, 0)),
+		SUM(CASE WHEN state = 'reserved' THEN reserved ELSE 0 END)
+		FROM shim_spend WHERE tenant = ? AND created_at >= ?`
+	args := []any{string(tenant), Micros(since)}
+	if keyID != "" {
+		q += ` AND key_id = ?`
+		args = append(args, keyID)
+	}
+	q += ` GROUP BY key_id, model ORDER BY key_id, model`
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: spend: %w", err)
+	}
+	defer rows.Close()
+	out := []SpendRow{}
+	for rows.Next() {
+		var r SpendRow
+		if err := rows.Scan(&r.KeyID, &r.Model, &r.Attempts, &r.Reserved, &r.Settled, &r.Open); err != nil {
+			return nil, fmt.Errorf("store: spend: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Total is what a scope ("key:<id>", "tenant:<slot>") has spent and holds
+// reserved in a period ("2026-11-30", "2026-11").
+func (s *ShimSpend) Total(ctx context.Context, scope, period string) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT amount FROM shim_spend_totals WHERE scope = ? AND period = ?`, scope, period).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: spend total: %w", err)
+	}
+	return n, nil
+}
+
+// Hold implements upstream.Holds: one upsert that only ever moves the end
+// of a hold later.
+func (s *ShimSpend) Hold(ctx context.Context, identity string, until time.Time) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO shim_holds (identity, until_at) VALUES (?, ?)
+		ON CONFLICT (identity) DO UPDATE SET until_at = excluded.until_at WHERE shim_holds.until_at < excluded.until_at`,
+		identity, Micros(until))
+	if err != nil {
+		return fmt.Errorf("store: hold: %w", err)
+	}
+	return nil
+}
+
+// HeldUntil implements upstream.Holds.
+func (s *ShimSpend) HeldUntil(ctx context.Context, identity string) (time.Time, error) {
+	var until int64
+	err := s.db.QueryRow(ctx, `SELECT until_at FROM shim_holds WHERE identity = ?`, identity).Scan(&until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: hold: %w", err)
+	}
+	t := FromMicros(until)
+	if !t.After(s.db.Now()) {
+		return time.Time{}, nil
+	}
+	return t, nil
+}
