@@ -36,7 +36,7 @@ type Key struct {
 	// may use for operator-funded LLM turns: its own and its tenant's.
 	Grants    []string
 	CreatedAt time.Time
-	RevokedAt  *time.Time
+	RevokedAt *time.Time
 }
 
 // Store keeps keys. Implementations: store.Keys (SQL).
