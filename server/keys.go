@@ -18,12 +18,15 @@ type KeyView struct {
 	Scopes     []contract.Scope    `json:"scopes"`
 	Harness    string              `json:"harness,omitempty"`
 	RunContext contract.RunContext `json:"context,omitempty"`
-	CreatedAt  string              `json:"created_at"`
-	RevokedAt  string              `json:"revoked_at,omitempty"`
+	// Models are the key's grants: exact provider/model pairs, its
+	// tenant's included.
+	Models    []string `json:"models,omitempty"`
+	CreatedAt string   `json:"created_at"`
+	RevokedAt string   `json:"revoked_at,omitempty"`
 }
 
 func viewOf(k auth.Key) KeyView {
-	v := KeyView{ID: k.ID, Tenant: k.Tenant, Scopes: k.Scopes, Harness: k.Harness, RunContext: k.RunContext, CreatedAt: contract.Timestamp(k.CreatedAt)}
+	v := KeyView{ID: k.ID, Tenant: k.Tenant, Scopes: k.Scopes, Harness: k.Harness, RunContext: k.RunContext, Models: k.Grants, CreatedAt: contract.Timestamp(k.CreatedAt)}
 	if k.RevokedAt != nil {
 		v.RevokedAt = contract.Timestamp(*k.RevokedAt)
 	}
@@ -35,6 +38,8 @@ type createKeyRequest struct {
 	Scopes  []contract.Scope    `json:"scopes"`
 	Harness string              `json:"harness"`
 	Context contract.RunContext `json:"context"`
+	// Models grants exact provider/model pairs ("openai/gpt-4.1").
+	Models []string `json:"models"`
 }
 
 // createKey makes a key in the caller's own tenant; an admin of one tenant
@@ -56,7 +61,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *Call) erro
 	if req.Tenant != c.Caller.Identity.TenantSlot {
 		return contract.Denyf("cross_tenant", "an admin key of %s cannot create keys for %s", c.Caller.Identity.TenantSlot, req.Tenant)
 	}
-	token, key, err := s.cfg.Auth.Create(r.Context(), auth.Spec{Tenant: req.Tenant, Scopes: req.Scopes, Harness: req.Harness, RunContext: req.Context})
+	token, key, err := s.cfg.Auth.Create(r.Context(), auth.Spec{Tenant: req.Tenant, Scopes: req.Scopes, Harness: req.Harness, RunContext: req.Context, Grants: req.Models})
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,9 @@ func (s *Server) routes() {
 		s.mux.Handle("GET /v1/outcomes", s.wrap("shim.outcomes", contract.ScopeRoute, s.shimOutcomes))
 		s.mux.Handle("GET /v1/insights", s.wrap("shim.insights", contract.ScopeRoute, s.shimInsights))
 	}
+	if s.cfg.ShimSpend != nil {
+		s.mux.Handle("GET /v1/spend", s.wrap("shim.spend", contract.ScopeRoute, s.shimSpend))
+	}
 	if s.cfg.ShimSync != nil {
 		s.mux.Handle("POST /v1/sync", s.wrap("shim.sync", contract.ScopeConfigure, s.shimSyncHandler))
 	}

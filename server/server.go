@@ -49,6 +49,9 @@ type Config struct {
 	// sync (issue 6); nil when the shim gate is off.
 	ShimMemory *memory.Memory
 	ShimSync   *provsync.Syncer
+	// ShimSpend serves GET /v1/spend; nil when no gateway routes are
+	// configured.
+	ShimSpend SpendReader
 	// Relay is the relay connector's handler (GET /relay, POST
 	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
 	// gateways and platforms itself (HMAC tokens, platform signatures).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
 func (a *app) keysCmd() *cobra.Command {
@@ -19,11 +20,12 @@ func (a *app) keysCmd() *cobra.Command {
   caduceus keys list
   caduceus keys revoke 3f9a0c1d2e4b5a67`,
 	}
-	var spec struct{ tenant, scopes, harness, context string }
+	var spec struct{ tenant, scopes, harness, context, models string }
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a key and print it (alone, once) on stdout",
 		Example: `  caduceus keys create --tenant slot-1 --scopes route,configure
+  caduceus keys create --tenant slot-1 --scopes route --models openai/gpt-4.1,anthropic/claude-sonnet-4-5
   caduceus keys create --tenant slot-2 --scopes operate --context cron --data /srv/caduceus`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -31,7 +33,11 @@ func (a *app) keysCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, fmt.Errorf("%s", userMessage(err))}
 			}
-			s := auth.Spec{Tenant: contract.TenantSlot(spec.tenant), Scopes: scopes, Harness: spec.harness, RunContext: contract.RunContext(spec.context)}
+			grants, err := upstream.ParseGrants(spec.models)
+			if err != nil {
+				return &exitError{2, fmt.Errorf("--models: %s", strings.TrimPrefix(err.Error(), "upstream: "))}
+			}
+			s := auth.Spec{Tenant: contract.TenantSlot(spec.tenant), Scopes: scopes, Harness: spec.harness, RunContext: contract.RunContext(spec.context), Grants: grants}
 			if err := s.Validate(); err != nil {
 				return &exitError{2, fmt.Errorf("%s", userMessage(err))}
 			}
@@ -52,6 +58,7 @@ func (a *app) keysCmd() *cobra.Command {
 	create.Flags().StringVar(&spec.scopes, "scopes", "", "comma-separated scopes: route, configure, operate, admin (required)")
 	create.Flags().StringVar(&spec.harness, "harness", "", "harness name the key attests (optional)")
 	create.Flags().StringVar(&spec.context, "context", "", "run context: cron, chat or analyst (optional)")
+	create.Flags().StringVar(&spec.models, "models", "", "comma-separated provider/model grants for operator-funded LLM turns, e.g. openai/gpt-4.1,anthropic/claude-sonnet-4-5")
 	create.MarkFlagRequired("tenant")
 	create.MarkFlagRequired("scopes")
 
@@ -71,7 +78,7 @@ func (a *app) keysCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTENANT\tSCOPES\tHARNESS\tCONTEXT\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tTENANT\tSCOPES\tHARNESS\tCONTEXT\tMODELS\tCREATED\tREVOKED")
 			for _, k := range keys {
 				var scopes []string
 				for _, s := range k.Scopes {
@@ -81,7 +88,7 @@ func (a *app) keysCmd() *cobra.Command {
 				if k.RevokedAt != nil {
 					revoked = contract.Timestamp(*k.RevokedAt)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, strings.Join(scopes, ","), orDefault(k.Harness, "-"), orDefault(string(k.RunContext), "-"), contract.Timestamp(k.CreatedAt), revoked)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, strings.Join(scopes, ","), orDefault(k.Harness, "-"), orDefault(string(k.RunContext), "-"), orDefault(strings.Join(k.Grants, ","), "-"), contract.Timestamp(k.CreatedAt), revoked)
 			}
 			return tw.Flush()
 		},
@@ -104,6 +111,37 @@ func (a *app) keysCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
+	var grantTenant, grantModels string
+	grant := &cobra.Command{
+		Use:   "grant",
+		Short: "Set the provider/model grants every key of a tenant holds (replaces the tenant's grants)",
+		Example: `  caduceus keys grant --tenant slot-1 --models openai/gpt-4.1-mini
+  caduceus keys grant --tenant slot-1 --models ""     # the tenant's keys keep only their own grants`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !contract.ValidTenantSlot(grantTenant) {
+				return &exitError{2, fmt.Errorf("--tenant %q: want a tenant slot like slot-1", grantTenant)}
+			}
+			grants, err := upstream.ParseGrants(grantModels)
+			if err != nil {
+				return &exitError{2, fmt.Errorf("--models: %s", strings.TrimPrefix(err.Error(), "upstream: "))}
+			}
+			db, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := db.Keys().SetTenantGrants(cmd.Context(), contract.TenantSlot(grantTenant), grants); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s: %s\n", grantTenant, orDefault(strings.Join(grants, ","), "no tenant grants"))
+			return nil
+		},
+	}
+	grant.Flags().StringVar(&grantTenant, "tenant", "", "tenant slot, e.g. slot-1 (required)")
+	grant.Flags().StringVar(&grantModels, "models", "", "comma-separated provider/model pairs (required; empty clears)")
+	grant.MarkFlagRequired("tenant")
+	grant.MarkFlagRequired("models")
+	cmd.AddCommand(create, list, revoke, grant)
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/provsync"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
 )
@@ -41,6 +42,40 @@ type shimConfig struct {
 	SyncAllow []string `yaml:"sync_allow"`
 	// MaxCharsCeiling clamps every synced max_chars (0: 20000).
 	MaxCharsCeiling int `yaml:"max_chars_ceiling"`
+	// Gateway is the governed upstream path: routes, plans, prices,
+	// budgets (shim.routes, shim.plans, ... in the file). With routes,
+	// upstreams must be empty.
+	Gateway upstream.Config `yaml:",inline"`
+	// Isolation is the caller scope of provisions, context, receipts and
+	// memory: tenant (default) or key.
+	Isolation string `yaml:"isolation"`
+}
+
+// checkGateway checks the gateway section: a valid configuration, not
+// mixed with the ungoverned upstreams, a known isolation.
+func (c shimConfig) checkGateway() error {
+	switch c.Isolation {
+	case "", "tenant", "key":
+	default:
+		return fmt.Errorf("shim.isolation %q: want key or tenant", c.Isolation)
+	}
+	g := c.Gateway
+	if !g.Enabled() {
+		if len(g.Plans) > 0 || len(g.Prices) > 0 {
+			return fmt.Errorf("shim.plans and shim.prices need shim.routes")
+		}
+		return nil
+	}
+	if len(c.Upstreams) > 0 {
+		return fmt.Errorf("shim.upstreams and shim.routes exclude each other: routes (with plans, grants and budgets) replace upstreams")
+	}
+	if len(g.Plans) == 0 {
+		return fmt.Errorf("shim.plans: routes need at least one plan")
+	}
+	if err := g.Validate(); err != nil {
+		return fmt.Errorf("shim: %s", strings.TrimPrefix(err.Error(), "upstream: "))
+	}
+	return nil
 }
 
 // shimGate is the shim service with its memory and governance parts.

@@ -70,6 +70,9 @@ func (a *app) checkServeConfig() error {
 				return bad("shim.cohorts: %q is not a tenant slot", t)
 			}
 		}
+		if err := a.cfg.Shim.checkGateway(); err != nil {
+			return bad("%v", err)
+		}
 	}
 	if a.gateOn("relay") && a.relayConfigured() {
 		if _, err := a.cfg.Relay.Config(a.getenv); err != nil {
