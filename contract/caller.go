@@ -42,14 +42,13 @@ type Caller struct {
 	Harness    string     // optional harness name the key attests ("claude-code", ...)
 	RunContext RunContext // optional
 	// Grants are the exact provider/model pairs ("openai/gpt-4.1") the
-	// caller may use for operator-funded LLM turns, sorted.
+	// caller may use for operator-funded LLM turns.
 	Grants []string
 }
 
 // Granted reports whether the caller holds the exact provider/model grant.
 func (c Caller) Granted(identity string) bool {
-	_, ok := slices.BinarySearch(c.Grants, identity)
-	return ok
+	return slices.Contains(c.Grants, identity)
 }
 
 // Has reports whether the caller holds scope s. Admin does not imply other

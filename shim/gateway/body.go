@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// meta is what the gateway reads from a request body: whether it streams,
+// its bound on output tokens, and whether it asked for stream usage.
+type meta struct {
+	stream       bool
+	maxOut       int64 // 0: unbounded
+	hasMaxTokens bool  // max_tokens present (Anthropic requires it)
+	includeUsage bool  // stream_options.include_usage
+}
+
+func readMeta(body []byte) (meta, error) {
+	var m struct {
+		Stream              bool   `json:"stream"`
+		MaxTokens           *int64 `json:"max_tokens"`
+		MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+		MaxOutputTokens     *int64 `json:"max_output_tokens"`
+		StreamOptions       *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return meta{}, errors.New("the body's stream, max_tokens, max_completion_tokens, max_output_tokens or stream_options field has the wrong type")
+	}
+	out := meta{stream: m.Stream, hasMaxTokens: m.MaxTokens != nil}
+	for _, v := range []*int64{m.MaxCompletionTokens, m.MaxOutputTokens, m.MaxTokens} {
+		if v != nil && *v > 0 {
+			out.maxOut = *v
+			break
+		}
+	}
+	if m.StreamOptions != nil {
+		out.includeUsage = m.StreamOptions.IncludeUsage
+	}
+	return out, nil
+}
+
+// topLevel finds the value of key in the top-level object of body and
+// returns its byte range.
+func topLevel(body []byte, key string) (start, end int, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, 0, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, 0, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return 0, 0, false
+		}
+		if k, _ := t.(string); k == key {
+			end := int(dec.InputOffset())
+			return end - len(raw), end, true
+		}
+	}
+	return 0, 0, false
+}
+
+func splice(b []byte, start, end int, repl []byte) []byte {
+	out := make([]byte, 0, len(b)-(end-start)+len(repl))
+	out = append(out, b[:start]...)
+	out = append(out, repl...)
+	return append(out, b[end:]...)
+}
+
+// withModel returns body asking for model instead (a failover step to
+// another model); every other byte is unchanged.
+func withModel(body []byte, model string) []byte {
+	s, e, ok := topLevel(body, "model")
+	if !ok {
+		return body
+	}
+	q, _ := json.Marshal(model)
+	return splice(body, s, e, q)
+}
+
+// withIncludeUsage returns a chat completions body whose stream ends with a
+// usage chunk: stream_options.include_usage set, every other byte kept.
+func withIncludeUsage(body []byte) []byte {
+	if s, e, ok := topLevel(body, "stream_options"); ok {
+		var opts map[string]json.RawMessage
+		if json.Unmarshal(body[s:e], &opts) != nil || opts == nil {
+			opts = map[string]json.RawMessage{}
+		}
+		opts["include_usage"] = json.RawMessage("true")
+		b, _ := json.Marshal(opts)
+		return splice(body, s, e, b)
+	}
+	i := bytes.IndexByte(body, '{')
+	if i < 0 {
+		return body
+	}
+	sep := ","
+	if rest := bytes.TrimSpace(body[i+1:]); len(rest) > 0 && rest[0] == '}' {
+		sep = ""
+	}
+	return splice(body, i+1, i+1, []byte(`"stream_options":{"include_usage":true}`+sep))
+}
+
+// rawUsage is the usage object of the three protocols.
+type rawUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	InputTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+func (r rawUsage) usage(p wire.Protocol) upstream.Usage {
+	switch p {
+	case wire.ChatCompletions:
+		var cached int64
+		if r.PromptTokensDetails != nil {
+			cached = r.PromptTokensDetails.CachedTokens
+		}
+		return upstream.Usage{Input: r.PromptTokens - cached, CachedInput: cached, Output: r.CompletionTokens}
+	case wire.Responses:
+		var cached int64
+		if r.InputTokensDetails != nil {
+			cached = r.InputTokensDetails.CachedTokens
+		}
+		return upstream.Usage{Input: r.InputTokens - cached, CachedInput: cached, Output: r.OutputTokens}
+	default:
+		return upstream.Usage{Input: r.InputTokens + r.CacheCreationInputTokens, CachedInput: r.CacheReadInputTokens, Output: r.OutputTokens}
+	}
+}
+
+// meter collects the usage an answer reports: the usage field of a JSON
+// answer, or of the stream's events (a chat stream's final usage chunk, a
+// responses stream's response.completed, an Anthropic stream's
+// message_start and message_delta — counts only grow, so the largest seen
+// of each is the total).
+type meter struct {
+	p    wire.Protocol
+	u    upstream.Usage
+	seen bool
+}
+
+type usageDoc struct {
+	Usage    *rawUsage `json:"usage"`
+	Response *struct {
+		Usage *rawUsage `json:"usage"`
+	} `json:"response"`
+	Message *struct {
+		Usage *rawUsage `json:"usage"`
+	} `json:"message"`
+	Choices json.RawMessage `json:"choices"`
+}
+
+// observe reads one JSON document (an answer or an event's data) and
+// reports whether it is a chat stream's usage-only chunk (no choices).
+func (m *meter) observe(data []byte) (usageOnly bool) {
+	if !bytes.Contains(data, []byte(`"usage"`)) {
+		return false
+	}
+	var d usageDoc
+	if json.Unmarshal(data, &d) != nil {
+		return false
+	}
+	var ru *rawUsage
+	switch {
+	case d.Usage != nil:
+		ru = d.Usage
+	case d.Response != nil && d.Response.Usage != nil:
+		ru = d.Response.Usage
+	case d.Message != nil && d.Message.Usage != nil:
+		ru = d.Message.Usage
+	default:
+		return false
+	}
+	u := ru.usage(m.p)
+	m.u.Input = max(m.u.Input, u.Input)
+	m.u.CachedInput = max(m.u.CachedInput, u.CachedInput)
+	m.u.Output = max(m.u.Output, u.Output)
+	m.seen = true
+	return m.p == wire.ChatCompletions && d.Usage != nil && bytes.Equal(bytes.TrimSpace(d.Choices), []byte("[]"))
+}
+
+// readAll reads at most max bytes of r.
+func readAll(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return b, err
+	}
+	if int64(len(b)) > max {
+		return b, errors.New("gateway: upstream answer too large")
+	}
+	return b, nil
+}

@@ -1,0 +1,557 @@
+// Package gateway forwards the shim's LLM requests along a plan (seed 003
+// H17): each attempt needs the caller's exact provider/model grant, reserves
+// its maximum cost before the call and settles to the reported usage after
+// it (or releases on failure); a failed attempt moves to the plan's next
+// step only as upstream.MayFailOver allows; a 429 holds the model identity
+// on every route, in the store every process shares.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// Refusal codes of the gateway.
+const (
+	CodeModelNotRouted  = "model_not_found"
+	CodeNotGranted      = "model_not_granted"
+	CodeWrongWire       = "wrong_protocol"
+	CodeMaxTokens       = "invalid_request"
+	CodeBudgetExceeded  = upstream.CodeBudgetExceeded
+	CodeRateLimited     = "rate_limited"
+	CodeUpstreamFailed  = "upstream_unreachable"
+	CodeLedgerUnhealthy = "internal"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	Upstream upstream.Config
+	// Keys are the routes' API keys by route name (read from each route's
+	// key_env by the caller); a route without one is sent no credential.
+	Keys   map[string]string
+	Ledger upstream.Ledger
+	Holds  upstream.Holds
+	// Client sends upstream requests (nil: http.DefaultClient).
+	Client *http.Client
+	// HeaderTimeout bounds the wait for an attempt's response headers once
+	// it is sent (0: 120s); past it the attempt failed uncertainly.
+	HeaderTimeout time.Duration
+	// DefaultHold is how long a 429 without Retry-After holds its model
+	// identity (0: 60s).
+	DefaultHold time.Duration
+	// MaxAnswer bounds a non-streaming answer (0: 64 MiB).
+	MaxAnswer int64
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Gateway forwards requests along plans.
+type Gateway struct {
+	cfg Config
+}
+
+// New returns a Gateway. It panics without a Ledger or Holds (a wiring bug).
+func New(cfg Config) *Gateway {
+	if cfg.Ledger == nil || cfg.Holds == nil {
+		panic("gateway: Config.Ledger and Config.Holds are required")
+	}
+	if cfg.Client == nil {
+		cfg.Client = http.DefaultClient
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 120 * time.Second
+	}
+	if cfg.DefaultHold <= 0 {
+		cfg.DefaultHold = time.Minute
+	}
+	if cfg.MaxAnswer <= 0 {
+		cfg.MaxAnswer = 64 << 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Gateway{cfg: cfg}
+}
+
+// Request is one LLM request to forward.
+type Request struct {
+	Protocol wire.Protocol
+	Caller   contract.Caller
+	// Body is what goes upstream (after any shim); Header and RawQuery are
+	// the client's.
+	Body     []byte
+	Header   http.Header
+	RawQuery string
+	// ID names the request's reservations: ID-0, ID-1, ... per attempt.
+	ID string
+}
+
+// Attempt is one try of a plan step, as a receipt records it.
+type Attempt struct {
+	Route string `json:"route"`
+	Model string `json:"model"` // provider/model
+	// Outcome: answered, definite, uncertain, rate_limited, held,
+	// not_granted, budget_exceeded, canceled.
+	Outcome     string `json:"outcome"`
+	Status      int    `json:"status,omitempty"`
+	Reservation string `json:"reservation,omitempty"`
+	Reserved    int64  `json:"reserved_microdollars"`
+	Settled     int64  `json:"settled_microdollars"`
+}
+
+// Refusal is an answer the gateway did not get from an upstream: the caller
+// writes it in the protocol's envelope.
+type Refusal struct {
+	Status  int
+	Code    string
+	Message string
+	// Retry says whether an SDK may retry (x-should-retry); RetryAfter is
+	// the Retry-After value in seconds, when there is one.
+	Retry      bool
+	RetryAfter string
+}
+
+// Result is what happened to a request.
+type Result struct {
+	Plan     string
+	Attempts []Attempt
+	// Route answered (its answer went to the client) unless Refusal is set.
+	Route   string
+	Status  int
+	Refusal *Refusal
+	// Reserved and Settled sum the attempts, in microdollars.
+	Reserved, Settled int64
+	// Err is a failure of the gateway itself (the ledger); Refusal then
+	// says 500.
+	Err error
+}
+
+// Writer is where the answer goes: the client's response, plus a hook the
+// shim uses to add its own headers (the receipt) just before the status
+// line, and a hash of every byte sent.
+type Writer struct {
+	http.ResponseWriter
+	BeforeHeader func(http.Header)
+	Hash         io.Writer
+}
+
+// kindOf is the wire a protocol needs.
+func kindOf(p wire.Protocol) upstream.Kind {
+	if p == wire.Messages {
+		return upstream.KindAnthropic
+	}
+	return upstream.KindOpenAI
+}
+
+// Routes reports whether model is routed for tenant, the model identities a
+// caller could be granted for it.
+func (g *Gateway) Routes(tenant contract.TenantSlot, model string) []string {
+	_, plan, ok := g.cfg.Upstream.PlanFor(tenant)
+	if !ok {
+		return nil
+	}
+	var ids []string
+	for _, st := range plan.Models[model] {
+		ids = append(ids, g.cfg.Upstream.StepIdentity(st, model))
+	}
+	return ids
+}
+
+func refused(res Result, status int, code, msg string, retry bool) Result {
+	res.Refusal = &Refusal{Status: status, Code: code, Message: msg, Retry: retry}
+	return res
+}
+
+// Forward sends req along its tenant's plan and writes the answer to w, or
+// returns a Refusal for the caller to write (nothing was written then).
+func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
+	c := g.cfg.Upstream
+	model := wire.PeekModel(req.Body)
+	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
+	res := Result{Plan: planName}
+	if !ok {
+		return refused(res, http.StatusNotFound, CodeModelNotRouted, "shim: no plan serves this tenant", false)
+	}
+	steps := plan.Models[model]
+	if len(steps) == 0 {
+		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
+	}
+	if k := c.Routes[steps[0].Route].Kind; k != kindOf(req.Protocol) {
+		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is served over the %s API, not %s", model, k, req.Protocol), false)
+	}
+	ids := make([]string, len(steps))
+	anyGranted := false
+	for i, st := range steps {
+		ids[i] = c.StepIdentity(st, model)
+		anyGranted = anyGranted || req.Caller.Granted(ids[i])
+	}
+	if !anyGranted {
+		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", ids[0]), false)
+	}
+	m, err := readMeta(req.Body)
+	if err != nil {
+		return refused(res, http.StatusBadRequest, CodeMaxTokens, "shim: "+err.Error(), false)
+	}
+	if req.Protocol == wire.Messages && !m.hasMaxTokens {
+		return refused(res, http.StatusBadRequest, CodeMaxTokens, "max_tokens: Field required", false)
+	}
+	body := req.Body
+	strip := false
+	if req.Protocol == wire.ChatCompletions && m.stream && !m.includeUsage {
+		body, strip = withIncludeUsage(body), true
+	}
+	// grantedAfter(i): a later step the caller may be moved to.
+	grantedAfter := func(i int) bool {
+		for _, id := range ids[i+1:] {
+			if req.Caller.Granted(id) {
+				return true
+			}
+		}
+		return false
+	}
+	var last *Refusal
+	for i, st := range steps {
+		id := ids[i]
+		att := Attempt{Route: st.Route, Model: id}
+		if !req.Caller.Granted(id) {
+			att.Outcome = "not_granted"
+			res.Attempts = append(res.Attempts, att)
+			continue
+		}
+		now := g.cfg.Now()
+		until, err := g.cfg.Holds.HeldUntil(ctx, id)
+		if err != nil {
+			res.Err = err
+			return refused(res, http.StatusInternalServerError, CodeLedgerUnhealthy, "internal error", true)
+		}
+		if !until.IsZero() {
+			att.Outcome = "held"
+			res.Attempts = append(res.Attempts, att)
+			secs := strconv.FormatInt(int64(until.Sub(now).Seconds())+1, 10)
+			last = &Refusal{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Retry: true, RetryAfter: secs,
+				Message: fmt.Sprintf("shim: %s is rate-limited upstream; retry after %s seconds", id, secs)}
+			if upstream.MayFailOver(plan.Failover, upstream.Definite, false, grantedAfter(i)) {
+				continue
+			}
+			break
+		}
+		price := c.Prices[id]
+		amount := price.MaxCost(int64(len(body)), m.maxOut)
+		rid := req.ID + "-" + strconv.Itoa(i)
+		keyLim, tenLim := c.Budgets.For(string(req.Caller.Identity.TenantSlot), req.Caller.KeyID)
+		err = g.cfg.Ledger.Reserve(ctx, upstream.Reservation{ID: rid, Tenant: req.Caller.Identity.TenantSlot, KeyID: req.Caller.KeyID,
+			Identity: id, Amount: amount, KeyLimit: keyLim, TenantLimit: tenLim})
+		if errors.Is(err, upstream.ErrBudgetExceeded) {
+			att.Outcome = "budget_exceeded"
+			res.Attempts = append(res.Attempts, att)
+			return refused(res, http.StatusTooManyRequests, CodeBudgetExceeded,
+				fmt.Sprintf("shim: budget exceeded: this request may cost up to %s dollars on %s, more than the key's or tenant's budget has left", amount, id), false)
+		}
+		if err != nil {
+			res.Err = err
+			return refused(res, http.StatusInternalServerError, CodeLedgerUnhealthy, "internal error", true)
+		}
+		att.Reservation, att.Reserved = rid, int64(amount)
+		res.Reserved += int64(amount)
+		ubody := body
+		if st.Model != "" && st.Model != model {
+			ubody = withModel(body, st.Model)
+		}
+		// The answer may start streaming to the client at once only when no
+		// further step could take over.
+		canMove := upstream.MayFailOver(plan.Failover, upstream.Uncertain, false, grantedAfter(i)) ||
+			upstream.MayFailOver(plan.Failover, upstream.Definite, false, grantedAfter(i))
+		out := g.attempt(ctx, w, req, st.Route, id, price, ubody, m.stream && canMove, strip)
+		att.Outcome, att.Status = out.outcome, out.status
+		if out.settle {
+			if out.cost < 0 {
+				// The upstream reported no usage: the reservation is the
+				// honest upper bound of what it cost.
+				g.cfg.Logger.Warn("gateway: answer without usage; settled at the reservation", "route", st.Route, "model", id)
+				out.cost = int64(amount)
+			}
+			att.Settled = out.cost
+			res.Settled += out.cost
+			if err := g.cfg.Ledger.Settle(context.WithoutCancel(ctx), rid, upstream.Microdollars(out.cost)); err != nil {
+				g.cfg.Logger.Error("gateway: settlement not recorded", "reservation", rid, "err", err)
+			}
+		} else if err := g.cfg.Ledger.Release(context.WithoutCancel(ctx), rid); err != nil {
+			g.cfg.Logger.Error("gateway: release not recorded", "reservation", rid, "err", err)
+		}
+		res.Attempts = append(res.Attempts, att)
+		if out.answered {
+			res.Route, res.Status = st.Route, out.status
+			return res
+		}
+		if out.outcome == "canceled" {
+			return refused(res, 499, "canceled", "shim: the client went away", false)
+		}
+		if out.failure == upstream.Definite && out.status == http.StatusTooManyRequests {
+			hold := upstream.RetryAfter(out.retryAfter, now, g.cfg.DefaultHold)
+			if err := g.cfg.Holds.Hold(context.WithoutCancel(ctx), id, g.cfg.Now().Add(hold)); err != nil {
+				g.cfg.Logger.Error("gateway: hold not recorded", "model", id, "err", err)
+			}
+		}
+		if upstream.MayFailOver(plan.Failover, out.failure, false, grantedAfter(i)) {
+			continue
+		}
+		if out.errAnswer != nil {
+			// No step may take over: the upstream's own error is the answer.
+			g.passError(w, out)
+			res.Route, res.Status = st.Route, out.status
+			return res
+		}
+		last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: the upstream could not be reached"}
+		break
+	}
+	if last == nil {
+		last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: no route of the plan could answer"}
+	}
+	res.Refusal = last
+	return res
+}
+
+// outcome is one attempt's result.
+type outcome struct {
+	outcome  string
+	status   int
+	failure  upstream.Failure // when the attempt failed
+	answered bool             // the client got this attempt's answer
+	settle   bool             // settle (with cost) rather than release
+	cost     int64
+	// errAnswer is a 5xx or 429 the upstream sent, kept to pass on when
+	// no step may take over.
+	errAnswer  []byte
+	errHeader  http.Header
+	retryAfter string
+}
+
+// forwardRequestHeaders are passed upstream as they came; credentials are
+// the route's, never the caller's.
+var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "OpenAI-Organization", "OpenAI-Project",
+	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key"}
+
+// dropResponseHeaders are not passed back to the caller.
+var dropResponseHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Set-Cookie": true,
+}
+
+func endpoint(base, path string) string {
+	base = strings.TrimRight(base, "/")
+	return strings.TrimSuffix(base, "/v1") + path
+}
+
+// cancelOnClose cancels the attempt's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// send makes one upstream call. wrote reports whether the request was
+// written before a failure (an error before that is definite).
+func (g *Gateway) send(ctx context.Context, req Request, routeName string, body []byte) (resp *http.Response, wrote bool, err error) {
+	r := g.cfg.Upstream.Routes[routeName]
+	actx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(g.cfg.HeaderTimeout, cancel)
+	var sent atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			sent.Store(true)
+		}
+	}}
+	url := endpoint(r.BaseURL, req.Protocol.Path())
+	if req.RawQuery != "" {
+		url += "?" + req.RawQuery
+	}
+	ureq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		timer.Stop()
+		cancel()
+		return nil, false, err
+	}
+	for _, k := range forwardRequestHeaders {
+		if v := req.Header.Values(k); len(v) > 0 {
+			ureq.Header[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	ureq.Header.Set("Content-Type", "application/json")
+	key := g.cfg.Keys[routeName]
+	if r.Kind == upstream.KindAnthropic {
+		if ureq.Header.Get("Anthropic-Version") == "" {
+			ureq.Header.Set("Anthropic-Version", "2023-06-01")
+		}
+		if key != "" {
+			ureq.Header.Set("X-Api-Key", key)
+		}
+	} else if key != "" {
+		ureq.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err = g.cfg.Client.Do(ureq)
+	timer.Stop()
+	if err != nil {
+		cancel()
+		return nil, sent.Load(), err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, true, nil
+}
+
+// attempt makes one call and, when it answers, writes the answer to w.
+// holdFirst: a stream's headers wait for its first event, so a stream that
+// breaks before it can still move to another step.
+func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, holdFirst, strip bool) outcome {
+	resp, wrote, err := g.send(ctx, req, routeName, body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return outcome{outcome: "canceled"}
+		}
+		g.cfg.Logger.Warn("gateway: upstream failed", "route", routeName, "model", id, "sent", wrote, "err", err)
+		if wrote {
+			return outcome{outcome: "uncertain", failure: upstream.Uncertain}
+		}
+		return outcome{outcome: "definite", failure: upstream.Definite}
+	}
+	defer resp.Body.Close()
+	if f, ok := upstream.FailureOfStatus(resp.StatusCode); ok {
+		b, _ := readAll(resp.Body, 1<<20)
+		name := "definite"
+		if resp.StatusCode == http.StatusTooManyRequests {
+			name = "rate_limited"
+		}
+		return outcome{outcome: name, status: resp.StatusCode, failure: f, errAnswer: b, errHeader: resp.Header, retryAfter: resp.Header.Get("Retry-After")}
+	}
+	mt := &meter{p: req.Protocol}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, err := readAll(resp.Body, g.cfg.MaxAnswer)
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcome{outcome: "canceled"}
+			}
+			return outcome{outcome: "uncertain", status: resp.StatusCode, failure: upstream.Uncertain}
+		}
+		g.header(w, resp)
+		_, _ = w.Write(b)
+		if w.Hash != nil {
+			w.Hash.Write(b)
+		}
+		return g.charged(resp.StatusCode, mt, b, price, id)
+	}
+	sr := wire.NewSSEReader(resp.Body)
+	var first *wire.SSE
+	if holdFirst {
+		ev, err := sr.Next()
+		if err != nil || ev.Incomplete {
+			if ctx.Err() != nil {
+				return outcome{outcome: "canceled"}
+			}
+			return outcome{outcome: "uncertain", status: resp.StatusCode, failure: upstream.Uncertain}
+		}
+		first = &ev
+	}
+	g.header(w, resp)
+	fl, _ := w.ResponseWriter.(http.Flusher)
+	if fl != nil {
+		fl.Flush()
+	}
+	for {
+		var ev wire.SSE
+		if first != nil {
+			ev, first = *first, nil
+		} else {
+			var err error
+			if ev, err = sr.Next(); err != nil {
+				if !errors.Is(err, io.EOF) {
+					g.cfg.Logger.Warn("gateway: upstream stream ended badly", "route", routeName, "err", err)
+				}
+				break
+			}
+		}
+		if mt.observe(ev.Data) && strip {
+			continue // the usage chunk the client did not ask for
+		}
+		if w.Hash != nil {
+			w.Hash.Write(ev.Raw)
+		}
+		if _, err := w.Write(ev.Raw); err != nil {
+			break
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	return g.charged(resp.StatusCode, mt, nil, price, id)
+}
+
+// charged settles an answered attempt: a 2xx at the cost of its usage (at
+// the reservation when the upstream reported none), anything else released.
+func (g *Gateway) charged(status int, mt *meter, body []byte, price upstream.Price, id string) outcome {
+	o := outcome{outcome: "answered", status: status, answered: true}
+	if status < 200 || status > 299 {
+		return o
+	}
+	if body != nil {
+		mt.observe(body)
+	}
+	o.settle = true
+	if mt.seen {
+		o.cost = int64(price.Cost(mt.u))
+	} else {
+		o.cost = -1 // the reservation stands
+	}
+	return o
+}
+
+func (g *Gateway) header(w Writer, resp *http.Response) {
+	hdr := w.Header()
+	for k, v := range resp.Header {
+		if !dropResponseHeaders[k] {
+			hdr[k] = v
+		}
+	}
+	if w.BeforeHeader != nil {
+		w.BeforeHeader(hdr)
+	}
+	w.WriteHeader(resp.StatusCode)
+}
+
+// passError writes an upstream's error answer as it came.
+func (g *Gateway) passError(w Writer, o outcome) {
+	hdr := w.Header()
+	for k, v := range o.errHeader {
+		if !dropResponseHeaders[k] {
+			hdr[k] = v
+		}
+	}
+	if w.BeforeHeader != nil {
+		w.BeforeHeader(hdr)
+	}
+	w.WriteHeader(o.status)
+	_, _ = w.Write(o.errAnswer)
+	if w.Hash != nil {
+		w.Hash.Write(o.errAnswer)
+	}
+}
