@@ -1,0 +1,83 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// freeLedger keeps nothing: the baseline a forwarded request costs without
+// reservation and settlement.
+type freeLedger struct{}
+
+func (freeLedger) Reserve(context.Context, upstream.Reservation) error         { return nil }
+func (freeLedger) Settle(context.Context, string, upstream.Microdollars) error { return nil }
+func (freeLedger) Release(context.Context, string) error                       { return nil }
+func (freeLedger) Hold(context.Context, string, time.Time) error               { return nil }
+func (freeLedger) HeldUntil(context.Context, string) (time.Time, error)        { return time.Time{}, nil }
+
+// BenchmarkForwardLedger forwards one chat request to a local fake upstream
+// with the SQLite ledger (reserve, hold check, settle, with and without a
+// budget) and with a ledger that keeps nothing; p50-µs is the median of the
+// per-request latencies, so the difference between the cases is what
+// reservation and settlement add.
+func BenchmarkForwardLedger(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, chatAnswer)
+	}))
+	defer up.Close()
+	c := upstream.Config{
+		Routes: map[string]upstream.Route{"a": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{"gpt-4.1"}}},
+		Plans:  map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone, Models: map[string][]upstream.Step{"gpt-4.1": {{Route: "a"}}}}},
+		Prices: map[string]upstream.Price{"openai/gpt-4.1": price},
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	db, err := store.Open(context.Background(), "sqlite:"+filepath.Join(b.TempDir(), "bench.db"), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	budgeted := c
+	budgeted.Budgets = upstream.Budgets{Key: upstream.Limit{Day: upstream.MaxMicrodollars}, Tenant: upstream.Limit{Month: upstream.MaxMicrodollars}}
+	cases := []struct {
+		name string
+		gw   *gateway.Gateway
+	}{
+		{"no-ledger", gateway.New(gateway.Config{Upstream: c, Ledger: freeLedger{}, Holds: freeLedger{}, Client: client})},
+		{"sqlite-ledger", gateway.New(gateway.Config{Upstream: c, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})},
+		{"sqlite-ledger-budget", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})},
+	}
+	who := caller("openai/gpt-4.1")
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			n := 0
+			for b.Loop() {
+				n++
+				rec := httptest.NewRecorder()
+				start := time.Now()
+				res := tc.gw.Forward(context.Background(), gateway.Writer{ResponseWriter: rec}, gateway.Request{Protocol: wire.ChatCompletions,
+					Caller: who, Body: []byte(chatBody), Header: http.Header{}, ID: fmt.Sprintf("rct_%s_%d", tc.name, n)})
+				lat = append(lat, time.Since(start))
+				if res.Refusal != nil || rec.Code != 200 {
+					b.Fatalf("%+v %d", res.Refusal, rec.Code)
+				}
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
+		})
+	}
+}
