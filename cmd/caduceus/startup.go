@@ -107,6 +107,8 @@ func (a *app) logStartup(db *store.DB, addr string) {
 		s := a.cfg.Shim
 		if s.Offline {
 			a.log.Info("shim offline: no LLM provider is ever called; provisions answer directly or the request is refused (503 offline)")
+		} else if s.Gateway.Enabled() {
+			a.logGateway()
 		} else if len(s.Upstreams) == 0 {
 			a.log.Info("shim: no upstreams configured; a request no provision answers is refused (503 upstream_not_configured)")
 		}
