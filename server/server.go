@@ -78,6 +78,10 @@ type Config struct {
 	// once its handler starts reading it (default DefaultBodyReadTimeout).
 	// A client slower than that gets its connection closed.
 	BodyReadTimeout time.Duration
+	// EdgeSecret, when set, must arrive as X-Edge-Auth on every request but
+	// the liveness and readiness probes: the proxy in front adds it, so
+	// nothing reaches the server around it.
+	EdgeSecret string
 }
 
 // Server serves the HTTP API.
@@ -129,6 +133,9 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.throughEdge(w, r) {
+		return
+	}
 	r, finish := s.boundBody(w, r)
 	defer finish()
 	s.mux.ServeHTTP(w, r)

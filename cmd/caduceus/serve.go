@@ -139,6 +139,7 @@ func (a *app) serverConfig(ctx context.Context, db *store.DB, keys *auth.Service
 		AuditSigner:       signer,
 		AuditSource:       db.Audit(),
 		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
+		EdgeSecret:        a.getenv("CADUCEUS_EDGE_SECRET"),
 	}
 	err := a.gates(ctx, db, &cfg)
 	return cfg, err
