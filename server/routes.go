@@ -75,6 +75,9 @@ func (s *Server) routes() {
 	if s.cfg.ShimSpend != nil {
 		s.mux.Handle("GET /v1/spend", s.wrap("shim.spend", contract.ScopeRoute, s.shimSpend))
 	}
+	if s.cfg.Gateway != nil {
+		s.mux.Handle("GET /v1/models", s.wrap("shim.models", contract.ScopeRoute, s.shimModels))
+	}
 	if s.cfg.ShimSync != nil {
 		s.mux.Handle("POST /v1/sync", s.wrap("shim.sync", contract.ScopeConfigure, s.shimSyncHandler))
 	}

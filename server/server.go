@@ -16,6 +16,7 @@ import (
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/store"
@@ -52,6 +53,9 @@ type Config struct {
 	// ShimSpend serves GET /v1/spend; nil when no gateway routes are
 	// configured.
 	ShimSpend SpendReader
+	// Gateway serves GET /v1/models (the models a key may use); nil when no
+	// gateway routes are configured.
+	Gateway *gateway.Gateway
 	// Relay is the relay connector's handler (GET /relay, POST
 	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
 	// gateways and platforms itself (HMAC tokens, platform signatures).

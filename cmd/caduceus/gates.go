@@ -52,8 +52,8 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 			return err
 		}
 		cfg.Shim, cfg.ShimMemory, cfg.ShimSync = g.svc, g.mem, g.syncer(a, db, false)
-		if a.cfg.Shim.Gateway.Enabled() {
-			cfg.ShimSpend = db.ShimSpend()
+		if gw := a.gateway(db); gw != nil {
+			cfg.ShimSpend, cfg.Gateway = db.ShimSpend(), gw
 		}
 	}
 	if a.gateOn("executor") {

@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -554,4 +556,32 @@ func (g *Gateway) passError(w Writer, o outcome) {
 	if w.Hash != nil {
 		w.Hash.Write(o.errAnswer)
 	}
+}
+
+// Model is a model a caller may ask for.
+type Model struct {
+	ID      string        // the name a client asks for
+	OwnedBy string        // the provider of its first step the caller is granted
+	Kind    upstream.Kind // the wire it is served over
+}
+
+// Models lists, sorted by name, the models of the caller's plan that reach
+// at least one model identity the caller is granted.
+func (g *Gateway) Models(c contract.Caller) []Model {
+	_, plan, ok := g.cfg.Upstream.PlanFor(c.Identity.TenantSlot)
+	if !ok {
+		return nil
+	}
+	var out []Model
+	for _, name := range slices.Sorted(maps.Keys(plan.Models)) {
+		steps := plan.Models[name]
+		for _, st := range steps {
+			if id := g.cfg.Upstream.StepIdentity(st, name); c.Granted(id) {
+				provider, _, _ := strings.Cut(id, "/")
+				out = append(out, Model{ID: name, OwnedBy: provider, Kind: g.cfg.Upstream.Routes[steps[0].Route].Kind})
+				break
+			}
+		}
+	}
+	return out
 }

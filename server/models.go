@@ -1,0 +1,52 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+)
+
+// modelsEpoch is the creation time shown for every model: the gateway does
+// not know when a provider made a model, and the shapes require one.
+var modelsEpoch = time.Unix(0, 0).UTC()
+
+// shimModels answers GET /v1/models: the models the caller's key may use
+// through the gateway, in the shape of the SDK asking — Anthropic's
+// (anthropic-version header: its models) or OpenAI's (its models).
+func (s *Server) shimModels(w http.ResponseWriter, r *http.Request, c *Call) error {
+	c.Resource = "models"
+	models := s.cfg.Gateway.Models(c.Caller)
+	if r.Header.Get("Anthropic-Version") != "" {
+		type model struct {
+			Type        string `json:"type"`
+			ID          string `json:"id"`
+			DisplayName string `json:"display_name"`
+			CreatedAt   string `json:"created_at"`
+		}
+		data := []model{}
+		for _, m := range models {
+			if m.Kind == upstream.KindAnthropic {
+				data = append(data, model{Type: "model", ID: m.ID, DisplayName: m.ID, CreatedAt: modelsEpoch.Format(time.RFC3339)})
+			}
+		}
+		var first, last *string
+		if len(data) > 0 {
+			first, last = &data[0].ID, &data[len(data)-1].ID
+		}
+		return WriteJSON(w, http.StatusOK, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := []model{}
+	for _, m := range models {
+		if m.Kind == upstream.KindOpenAI {
+			data = append(data, model{ID: m.ID, Object: "model", Created: modelsEpoch.Unix(), OwnedBy: m.OwnedBy})
+		}
+	}
+	return WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
