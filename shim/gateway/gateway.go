@@ -316,7 +316,7 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 		}
 		if out.errAnswer != nil {
 			// No step may take over: the upstream's own error is the answer.
-			g.passError(w, out)
+			g.passOn(w, out)
 			res.Route, res.Status = st.Route, out.status
 			return res
 		}
@@ -375,7 +375,7 @@ func (c cancelOnClose) Close() error {
 
 // send makes one upstream call. wrote reports whether the request was
 // written before a failure (an error before that is definite).
-func (g *Gateway) send(ctx context.Context, req Request, routeName string, body []byte) (resp *http.Response, wrote bool, err error) {
+func (g *Gateway) send(ctx context.Context, req Request, routeName, path string, body []byte) (resp *http.Response, wrote bool, err error) {
 	r := g.cfg.Upstream.Routes[routeName]
 	actx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(g.cfg.HeaderTimeout, cancel)
@@ -385,7 +385,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName string, body 
 			sent.Store(true)
 		}
 	}}
-	url := endpoint(r.BaseURL, req.Protocol.Path())
+	url := endpoint(r.BaseURL, path)
 	if req.RawQuery != "" {
 		url += "?" + req.RawQuery
 	}
@@ -426,7 +426,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName string, body 
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
 func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, holdFirst, strip bool) outcome {
-	resp, wrote, err := g.send(ctx, req, routeName, body)
+	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{outcome: "canceled"}
@@ -540,8 +540,8 @@ func (g *Gateway) header(w Writer, resp *http.Response) {
 	w.WriteHeader(resp.StatusCode)
 }
 
-// passError writes an upstream's error answer as it came.
-func (g *Gateway) passError(w Writer, o outcome) {
+// passOn writes an upstream answer (an error, a token count) as it came.
+func (g *Gateway) passOn(w Writer, o outcome) {
 	hdr := w.Header()
 	for k, v := range o.errHeader {
 		if !dropResponseHeaders[k] {
@@ -584,4 +584,56 @@ func (g *Gateway) Models(c contract.Caller) []Model {
 		}
 	}
 	return out
+}
+
+// CountTokensPath is Anthropic's token counting endpoint.
+const CountTokensPath = "/v1/messages/count_tokens"
+
+// CountTokens forwards an Anthropic count_tokens request to the first route
+// of the caller's plan for its model that the caller is granted and that is
+// not held, and writes the answer as it came. Counting costs nothing, so
+// nothing is reserved. A Refusal is returned (nothing written) when no such
+// route exists or it cannot be reached.
+func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result {
+	c := g.cfg.Upstream
+	model := wire.PeekModel(req.Body)
+	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
+	res := Result{Plan: planName}
+	steps := plan.Models[model]
+	if !ok || len(steps) == 0 {
+		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
+	}
+	if c.Routes[steps[0].Route].Kind != upstream.KindAnthropic {
+		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the anthropic API", model), false)
+	}
+	for _, st := range steps {
+		id := c.StepIdentity(st, model)
+		if !req.Caller.Granted(id) {
+			continue
+		}
+		if until, err := g.cfg.Holds.HeldUntil(ctx, id); err != nil || !until.IsZero() {
+			continue
+		}
+		body := req.Body
+		if st.Model != "" && st.Model != model {
+			body = withModel(body, st.Model)
+		}
+		resp, _, err := g.send(ctx, req, st.Route, CountTokensPath, body)
+		if err != nil {
+			continue
+		}
+		b, err := readAll(resp.Body, 1<<20)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		res.Attempts = append(res.Attempts, Attempt{Route: st.Route, Model: id, Outcome: "answered", Status: resp.StatusCode})
+		res.Route, res.Status = st.Route, resp.StatusCode
+		g.passOn(w, outcome{status: resp.StatusCode, errAnswer: b, errHeader: resp.Header})
+		return res
+	}
+	if !slices.ContainsFunc(steps, func(st upstream.Step) bool { return req.Caller.Granted(c.StepIdentity(st, model)) }) {
+		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", c.StepIdentity(steps[0], model)), false)
+	}
+	return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: no route of the plan could count the tokens", true)
 }
