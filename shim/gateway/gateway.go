@@ -143,6 +143,11 @@ type Result struct {
 	// Err is a failure of the gateway itself (the ledger); Refusal then
 	// says 500.
 	Err error
+	// Final is a stream's terminal event ([DONE], message_stop,
+	// response.completed), held back and already hashed: the caller writes
+	// it once the request's receipt is stored, so a client never holds a
+	// finished stream whose receipt is missing. Nil when nothing was held.
+	Final []byte
 }
 
 // Writer is where the answer goes: the client's response, plus a hook the
@@ -299,7 +304,7 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 		}
 		res.Attempts = append(res.Attempts, att)
 		if out.answered {
-			res.Route, res.Status = st.Route, out.status
+			res.Route, res.Status, res.Final = st.Route, out.status, out.final
 			return res
 		}
 		if out.outcome == "canceled" {
@@ -343,6 +348,17 @@ type outcome struct {
 	errAnswer  []byte
 	errHeader  http.Header
 	retryAfter string
+	final      []byte // a stream's terminal event, held back
+}
+
+// terminal reports whether ev ends its stream: chat's [DONE], Anthropic's
+// message_stop, the Responses API's response.completed.
+func terminal(ev wire.SSE) bool {
+	switch ev.Name {
+	case "message_stop", "response.completed":
+		return true
+	}
+	return bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]"))
 }
 
 // forwardRequestHeaders are passed upstream as they came; credentials are
@@ -463,6 +479,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		return g.charged(resp.StatusCode, mt, b, price, id)
 	}
 	sr := wire.NewSSEReader(resp.Body)
+	var final []byte
 	var first *wire.SSE
 	if holdFirst {
 		ev, err := sr.Next()
@@ -498,6 +515,10 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		if w.Hash != nil {
 			w.Hash.Write(ev.Raw)
 		}
+		if terminal(ev) {
+			final = ev.Raw
+			break
+		}
 		if _, err := w.Write(ev.Raw); err != nil {
 			break
 		}
@@ -505,7 +526,9 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			fl.Flush()
 		}
 	}
-	return g.charged(resp.StatusCode, mt, nil, price, id)
+	o := g.charged(resp.StatusCode, mt, nil, price, id)
+	o.final = final
+	return o
 }
 
 // charged settles an answered attempt: a 2xx at the cost of its usage (at

@@ -117,6 +117,7 @@ func (r *rig) forward(t *testing.T, c contract.Caller, body string) (gateway.Res
 	if res.Err != nil {
 		t.Fatalf("gateway failure: %v", res.Err)
 	}
+	rec.Write(res.Final) // the caller writes the held terminal event
 	if res.Refusal != nil {
 		if rec.Flushed || rec.Body.Len() > 0 {
 			t.Fatal("the gateway wrote to the client and refused")
