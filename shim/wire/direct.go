@@ -12,6 +12,20 @@ type Direct struct {
 	Text       string
 	StopReason string // Anthropic vocabulary: end_turn (default), max_tokens, stop_sequence
 	Created    int64  // unix seconds
+	// IncludeUsage ends a chat completions stream with a usage chunk (the
+	// request's stream_options.include_usage), as the provider would.
+	IncludeUsage bool
+}
+
+// AsksStreamUsage reports whether a chat completions body sets
+// stream_options.include_usage.
+func AsksStreamUsage(body []byte) bool {
+	var in struct {
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	return json.Unmarshal(body, &in) == nil && in.StreamOptions.IncludeUsage
 }
 
 func (d Direct) stop() string {
@@ -147,6 +161,17 @@ func chatEvents(d Direct) [][]byte {
 	}
 	fr := d.finishReason()
 	out = append(out, mk(choice{FinishReason: &fr}))
+	if d.IncludeUsage {
+		// No model ran: the usage of a direct answer is zero tokens.
+		out = append(out, Event("", mustJSON(struct {
+			ID      string    `json:"id"`
+			Object  string    `json:"object"`
+			Created int64     `json:"created"`
+			Model   string    `json:"model"`
+			Choices []choice  `json:"choices"`
+			Usage   chatUsage `json:"usage"`
+		}{"chatcmpl-" + d.ID, "chat.completion.chunk", d.Created, d.Model, []choice{}, chatUsage{}})))
+	}
 	return append(out, []byte("data: [DONE]\n\n"))
 }
 

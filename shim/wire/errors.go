@@ -78,7 +78,9 @@ func anthropicErrorType(status int) string {
 		return "request_too_large"
 	case status == 429:
 		return "rate_limit_error"
-	case status == 529 || status == 503:
+	case status == 529:
+		// Only for an overloaded provider: the SDKs retry it, and a
+		// refusal of ours (offline, no upstream) must not look like one.
 		return "overloaded_error"
 	case status >= 500:
 		return "api_error"

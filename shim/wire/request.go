@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -138,9 +139,32 @@ func typeErr(field string, err error) error {
 		if f == "" {
 			f = field
 		}
-		return fmt.Errorf("wire: field %s: expected %s, got JSON %s", f, te.Type, te.Value)
+		return fmt.Errorf("wire: field %s: expected %s, got JSON %s", f, jsonKind(te.Type), te.Value)
 	}
 	return fmt.Errorf("wire: %s: %v", field, err)
+}
+
+// jsonKind names a Go type by the JSON it decodes from ("an array", "a
+// string"), so no Go type name reaches a client.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "a value"
 }
 
 // contentText reads a content value that is a string or an array of parts
@@ -384,7 +408,10 @@ func parseMessages(body []byte) (*Request, error) {
 		}
 		r.Used = append(r.Used, calls...)
 		r.Paths = append(r.Paths, paths...)
-		r.Messages = append(r.Messages, Message{Role: m.Role, Text: text, ToolResult: tr, ToolCalls: calls})
+		// A user turn that carries text blocks beside its tool_result
+		// blocks is user text to the triggers too (Anthropic's clients
+		// send both in one message).
+		r.Messages = append(r.Messages, Message{Role: m.Role, Text: text, ToolResult: tr && strings.TrimSpace(text) == "", ToolCalls: calls})
 	}
 	for _, t := range in.Tools {
 		if t.Name != "" {
