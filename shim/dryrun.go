@@ -66,7 +66,7 @@ func (s *Service) dryRun(ctx context.Context, caller contract.Caller, p wire.Pro
 	if err != nil {
 		return DryRunResult{}, contract.Invalidf(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "wire: "))
 	}
-	tenant := caller.Identity.TenantSlot
+	tenant := s.Scope(caller)
 	out.ConversationID = conversationID("", caller, req)
 	rs, err := s.ruleset(ctx, tenant, builtinOnly)
 	if err != nil {

@@ -111,7 +111,8 @@ func (s *Service) DeleteContext(ctx context.Context, caller contract.Caller, att
 	return s.ctxDocs.Delete(ctx, caller, attested, ref, ifVersion)
 }
 
-// ListReceipts returns the caller's tenant's receipts, newest first: at most
+// ListReceipts returns the caller's tenant's receipts (under IsolationKey,
+// the caller's key's only), newest first: at most
 // limit (default 50, at most 500), below the id before when given. Deny
 // without read scope.
 func (s *Service) ListReceipts(ctx context.Context, caller contract.Caller, limit int, before string) ([]Receipt, error) {
@@ -122,8 +123,29 @@ func (s *Service) ListReceipts(ctx context.Context, caller contract.Caller, limi
 		limit = 50
 	}
 	limit = min(limit, 500)
-	rs, err := s.store.ListReceipts(ctx, caller.Identity.TenantSlot, limit, before)
-	return rs, asErr(err)
+	if s.cfg.Isolation != IsolationKey {
+		rs, err := s.store.ListReceipts(ctx, caller.Identity.TenantSlot, limit, before)
+		return rs, asErr(err)
+	}
+	// Key isolation: the tenant's receipts of this key only, page by page
+	// until limit are found or there are no more.
+	out := []Receipt{}
+	for len(out) < limit {
+		rs, err := s.store.ListReceipts(ctx, caller.Identity.TenantSlot, 500, before)
+		if err != nil {
+			return nil, asErr(err)
+		}
+		for _, r := range rs {
+			if r.KeyID == caller.KeyID && len(out) < limit {
+				out = append(out, r)
+			}
+		}
+		if len(rs) < 500 {
+			break
+		}
+		before = rs[len(rs)-1].ID
+	}
+	return out, nil
 }
 
 // asErr is contract.AsError that keeps a nil error nil (a nil *Error in an

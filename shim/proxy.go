@@ -30,6 +30,8 @@ const (
 	headerEdgeAuth     = "X-Edge-Auth"
 	HeaderReceipt      = "X-Caduceus-Receipt"
 	HeaderOverhead     = "X-Caduceus-Overhead-Us"
+	// headerShouldRetry tells the official SDKs whether to retry.
+	headerShouldRetry = "X-Should-Retry"
 )
 
 // Refusal codes of the proxy.
@@ -168,7 +170,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	t.rc.ConversationID = t.conv
 
 	ctx := r.Context()
-	rs, err := s.ruleset(ctx, caller.Identity.TenantSlot, false)
+	rs, err := s.ruleset(ctx, s.Scope(caller), false)
 	if err != nil {
 		s.fail(w, t, err)
 		return
@@ -178,7 +180,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		mode = modeOffline
 	}
 	ev := s.evaluate(ctx, rs, caller, req, mode)
-	pl, err := s.act(ctx, caller.Identity.TenantSlot, req, t.conv, &ev, true)
+	pl, err := s.act(ctx, s.Scope(caller), req, t.conv, &ev, true)
 	if err != nil {
 		s.fail(w, t, err)
 		return
@@ -222,9 +224,20 @@ func (t *turn) headers(w http.ResponseWriter) {
 }
 
 func (s *Service) refuse(w http.ResponseWriter, t *turn, status int, code, msg string) {
-	t.rc.Decision = DecisionRefused
+	// Every refusal here is deterministic but a slow body: retrying cannot
+	// change it.
+	s.reject(w, t, DecisionRefused, status, code, msg, status == http.StatusRequestTimeout)
+}
+
+// reject answers the request itself, in its protocol's envelope, with
+// decision on the receipt; retry false adds x-should-retry: false.
+func (s *Service) reject(w http.ResponseWriter, t *turn, decision Decision, status int, code, msg string, retry bool) {
+	t.rc.Decision = decision
 	t.rc.Refusal = &Refusal{Code: code, Message: msg}
 	t.headers(w)
+	if !retry {
+		w.Header().Set(headerShouldRetry, "false")
+	}
 	body := wire.ErrorBody(t.rc.Protocol, status, code, msg)
 	t.rc.ResponseSHA256 = contract.SHA256(body)
 	w.Header().Set("Content-Type", "application/json")
@@ -247,7 +260,8 @@ func (s *Service) fail(w http.ResponseWriter, t *turn, err error) {
 func (s *Service) answer(w http.ResponseWriter, t *turn, p wire.Protocol, c *compiled) {
 	t.rc.Decision = DecisionDirect
 	d := wire.Direct{ID: strings.TrimPrefix(t.rc.ID, contract.PrefixReceipt+"_"), Model: t.req.Model,
-		Text: c.p.Response.Text, StopReason: c.p.Response.StopReason, Created: s.now().Unix()}
+		Text: c.p.Response.Text, StopReason: c.p.Response.StopReason, Created: s.now().Unix(),
+		IncludeUsage: p == wire.ChatCompletions && t.req.Stream && wire.AsksStreamUsage(t.req.Raw)}
 	h := sha256.New()
 	t.headers(w)
 	if t.req.Stream {
@@ -314,6 +328,10 @@ var dropResponseHeaders = map[string]bool{
 }
 
 func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body []byte) {
+	if s.cfg.Gateway != nil {
+		s.forwardPlan(w, t, p, body)
+		return
+	}
 	t.rc.Decision = DecisionForward
 	t.hash(&t.rc.ForwardedSHA256, body)
 	provider := p.Provider()

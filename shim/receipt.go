@@ -2,6 +2,7 @@ package shim
 
 import (
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -50,6 +51,15 @@ type Refusal struct {
 	Message string `json:"message"`
 }
 
+// Spend is what a request forwarded through the gateway reserved and
+// settled, attempt by attempt, in microdollars.
+type Spend struct {
+	Plan     string            `json:"plan,omitempty"`
+	Attempts []gateway.Attempt `json:"attempts"`
+	Reserved int64             `json:"reserved_microdollars"`
+	Settled  int64             `json:"settled_microdollars"`
+}
+
 // Receipt is the record of one proxied request (DESIGN §7), stored per
 // tenant and appended to the audit trail as the payload of a shim.proxy
 // outcome.
@@ -77,5 +87,8 @@ type Receipt struct {
 	Upstream        string              `json:"upstream,omitempty"`
 	UpstreamStatus  int                 `json:"upstream_status,omitempty"`
 	OverheadMicros  int64               `json:"overhead_us"`
-	AuditID         string              `json:"audit_id,omitempty"`
+	// Spend is the gateway's account of the request: every attempt with
+	// its reserved and settled microdollars (absent without gateway routes).
+	Spend   *Spend `json:"spend,omitempty"`
+	AuditID string `json:"audit_id,omitempty"`
 }

@@ -41,12 +41,22 @@ type plan struct {
 // commit marks the ledger (the proxy); without it the ledger is only read.
 func (s *Service) act(ctx context.Context, tenant contract.TenantSlot, req *wire.Request, conv string, ev *evaluation, commit bool) (plan, error) {
 	var pl plan
+	var format *outputFormat
+	formatRead := false
 	for _, c := range ev.fired {
 		if c.p.Action != ActionRespondDirectly {
 			continue
 		}
 		if !req.LastTurnIsUserText() {
 			pl.Skipped = append(pl.Skipped, Skipped{c.p.ID, c.p.Version, "last_turn_not_user_text"})
+			continue
+		}
+		if !formatRead {
+			format, formatRead = requestedFormat(req), true
+		}
+		if !fitsFormat(format, c.p.Response.Text) {
+			// The request asks for structured output this text is not.
+			pl.Skipped = append(pl.Skipped, Skipped{c.p.ID, c.p.Version, skipFormatMismatch})
 			continue
 		}
 		if pl.direct == nil {

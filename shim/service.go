@@ -29,6 +29,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -47,6 +48,16 @@ type Config struct {
 	// Upstreams by provider name: "openai" serves chat completions and
 	// responses, "anthropic" serves messages. A protocol without one is refused.
 	Upstreams map[string]Upstream
+	// Gateway, when set, forwards every request no provision answers along
+	// the caller's plan: the caller's grant for each attempt's model,
+	// spend reserved before and settled after each attempt, budgets,
+	// failover and rate-limit holds (docs/shim.md). Upstreams is then unused.
+	Gateway *gateway.Gateway
+	// Isolation is the caller scope of provisions, context entries, the
+	// once-per-conversation ledger and receipts (seed 003 H11): tenant (the
+	// default: every key of a tenant shares them) or key (each key sees and
+	// is shaped by its own only). Entity memory is per key either way.
+	Isolation Isolation
 	// Client sends upstream requests (nil: a client over
 	// upstreamTransport(0), without overall timeout since streams may be
 	// long; cancellation follows the caller's request).
@@ -107,6 +118,27 @@ type Turn struct {
 	Project      string        // X-Caduceus-Project, "" when absent
 	Request      *wire.Request // nil when the body did not parse
 	Receipt      Receipt
+}
+
+// Isolation is the caller scope of a Service's rules and receipts.
+type Isolation string
+
+// Isolations.
+const (
+	IsolationTenant Isolation = "tenant"
+	IsolationKey    Isolation = "key"
+)
+
+// Scope is where caller's provisions, context entries and shim ledger
+// live: its tenant, or under IsolationKey its tenant and key
+// ("slot-1/key/<key id>"), so the rules one key writes never reach, and are
+// never seen by, another key of the same tenant. Builtins are shared by
+// every scope.
+func (s *Service) Scope(caller contract.Caller) contract.TenantSlot {
+	if s.cfg.Isolation == IsolationKey && caller.KeyID != "" && caller.Identity.TenantSlot != s.cfg.BuiltinTenant {
+		return caller.Identity.TenantSlot + "/key/" + contract.TenantSlot(caller.KeyID)
+	}
+	return caller.Identity.TenantSlot
 }
 
 // Service is the shim gate.
@@ -190,11 +222,13 @@ type Writer struct {
 	Now           func() time.Time
 	Logger        *slog.Logger
 	Invalidate    func(tenant contract.TenantSlot)
+	// Scope is Service.Scope: where a caller's own records are written.
+	Scope func(contract.Caller) contract.TenantSlot
 }
 
 // Writer returns the Service's Writer.
 func (s *Service) Writer() Writer {
-	return Writer{Store: s.store, Audit: s.cfg.Audit, BuiltinTenant: s.cfg.BuiltinTenant, Now: s.now, Logger: s.log, Invalidate: s.invalidate}
+	return Writer{Store: s.store, Audit: s.cfg.Audit, BuiltinTenant: s.cfg.BuiltinTenant, Now: s.now, Logger: s.log, Invalidate: s.invalidate, Scope: s.Scope}
 }
 
 // upstreamTransport is the transport the shim forwards with when

@@ -52,8 +52,8 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 			return err
 		}
 		cfg.Shim, cfg.ShimMemory, cfg.ShimSync = g.svc, g.mem, g.syncer(a, db, false)
-		if gw := a.gateway(db); gw != nil {
-			cfg.ShimSpend, cfg.Gateway = db.ShimSpend(), gw
+		if g.gw != nil {
+			cfg.ShimSpend, cfg.Gateway = db.ShimSpend(), g.gw
 		}
 	}
 	if a.gateOn("executor") {

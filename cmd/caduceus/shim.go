@@ -11,6 +11,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
@@ -83,6 +84,7 @@ type shimGate struct {
 	svc *shim.Service
 	mem *memory.Memory
 	gov *shim.Governor
+	gw  *gateway.Gateway // nil without shim.routes
 }
 
 // syncer returns a Syncer for the server (allowlisted URLs only) or the CLI
@@ -124,6 +126,8 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 		Logger:     a.log,
 		Admit:      gov.Admit,
 		AdmitOnly:  shim.Governed, // the lens admits ungoverned provisions anyway
+		Gateway:    a.gateway(db),
+		Isolation:  shim.Isolation(c.Isolation),
 	}
 	for name, url := range c.Upstreams {
 		var key string
@@ -152,7 +156,7 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 	if err := shim.CheckConfig(cfg); err != nil {
 		return shimGate{}, &exitError{2, fmt.Errorf("%s", userMessage(err))}
 	}
-	return shimGate{svc: shim.New(cfg), mem: mem, gov: gov}, nil
+	return shimGate{svc: shim.New(cfg), mem: mem, gov: gov, gw: cfg.Gateway}, nil
 }
 
 // parseUpstreams turns --upstream openai=URL flags into the config map.

@@ -525,6 +525,9 @@ func withoutServerFields(p shim.Provision) shim.Provision {
 // admit runs the lens and picks the target tenant.
 func (y *Syncer) admit(caller contract.Caller, attested string, meta syncMeta, it *Item) (contract.TenantSlot, bool) {
 	tenant := caller.Identity.TenantSlot
+	if y.w.Scope != nil {
+		tenant = y.w.Scope(caller)
+	}
 	if meta.SystemBuiltin {
 		tenant = y.w.BuiltinTenant
 	}

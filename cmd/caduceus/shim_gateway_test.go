@@ -1,0 +1,305 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/caduceus-dev/caduceus/store/storetest"
+)
+
+// fakeProvider answers chat completions, responses and messages like the
+// providers do, usage included; fail, when set, answers every request with
+// that status first (a Retry-After of 120 s with a 429).
+type fakeProvider struct {
+	name  string
+	calls atomic.Int32
+	fail  atomic.Int32
+	last  atomic.Value // the last request body
+	org   atomic.Value // the last OpenAI-Organization header
+}
+
+func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.calls.Add(1)
+	b, _ := io.ReadAll(r.Body)
+	f.last.Store(string(b))
+	f.org.Store(r.Header.Get("OpenAI-Organization"))
+	if code := int(f.fail.Load()); code != 0 {
+		if code == 429 {
+			w.Header().Set("Retry-After", "120")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		io.WriteString(w, `{"error":{"message":"`+f.name+` says no","type":"server_error"}}`)
+		return
+	}
+	var req struct {
+		Model         string `json:"model"`
+		Stream        bool   `json:"stream"`
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	json.Unmarshal(b, &req)
+	answer := "from " + f.name
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/chat/completions") && req.Stream:
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, answer)
+		fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n", req.Model)
+		if req.StreamOptions.IncludeUsage {
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":100,\"total_tokens\":1100}}\n\n", req.Model)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":100,"total_tokens":1100,"prompt_tokens_details":{"cached_tokens":400}}}`, req.Model, answer)
+	case strings.HasSuffix(r.URL.Path, "/responses"):
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]}],"usage":{"input_tokens":1000,"input_tokens_details":{"cached_tokens":0},"output_tokens":100,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":1100}}`, req.Model, answer)
+	case strings.HasSuffix(r.URL.Path, "/messages/count_tokens"):
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"input_tokens":42}`)
+	case strings.HasSuffix(r.URL.Path, "/messages"):
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1000,"output_tokens":100}}`, req.Model, answer)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// docExample is the configuration block of docs/shim.md.
+func docExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "shim.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- shim-example -->\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/shim.md has no shim-example block")
+	}
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("docs/shim.md: the shim-example block does not end")
+	}
+	return block
+}
+
+// TestShimDocExampleRuns loads the configuration docs/shim.md shows, with
+// its routes pointed at fake providers, and drives it with the official
+// SDKs: grants, spend and budgets, failover, holds, /v1/models and
+// /v1/spend — on SQLite, and on Postgres when it is available.
+func TestShimDocExampleRuns(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { runDocExample(t, "") })
+	if dsn := os.Getenv(storetest.EnvPostgres); dsn != "" {
+		t.Run("postgres", func(t *testing.T) { runDocExample(t, storetest.FreshSchema(t, dsn)) })
+	}
+}
+
+func runDocExample(t *testing.T, dsn string) {
+	openaiUp, azureUp, anthropicUp := &fakeProvider{name: "openai"}, &fakeProvider{name: "azure"}, &fakeProvider{name: "anthropic"}
+	for _, f := range []*fakeProvider{openaiUp, azureUp, anthropicUp} {
+		srv := httptest.NewServer(f)
+		t.Cleanup(srv.Close)
+		f.last.Store("")
+		switch f {
+		case openaiUp:
+			t.Setenv("FAKE_OPENAI_URL", srv.URL+"/v1")
+		case azureUp:
+			t.Setenv("FAKE_AZURE_URL", srv.URL+"/v1")
+		case anthropicUp:
+			t.Setenv("FAKE_ANTHROPIC_URL", srv.URL)
+		}
+	}
+	conf := docExample(t)
+	for from, env := range map[string]string{"https://api.openai.com/v1": "FAKE_OPENAI_URL", "https://eu.example-azure-proxy.com/v1": "FAKE_AZURE_URL", "https://api.anthropic.com": "FAKE_ANTHROPIC_URL"} {
+		if !strings.Contains(conf, from) {
+			t.Fatalf("the example no longer names %s", from)
+		}
+		conf = strings.Replace(conf, from, os.Getenv(env), 1)
+	}
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OPENAI_API_KEY": "sk-openai", "AZURE_EU_KEY": "sk-azure", "ANTHROPIC_API_KEY": "sk-ant"}
+	args := []string{"--config", file}
+	if dsn != "" {
+		args = append(args, "--store", dsn)
+	}
+	in := startEnv(t, func(k string) string { return env[k] }, args...)
+	storeArgs := []string{"--data", in.data}
+	if dsn != "" {
+		storeArgs = []string{"--store", dsn}
+	}
+	mkKey := func(models string) (string, string) {
+		t.Helper()
+		a := append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route"}, storeArgs...)
+		if models != "" {
+			a = append(a, "--models", models)
+		}
+		code, out, errOut := cli(t, a...)
+		if code != 0 {
+			t.Fatalf("keys create: %d %s", code, errOut)
+		}
+		key := strings.TrimSpace(out)
+		return key, strings.Split(key, "_")[1]
+	}
+	full, fullID := mkKey("openai/gpt-4.1,azure/gpt-4.1,anthropic/claude-sonnet-4-5")
+	none, _ := mkKey("")
+
+	oc := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(full), option.WithMaxRetries(0), option.WithHeader("OpenAI-Organization", "org-42"))
+	chat := func(c openai.Client, extra ...option.RequestOption) (*openai.ChatCompletion, *http.Response, error) {
+		var hr *http.Response
+		resp, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(200),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")}}, append(extra, option.WithResponseInto(&hr))...)
+		return resp, hr, err
+	}
+
+	// Granted: forwarded to the plan's first route with its key; the
+	// organization header passes upstream.
+	resp, hr, err := chat(oc)
+	if err != nil || resp.Choices[0].Message.Content != "from openai" {
+		t.Fatalf("granted chat: %v %+v", err, resp)
+	}
+	if hr.Header.Get("X-Caduceus-Receipt") == "" || openaiUp.org.Load() != "org-42" {
+		t.Errorf("receipt %q, organization upstream %q", hr.Header.Get("X-Caduceus-Receipt"), openaiUp.org.Load())
+	}
+
+	// Not granted: refused before any upstream call, not to be retried.
+	calls := openaiUp.calls.Load()
+	noc := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(none), option.WithMaxRetries(0))
+	_, hr, err = chat(noc)
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 403 || oe.Code != "model_not_granted" || openaiUp.calls.Load() != calls {
+		t.Fatalf("ungranted chat: %v (upstream calls %d -> %d)", err, calls, openaiUp.calls.Load())
+	}
+	if oe.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("ungranted refusal without x-should-retry: false")
+	}
+
+	// A stream's usage is asked upstream and not shown to a client that did
+	// not ask for it.
+	st := oc.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(200),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("stream please")}})
+	var text strings.Builder
+	for st.Next() {
+		ch := st.Current()
+		if ch.Usage.TotalTokens != 0 || len(ch.Choices) == 0 {
+			t.Errorf("the client got a usage chunk it did not ask for: %s", ch.RawJSON())
+		}
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	if st.Err() != nil || text.String() != "from openai" || !strings.Contains(openaiUp.last.Load().(string), `"include_usage":true`) {
+		t.Fatalf("stream: %v %q, upstream body %s", st.Err(), text.String(), openaiUp.last.Load())
+	}
+
+	// Responses and messages go through their plans too.
+	rr, err := oc.Responses.New(t.Context(), responses.ResponseNewParams{Model: "gpt-4.1", MaxOutputTokens: openai.Int(200),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}})
+	if err != nil || rr.OutputText() != "from openai" {
+		t.Fatalf("responses: %v %+v", err, rr)
+	}
+	ac := anthropic.NewClient(aoption.WithBaseURL(in.url), aoption.WithAPIKey(full), aoption.WithMaxRetries(0))
+	msg, err := ac.Messages.New(t.Context(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	if err != nil || msg.Content[0].Text != "from anthropic" {
+		t.Fatalf("messages: %v %+v", err, msg)
+	}
+
+	// Token counting is forwarded to the granted route, at no cost.
+	count, err := ac.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: "claude-sonnet-4-5",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	if err != nil || count.InputTokens != 42 {
+		t.Fatalf("count_tokens: %v %+v", err, count)
+	}
+
+	// Definite failure (503) moves to the next route; a 429 holds the model
+	// identity, so the next request skips it without calling it.
+	openaiUp.fail.Store(503)
+	if resp, _, err = chat(oc); err != nil || resp.Choices[0].Message.Content != "from azure" {
+		t.Fatalf("after a 503: %v %+v", err, resp)
+	}
+	openaiUp.fail.Store(429)
+	if resp, _, err = chat(oc); err != nil || resp.Choices[0].Message.Content != "from azure" {
+		t.Fatalf("after a 429: %v %+v", err, resp)
+	}
+	calls = openaiUp.calls.Load()
+	if resp, _, err = chat(oc); err != nil || resp.Choices[0].Message.Content != "from azure" || openaiUp.calls.Load() != calls {
+		t.Fatalf("while held: %v %+v (held route called %d times more)", err, resp, openaiUp.calls.Load()-calls)
+	}
+
+	// Budget: a request whose maximum cost passes the key's $5 a day is
+	// refused before the call.
+	azureCalls := azureUp.calls.Load()
+	_, err = oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(1_000_000),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("write a novel")}})
+	if !errors.As(err, &oe) || oe.StatusCode != 429 || oe.Code != "budget_exceeded" || azureUp.calls.Load() != azureCalls {
+		t.Fatalf("over budget: %v", err)
+	}
+	if oe.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("budget refusal without x-should-retry: false")
+	}
+
+	// The models the key may use, in each SDK's shape.
+	page, err := oc.Models.List(t.Context())
+	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "gpt-4.1" {
+		t.Fatalf("openai models: %v %+v", err, page)
+	}
+	apage, err := ac.Models.List(t.Context(), anthropic.ModelListParams{})
+	if err != nil || len(apage.Data) != 1 || apage.Data[0].ID != "claude-sonnet-4-5" {
+		t.Fatalf("anthropic models: %v %+v", err, apage)
+	}
+
+	// Spend: per key and model identity, settled from the usage reported.
+	// openai/gpt-4.1: chat 600×2 + 400×0.5 + 100×8 = 2200 µ$, stream
+	// 1000×2 + 100×8 = 2800, responses 2800: 7800 in all; azure/gpt-4.1:
+	// the three chats after the 503, the 429 and while held, 2200 each.
+	req, _ := http.NewRequest("GET", in.url+"/v1/spend", nil)
+	req.Header.Set("Authorization", "Bearer "+full)
+	sresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spend struct {
+		Spend []struct {
+			KeyID   string `json:"key_id"`
+			Model   string `json:"model"`
+			Settled int64  `json:"settled_microdollars"`
+			Open    int64  `json:"open_microdollars"`
+		} `json:"spend"`
+	}
+	json.NewDecoder(sresp.Body).Decode(&spend)
+	sresp.Body.Close()
+	got := map[string]int64{}
+	for _, r := range spend.Spend {
+		if r.KeyID != fullID || r.Open != 0 {
+			t.Errorf("spend row %+v", r)
+		}
+		got[r.Model] = r.Settled
+	}
+	if got["openai/gpt-4.1"] != 7800 || got["azure/gpt-4.1"] != 3*2200 || got["anthropic/claude-sonnet-4-5"] != 1000*3+100*15 {
+		t.Errorf("settled spend = %v", got)
+	}
+	code, out, errOut := cli(t, append([]string{"spend", "--tenant", "slot-1"}, storeArgs...)...)
+	if code != 0 || !strings.Contains(out, "openai/gpt-4.1") || !strings.Contains(out, "0.007800") {
+		t.Errorf("caduceus spend: %d %s %s", code, out, errOut)
+	}
+}

@@ -1,0 +1,65 @@
+package shim
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"strconv"
+
+	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// forwardPlan sends body through the gateway: along the caller's plan, with
+// its grants, reservations, budgets, failover and holds. The receipt
+// records every attempt and what it reserved and settled. A refusal (no
+// grant, budget exceeded, a held model, no route that answered) is written
+// in p's envelope; x-should-retry: false unless retrying may help (a held
+// model after its Retry-After, an upstream that failed).
+func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, body []byte) {
+	t.rc.Decision = DecisionForward
+	t.hash(&t.rc.ForwardedSHA256, body)
+	h := sha256.New()
+	t.rc.OverheadMicros = t.overhead()
+	res := s.cfg.Gateway.Forward(t.r.Context(), gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
+		hdr.Set(HeaderReceipt, t.rc.ID)
+		hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
+	}}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
+	attempts := res.Attempts
+	if attempts == nil {
+		attempts = []gateway.Attempt{}
+	}
+	t.rc.Spend = &Spend{Plan: res.Plan, Attempts: attempts, Reserved: res.Reserved, Settled: res.Settled}
+	if n := len(res.Attempts); n > 0 {
+		t.rc.Upstream = res.Attempts[n-1].Route
+	}
+	if res.Err != nil {
+		s.fail(w, t, res.Err)
+		return
+	}
+	if f := res.Refusal; f != nil {
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		msg := f.Message
+		if p == wire.Messages {
+			// Anthropic's envelope has no field for the code: it leads.
+			msg = f.Code + ": " + msg
+		}
+		decision := DecisionRefused
+		if f.Status >= 500 {
+			decision = DecisionFailed // the upstream failed, not the request
+		}
+		s.reject(w, t, decision, f.Status, f.Code, msg, f.Retry)
+		return
+	}
+	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
+	t.rc.ResponseSHA256 = sum(h)
+	s.finish(t)
+	if res.Final != nil {
+		// The stream's last event goes out once its receipt is stored.
+		_, _ = w.Write(res.Final)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package shim_test
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
+	gwconf "github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// key-granted holds grants for the models the SDK tests ask for.
+func init() {
+	callers["key-granted"] = contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_9999999999999999", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
+		KeyID: "kg", Scopes: []contract.Scope{contract.ScopeRoute}, Harness: "claude-code",
+		Grants: []string{"anthropic/claude-sonnet-4-5", "openai/gpt-4o", "openai/gpt-5"}}
+}
+
+// newGatewayEnv is newEnv whose forwarding goes through a gateway over a
+// SQLite ledger: one route per provider to the fake upstream, one plan.
+func newGatewayEnv(t *testing.T, budgets gwconf.Budgets) (*env, *store.DB) {
+	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	price := gwconf.Price{Input: 2_000_000, CachedInput: 500_000, Output: 8_000_000, MaxOutputTokens: 4096}
+	e := newEnv(t, func(c *shim.Config) {
+		conf := gwconf.Config{
+			Routes: map[string]gwconf.Route{
+				"openai":    {Kind: gwconf.KindOpenAI, BaseURL: "http://placeholder.invalid", Models: []string{"gpt-4o", "gpt-5"}},
+				"anthropic": {Kind: gwconf.KindAnthropic, BaseURL: "http://placeholder.invalid", Models: []string{"claude-sonnet-4-5"}},
+			},
+			Plans: map[string]gwconf.Plan{"main": {Failover: gwconf.FailoverDefinite, Models: map[string][]gwconf.Step{
+				"gpt-4o": {{Route: "openai"}}, "gpt-5": {{Route: "openai"}}, "claude-sonnet-4-5": {{Route: "anthropic"}}}}},
+			Prices:  map[string]gwconf.Price{"openai/gpt-4o": price, "openai/gpt-5": price, "anthropic/claude-sonnet-4-5": price},
+			Budgets: budgets,
+		}
+		// The fake upstream exists once newEnv made it: point the routes at it.
+		for name, r := range conf.Routes {
+			r.BaseURL = c.Upstreams["openai"].BaseURL
+			conf.Routes[name] = r
+		}
+		if err := conf.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(),
+			Keys: map[string]string{"openai": "sk-route-openai", "anthropic": "sk-route-anthropic"}})
+	})
+	return e, db
+}
+
+// TestGatewayThroughTheSDKs: every protocol, streaming and not, through the
+// gateway with the official SDKs — answered and accounted on the receipt
+// for a granted key; refused before any upstream call, in the protocol's
+// envelope and not to be retried, for a key without the grant.
+func TestGatewayThroughTheSDKs(t *testing.T) {
+	e, db := newGatewayEnv(t, gwconf.Budgets{})
+	for _, p := range wire.Protocols {
+		for _, stream := range []bool{false, true} {
+			t.Run(string(p)+map[bool]string{false: "", true: "/stream"}[stream], func(t *testing.T) {
+				before := e.up.calls()
+				res, err := call(t, e, "key-granted", p, stream, modelOf[p], "hello gateway", nil)
+				if err != nil || res.text != upstreamText {
+					t.Fatalf("granted: %v %q", err, res.text)
+				}
+				if e.up.calls() != before+1 {
+					t.Fatalf("upstream calls %d -> %d", before, e.up.calls())
+				}
+				last := e.up.last(t)
+				if got := last.Header.Get("Authorization") + last.Header.Get("X-Api-Key"); !strings.HasPrefix(strings.TrimPrefix(got, "Bearer "), "sk-route-") {
+					t.Errorf("upstream credential %q, want the route's key", got)
+				}
+				rc := e.receipts(t, "key-granted")[0]
+				if rc.Spend == nil || len(rc.Spend.Attempts) != 1 || rc.Spend.Attempts[0].Outcome != "answered" ||
+					rc.Spend.Reserved <= 0 || rc.Spend.Settled > rc.Spend.Reserved || rc.Upstream != map[bool]string{true: "anthropic", false: "openai"}[p == wire.Messages] {
+					t.Fatalf("receipt spend %+v upstream %q", rc.Spend, rc.Upstream)
+				}
+
+				_, err = call(t, e, "key-route", p, stream, modelOf[p], "hello gateway", nil)
+				status, retry, kind := sdkError(err)
+				if status != 403 || retry != "false" || (p == wire.Messages && kind != "permission_error") || e.up.calls() != before+1 {
+					t.Fatalf("ungranted: status %d x-should-retry %q type %q (%v)", status, retry, kind, err)
+				}
+			})
+		}
+	}
+	rows, err := db.ShimSpend().Spend(t.Context(), "slot-1", "kg", time.Time{})
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("spend rows %+v, %v", rows, err)
+	}
+}
+
+// TestGatewayBudgetRefusal: a request that cannot reserve within the key's
+// budget is 429 budget_exceeded in each envelope, never retried, never sent.
+func TestGatewayBudgetRefusal(t *testing.T) {
+	e, _ := newGatewayEnv(t, gwconf.Budgets{Key: gwconf.Limit{Day: 1000}})
+	for _, p := range wire.Protocols {
+		_, err := call(t, e, "key-granted", p, false, modelOf[p], "hello gateway", nil)
+		status, retry, kind := sdkError(err)
+		if status != 429 || retry != "false" || (p == wire.Messages && kind != "rate_limit_error") {
+			t.Fatalf("%s over budget: status %d x-should-retry %q type %q (%v)", p, status, retry, kind, err)
+		}
+		var oe *openai.Error
+		if named := errors.As(err, &oe) && oe.Code == "budget_exceeded" || strings.Contains(err.Error(), `"message":"budget_exceeded: `); !named {
+			t.Errorf("%s: %v does not name budget_exceeded", p, err)
+		}
+	}
+	if e.up.calls() != 0 {
+		t.Fatalf("the upstream was called %d times past the budget", e.up.calls())
+	}
+}
+
+// sdkError reads an SDK error: its status, x-should-retry header and (for
+// Anthropic) the envelope's error type.
+func sdkError(err error) (status int, retry, kind string) {
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		return oe.StatusCode, oe.Response.Header.Get("X-Should-Retry"), oe.Type
+	}
+	var ae *anthropic.Error
+	if errors.As(err, &ae) {
+		var env struct {
+			Error struct {
+				Type string `json:"type"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(ae.RawJSON()), &env)
+		return ae.StatusCode, ae.Response.Header.Get("X-Should-Retry"), env.Error.Type
+	}
+	return 0, "", ""
+}
+
+// TestKeyIsolation: under shim.isolation key, one key's provisions shape and
+// are seen by that key only, and its receipts are its own; under tenant
+// isolation every key of the tenant shares them.
+func TestKeyIsolation(t *testing.T) {
+	const refund = `{"id":"PROV-REFUND","triggers":{"keyword":{"any":["refund policy"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`
+	for _, iso := range []shim.Isolation{shim.IsolationKey, shim.IsolationTenant} {
+		t.Run(string(iso), func(t *testing.T) {
+			e := newEnv(t, func(c *shim.Config) { c.Isolation = iso })
+			e.provision(t, "key-a", refund)
+			if res, err := call(t, e, "key-a", wire.ChatCompletions, false, "gpt-4o", "what is the refund policy?", nil); err != nil || res.text != "Refunds take 14 days." {
+				t.Fatalf("the writing key: %v %q", err, res.text)
+			}
+			res, err := call(t, e, "key-route", wire.ChatCompletions, false, "gpt-4o", "what is the refund policy?", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			provs, err := e.svc.ListProvisions(t.Context(), callers["key-route"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := false
+			for _, p := range provs {
+				seen = seen || p.ID == "PROV-REFUND"
+			}
+			others := 0
+			for _, rc := range e.receipts(t, "key-route") {
+				if rc.KeyID != "kr" {
+					others++
+				}
+			}
+			if iso == shim.IsolationKey {
+				if res.text != upstreamText || seen || others != 0 {
+					t.Fatalf("key isolation: another key got %q, sees the provision %v, sees %d receipts of another key", res.text, seen, others)
+				}
+			} else if res.text != "Refunds take 14 days." || !seen || others == 0 {
+				t.Fatalf("tenant isolation: another key got %q, sees the provision %v, sees %d receipts of another key", res.text, seen, others)
+			}
+		})
+	}
+}
+
+// TestDirectStreamHonoursIncludeUsage: a streamed direct chat answer ends
+// with the usage chunk a client asked for with stream_options.include_usage,
+// and has none when it did not ask.
+func TestDirectStreamHonoursIncludeUsage(t *testing.T) {
+	e := newEnv(t, nil)
+	e.provision(t, "key-a", `{"id":"PROV-REFUND","triggers":{"keyword":{"any":["refund policy"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`)
+	for _, ask := range []bool{true, false} {
+		params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("refund policy?")}}
+		if ask {
+			params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+		}
+		c := openaiClient(e, "key-a", nil)
+		s := c.Chat.Completions.NewStreaming(t.Context(), params)
+		usage, text := 0, ""
+		for s.Next() {
+			ch := s.Current()
+			if ch.JSON.Usage.Valid() {
+				usage++
+				if len(ch.Choices) != 0 {
+					t.Errorf("the usage chunk has choices: %s", ch.RawJSON())
+				}
+			}
+			for _, c := range ch.Choices {
+				text += c.Delta.Content
+			}
+		}
+		if s.Err() != nil || text != "Refunds take 14 days." {
+			t.Fatalf("stream: %v %q", s.Err(), text)
+		}
+		if want := map[bool]int{true: 1, false: 0}[ask]; usage != want {
+			t.Errorf("include_usage %v: %d usage chunks, want %d", ask, usage, want)
+		}
+	}
+}
+
+// TestDirectAnswerFitsResponseFormat: a request asking for structured
+// output gets a direct answer only when the text is valid for it; otherwise
+// the provision is skipped and the request goes upstream.
+func TestDirectAnswerFitsResponseFormat(t *testing.T) {
+	e := newEnv(t, nil)
+	e.provision(t, "key-a", `{"id":"PROV-PLAIN","priority":20,"triggers":{"keyword":{"any":["refund policy"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
+	e.provision(t, "key-a", `{"id":"PROV-JSON","priority":10,"triggers":{"keyword":{"any":["refund policy"]}},"action":"respond_directly","response":{"text":"{\"days\": 14}"}}`)
+	ask := func(format openai.ChatCompletionNewParamsResponseFormatUnion) string {
+		t.Helper()
+		c := openaiClient(e, "key-a", nil)
+		resp, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("refund policy?")}, ResponseFormat: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Choices[0].Message.Content
+	}
+	if got := ask(openai.ChatCompletionNewParamsResponseFormatUnion{}); got != "Refunds take 14 days." {
+		t.Fatalf("free text: %q", got)
+	}
+	obj := shared.ResponseFormatJSONObjectParam{}
+	if got := ask(openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &obj}); got != `{"days": 14}` {
+		t.Fatalf("json_object: %q", got)
+	}
+	schema := func(s map[string]any) openai.ChatCompletionNewParamsResponseFormatUnion {
+		return openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "answer", Schema: s}}}
+	}
+	if got := ask(schema(map[string]any{"type": "object", "required": []string{"days"}, "properties": map[string]any{"days": map[string]any{"type": "integer"}}})); got != `{"days": 14}` {
+		t.Fatalf("json_schema the text fits: %q", got)
+	}
+	if got := ask(schema(map[string]any{"type": "object", "required": []string{"weeks"}})); got != upstreamText {
+		t.Fatalf("json_schema no text fits: %q, want the upstream's answer", got)
+	}
+	var skipped []string
+	for _, s := range e.receipts(t, "key-a")[0].Skipped {
+		skipped = append(skipped, s.ID+":"+s.Reason)
+	}
+	if strings.Join(skipped, ",") != "PROV-PLAIN:response_format_mismatch,PROV-JSON:response_format_mismatch" {
+		t.Errorf("skipped: %v", skipped)
+	}
+}
