@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/store"
@@ -47,5 +49,31 @@ func (a *app) logGateway() {
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Plans)) {
 		a.log.Info("shim plan", "plan", name, "failover", c.Plans[name].Failover, "models", slices.Sorted(maps.Keys(c.Plans[name].Models)))
+	}
+}
+
+// staleReservation is how old a reservation still open must be before the
+// sweep releases it: its process died mid-call (a live stream that long is
+// not expected), and it would otherwise count against its budgets forever.
+const staleReservation = 6 * time.Hour
+
+// releaseStale sweeps the store every five minutes until ctx ends,
+// releasing reservations open for longer than staleReservation.
+func (a *app) releaseStale(ctx context.Context, db *store.DB) {
+	t := time.NewTicker(5 * time.Minute)
+	defer t.Stop()
+	for {
+		n, err := db.ShimSpend().ReleaseStale(ctx, time.Now().Add(-staleReservation))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.log.Warn("shim: stale reservations not released", "err", err)
+		case n > 0:
+			a.log.Info("shim: released stale reservations", "count", n, "older_than", staleReservation)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }

@@ -77,6 +77,9 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	go a.checkpointer(ctx, db.Audit(), signer)
+	if a.gateOn("shim") && a.cfg.Shim.Gateway.Enabled() {
+		go a.releaseStale(ctx, db)
+	}
 
 	cfg, err := a.serverConfig(ctx, db, keys, signer)
 	if err != nil {
