@@ -473,6 +473,7 @@ func (s *Service) finish(t *turn) {
 			s.log.Warn("shim: turn memory not recorded", "receipt", t.rc.ID, "err", err)
 		} else if err != nil {
 			s.log.Error("shim: receipt and audit record not stored", "receipt", t.rc.ID, "err", err)
+			s.closeDeferred(ctx, t) // the failed transaction did not close them
 		}
 	} else {
 		rec, err := s.cfg.Audit.Append(ctx, e)
@@ -484,9 +485,19 @@ func (s *Service) finish(t *turn) {
 		if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
 			s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
 		}
+		s.closeDeferred(ctx, t)
 	}
 	for _, o := range observers {
 		o.ObserveTurn(ctx, t.observed())
+	}
+}
+
+// closeDeferred settles or releases the reservations a gateway with
+// DeferClose left for the receipt's transaction, when no such transaction
+// closed them.
+func (s *Service) closeDeferred(ctx context.Context, t *turn) {
+	if s.cfg.Gateway != nil && s.cfg.Gateway.DefersClose() && t.rc.Spend != nil {
+		s.cfg.Gateway.Close(ctx, t.rc.Spend.Attempts)
 	}
 }
 

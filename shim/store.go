@@ -75,6 +75,11 @@ const (
 //
 // A memory write that fails is rolled back alone: the receipt and audit
 // record still commit, and RecordTurn returns ErrMemoryNotRecorded.
+//
+// When rc.Spend lists gateway attempts still to close (a gateway with
+// DeferClose), their settlements and releases join the same transaction;
+// a recorder that cannot do that must be used with a gateway that closes
+// its reservations itself.
 type TurnRecorder interface {
 	RecordTurn(ctx context.Context, e audit.Entry, rc *Receipt, memory []MemoryWrite) error
 }

@@ -272,9 +272,10 @@ func (s *Shim) Shimmed(ctx context.Context, tenant contract.TenantSlot, conversa
 
 var _ shim.TurnRecorder = (*Shim)(nil)
 
-// RecordTurn implements shim.TurnRecorder: the audit record, the receipt and
-// the memory writes in one transaction (the group commit on SQLite). The caller's
-// cancellation is ignored, as for Append.
+// RecordTurn implements shim.TurnRecorder: the audit record, the receipt,
+// the settlement or release of the gateway reservations it lists as still
+// to close, and the memory writes in one transaction (the group commit on
+// SQLite). The caller's cancellation is ignored, as for Append.
 func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, memory []shim.MemoryWrite) error {
 	ctx = context.WithoutCancel(ctx)
 	tenant := e.Outcome.Identity.TenantSlot
@@ -288,6 +289,12 @@ func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, 
 		rc.AuditID = rec.ID
 		if err := addReceipt(ctx, tx, tenant, *rc); err != nil {
 			return err
+		}
+		if rc.Spend != nil {
+			// The gateway's settlements join the receipt's commit.
+			if err := closeAttempts(ctx, tx, s.db.Now(), rc.Spend.Attempts); err != nil {
+				return err
+			}
 		}
 		if len(memory) == 0 {
 			return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
@@ -118,32 +119,57 @@ func (s *ShimSpend) Release(ctx context.Context, id string) error {
 // the four totals by the difference.
 func (s *ShimSpend) close(ctx context.Context, id, state string, final int64) error {
 	return s.db.InTx(ctx, func(tx *Tx) error {
-		var tenant, keyID, day, month, cur string
-		var reserved int64
-		err := tx.QueryRow(ctx, `SELECT tenant, key_id, day, month, reserved, state FROM shim_spend WHERE id = ?`+tx.Dialect().ForUpdate(), id).
-			Scan(&tenant, &keyID, &day, &month, &reserved, &cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return contract.NotFoundf("reservation_not_found", "no reservation %s", id)
-		}
-		if err != nil {
-			return fmt.Errorf("store: %s reservation: %w", state, err)
-		}
-		if cur != spendReserved {
-			return contract.Conflictf("reservation_closed", "reservation %s is already %s", id, cur)
-		}
-		settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
-		if _, err := tx.Exec(ctx, `UPDATE shim_spend SET state = ?, settled = ?, updated_at = ? WHERE id = ?`, state, settled, Micros(s.db.Now()), id); err != nil {
-			return fmt.Errorf("store: %s reservation: %w", state, err)
-		}
-		if delta := final - reserved; delta != 0 {
-			for _, p := range [][2]string{{"key:" + keyID, day}, {"key:" + keyID, month}, {"tenant:" + tenant, day}, {"tenant:" + tenant, month}} {
-				if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, delta, p[0], p[1]); err != nil {
-					return fmt.Errorf("store: %s reservation: %w", state, err)
-				}
+		return closeReservation(ctx, tx, s.db.Now(), id, state, final)
+	})
+}
+
+// closeReservation is close inside tx (RecordTurn closes a turn's
+// reservations in the transaction that stores its receipt).
+func closeReservation(ctx context.Context, tx *Tx, now time.Time, id, state string, final int64) error {
+	var tenant, keyID, day, month, cur string
+	var reserved int64
+	err := tx.QueryRow(ctx, `SELECT tenant, key_id, day, month, reserved, state FROM shim_spend WHERE id = ?`+tx.Dialect().ForUpdate(), id).
+		Scan(&tenant, &keyID, &day, &month, &reserved, &cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return contract.NotFoundf("reservation_not_found", "no reservation %s", id)
+	}
+	if err != nil {
+		return fmt.Errorf("store: %s reservation: %w", state, err)
+	}
+	if cur != spendReserved {
+		return contract.Conflictf("reservation_closed", "reservation %s is already %s", id, cur)
+	}
+	settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
+	if _, err := tx.Exec(ctx, `UPDATE shim_spend SET state = ?, settled = ?, updated_at = ? WHERE id = ?`, state, settled, Micros(now), id); err != nil {
+		return fmt.Errorf("store: %s reservation: %w", state, err)
+	}
+	if delta := final - reserved; delta != 0 {
+		for _, p := range [][2]string{{"key:" + keyID, day}, {"key:" + keyID, month}, {"tenant:" + tenant, day}, {"tenant:" + tenant, month}} {
+			if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, delta, p[0], p[1]); err != nil {
+				return fmt.Errorf("store: %s reservation: %w", state, err)
 			}
 		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// closeAttempts closes, inside tx, the reservations a gateway left to its
+// caller (gateway.Config.DeferClose). One already closed or unknown is
+// skipped: it has nothing left to count.
+func closeAttempts(ctx context.Context, tx *Tx, now time.Time, attempts []gateway.Attempt) error {
+	for _, a := range attempts {
+		var err error
+		switch a.Closing {
+		case gateway.CloseSettle:
+			err = closeReservation(ctx, tx, now, a.Reservation, spendSettled, a.Settled)
+		case gateway.CloseRelease:
+			err = closeReservation(ctx, tx, now, a.Reservation, spendReleased, 0)
+		}
+		if k := contract.KindOf(err); err != nil && k != contract.KindConflict && k != contract.KindNotFound {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReleaseStale releases every attempt still reserved that was made before
