@@ -36,7 +36,7 @@ func TestTurnSettlesDeferredReservations(t *testing.T) {
 			Routes: map[string]upstream.Route{
 				"a": {Kind: upstream.KindOpenAI, BaseURL: down.URL, Models: []string{"gpt-4.1"}},
 				"b": {Kind: upstream.KindOpenAI, Provider: "backup", BaseURL: up.URL, Models: []string{"gpt-4.1"}}},
-			Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverDefinite, Models: map[string][]upstream.Step{"gpt-4.1": {{Route: "a"}, {Route: "b"}}}}},
+			Plans:  map[string]upstream.Plan{"main": {Failover: upstream.FailoverDefinite, Models: map[string][]upstream.Step{"gpt-4.1": {{Route: "a"}, {Route: "b"}}}}},
 			Prices: map[string]upstream.Price{"openai/gpt-4.1": price, "backup/gpt-4.1": price},
 		}
 		gw := gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), DeferClose: true})
