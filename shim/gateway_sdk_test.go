@@ -3,6 +3,8 @@ package shim_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -258,5 +261,79 @@ func TestDirectAnswerFitsResponseFormat(t *testing.T) {
 	}
 	if strings.Join(skipped, ",") != "PROV-PLAIN:response_format_mismatch,PROV-JSON:response_format_mismatch" {
 		t.Errorf("skipped: %v", skipped)
+	}
+}
+
+// TestMessagesNeedMaxTokens: like the Messages API, a request without
+// max_tokens is refused, in Anthropic's envelope, not to be retried.
+func TestMessagesNeedMaxTokens(t *testing.T) {
+	e := newEnv(t, nil)
+	resp, body := e.post(t, "key-a", "/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, nil)
+	var env struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type, Message string
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != 400 || env.Error.Type != "invalid_request_error" ||
+		env.Error.Message != "max_tokens: Field required" || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), body)
+	}
+	if e.up.calls() != 0 {
+		t.Fatal("forwarded without max_tokens")
+	}
+}
+
+// TestOpenAIOrganizationAndProjectPassUpstream: the SDK's organization and
+// project headers reach the provider.
+func TestOpenAIOrganizationAndProjectPassUpstream(t *testing.T) {
+	e := newEnv(t, nil)
+	c := openaiClient(e, "key-a", nil, option.WithOrganization("org-7"), option.WithProject("proj-9"))
+	if _, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := e.up.last(t).Header; h.Get("OpenAI-Organization") != "org-7" || h.Get("OpenAI-Project") != "proj-9" {
+		t.Fatalf("upstream headers %v", h)
+	}
+}
+
+// TestStreamHeadersBeforeTheFirstEvent: a forwarded stream's status and
+// headers reach the client while the provider is still thinking.
+func TestStreamHeadersBeforeTheFirstEvent(t *testing.T) {
+	e := newEnv(t, nil)
+	release := make(chan struct{})
+	e.up.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-release
+		defaultRespond(w, r, body)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", e.srv.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer key-a")
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	select {
+	case resp := <-got:
+		close(release)
+		if resp == nil || resp.StatusCode != 200 || resp.Header.Get(shim.HeaderReceipt) == "" {
+			t.Fatalf("headers: %+v", resp)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "[DONE]") {
+			t.Fatalf("stream %s", b)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("no headers while the provider had sent none of its events")
 	}
 }

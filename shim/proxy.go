@@ -164,6 +164,12 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, err.Error())
 		return
 	}
+	if p == wire.Messages && !wire.HasField(body, "max_tokens") {
+		// As the Messages API itself: an SDK client learns it here, not
+		// from whichever upstream a plan picks.
+		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "max_tokens: Field required")
+		return
+	}
 	t.req = req
 	t.rc.Stream = req.Stream
 	t.conv = conversationID(r.Header.Get(HeaderConversation), caller, req)
@@ -319,7 +325,8 @@ func sum(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil))
 
 // forwardRequestHeaders are passed upstream as they came; credentials are
 // the configured upstream's, never the caller's.
-var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "Anthropic-Version", "Anthropic-Beta", "Idempotency-Key"}
+var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "OpenAI-Organization", "OpenAI-Project",
+	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key"}
 
 // dropResponseHeaders are not passed back to the caller.
 var dropResponseHeaders = map[string]bool{
@@ -395,6 +402,9 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	w.WriteHeader(resp.StatusCode)
 	h := sha256.New()
 	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush() // the client has the headers before the first event arrives
+	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		sr := wire.NewSSEReader(resp.Body)
 		for {

@@ -538,7 +538,7 @@ func TestUpstreamNotConfiguredAndUnreachable(t *testing.T) {
 	e := newEnv(t, func(c *shim.Config) {
 		c.Upstreams = map[string]shim.Upstream{"openai": {BaseURL: "http://127.0.0.1:1"}}
 	})
-	resp, body := e.post(t, "key-a", "/v1/messages", `{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}`, nil)
+	resp, body := e.post(t, "key-a", "/v1/messages", `{"model":"claude-x","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, nil)
 	if resp.StatusCode != 503 || !strings.Contains(string(body), "no anthropic upstream") {
 		t.Fatalf("no anthropic upstream: %d %s", resp.StatusCode, body)
 	}
