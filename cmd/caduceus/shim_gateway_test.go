@@ -303,3 +303,69 @@ func runDocExample(t *testing.T, dsn string) {
 		t.Errorf("caduceus spend: %d %s %s", code, out, errOut)
 	}
 }
+
+// TestShimKeyIsolationThroughTheServer: with shim.isolation: key, one key's
+// provision answers that key only, is listed to it only, and each key's
+// receipts are its own — on the real store, SQLite and Postgres.
+func TestShimKeyIsolationThroughTheServer(t *testing.T) {
+	run := func(t *testing.T, dsn string) {
+		file := filepath.Join(t.TempDir(), "caduceus.yaml")
+		if err := os.WriteFile(file, []byte("shim:\n  offline: true\n  isolation: key\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--config", file}
+		storeArgs := []string{}
+		if dsn != "" {
+			args = append(args, "--store", dsn)
+			storeArgs = []string{"--store", dsn}
+		}
+		in := startEnv(t, noEnv, args...)
+		if dsn == "" {
+			storeArgs = []string{"--data", in.data}
+		}
+		mk := func() string {
+			code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route,configure", "--harness", "claude-code"}, storeArgs...)...)
+			if code != 0 {
+				t.Fatalf("keys create: %s", errOut)
+			}
+			return strings.TrimSpace(out)
+		}
+		a, b := mk(), mk()
+		do := func(key, method, path, body string) (int, string) {
+			req, _ := http.NewRequest(method, in.url+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("X-Caduceus-Harness", "claude-code")
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			out, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(out)
+		}
+		if code, body := do(a, "POST", "/v1/provisions", `{"id":"PROV-A","triggers":{"keyword":{"any":["refund policy"]}},"action":"respond_directly","response":{"text":"A's answer"}}`); code != 201 {
+			t.Fatalf("create: %d %s", code, body)
+		}
+		chat := `{"model":"gpt-4o","messages":[{"role":"user","content":"what is the refund policy?"}]}`
+		if code, body := do(a, "POST", "/v1/chat/completions", chat); code != 200 || !strings.Contains(body, "A's answer") {
+			t.Fatalf("key A: %d %s", code, body)
+		}
+		if code, body := do(b, "POST", "/v1/chat/completions", chat); code != 503 || strings.Contains(body, "A's answer") {
+			t.Fatalf("key B got A's provision: %d %s", code, body)
+		}
+		if _, body := do(b, "GET", "/v1/provisions", ""); strings.Contains(body, "PROV-A") {
+			t.Fatalf("key B lists A's provision: %s", body)
+		}
+		_, ra := do(a, "GET", "/v1/receipts", "")
+		_, rb := do(b, "GET", "/v1/receipts", "")
+		idA, idB := strings.Split(a, "_")[1], strings.Split(b, "_")[1]
+		if !strings.Contains(ra, idA) || strings.Contains(ra, idB) || !strings.Contains(rb, idB) || strings.Contains(rb, idA) {
+			t.Fatalf("receipts cross keys:\nA %s\nB %s", ra, rb)
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) { run(t, "") })
+	if dsn := os.Getenv(storetest.EnvPostgres); dsn != "" {
+		t.Run("postgres", func(t *testing.T) { run(t, storetest.FreshSchema(t, dsn)) })
+	}
+}
