@@ -84,6 +84,11 @@ func TestServeValidatesConfigFirst(t *testing.T) {
 		"executor:\n  broker: casino\n":                                                "executor.broker",
 		"shim:\n  upstreams: {openai: ftp://x}\n":                                      "upstream openai",
 		"relay:\n  gateways: {gw: {tenant: slot-1, secrets: [\"env:NOPE_SECRET\"]}}\n": "NOPE_SECRET",
+		"shim:\n  isolation: user\n":                                                   "shim.isolation",
+		"shim:\n  attempt_timeout: soon\n":                                             "shim.attempt_timeout",
+		"shim:\n  upstreams: {openai: http://x}\n  routes: {r: {kind: openai, base_url: http://x, models: [m]}}\n  plans: {p: {failover: none, models: {m: [{route: r}]}}}\n  prices: {openai/m: {input: 1, output: 1, max_output_tokens: 10}}\n":                                    "exclude each other",
+		"shim:\n  routes: {r: {kind: openai, base_url: http://x, models: [m]}, s: {kind: openai, base_url: http://y, models: [m]}}\n  plans: {p: {failover: definite, models: {m: [{route: r}, {route: s}]}}}\n  prices: {openai/m: {input: 1, output: 1, max_output_tokens: 10}}\n": "plans.p.models.m[1]: openai/m is already reached through route \"r\"",
+		"shim:\n  routes: {r: {kind: openai, base_url: http://x, models: [m]}}\n  plans: {p: {failover: none, models: {m: [{route: r}]}}}\n":                                                                                                                                         "openai/m has no price",
 	}
 	for body, want := range bad {
 		cfg := filepath.Join(dir, "caduceus.yaml")

@@ -31,7 +31,9 @@ func (a *app) gateway(db *store.DB) *gateway.Gateway {
 	}
 	// The shim records turns with db.Shim(), whose transaction settles the
 	// reservations too: one commit fewer per request.
-	return gateway.New(gateway.Config{Upstream: c, Keys: keys, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Logger: a.log, DeferClose: true})
+	timeout, _ := a.cfg.Shim.attemptTimeout() // checked at startup
+	return gateway.New(gateway.Config{Upstream: c, Keys: keys, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Logger: a.log,
+		DeferClose: true, HeaderTimeout: timeout})
 }
 
 // logGateway states the gateway's routes and plans at startup, warning for

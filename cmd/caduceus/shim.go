@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -50,6 +51,22 @@ type shimConfig struct {
 	// Isolation is the caller scope of provisions, context, receipts and
 	// memory: tenant (default) or key.
 	Isolation string `yaml:"isolation"`
+	// AttemptTimeout bounds the wait for a gateway attempt's response
+	// headers once it is sent ("30s"; default 120s); past it the attempt
+	// failed uncertainly.
+	AttemptTimeout string `yaml:"attempt_timeout"`
+}
+
+// attemptTimeout is AttemptTimeout parsed (0: the gateway's default).
+func (c shimConfig) attemptTimeout() (time.Duration, error) {
+	if c.AttemptTimeout == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(c.AttemptTimeout)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("shim.attempt_timeout %q: want a positive duration such as 30s", c.AttemptTimeout)
+	}
+	return d, nil
 }
 
 // checkGateway checks the gateway section: a valid configuration, not
@@ -59,6 +76,9 @@ func (c shimConfig) checkGateway() error {
 	case "", "tenant", "key":
 	default:
 		return fmt.Errorf("shim.isolation %q: want key or tenant", c.Isolation)
+	}
+	if _, err := c.attemptTimeout(); err != nil {
+		return err
 	}
 	g := c.Gateway
 	if !g.Enabled() {
