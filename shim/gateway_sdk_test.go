@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,5 +337,89 @@ func TestStreamHeadersBeforeTheFirstEvent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		close(release)
 		t.Fatal("no headers while the provider had sent none of its events")
+	}
+}
+
+// TestGatewayUncertainFailoverWithTheSDK: an Anthropic stream that breaks
+// before its first event moves to the next route when the plan says
+// uncertain and the caller holds the next model's grant; the SDK sees one
+// clean stream. A 429 with Retry-After holds the first route's model, so
+// the next request does not try it.
+func TestGatewayUncertainFailoverWithTheSDK(t *testing.T) {
+	var flakyCalls atomic.Int32
+	mode := atomic.Value{}
+	mode.Store("break")
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		flakyCalls.Add(1)
+		io.Copy(io.Discard, r.Body)
+		if mode.Load() == "429" {
+			w.Header().Set("Retry-After", "30")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(429)
+			io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection drops before any event
+	}))
+	defer flaky.Close()
+	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	callers["key-both"] = contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_8888888888888888", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
+		KeyID: "kboth", Scopes: []contract.Scope{contract.ScopeRoute}, Grants: []string{"anthropic/claude-sonnet-4-5", "bedrock/claude-sonnet-4-5"}}
+	price := gwconf.Price{Input: 3_000_000, Output: 15_000_000, MaxOutputTokens: 4096}
+	e := newEnv(t, func(c *shim.Config) {
+		conf := gwconf.Config{
+			Routes: map[string]gwconf.Route{
+				"flaky":  {Kind: gwconf.KindAnthropic, BaseURL: flaky.URL, Models: []string{"claude-sonnet-4-5"}},
+				"steady": {Kind: gwconf.KindAnthropic, Provider: "bedrock", BaseURL: c.Upstreams["anthropic"].BaseURL, Models: []string{"claude-sonnet-4-5"}},
+			},
+			Plans: map[string]gwconf.Plan{"main": {Failover: gwconf.FailoverUncertain, Models: map[string][]gwconf.Step{
+				"claude-sonnet-4-5": {{Route: "flaky"}, {Route: "steady"}}}}},
+			Prices: map[string]gwconf.Price{"anthropic/claude-sonnet-4-5": price, "bedrock/claude-sonnet-4-5": price},
+		}
+		if err := conf.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend()})
+	})
+	res, err := call(t, e, "key-both", wire.Messages, true, "claude-sonnet-4-5", "hello", nil)
+	if err != nil || res.text != upstreamText || flakyCalls.Load() != 1 {
+		t.Fatalf("after a broken stream: %v %q (flaky calls %d)", err, res.text, flakyCalls.Load())
+	}
+	rc := e.receipts(t, "key-both")[0]
+	if len(rc.Spend.Attempts) != 2 || rc.Spend.Attempts[0].Outcome != "uncertain" || rc.Spend.Attempts[0].Settled != 0 || rc.Spend.Attempts[1].Outcome != "answered" {
+		t.Fatalf("attempts %+v", rc.Spend.Attempts)
+	}
+	// Without the next model's grant nothing can take over: the stream's
+	// headers go out at once and the broken stream reaches the SDK as it
+	// came; the next route is not called.
+	steady, before := e.up.calls(), flakyCalls.Load()
+	ac := anthropicClient(e, "key-granted", nil)
+	st := ac.Messages.NewStreaming(t.Context(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}})
+	events := 0
+	for st.Next() {
+		events++
+	}
+	if events != 0 || flakyCalls.Load() != before+1 || e.up.calls() != steady {
+		t.Fatalf("without the grant: %d events, %v; next route called %d times", events, st.Err(), e.up.calls()-steady)
+	}
+	// A 429 holds anthropic/claude-sonnet-4-5: the next request skips it.
+	mode.Store("429")
+	if res, err = call(t, e, "key-both", wire.Messages, false, "claude-sonnet-4-5", "hello", nil); err != nil || res.text != upstreamText {
+		t.Fatalf("after a 429: %v", err)
+	}
+	calls := flakyCalls.Load()
+	if res, err = call(t, e, "key-both", wire.Messages, false, "claude-sonnet-4-5", "hello", nil); err != nil || res.text != upstreamText || flakyCalls.Load() != calls {
+		t.Fatalf("while held: %v, flaky called %d more", err, flakyCalls.Load()-calls)
+	}
+	if until, _ := db.ShimSpend().HeldUntil(t.Context(), "anthropic/claude-sonnet-4-5"); time.Until(until) < 20*time.Second {
+		t.Fatalf("held until %v, want about 30s from now", until)
 	}
 }
