@@ -369,3 +369,28 @@ func TestShimKeyIsolationThroughTheServer(t *testing.T) {
 		t.Run("postgres", func(t *testing.T) { run(t, storetest.FreshSchema(t, dsn)) })
 	}
 }
+
+// TestKeysGrants: keys create --models and keys grant set the grants keys
+// list shows; a bad grant exits 2 naming it and creates nothing.
+func TestKeysGrants(t *testing.T) {
+	data := t.TempDir()
+	if code, _, errOut := cli(t, "keys", "create", "--data", data, "--tenant", "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, out, errOut := cli(t, "keys", "grant", "--data", data, "--tenant", "slot-1", "--models", "anthropic/claude-sonnet-4-5"); code != 0 || !strings.Contains(out, "anthropic/claude-sonnet-4-5") {
+		t.Fatalf("keys grant: %d %s %s", code, out, errOut)
+	}
+	code, out, _ := cli(t, "keys", "list", "--data", data)
+	if code != 0 || !strings.Contains(out, "anthropic/claude-sonnet-4-5,openai/gpt-4.1") {
+		t.Fatalf("keys list:\n%s", out)
+	}
+	for _, bad := range []string{"openai/*", "gpt-4.1", "openai/x-contributor"} {
+		code, out, errOut := cli(t, "keys", "create", "--data", data, "--tenant", "slot-1", "--scopes", "route", "--models", bad)
+		if code != 2 || out != "" || !strings.Contains(errOut, bad) {
+			t.Errorf("--models %s: exit %d, %q %q", bad, code, out, errOut)
+		}
+	}
+	if _, out, _ := cli(t, "keys", "list", "--data", data); strings.Count(out, "\n") != 2 {
+		t.Errorf("a refused key was created:\n%s", out)
+	}
+}
