@@ -11,8 +11,11 @@
 // and context entries (documents.go: one generic manager with the builtin
 // rule). Beside it: shim/wire parses and rewrites the three protocols,
 // shim/memory is the entity memory and insights (an Observer of turns),
-// shim/provsync loads governed provisions from remote sources, and
-// shim/shimtest is the Store conformance suite and in-memory stores.
+// shim/provsync loads governed provisions from remote sources,
+// shim/upstream is the gateway's vocabulary (routes, plans, grants, prices,
+// budgets, the ledger and hold ports, the failover rule), shim/gateway
+// forwards along plans (Config.Gateway), and shim/shimtest is the Store
+// conformance suite and in-memory stores.
 //
 // The package defines what it needs — a Store, an Embedder, a Classifier —
 // and the server mounts Service.Handler on the LLM routes and calls the
