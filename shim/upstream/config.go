@@ -14,6 +14,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -95,7 +96,7 @@ type Config struct {
 // it.
 func Parse(b []byte) (Config, error) {
 	var c Config
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("upstream: %v", err)
