@@ -32,7 +32,7 @@ const (
 	CodeModelNotRouted  = "model_not_found"
 	CodeNotGranted      = "model_not_granted"
 	CodeWrongWire       = "wrong_protocol"
-	CodeMaxTokens       = "invalid_request"
+	CodeInvalidRequest  = "invalid_request"
 	CodeBudgetExceeded  = upstream.CodeBudgetExceeded
 	CodeRateLimited     = "rate_limited"
 	CodeUpstreamFailed  = "upstream_unreachable"
@@ -206,20 +206,6 @@ func kindOf(p wire.Protocol) upstream.Kind {
 	return upstream.KindOpenAI
 }
 
-// Routes reports whether model is routed for tenant, the model identities a
-// caller could be granted for it.
-func (g *Gateway) Routes(tenant contract.TenantSlot, model string) []string {
-	_, plan, ok := g.cfg.Upstream.PlanFor(tenant)
-	if !ok {
-		return nil
-	}
-	var ids []string
-	for _, st := range plan.Models[model] {
-		ids = append(ids, g.cfg.Upstream.StepIdentity(st, model))
-	}
-	return ids
-}
-
 func refused(res Result, status int, code, msg string, retry bool) Result {
 	res.Refusal = &Refusal{Status: status, Code: code, Message: msg, Retry: retry}
 	return res
@@ -253,10 +239,10 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 	}
 	m, err := readMeta(req.Body)
 	if err != nil {
-		return refused(res, http.StatusBadRequest, CodeMaxTokens, "shim: "+err.Error(), false)
+		return refused(res, http.StatusBadRequest, CodeInvalidRequest, "shim: "+err.Error(), false)
 	}
 	if req.Protocol == wire.Messages && !m.hasMaxTokens {
-		return refused(res, http.StatusBadRequest, CodeMaxTokens, "max_tokens: Field required", false)
+		return refused(res, http.StatusBadRequest, CodeInvalidRequest, "max_tokens: Field required", false)
 	}
 	body := req.Body
 	strip := false
