@@ -64,9 +64,8 @@ func BenchmarkForwardLedger(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
-			n := 0
 			for b.Loop() {
-				n++
+				n := reqN.Add(1) // reservation ids are unique across runs
 				rec := httptest.NewRecorder()
 				start := time.Now()
 				res := tc.gw.Forward(context.Background(), gateway.Writer{ResponseWriter: rec}, gateway.Request{Protocol: wire.ChatCompletions,
