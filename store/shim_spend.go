@@ -16,10 +16,23 @@ import (
 // ShimSpend is the shim gateway's ledger (spend reservations, settlements,
 // budgets) and its rate-limit holds; it implements upstream.Ledger and
 // upstream.Holds.
-type ShimSpend struct{ db *DB }
+//
+// An attempt under a budget is served from a lease: a slice of each
+// budgeted running total this process took from the store in one write
+// (see leaseBook). An attempt without any budget reserves nothing: its
+// spend is written when it settles, in the receipt's transaction.
+type ShimSpend struct {
+	db   *DB
+	book *leaseBook // nil: every budgeted attempt reserves in the store
+}
 
-// ShimSpend returns the store's spend ledger and holds.
-func (db *DB) ShimSpend() *ShimSpend { return &ShimSpend{db: db} }
+// ShimSpend returns the store's spend ledger and holds. Every ShimSpend of
+// one DB shares its leases.
+func (db *DB) ShimSpend() *ShimSpend { return &ShimSpend{db: db, book: bookOf(db)} }
+
+// PerAttempt returns the ledger without leases: every budgeted attempt
+// writes its reservation to the store before its call.
+func (s *ShimSpend) PerAttempt() *ShimSpend { return &ShimSpend{db: s.db} }
 
 var (
 	_ upstream.Ledger = (*ShimSpend)(nil)
@@ -36,11 +49,15 @@ const (
 // unbounded is the bound of a scope without a budget.
 const unbounded = math.MaxInt64 / 4
 
-// periods are the four running totals an attempt counts in.
-func periods(tenant contract.TenantSlot, keyID string, now time.Time, key, ten upstream.Limit) [4]struct {
+// spendTotal is one running total an attempt counts in, and its bound.
+type spendTotal struct {
 	scope, period string
-	limit         int64
-} {
+	limit         int64 // unbounded: no budget
+}
+
+// periods are the four running totals an attempt counts in: key day, key
+// month, tenant day, tenant month.
+func periods(tenant contract.TenantSlot, keyID string, now time.Time, key, ten upstream.Limit) [4]spendTotal {
 	now = now.UTC()
 	day, month := now.Format("2006-01-02"), now.Format("2006-01")
 	bound := func(m upstream.Microdollars) int64 {
@@ -49,10 +66,7 @@ func periods(tenant contract.TenantSlot, keyID string, now time.Time, key, ten u
 		}
 		return int64(m)
 	}
-	return [4]struct {
-		scope, period string
-		limit         int64
-	}{
+	return [4]spendTotal{
 		{"key:" + keyID, day, bound(key.Day)},
 		{"key:" + keyID, month, bound(key.Month)},
 		{"tenant:" + string(tenant), day, bound(ten.Day)},
@@ -60,24 +74,63 @@ func periods(tenant contract.TenantSlot, keyID string, now time.Time, key, ten u
 	}
 }
 
-// Reserve implements upstream.Ledger. Each of the four totals (key and
-// tenant, day and month) is raised by one conditional upsert that succeeds
-// only while the total stays within its bound; the first that fails rolls
-// the whole reservation back. On Postgres the upsert locks the total's row
-// and re-reads it, and on SQLite the transaction holds the write lock, so
-// concurrent reservations are serialised per total and never overspend.
-func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) error {
+// Reserve implements upstream.Ledger. A reservation counts only in the
+// totals that have a budget (with none, nothing is written). It is carved
+// from this process's leases when they hold enough (no write), else from
+// new leases (one write), else — when what remains of a budget is too
+// small to lease — reserved per attempt in the store, where each bounded
+// total is raised by one conditional upsert that succeeds only while it
+// stays within its bound; the first that fails rolls the whole reservation
+// back. On Postgres the upsert locks the total's row and re-reads it, and
+// on SQLite the transaction holds the write lock, so concurrent
+// reservations are serialised per total and never overspend.
+func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) (upstream.Ticket, error) {
 	if r.Amount < 0 || r.ID == "" {
-		return contract.Invalidf("bad_reservation", "a reservation needs an id and a non-negative amount")
+		return upstream.Ticket{}, contract.Invalidf("bad_reservation", "a reservation needs an id and a non-negative amount")
 	}
 	now := s.db.Now()
 	ps := periods(r.Tenant, r.KeyID, now, r.KeyLimit, r.TenantLimit)
+	t := upstream.Ticket{Reservation: r, Day: ps[0].period, Month: ps[1].period}
+	bounded := false
+	for _, p := range ps {
+		if p.limit == unbounded {
+			continue
+		}
+		if int64(r.Amount) > p.limit {
+			return upstream.Ticket{}, upstream.ErrBudgetExceeded
+		}
+		bounded = true
+	}
+	if !bounded {
+		return t, nil
+	}
+	if s.book != nil {
+		ok, err := s.book.reserve(ctx, &t, ps, now)
+		if err != nil || ok {
+			return t, err
+		}
+	}
+	err := s.reserveStored(ctx, r, ps, now)
+	if errors.Is(err, upstream.ErrBudgetExceeded) && s.book != nil {
+		// What this process leased and has not used counts against the
+		// budget too: give it back and try once more.
+		if n, rerr := s.book.giveBack(ctx, func(k leaseKey, _ *lease) bool { return k.in(ps) }, false); rerr == nil && n > 0 {
+			err = s.reserveStored(ctx, r, ps, now)
+		}
+	}
+	if err != nil {
+		return upstream.Ticket{}, err
+	}
+	t.Stored = true
+	return t, nil
+}
+
+// reserveStored reserves r in the store: its own row, and its amount in all
+// four totals, each bounded one only while it stays within its budget.
+func (s *ShimSpend) reserveStored(ctx context.Context, r upstream.Reservation, ps [4]spendTotal, now time.Time) error {
 	amount := int64(r.Amount)
-	err := s.db.InTx(ctx, func(tx *Tx) error {
+	return s.db.InTx(ctx, func(tx *Tx) error {
 		for _, p := range ps {
-			if amount > p.limit {
-				return upstream.ErrBudgetExceeded
-			}
 			res, err := tx.Exec(ctx, `INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, ?)
 				ON CONFLICT (scope, period) DO UPDATE SET amount = shim_spend_totals.amount + excluded.amount
 				WHERE shim_spend_totals.amount + excluded.amount <= ?`, p.scope, p.period, amount, p.limit)
@@ -99,32 +152,87 @@ func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) error {
 		}
 		return nil
 	})
-	return err
 }
 
 // Settle implements upstream.Ledger.
-func (s *ShimSpend) Settle(ctx context.Context, id string, actual upstream.Microdollars) error {
+func (s *ShimSpend) Settle(ctx context.Context, t upstream.Ticket, actual upstream.Microdollars) error {
 	if actual < 0 {
 		return contract.Invalidf("bad_settlement", "a settlement is never negative")
 	}
-	return s.close(ctx, id, spendSettled, int64(actual))
-}
-
-// Release implements upstream.Ledger.
-func (s *ShimSpend) Release(ctx context.Context, id string) error {
-	return s.close(ctx, id, spendReleased, 0)
-}
-
-// close moves a reserved attempt to state with its final amount and moves
-// the four totals by the difference.
-func (s *ShimSpend) close(ctx context.Context, id, state string, final int64) error {
 	return s.db.InTx(ctx, func(tx *Tx) error {
-		return closeReservation(ctx, tx, s.db.Now(), id, state, final)
+		return closeTicket(ctx, tx, s.db.Now(), t, spendSettled, int64(actual))
 	})
 }
 
-// closeReservation is close inside tx (RecordTurn closes a turn's
-// reservations in the transaction that stores its receipt).
+// Release implements upstream.Ledger.
+func (s *ShimSpend) Release(ctx context.Context, t upstream.Ticket) error {
+	return s.db.InTx(ctx, func(tx *Tx) error {
+		return closeTicket(ctx, tx, s.db.Now(), t, spendReleased, 0)
+	})
+}
+
+// closeTicket closes an attempt inside tx: its stored reservation, or —
+// when it reserved nothing in the store — by writing its row now and
+// moving the totals: a total it carved from a lease still open takes the
+// amount out of the lease and adds final minus the amount (the lease held
+// it already); any other adds final.
+func closeTicket(ctx context.Context, tx *Tx, now time.Time, t upstream.Ticket, state string, final int64) error {
+	if t.Stored {
+		return closeReservation(ctx, tx, now, t.ID, state, final)
+	}
+	if t.ID == "" || t.Day == "" || t.Month == "" {
+		return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
+	}
+	settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
+	_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, int64(t.Amount), settled, state, Micros(now), Micros(now))
+	if IsUniqueViolation(err) {
+		return contract.Conflictf("reservation_closed", "reservation %s is already closed", t.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("store: %s reservation: %w", state, err)
+	}
+	amount := int64(t.Amount)
+	for i, p := range ticketTotals(t) {
+		// The total first, then its lease, as every transaction locks
+		// them: assume the lease is open (it held the amount already) and
+		// correct when the sweep released it (it took the amount out).
+		delta := final
+		if t.Leases[i] != "" {
+			delta -= amount
+		}
+		if delta != 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, ?)
+				ON CONFLICT (scope, period) DO UPDATE SET amount = shim_spend_totals.amount + excluded.amount`, p[0], p[1], delta); err != nil {
+				return fmt.Errorf("store: %s reservation: %w", state, err)
+			}
+		}
+		if t.Leases[i] == "" {
+			continue
+		}
+		res, err := tx.Exec(ctx, `UPDATE shim_spend_leases SET amount = amount - ?, updated_at = ? WHERE id = ? AND state = ?`,
+			amount, Micros(now), t.Leases[i], leaseOpen)
+		if err != nil {
+			return fmt.Errorf("store: %s reservation: %w", state, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 && amount != 0 {
+			if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, amount, p[0], p[1]); err != nil {
+				return fmt.Errorf("store: %s reservation: %w", state, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ticketTotals are the four totals of t, in the order of t.Leases.
+func ticketTotals(t upstream.Ticket) [4][2]string {
+	k, ten := "key:"+t.KeyID, "tenant:"+string(t.Tenant)
+	return [4][2]string{{k, t.Day}, {k, t.Month}, {ten, t.Day}, {ten, t.Month}}
+}
+
+// closeReservation moves a reserved attempt to state with its final amount
+// and moves the four totals by the difference, inside tx.
 func closeReservation(ctx context.Context, tx *Tx, now time.Time, id, state string, final int64) error {
 	var tenant, keyID, day, month, cur string
 	var reserved int64
@@ -161,9 +269,9 @@ func closeAttempts(ctx context.Context, tx *Tx, now time.Time, attempts []gatewa
 		var err error
 		switch a.Closing {
 		case gateway.CloseSettle:
-			err = closeReservation(ctx, tx, now, a.Reservation, spendSettled, a.Settled)
+			err = closeTicket(ctx, tx, now, a.Ticket, spendSettled, a.Settled)
 		case gateway.CloseRelease:
-			err = closeReservation(ctx, tx, now, a.Reservation, spendReleased, 0)
+			err = closeTicket(ctx, tx, now, a.Ticket, spendReleased, 0)
 		}
 		if k := contract.KindOf(err); err != nil && k != contract.KindConflict && k != contract.KindNotFound {
 			return err
@@ -174,7 +282,8 @@ func closeAttempts(ctx context.Context, tx *Tx, now time.Time, attempts []gatewa
 
 // ReleaseStale releases every attempt still reserved that was made before
 // cutoff (a process that died mid-call leaves its reservation open) and
-// reports how many it released.
+// every lease last written before cutoff (its process died holding it),
+// and reports how many it released.
 func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error) {
 	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend WHERE state = ? AND created_at < ?`, spendReserved, Micros(cutoff))
 	if err != nil {
@@ -192,7 +301,9 @@ func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, er
 	rows.Close()
 	n := 0
 	for _, id := range ids {
-		err := s.Release(ctx, id)
+		err := s.db.InTx(ctx, func(tx *Tx) error {
+			return closeReservation(ctx, tx, s.db.Now(), id, spendReleased, 0)
+		})
 		if contract.KindOf(err) == contract.KindConflict {
 			continue // settled meanwhile
 		}
@@ -201,7 +312,8 @@ func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, er
 		}
 		n++
 	}
-	return n, nil
+	m, err := s.releaseStaleLeases(ctx, cutoff)
+	return n + m, err
 }
 
 // SpendRow is one key's spend on one model identity.

@@ -20,20 +20,21 @@ func BenchmarkSpendLedger(b *testing.B) {
 		for b.Loop() {
 			n++
 			r.ID = fmt.Sprintf("r%d", n)
-			if err := sp.Reserve(ctx, r); err != nil {
+			if _, err := sp.Reserve(ctx, r); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("settle", func(b *testing.B) {
-		ids := make([]string, 0, b.N)
+		ids := make([]upstream.Ticket, 0, b.N)
 		for range b.N {
 			n++
 			r.ID = fmt.Sprintf("r%d", n)
-			if err := sp.Reserve(ctx, r); err != nil {
+			t, err := sp.Reserve(ctx, r)
+			if err != nil {
 				b.Fatal(err)
 			}
-			ids = append(ids, r.ID)
+			ids = append(ids, t)
 		}
 		b.ResetTimer()
 		for i := range b.N {

@@ -23,17 +23,22 @@ func TestSpendReserveSettleRelease(t *testing.T) {
 		ctx := t.Context()
 		now := time.Date(2026, 11, 29, 23, 0, 0, 0, time.UTC)
 		db.Now = func() time.Time { return now }
-		sp := db.ShimSpend()
-		r := upstream.Reservation{ID: "rct_1-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000}
-		if err := sp.Reserve(ctx, r); err != nil {
-			t.Fatal(err)
+		// Reservations in the store, one per attempt (the ledger's path
+		// when a budget has too little left to lease).
+		sp := db.ShimSpend().PerAttempt()
+		r := upstream.Reservation{ID: "rct_1-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000,
+			KeyLimit: upstream.Limit{Month: upstream.MaxMicrodollars}}
+		t1, err := sp.Reserve(ctx, r)
+		if err != nil || !t1.Stored {
+			t.Fatal(t1, err)
 		}
-		if err := sp.Reserve(ctx, r); contract.KindOf(err) != contract.KindConflict {
+		if _, err := sp.Reserve(ctx, r); contract.KindOf(err) != contract.KindConflict {
 			t.Fatalf("second reserve with one id: %v", err)
 		}
 		r2 := r
 		r2.ID, r2.Amount = "rct_2-0", 500
-		if err := sp.Reserve(ctx, r2); err != nil {
+		t2, err := sp.Reserve(ctx, r2)
+		if err != nil {
 			t.Fatal(err)
 		}
 		total := func(scope, period string) int64 {
@@ -47,10 +52,10 @@ func TestSpendReserveSettleRelease(t *testing.T) {
 		if n := total("key:k1", "2026-11-29"); n != 1500 {
 			t.Fatalf("key day total = %d, want 1500", n)
 		}
-		if err := sp.Settle(ctx, "rct_1-0", 420); err != nil {
+		if err := sp.Settle(ctx, t1, 420); err != nil {
 			t.Fatal(err)
 		}
-		if err := sp.Release(ctx, "rct_2-0"); err != nil {
+		if err := sp.Release(ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		for _, sc := range [][2]string{{"key:k1", "2026-11-29"}, {"key:k1", "2026-11"}, {"tenant:slot-1", "2026-11-29"}, {"tenant:slot-1", "2026-11"}} {
@@ -58,19 +63,19 @@ func TestSpendReserveSettleRelease(t *testing.T) {
 				t.Errorf("%s %s = %d after settle and release, want 420", sc[0], sc[1], n)
 			}
 		}
-		if err := sp.Settle(ctx, "rct_1-0", 1); contract.KindOf(err) != contract.KindConflict {
+		if err := sp.Settle(ctx, t1, 1); contract.KindOf(err) != contract.KindConflict {
 			t.Errorf("settling twice: %v", err)
 		}
-		if err := sp.Release(ctx, "rct_1-0"); contract.KindOf(err) != contract.KindConflict {
+		if err := sp.Release(ctx, t1); contract.KindOf(err) != contract.KindConflict {
 			t.Errorf("releasing a settled reservation: %v", err)
 		}
-		if err := sp.Settle(ctx, "nope", 1); contract.KindOf(err) != contract.KindNotFound {
+		if err := sp.Settle(ctx, upstream.Ticket{Reservation: upstream.Reservation{ID: "nope"}, Stored: true}, 1); contract.KindOf(err) != contract.KindNotFound {
 			t.Errorf("settling an unknown reservation: %v", err)
 		}
 		// An attempt left open (its process died) is released by the sweep.
 		r3 := r
 		r3.ID, r3.Amount = "rct_3-0", 99
-		if err := sp.Reserve(ctx, r3); err != nil {
+		if _, err := sp.Reserve(ctx, r3); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := sp.ReleaseStale(ctx, now.Add(time.Second)); err != nil || n != 1 {
@@ -91,16 +96,16 @@ func TestSpendReserveSettleRelease(t *testing.T) {
 		now = now.Add(2 * time.Hour)
 		lim := upstream.Limit{Day: 100, Month: 515}
 		r4 := upstream.Reservation{ID: "rct_4-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 90, KeyLimit: lim}
-		if err := sp.Reserve(ctx, r4); err != nil {
+		if _, err := sp.Reserve(ctx, r4); err != nil {
 			t.Fatalf("a new day's first reservation: %v", err)
 		}
 		r5 := r4
 		r5.ID, r5.Amount = "rct_5-0", 11
-		if err := sp.Reserve(ctx, r5); !errors.Is(err, upstream.ErrBudgetExceeded) {
+		if _, err := sp.Reserve(ctx, r5); !errors.Is(err, upstream.ErrBudgetExceeded) {
 			t.Fatalf("past the day budget: %v", err)
 		}
 		r5.Amount = 10
-		if err := sp.Reserve(ctx, r5); !errors.Is(err, upstream.ErrBudgetExceeded) {
+		if _, err := sp.Reserve(ctx, r5); !errors.Is(err, upstream.ErrBudgetExceeded) {
 			// The month holds 420 + 90 already: 10 more passes 515.
 			t.Fatalf("past the month budget: %v", err)
 		}
@@ -110,12 +115,13 @@ func TestSpendReserveSettleRelease(t *testing.T) {
 	})
 }
 
-// TestSpendConcurrentReservationsNeverOverspend: 100 reservations at once
-// against one budget accept exactly as many as fit, on each backend.
+// TestSpendConcurrentReservationsNeverOverspend: 100 reservations in the
+// store at once against one budget accept exactly as many as fit, on each
+// backend.
 func TestSpendConcurrentReservationsNeverOverspend(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := t.Context()
-		sp := db.ShimSpend()
+		sp := db.ShimSpend().PerAttempt()
 		const n, amount, budget = 100, 7, 250 // 35 fit (245), the 36th would make 252
 		var accepted, refused atomic.Int64
 		var wg sync.WaitGroup
@@ -126,7 +132,7 @@ func TestSpendConcurrentReservationsNeverOverspend(t *testing.T) {
 				<-start
 				// Half on the tenant's budget through different keys, half on
 				// one key: both bounds are shared totals.
-				err := sp.Reserve(ctx, upstream.Reservation{ID: fmt.Sprintf("rct_c%d", i), Tenant: "slot-1", KeyID: fmt.Sprintf("k%d", i%4),
+				_, err := sp.Reserve(ctx, upstream.Reservation{ID: fmt.Sprintf("rct_c%d", i), Tenant: "slot-1", KeyID: fmt.Sprintf("k%d", i%4),
 					Identity: "anthropic/claude-sonnet-4-5", Amount: amount, TenantLimit: upstream.Limit{Day: budget}})
 				switch {
 				case err == nil:

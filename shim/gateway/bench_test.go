@@ -21,11 +21,13 @@ import (
 // reservation and settlement.
 type freeLedger struct{}
 
-func (freeLedger) Reserve(context.Context, upstream.Reservation) error         { return nil }
-func (freeLedger) Settle(context.Context, string, upstream.Microdollars) error { return nil }
-func (freeLedger) Release(context.Context, string) error                       { return nil }
-func (freeLedger) Hold(context.Context, string, time.Time) error               { return nil }
-func (freeLedger) HeldUntil(context.Context, string) (time.Time, error)        { return time.Time{}, nil }
+func (freeLedger) Reserve(_ context.Context, r upstream.Reservation) (upstream.Ticket, error) {
+	return upstream.Ticket{Reservation: r}, nil
+}
+func (freeLedger) Settle(context.Context, upstream.Ticket, upstream.Microdollars) error { return nil }
+func (freeLedger) Release(context.Context, upstream.Ticket) error                       { return nil }
+func (freeLedger) Hold(context.Context, string, time.Time) error                        { return nil }
+func (freeLedger) HeldUntil(context.Context, string) (time.Time, error)                 { return time.Time{}, nil }
 
 // BenchmarkForwardLedger forwards one chat request to a local fake upstream
 // with the SQLite ledger (reserve, hold check, settle, with and without a

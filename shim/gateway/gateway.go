@@ -125,6 +125,8 @@ type Attempt struct {
 	// defers it (Config.DeferClose): CloseSettle at Settled, CloseRelease,
 	// or "" (nothing).
 	Closing string `json:"-"`
+	// Ticket is what the ledger reserved, as closing it needs it.
+	Ticket upstream.Ticket `json:"-"`
 }
 
 // What a deferred reservation is closed with.
@@ -141,9 +143,9 @@ func (g *Gateway) Close(ctx context.Context, attempts []Attempt) {
 		var err error
 		switch a.Closing {
 		case CloseSettle:
-			err = g.cfg.Ledger.Settle(ctx, a.Reservation, upstream.Microdollars(a.Settled))
+			err = g.cfg.Ledger.Settle(ctx, a.Ticket, upstream.Microdollars(a.Settled))
 		case CloseRelease:
-			err = g.cfg.Ledger.Release(ctx, a.Reservation)
+			err = g.cfg.Ledger.Release(ctx, a.Ticket)
 		default:
 			continue
 		}
@@ -288,7 +290,7 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 		amount := price.MaxCost(int64(len(body)), m.maxOut)
 		rid := req.ID + "-" + strconv.Itoa(i)
 		keyLim, tenLim := c.Budgets.For(string(req.Caller.Identity.TenantSlot), req.Caller.KeyID)
-		err = g.cfg.Ledger.Reserve(ctx, upstream.Reservation{ID: rid, Tenant: req.Caller.Identity.TenantSlot, KeyID: req.Caller.KeyID,
+		ticket, err := g.cfg.Ledger.Reserve(ctx, upstream.Reservation{ID: rid, Tenant: req.Caller.Identity.TenantSlot, KeyID: req.Caller.KeyID,
 			Identity: id, Amount: amount, KeyLimit: keyLim, TenantLimit: tenLim})
 		if errors.Is(err, upstream.ErrBudgetExceeded) {
 			att.Outcome = "budget_exceeded"
@@ -300,7 +302,7 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 			res.Err = err
 			return refused(res, http.StatusInternalServerError, CodeLedgerUnhealthy, "internal error", true)
 		}
-		att.Reservation, att.Reserved = rid, int64(amount)
+		att.Reservation, att.Reserved, att.Ticket = rid, int64(amount), ticket
 		res.Reserved += int64(amount)
 		ubody := body
 		if st.Model != "" && st.Model != model {

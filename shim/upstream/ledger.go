@@ -28,22 +28,39 @@ type Reservation struct {
 	KeyLimit, TenantLimit Limit
 }
 
+// Ticket is what Reserve took for one attempt; Settle and Release close
+// it. Only the Ledger that issued it reads its fields beyond the
+// Reservation.
+type Ticket struct {
+	Reservation
+	// Day and Month are the periods (2026-11-30, 2026-11) the attempt
+	// counts in: those of its reservation, even when it settles later.
+	Day, Month string
+	// Stored: the reservation is a row of its own in the store (the
+	// attempt reserved there, before the call).
+	Stored bool
+	// Leases names, per running total (key day, key month, tenant day,
+	// tenant month), the lease the amount was carved from; "" where the
+	// total has no budget and nothing was reserved in it.
+	Leases [4]string
+}
+
 // Ledger keeps reservations and settlements. Implementations keep every
 // budget in one store so several processes share it, and must never accept
 // reservations that together exceed a budget, however many run at once.
 type Ledger interface {
-	// Reserve records r against the key's and tenant's spend for the
+	// Reserve holds r against the key's and tenant's spend for the
 	// current UTC day and month. It returns ErrBudgetExceeded when any
 	// bound would be passed (and reserves nothing), or another error when
-	// the store failed.
-	Reserve(ctx context.Context, r Reservation) error
-	// Settle replaces reservation id's amount with actual, the cost of the
-	// usage the upstream reported. Settling twice, or after Release, is an
-	// error; settling an unknown id is a not_found *contract.Error.
-	Settle(ctx context.Context, id string, actual Microdollars) error
-	// Release cancels reservation id (the attempt failed before it cost
-	// anything): its amount stops counting against the budgets.
-	Release(ctx context.Context, id string) error
+	// the store failed. A total without a budget needs no reservation:
+	// with no budget at all, Reserve may write nothing.
+	Reserve(ctx context.Context, r Reservation) (Ticket, error)
+	// Settle closes t at actual, the cost of the usage the upstream
+	// reported. Settling twice, or after Release, is an error.
+	Settle(ctx context.Context, t Ticket, actual Microdollars) error
+	// Release cancels t (the attempt failed before it cost anything): its
+	// amount stops counting against the budgets.
+	Release(ctx context.Context, t Ticket) error
 }
 
 // Holds keeps, across processes, the model identities an upstream told to
