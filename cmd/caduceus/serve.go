@@ -121,7 +121,17 @@ func (a *app) serve(ctx context.Context) error {
 	a.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err = hs.Shutdown(sctx)
+	if a.gateOn("shim") && a.cfg.Shim.Gateway.Enabled() {
+		// The budget slices this process leased and did not use go back
+		// to the store for the other processes.
+		if n, err := db.ShimSpend().ReturnLeases(sctx); err != nil {
+			a.log.Warn("shim: budget leases not returned; the stale sweep releases them", "err", err)
+		} else if n > 0 {
+			a.log.Info("shim: budget leases returned", "microdollars", n)
+		}
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
