@@ -35,8 +35,9 @@ func (freeLedger) HeldUntil(context.Context, string) (time.Time, error)         
 // per-request latencies, so the difference between the cases is what
 // reservation and settlement add. The settlement is a commit of its own
 // here; "-deferred" leaves it out of the timed request, as the shim does by
-// settling in the receipt's transaction (BenchmarkShimForward in store
-// measures that whole).
+// settling in the receipt's transaction (BenchmarkShimForwardLedger in
+// store measures that whole); "-no-hold-check" leaves the store's hold
+// check out too, so only the reservation is measured.
 func BenchmarkForwardLedger(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -65,6 +66,7 @@ func BenchmarkForwardLedger(b *testing.B) {
 		{"sqlite-ledger", gateway.New(gateway.Config{Upstream: c, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})},
 		{"sqlite-ledger-budget", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})},
 		{"sqlite-ledger-budget-deferred", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client, DeferClose: true})},
+		{"sqlite-ledger-budget-deferred-no-hold-check", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: freeLedger{}, Client: client, DeferClose: true})},
 		{"sqlite-per-attempt-budget-deferred", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend().PerAttempt(), Holds: db.ShimSpend(), Client: client, DeferClose: true})},
 	}
 	who := caller("openai/gpt-4.1")
