@@ -145,6 +145,69 @@ func TestLeaseServesAttemptsAndReturnsOnClose(t *testing.T) {
 	})
 }
 
+// TestLeaseNearTheEndOfABudget: when half of what remains is less than an
+// attempt, it reserves in the store on its own; when that is refused while
+// this process's own lease holds the difference, the lease goes back and
+// the attempt fits.
+func TestLeaseNearTheEndOfABudget(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := db.ShimSpend()
+		const budget = 10_000
+		day := "2026-11-29"
+		n := 0
+		reserve := func(amount upstream.Microdollars) (upstream.Ticket, error) {
+			n++
+			return sp.Reserve(ctx, upstream.Reservation{ID: fmt.Sprintf("rct_%d-0", n), Tenant: "slot-1", KeyID: "k1",
+				Identity: "openai/gpt-4.1", Amount: amount, TenantLimit: upstream.Limit{Day: budget}})
+		}
+		// A lease of half of what remains (less than 16 attempts' worth).
+		t1, err := reserve(1000)
+		if err != nil || t1.Stored || t1.Leases[2] == "" {
+			t.Fatalf("%+v, %v", t1, err)
+		}
+		if n := spendTotal(t, sp, "tenant:slot-1", day); n != budget/2 {
+			t.Fatalf("tenant day total %d, want a lease of half the budget", n)
+		}
+		// 4500 > 4000 left in the lease, and half of the 5000 unleased is
+		// less: reserved in the store on its own.
+		t2, err := reserve(4500)
+		if err != nil || !t2.Stored {
+			t.Fatalf("%+v, %v: want a reservation in the store", t2, err)
+		}
+		// 1000 still comes from the lease (3000 left in it).
+		t3, err := reserve(1000)
+		if err != nil || t3.Stored {
+			t.Fatalf("%+v, %v", t3, err)
+		}
+		// 3500: the store has 500 unleased; refused there, the lease's 3000
+		// go back and it fits exactly.
+		t4, err := reserve(3500)
+		if err != nil || !t4.Stored {
+			t.Fatalf("%+v, %v: want the lease returned and the reservation stored", t4, err)
+		}
+		if n := spendTotal(t, sp, "tenant:slot-1", day); n != budget {
+			t.Fatalf("tenant day total %d, want the whole budget %d", n, budget)
+		}
+		if _, err := reserve(1); !errors.Is(err, upstream.ErrBudgetExceeded) {
+			t.Fatalf("past the budget: %v", err)
+		}
+		if returned, err := sp.ReturnLeases(ctx); err != nil || returned != 0 {
+			t.Fatalf("returned %d, %v; the lease was used up", returned, err)
+		}
+		for _, tk := range []upstream.Ticket{t1, t2, t3, t4} {
+			if err := sp.Settle(ctx, tk, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := spendTotal(t, sp, "tenant:slot-1", day); n != 400 {
+			t.Fatalf("tenant day total %d once settled, want 400", n)
+		}
+	})
+}
+
 // TestLeaseExpiresAtTheDayBoundary: the day's lease goes back when the day
 // ends (the month's stays), an idle lease goes back, and a lease left by
 // a process that died is released by the stale sweep — its attempts still
