@@ -53,18 +53,26 @@ const (
 	leaseReleased = "released"
 )
 
-// books are the lease books of the open stores: one per DB, shared by all
-// its ShimSpends.
-var books sync.Map // *DB → *leaseBook
-
+// bookOf is db's lease book, made on first use: one per open store, shared
+// by all its ShimSpends.
 func bookOf(db *DB) *leaseBook {
-	if b, ok := books.Load(db); ok {
-		return b.(*leaseBook)
+	db.leaseOnce.Do(func() {
+		var id [6]byte
+		rand.Read(id[:])
+		db.leases = &leaseBook{db: db, holder: "lse_" + hex.EncodeToString(id[:]), leases: map[leaseKey]*lease{}}
+	})
+	return db.leases
+}
+
+// stop ends the idle expiry timer (the store is closing). Leases not
+// returned stay with the store until the stale sweep releases them.
+func (b *leaseBook) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
 	}
-	var id [6]byte
-	rand.Read(id[:])
-	b, _ := books.LoadOrStore(db, &leaseBook{db: db, holder: "lse_" + hex.EncodeToString(id[:]), leases: map[leaseKey]*lease{}})
-	return b.(*leaseBook)
 }
 
 // leaseBook is one process's leases on one store.

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -59,6 +60,9 @@ type DB struct {
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
 	dsn string // Postgres: for connections of its own (LISTEN)
+
+	leaseOnce sync.Once
+	leases    *leaseBook // the shim's budget leases, made on first use
 }
 
 // Querier is what both DB and Tx offer: statements with ? placeholders.
@@ -155,6 +159,9 @@ func openPostgres(dsn string) (*DB, error) {
 
 // Close closes the pools.
 func (db *DB) Close() error {
+	if db.leases != nil {
+		db.leases.stop()
+	}
 	if db.batch != nil {
 		db.batch.close()
 	}
