@@ -35,13 +35,13 @@ var TickInputSchema = json.RawMessage(`{
 // TickAs runs a tick for an authenticated HTTP or MCP caller. The run
 // context is the calling key's (ContextFromCaller: a key without one is
 // claude-code and never places); the profile is the key's harness, or
-// "claude-code" when it has none; the clock is the wall clock. It returns a
-// deny *contract.Error when the caller lacks the operate scope, an invalid
-// one when the input is not a payload, and otherwise what Tick returns.
+// "claude-code" when it has none; the clock is the wall clock. The operate
+// scope a tick needs is checked once, at the edge that admits the caller
+// (the route's scope of POST /v1/executor/ticks, the MCP tool's scope,
+// which hides execute_intents from other keys). It returns an invalid
+// *contract.Error when the input is not a payload, and otherwise what Tick
+// returns.
 func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) (Envelope, error) {
-	if err := c.RequireScope("executor: a tick", contract.ScopeOperate); err != nil {
-		return Envelope{}, err
-	}
 	if len(in.Payload) == 0 {
 		return Envelope{}, contract.FieldError("/payload", "missing_field", "executor: payload is required")
 	}

@@ -23,6 +23,7 @@ type slowEnv struct {
 	url    string
 	addr   string
 	key    string
+	srv    *Server
 	closed chan struct{}
 }
 
@@ -50,7 +51,7 @@ func newSlowEnv(t *testing.T, bodyTimeout, upstreamDelay time.Duration) *slowEnv
 	}
 	svc := shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Upstreams: map[string]shim.Upstream{"openai": {BaseURL: up.URL}}})
 	srv := New(Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Shim: svc, BodyReadTimeout: bodyTimeout})
-	e := &slowEnv{key: token, closed: make(chan struct{}, 1024)}
+	e := &slowEnv{key: token, srv: srv, closed: make(chan struct{}, 1024)}
 	hs := httptest.NewUnstartedServer(srv)
 	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateClosed {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // Call is what the wrapper hands a handler: the authenticated caller and the
@@ -122,25 +123,59 @@ func (s *Server) authenticate(r *http.Request) (contract.Caller, error) {
 	return caller, err
 }
 
-// wrap turns a HandlerFunc into the http.Handler every authenticated route
-// uses: authenticate, check the scope, run, answer errors as problems, write
-// one audit record, count the request.
+// route is how the wrapper serves one route.
+type route struct {
+	action string         // the audit action, "noun.verb"
+	scope  contract.Scope // "" = any valid key
+	// public routes take no key and write no audit record (POST
+	// /api/preview): anyone may call them.
+	public bool
+	// protocol is set on the LLM routes: every refusal is answered in that
+	// protocol's error envelope instead of a problem, the body is bounded by
+	// MaxLLMBodyBytes and left unread for the handler (the shim reads it
+	// once and checks it), and the audit resource is the protocol.
+	protocol wire.Protocol
+}
+
+// wrap is the wrapper of an authenticated management route: refusals are
+// problems.
 func (s *Server) wrap(action string, scope contract.Scope, h HandlerFunc) http.Handler {
+	return s.serve(route{action: action, scope: scope}, h)
+}
+
+// serve turns a HandlerFunc into the http.Handler of rt, the one wrapper
+// every route of the server but the relay's goes through: authenticate,
+// check the scope, check the input, run, answer errors (as problems or in
+// the LLM protocol's envelope), write one audit record, count the request.
+func (s *Server) serve(rt route, h HandlerFunc) http.Handler {
+	maxBody, check, answer := s.cfg.MaxBodyBytes, checkInput, WriteProblem
+	if rt.protocol != "" {
+		maxBody, check, answer = s.cfg.MaxLLMBodyBytes, checkLLMHeaders, envelopeWriter(rt.protocol)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		c := &Call{Resource: r.URL.Path}
-		caller, err := s.authenticate(r)
-		c.Caller = caller
-		if err == nil && scope != "" {
-			err = caller.RequireScope("this route", scope)
+		if rt.protocol != "" {
+			c.Resource = string(rt.protocol)
+		}
+		var caller contract.Caller
+		var err error
+		if !rt.public {
+			caller, err = s.authenticate(r)
+			c.Caller = caller
+		}
+		if err == nil && rt.scope != "" {
+			err = caller.RequireScope("this route", rt.scope)
 		}
 		if err == nil {
-			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
-			err = checkInput(r)
+			r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
+			err = check(r)
 		}
 		if err == nil {
-			r = r.WithContext(contract.WithCaller(r.Context(), caller))
+			if !rt.public {
+				r = r.WithContext(contract.WithCaller(r.Context(), caller))
+			}
 			err = h(sw, r, c)
 		}
 		outcome := contract.OutcomeAllow
@@ -153,7 +188,7 @@ func (s *Server) wrap(action string, scope contract.Scope, h HandlerFunc) http.H
 				s.log.Error("request failed", "route", r.Pattern, "path", r.URL.Path, "err", e.Err)
 			}
 			if !sw.written {
-				WriteProblem(sw, r, e)
+				answer(sw, r, e)
 			}
 			outcome = e.Kind.Outcome()
 			if c.Reason == "" {
@@ -163,18 +198,36 @@ func (s *Server) wrap(action string, scope contract.Scope, h HandlerFunc) http.H
 			outcome = c.Outcome
 		}
 		if caller.Identity.TenantSlot != "" && !c.Audited {
-			s.record(r.Context(), caller, action, c, outcome)
+			s.record(r.Context(), caller, rt.action, c, outcome)
 		}
-		if err != nil && caller.Identity.TenantSlot == "" {
+		if err != nil && !rt.public && caller.Identity.TenantSlot == "" {
 			s.log.Info("refused unauthenticated request", "path", r.URL.Path, "reason", contract.AsError(err).Code, "remote", r.RemoteAddr)
 		}
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
+		pattern := r.Pattern
+		if pattern == "" {
+			pattern = "unmatched"
 		}
-		s.metrics.requests.WithLabelValues(route, string(outcome)).Inc()
-		s.metrics.latency.WithLabelValues(route, string(outcome)).Observe(time.Since(start).Seconds())
+		s.metrics.requests.WithLabelValues(pattern, string(outcome)).Inc()
+		s.metrics.latency.WithLabelValues(pattern, string(outcome)).Observe(time.Since(start).Seconds())
 	})
+}
+
+// envelopeWriter answers a refusal in LLM protocol p's error envelope (the
+// shape its official SDK parses), with the status a problem would have. The
+// code leads the message: not every protocol's envelope has a field for it.
+// Internal errors say only "internal error".
+func envelopeWriter(p wire.Protocol) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		e := contract.AsError(err)
+		msg := e.Message
+		if e.Kind == contract.KindInternal {
+			msg = "internal error"
+		}
+		if e.Code != "" {
+			msg = e.Code + ": " + msg
+		}
+		wire.WriteError(w, p, ProblemOf(e, "").Status, e.Code, msg)
+	}
 }
 
 // record writes the request's audit record, detached from the request's

@@ -66,7 +66,7 @@ func (s *Server) routes() {
 		s.mux.Handle("DELETE /v1/context/{ref}", s.wrap("shim.delete_context", contract.ScopeConfigure, ctxs.deleteHandler()))
 		s.mux.Handle("GET /v1/receipts", s.wrap("shim.list_receipts", contract.ScopeRoute, s.shimReceipts))
 		s.mux.Handle("POST /v1/dry-run", s.wrap("shim.dry_run", contract.ScopeRoute, s.shimDryRun))
-		s.mux.HandleFunc("POST /api/preview", s.shimPreview)
+		s.mux.Handle("POST /api/preview", s.serve(route{action: "shim.preview", public: true}, s.shimPreview))
 	}
 	if s.cfg.ShimMemory != nil {
 		s.mux.Handle("GET /v1/memory", s.wrap("shim.memory", contract.ScopeRoute, s.shimMemory))

@@ -3,12 +3,9 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
@@ -19,52 +16,24 @@ import (
 // receipts, dry-run and preview. The LLM routes answer every refusal in the
 // caller's own protocol's error envelope, never as a problem.
 
-// llmRoute serves one LLM protocol: the key is authenticated from the
-// headers before a byte of the body is read (an unauthenticated client is
-// answered and its connection closed without waiting for its body), then the
-// shim reads the body once, under the server's body deadline and the LLM
-// body bound, refuses a contributor-tier model before anything else is done
-// with it, and writes the request's receipt into the audit trail itself.
+// llmRoute serves one LLM protocol through the wrapper: the key is
+// authenticated from the headers before a byte of the body is read (an
+// unauthenticated client is answered and its connection closed without
+// waiting for its body), and every refusal is in the protocol's envelope.
+// The shim then reads the body once, under the server's body deadline and
+// the LLM body bound, checks the route scope, refuses a contributor-tier
+// model before anything else is done with it, and writes the request's
+// receipt into the audit trail itself.
 func (s *Server) llmRoute(p wire.Protocol) http.Handler {
 	proxy := s.cfg.Shim.Handler(p)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		caller, err := s.authenticate(r)
-		if err != nil {
-			e := contract.AsError(err)
-			wire.WriteError(sw, p, e.Kind.HTTPStatus(), e.Code, e.Message)
-			if caller.Identity.TenantSlot != "" {
-				s.record(r.Context(), caller, "shim.proxy", &Call{Resource: string(p), Reason: e.Code}, e.Kind.Outcome())
-			}
-			s.count(r, start, e.Kind.Outcome())
-			return
+	return s.serve(route{action: "shim.proxy", protocol: p}, func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		c.Audited = true // the receipt
+		proxy.ServeHTTP(w, r)
+		if sw, ok := w.(*statusWriter); ok {
+			c.Outcome = outcomeOfStatus(sw.status)
 		}
-		if err := checkLLMHeaders(r); err != nil {
-			e := contract.AsError(err)
-			status := ProblemOf(e, "").Status
-			// The code leads the message: not every protocol's envelope
-			// has a field for it.
-			wire.WriteError(sw, p, status, e.Code, e.Code+": "+e.Message)
-			s.record(r.Context(), caller, "shim.proxy", &Call{Resource: string(p), Reason: e.Code}, e.Kind.Outcome())
-			s.count(r, start, e.Kind.Outcome())
-			return
-		}
-		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxLLMBodyBytes)
-		r = r.WithContext(contract.WithCaller(r.Context(), caller))
-		proxy.ServeHTTP(sw, r)
-		s.count(r, start, outcomeOfStatus(sw.status))
+		return nil
 	})
-}
-
-// count adds a request to the route metrics.
-func (s *Server) count(r *http.Request, start time.Time, outcome contract.Outcome) {
-	route := r.Pattern
-	if route == "" {
-		route = "unmatched"
-	}
-	s.metrics.requests.WithLabelValues(route, string(outcome)).Inc()
-	s.metrics.latency.WithLabelValues(route, string(outcome)).Observe(time.Since(start).Seconds())
 }
 
 func outcomeOfStatus(status int) contract.Outcome {
@@ -248,41 +217,23 @@ func (s *Server) shimDryRun(w http.ResponseWriter, r *http.Request, c *Call) err
 	return WriteJSON(w, http.StatusOK, res)
 }
 
-// shimPreview is public: it evaluates against builtin rules only, persists
-// nothing and calls no provider. Its body is bounded like any other.
-func (s *Server) shimPreview(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	err := func() error {
-		p, err := protocolOf(r)
-		if err != nil {
-			return err
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return contract.Invalidf("body_too_large", "the request body is larger than %d bytes", mbe.Limit)
-			}
-			return contract.Invalidf("bad_body", "cannot read the request body")
-		}
-		if err := checkLLMHeaders(r); err != nil {
-			return err
-		}
-		if err := contract.CheckJSON(body); err != nil {
-			return err
-		}
-		res, err := s.cfg.Shim.Preview(r.Context(), p, body)
-		if err != nil {
-			return err
-		}
-		return WriteJSON(w, http.StatusOK, res)
-	}()
+// shimPreview is public (no key, no audit record): it evaluates against
+// builtin rules only, persists nothing and calls no provider. Its body is
+// bounded and checked like any other.
+func (s *Server) shimPreview(w http.ResponseWriter, r *http.Request, c *Call) error {
+	p, err := protocolOf(r)
 	if err != nil {
-		WriteProblem(w, r, err)
-		s.count(r, start, contract.KindOf(err).Outcome())
-		return
+		return err
 	}
-	s.count(r, start, contract.OutcomeAllow)
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.cfg.Shim.Preview(r.Context(), p, body)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, res)
 }
 
 var shimPreviewSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["request"],

@@ -187,3 +187,40 @@ func TestAPIDocListsEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIDocListsSharedErrorCodes: every code the wrapper, the key check
+// and the input rule answer (written in contract, auth and the server's
+// middleware, routes and MCP endpoint) is in the error table of
+// docs/api.md.
+func TestAPIDocListsSharedErrorCodes(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "## Errors every route shares")
+	if !ok {
+		t.Fatal("docs/api.md has no section \"Errors every route shares\"")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	anyCode := regexp.MustCompile(`(?:Code: |Invalidf\(|Denyf\(|NotFoundf\(|FieldError\([^,]+, |Code[A-Za-z]+ += )"([a-z_]+)"`)
+	// auth also refuses key specs (bad_scopes, ...): those are POST
+	// /v1/admin/keys's, not every route's; its key refusals are literals.
+	keyRefusal := regexp.MustCompile(`Code: "([a-z_]+)"`)
+	seen := 0
+	for f, re := range map[string]*regexp.Regexp{"contract/error.go": anyCode, "contract/limits.go": anyCode, "contract/caller.go": anyCode,
+		"auth/auth.go": keyRefusal, "server/middleware.go": anyCode, "server/routes.go": anyCode, "server/mcp.go": anyCode} {
+		src, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			seen++
+			if !strings.Contains(table, "`"+m[1]+"`") {
+				t.Errorf("docs/api.md's error table does not list %s (%s)", m[1], f)
+			}
+		}
+	}
+	if seen < 15 {
+		t.Fatalf("only %d codes found in the sources", seen)
+	}
+}

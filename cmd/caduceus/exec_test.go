@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,40 @@ func TestExecutorOverHTTPAndMCP(t *testing.T) {
 	}
 	if code, out, errOut := cli(t, "audit", "verify", "--data", in.data); code != 0 {
 		t.Errorf("verify: %s %s", out, errOut)
+	}
+}
+
+// TestTickNeedsOperate: the operate scope of a tick is checked at the edge
+// that admits the caller, once: the route refuses a key without it (403
+// missing_scope, recorded as a deny) and the MCP endpoint neither lists
+// execute_intents to it nor runs it; no tick runs.
+func TestTickNeedsOperate(t *testing.T) {
+	in := start(t, "--skills", exSkills, "--scenario", exScenario)
+	payload, _ := os.ReadFile(exPayload)
+	body := map[string]any{"payload": json.RawMessage(payload)}
+	_, routeKey, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-1", "--scopes", "route,configure", "--context", "cron", "--harness", "autotrader")
+	key := strings.TrimSpace(routeKey)
+	if status, resp := in.do(t, "POST", "/v1/executor/ticks", key, body); status != 403 || resp["code"] != "missing_scope" || !strings.Contains(resp["detail"].(string), "operate") {
+		t.Fatalf("tick without operate: %d %v", status, resp)
+	}
+	sess := mcpSession(t, in, key)
+	if names := toolNames(t, sess); slices.Contains(names, "execute_intents") {
+		t.Errorf("a key without operate sees execute_intents: %v", names)
+	}
+	if res, err := sess.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute_intents", Arguments: body}); err == nil && !res.IsError {
+		t.Fatalf("a key without operate ran a tick over MCP: %+v", res)
+	}
+	_, out, _ := cli(t, "audit", "tail", "--data", in.data, "--json", "-n", "100")
+	ticks := 0
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, `"action":"executor.tick"`) {
+			ticks++
+			if !strings.Contains(line, `"outcome":"deny"`) || !strings.Contains(line, `"reason":"missing_scope"`) {
+				t.Errorf("a refused tick recorded as %s", line)
+			}
+		}
+	}
+	if ticks != 1 {
+		t.Errorf("%d executor.tick records; want 1 (the refused HTTP tick): %s", ticks, out)
 	}
 }
