@@ -10,37 +10,50 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
-// preflight runs phase 1 (1.0-1.6) and gathers the quotes and positions
-// phase 2 needs. It returns an abort reason, or "" to go on; an error only
-// when the executor's own store fails or the skills root is unusable.
+// preflight runs phase 1 (1.0-1.6), one function per step in the seed's
+// order, and gathers the quotes and positions phase 2 needs. It returns an
+// abort reason, or "" to go on; an error only when the executor's own store
+// fails or the skills root is unusable.
 func (t *tick) preflight(ctx context.Context) (string, error) {
-	if r, err := t.manifestGate(); r != "" || err != nil {
-		return r, err
+	steps := []func(context.Context) (string, error){
+		func(context.Context) (string, error) { return t.manifestGate() }, // 1.0
+		t.lockAccount,      // 1.1
+		t.livePortfolio,    // 1.2
+		t.capabilityGate,   // 1.3
+		t.profileGate,      // 1.4
+		t.timeWindowGate,   // 1.5
+		t.dailyLossBreaker, // 1.6
+		t.readAnomalies,    // the day's anomalies, for phase 2
+		t.readMarketData,   // quotes and positions, for phase 2
 	}
+	for _, step := range steps {
+		if r, err := step(ctx); r != "" || err != nil {
+			return r, err
+		}
+	}
+	return "", nil
+}
+
+// lockAccount is 1.1, the account lock: the manifest's account_lock, else
+// the profile's account, else the broker's default account; it must exist
+// and allow agentic trading. It also sets the envelope's mode (the
+// manifest's, read by 1.0).
+func (t *tick) lockAccount(ctx context.Context) (string, error) {
 	s := &t.m.Strategist
 	t.env.Mode = s.Mode
-
-	// 1.1 Account lock.
 	accts, err := retry(func() ([]broker.Account, error) { return t.b.accounts(ctx) })
 	if err != nil {
 		t.note("get_accounts failed: %v", err)
 		return AbortBrokerUnavailable, nil
 	}
-	want, found := "", false
-	var target broker.Account
-	switch {
-	case s.AccountLock != nil:
+	want := t.req.ProfileAccount
+	if s.AccountLock != nil {
 		want = *s.AccountLock
-	case t.req.ProfileAccount != "":
-		want = t.req.ProfileAccount
 	}
-	for _, a := range accts {
-		if (want != "" && a.AccountNumber == want) || (want == "" && a.IsDefault) {
-			target, found = a, true
-			break
-		}
-	}
-	if !found {
+	i := slices.IndexFunc(accts, func(a broker.Account) bool {
+		return (want != "" && a.AccountNumber == want) || (want == "" && a.IsDefault)
+	})
+	if i < 0 {
 		if want != "" {
 			t.env.AccountNumber = want
 			t.note("account %s not found among %d accounts", want, len(accts))
@@ -49,56 +62,80 @@ func (t *tick) preflight(ctx context.Context) (string, error) {
 		}
 		return AbortAccountLockFailed, nil
 	}
-	t.acct = target
-	t.env.AccountNumber = target.AccountNumber
-	if !target.AgenticAllowed {
-		t.note("account %s does not allow agentic trading", target.AccountNumber)
+	t.acct = accts[i]
+	t.env.AccountNumber = t.acct.AccountNumber
+	if !t.acct.AgenticAllowed {
+		t.note("account %s does not allow agentic trading", t.acct.AccountNumber)
 		return AbortAccountLockFailed, nil
 	}
+	return "", nil
+}
 
-	// 1.2 Live portfolio: one retry on 5xx, then broker_unavailable.
-	port, err := retry(func() (broker.Portfolio, error) { return t.b.portfolio(ctx, target.AccountNumber) })
+// livePortfolio is 1.2: the live portfolio, one retry on 5xx, then
+// broker_unavailable.
+func (t *tick) livePortfolio(ctx context.Context) (string, error) {
+	port, err := retry(func() (broker.Portfolio, error) { return t.b.portfolio(ctx, t.acct.AccountNumber) })
 	if err != nil {
 		t.note("get_portfolio failed: %v", err)
 		return AbortBrokerUnavailable, nil
 	}
 	t.port = port
 	t.env.AccountValue, t.env.BuyingPower = port.TotalValue, port.BuyingPower
+	return "", nil
+}
 
-	// 1.3 Capability gate (an unknown capability cannot be verified: gated).
-	for _, c := range s.CapabilityRequires {
+// capabilityGate is 1.3: the account meets every capability the manifest
+// requires (an unknown capability cannot be verified: gated).
+func (t *tick) capabilityGate(context.Context) (string, error) {
+	level := t.acct.OptionLevel
+	for _, c := range t.m.Strategist.CapabilityRequires {
 		ok := false
 		switch c {
 		case "option_level_2":
-			ok = target.OptionLevel == "option_level_2" || target.OptionLevel == "option_level_3"
+			ok = level == "option_level_2" || level == "option_level_3"
 		case "option_level_3":
-			ok = target.OptionLevel == "option_level_3"
+			ok = level == "option_level_3"
 		}
 		if !ok {
-			t.note("capability %q not met by account %s (option_level %q)", c, target.AccountNumber, target.OptionLevel)
+			t.note("capability %q not met by account %s (option_level %q)", c, t.acct.AccountNumber, level)
 			return AbortCapabilityGated, nil
 		}
 	}
+	return "", nil
+}
 
-	// 1.4 Profile compatibility.
+// profileGate is 1.4, profile compatibility.
+func (t *tick) profileGate(context.Context) (string, error) {
+	s := &t.m.Strategist
 	if !slices.Contains(s.ProfileCompatibility, t.req.Profile) {
 		t.note("profile %q is not in profile_compatibility %v", t.req.Profile, s.ProfileCompatibility)
 		return AbortProfileCompatibility, nil
 	}
+	return "", nil
+}
 
-	// 1.5 Time window, for ticks that would place.
+// timeWindowGate is 1.5, the time window, for ticks that would place.
+func (t *tick) timeWindowGate(context.Context) (string, error) {
+	s := &t.m.Strategist
 	if s.window != nil && !s.window.contains(t.now) && t.willPlace() {
 		t.note("now %s is outside time_window %q", t.now.In(broker.NewYork).Format("15:04 MST"), s.TimeWindow)
 		return AbortOutsideTimeWindow, nil
 	}
+	return "", nil
+}
 
-	// 1.6 Daily-loss breaker.
-	pnl, err := retry(func() (broker.PnL, error) { return t.b.pnl(ctx, target.AccountNumber, "day") })
+// dailyLossBreaker is 1.6: the day's realized loss against the day-start
+// value (captured once a day) trips the breaker at DailyLossLimit; without
+// a day-start value any loss trips it (fail closed). A tripped breaker is
+// no abort: phase 2 blocks new risk.
+func (t *tick) dailyLossBreaker(ctx context.Context) (string, error) {
+	acct := t.acct.AccountNumber
+	pnl, err := retry(func() (broker.PnL, error) { return t.b.pnl(ctx, acct, "day") })
 	if err != nil {
 		t.note("get_realized_pnl failed: %v", err)
 		return AbortBrokerUnavailable, nil
 	}
-	start, err := t.e.Store.CaptureDayStart(ctx, t.tenant(), target.AccountNumber, t.day, port.TotalValue)
+	start, err := t.e.Store.CaptureDayStart(ctx, t.tenant(), acct, t.day, t.port.TotalValue)
 	if err != nil {
 		return "", fmt.Errorf("executor: day start: %w", err)
 	}
@@ -113,13 +150,22 @@ func (t *tick) preflight(ctx context.Context) (string, error) {
 	if t.env.CircuitBreakerTripped {
 		t.note("daily loss breaker: realized %.2f on day-start value %.2f (%s)", pnl.TotalRealizedGain, start, t.day)
 	}
+	return "", nil
+}
 
-	if t.anomalies, err = t.e.Store.Anomalies(ctx, t.tenant(), target.AccountNumber, t.day); err != nil {
+// readAnomalies reads the account's anomalies of the day (phase 2 skips
+// their symbols).
+func (t *tick) readAnomalies(ctx context.Context) (string, error) {
+	var err error
+	if t.anomalies, err = t.e.Store.Anomalies(ctx, t.tenant(), t.acct.AccountNumber, t.day); err != nil {
 		return "", fmt.Errorf("executor: anomalies: %w", err)
 	}
+	return "", nil
+}
 
-	// Market data for phase 2: quotes for every equity order symbol, and
-	// the account's positions.
+// readMarketData reads what phase 2 prices against: quotes for every equity
+// order symbol (none usable is data_anomaly) and the account's positions.
+func (t *tick) readMarketData(ctx context.Context) (string, error) {
 	var syms []string
 	for _, in := range t.p.Intents {
 		if in.Side != SideCancel && in.AssetClass == AssetEquity && !slices.Contains(syms, in.Symbol) {
@@ -144,7 +190,7 @@ func (t *tick) preflight(ctx context.Context) (string, error) {
 		t.note("no quote for any of %v", syms)
 		return AbortDataAnomaly, nil
 	}
-	ps, err := retry(func() ([]broker.Position, error) { return t.b.positions(ctx, target.AccountNumber) })
+	ps, err := retry(func() ([]broker.Position, error) { return t.b.positions(ctx, t.acct.AccountNumber) })
 	if err != nil {
 		t.note("get_equity_positions failed: %v", err)
 		return AbortBrokerUnavailable, nil

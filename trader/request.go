@@ -82,160 +82,239 @@ var fieldIndex = func() map[string]int {
 // ParseRequest decodes and checks a control decision request: size, JSON,
 // one object, no unknown or duplicate fields, field types, required and
 // action-conditional fields, formats, the action, and confidence finite in
-// [0,1], in that order. It returns every issue it finds; the request is
-// acceptable when there are none. Fields that decoded are set even when there
-// are issues, so a refusal can still name the decision. Whether a risk mode
-// is in the configured set is the Service's check, not this one's.
+// [0,1], in that order (one function each below). It returns every issue it
+// finds; the request is acceptable when there are none. Fields that decoded
+// are set even when there are issues, so a refusal can still name the
+// decision. Whether a risk mode is in the configured set is the Service's
+// check, not this one's.
 func ParseRequest(raw []byte) (Request, []Issue) {
-	var req Request
+	p := &requestParse{}
+	if fatal := p.split(raw); fatal != nil {
+		return Request{}, []Issue{*fatal}
+	}
+	p.decodeFields()
+	p.checkRequired()
+	p.checkFormats()
+	p.checkAction()
+	p.checkSchema(raw)
+	return p.req, p.issues
+}
+
+// requestParse is one request on its way through ParseRequest.
+type requestParse struct {
+	req     Request
+	values  []json.RawMessage // by requestFields index; nil: absent
+	present []bool            // the value decoded to its field's type
+	issues  []Issue
+}
+
+func (p *requestParse) issue(code, field, format string, args ...any) {
+	p.issues = append(p.issues, Issue{Code: code, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// split checks the size and the JSON and splits the one object into its
+// fields' raw values, noting unknown and repeated fields. A body that is not
+// one JSON object is one fatal issue.
+func (p *requestParse) split(raw []byte) *Issue {
 	if len(raw) > MaxRequestBytes {
-		return req, []Issue{{Code: CodeBodyTooLarge, Message: fmt.Sprintf("request body is %d bytes; the limit is %d", len(raw), MaxRequestBytes)}}
+		return &Issue{Code: CodeBodyTooLarge, Message: fmt.Sprintf("request body is %d bytes; the limit is %d", len(raw), MaxRequestBytes)}
 	}
 	if is := unsafeJSON(raw); is != nil {
-		return req, []Issue{*is}
+		return is
 	}
 	if !json.Valid(raw) {
 		var v any
-		err := json.Unmarshal(raw, &v)
 		msg := "request body is not valid JSON"
-		if err != nil {
+		if err := json.Unmarshal(raw, &v); err != nil {
 			msg += ": " + err.Error()
 		}
-		return req, []Issue{{Code: CodeBadJSON, Message: msg}}
+		return &Issue{Code: CodeBadJSON, Message: msg}
+	}
+	badJSON := func(err error) *Issue {
+		return &Issue{Code: CodeBadJSON, Message: "request body is not valid JSON: " + err.Error()}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return req, []Issue{{Code: CodeNotAnObject, Message: "request body must be a JSON object"}}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return &Issue{Code: CodeNotAnObject, Message: "request body must be a JSON object"}
 	}
-	values := make([]json.RawMessage, len(requestFields))
-	var issues []Issue
+	p.values = make([]json.RawMessage, len(requestFields))
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return req, []Issue{{Code: CodeBadJSON, Message: "request body is not valid JSON: " + err.Error()}}
+			return badJSON(err)
 		}
 		key := tok.(string) // json.Valid held: an object key is a string
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return req, []Issue{{Code: CodeBadJSON, Message: "request body is not valid JSON: " + err.Error()}}
+			return badJSON(err)
 		}
 		i, known := fieldIndex[key]
 		switch {
 		case !known:
-			issues = append(issues, Issue{Code: CodeUnknownField, Field: key, Message: fmt.Sprintf("unknown field %q", clip(key, 64))})
-		case values[i] != nil:
-			issues = append(issues, Issue{Code: CodeDuplicateField, Field: key, Message: fmt.Sprintf("field %s appears more than once", key)})
+			p.issue(CodeUnknownField, key, "unknown field %q", clip(key, 64))
+		case p.values[i] != nil:
+			p.issue(CodeDuplicateField, key, "field %s appears more than once", key)
 		default:
-			values[i] = v
+			p.values[i] = v
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return req, []Issue{{Code: CodeBadJSON, Message: "request body is not valid JSON: " + err.Error()}}
+		return badJSON(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return req, []Issue{{Code: CodeBadJSON, Message: "request body is not valid JSON: trailing data after the object"}}
+		return &Issue{Code: CodeBadJSON, Message: "request body is not valid JSON: trailing data after the object"}
 	}
+	return nil
+}
 
-	str := map[string]*string{
-		"decision_id": &req.DecisionID, "concern_id": &req.ConcernID, "account_id": &req.AccountID,
-		"market_symbol": &req.MarketSymbol, "action": (*string)(&req.Action),
-		"target_strategy_id": &req.TargetStrategyID, "expected_active_strategy_id": &req.ExpectedActiveStrategyID,
-		"risk_mode": &req.RiskMode, "reason": &req.Reason, "requested_at": &req.RequestedAt,
+// str and boolean are the request's string and boolean fields by name.
+func (p *requestParse) str(name string) *string {
+	r := &p.req
+	switch name {
+	case "decision_id":
+		return &r.DecisionID
+	case "concern_id":
+		return &r.ConcernID
+	case "account_id":
+		return &r.AccountID
+	case "market_symbol":
+		return &r.MarketSymbol
+	case "action":
+		return (*string)(&r.Action)
+	case "target_strategy_id":
+		return &r.TargetStrategyID
+	case "expected_active_strategy_id":
+		return &r.ExpectedActiveStrategyID
+	case "risk_mode":
+		return &r.RiskMode
+	case "reason":
+		return &r.Reason
+	case "requested_at":
+		return &r.RequestedAt
 	}
-	boolean := map[string]*bool{"dry_run": &req.DryRun, "override": &req.Override}
-	present := make([]bool, len(requestFields))
+	panic("trader: no string field " + name)
+}
+
+func (p *requestParse) boolean(name string) *bool {
+	if name == "dry_run" {
+		return &p.req.DryRun
+	}
+	return &p.req.Override
+}
+
+// decodeFields decodes each present field into the request and checks its
+// type: null is absent (and wrong for a required field); confidence is a
+// number finite in [0, 1], read exactly.
+func (p *requestParse) decodeFields() {
+	p.present = make([]bool, len(requestFields))
 	for i, f := range requestFields {
-		v := values[i]
+		v := p.values[i]
 		if v == nil {
 			continue
 		}
 		if string(v) == "null" {
 			if f.required {
-				issues = append(issues, Issue{Code: CodeWrongType, Field: f.name, Message: fmt.Sprintf("field %s must be a %s, not null", f.name, kindName(f.kind))})
+				p.issue(CodeWrongType, f.name, "field %s must be a %s, not null", f.name, kindName(f.kind))
 			}
 			continue
 		}
 		ok := false
 		switch f.kind {
 		case kString:
-			ok = v[0] == '"' && json.Unmarshal(v, str[f.name]) == nil
+			ok = v[0] == '"' && json.Unmarshal(v, p.str(f.name)) == nil
 		case kBool:
-			ok = json.Unmarshal(v, boolean[f.name]) == nil
+			ok = json.Unmarshal(v, p.boolean(f.name)) == nil
 		case kNumber:
 			if c := v[0]; c == '-' || (c >= '0' && c <= '9') {
 				ok = true
-				present[i] = true
 				x, inRange := confidenceOf(string(v))
 				if !inRange {
-					issues = append(issues, Issue{Code: CodeConfidenceOutOfRange, Field: f.name, Message: fmt.Sprintf("confidence %s is not a finite number in [0, 1]", clip(string(v), 40))})
+					p.present[i] = true
+					p.issue(CodeConfidenceOutOfRange, f.name, "confidence %s is not a finite number in [0, 1]", clip(string(v), 40))
 					continue
 				}
-				req.Confidence = x
+				p.req.Confidence = x
 			}
 		}
 		if !ok {
-			issues = append(issues, Issue{Code: CodeWrongType, Field: f.name, Message: fmt.Sprintf("field %s must be a %s", f.name, kindName(f.kind))})
+			p.issue(CodeWrongType, f.name, "field %s must be a %s", f.name, kindName(f.kind))
 			continue
 		}
-		present[i] = true
+		p.present[i] = true
 	}
-	wrongType := func(name string) bool {
-		return values[fieldIndex[name]] != nil && !present[fieldIndex[name]] && string(values[fieldIndex[name]]) != "null"
-	}
+}
 
-	// Required fields: present and, for strings, not empty.
+// wrongType reports that the field is there but not of its type.
+func (p *requestParse) wrongType(name string) bool {
+	i := fieldIndex[name]
+	return p.values[i] != nil && !p.present[i] && string(p.values[i]) != "null"
+}
+
+// checkRequired: the seed's required fields are present and, for strings,
+// not empty (a wrong type or a null was named already).
+func (p *requestParse) checkRequired() {
 	for i, f := range requestFields {
-		if !f.required || wrongType(f.name) {
+		if !f.required || p.wrongType(f.name) {
 			continue
 		}
-		if !present[i] || (f.kind == kString && *str[f.name] == "") {
-			if values[i] == nil || string(values[i]) != "null" {
-				issues = append(issues, Issue{Code: CodeMissingField, Field: f.name, Message: fmt.Sprintf("field %s is required", f.name)})
-			}
+		missing := !p.present[i] || (f.kind == kString && *p.str(f.name) == "")
+		if missing && (p.values[i] == nil || string(p.values[i]) != "null") {
+			p.issue(CodeMissingField, f.name, "field %s is required", f.name)
 		}
 	}
+}
 
-	// Formats.
+// checkFormats: each string field that is set has its format.
+func (p *requestParse) checkFormats() {
+	r := &p.req
 	format := func(name string, ok bool, msg string) {
-		if !ok && *str[name] != "" {
-			issues = append(issues, Issue{Code: CodeInvalidField, Field: name, Message: msg})
+		if !ok && *p.str(name) != "" {
+			p.issues = append(p.issues, Issue{Code: CodeInvalidField, Field: name, Message: msg})
 		}
 	}
-	format("decision_id", decisionRE.MatchString(req.DecisionID), "decision_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
-	format("concern_id", len(req.ConcernID) <= 129, "concern_id must be at most 129 characters (account_id:market_symbol)")
-	format("account_id", keyRE.MatchString(req.AccountID), "account_id must be 1 to 64 characters of A-Z a-z 0-9 . _ / -")
-	format("market_symbol", keyRE.MatchString(req.MarketSymbol), "market_symbol must be 1 to 64 characters of A-Z a-z 0-9 . _ / -")
-	format("target_strategy_id", refRE.MatchString(req.TargetStrategyID), "target_strategy_id must be 1 to 64 characters of A-Z a-z 0-9 . _ -")
-	format("expected_active_strategy_id", refRE.MatchString(req.ExpectedActiveStrategyID), "expected_active_strategy_id must be 1 to 64 characters of A-Z a-z 0-9 . _ -")
-	format("risk_mode", riskRE.MatchString(req.RiskMode), "risk_mode must be a lowercase name of at most 32 characters")
-	format("reason", utf8.RuneCountInString(req.Reason) <= MaxReasonChars, fmt.Sprintf("reason must be at most %d characters", MaxReasonChars))
-	format("requested_at", validRFC3339(req.RequestedAt), "requested_at must be an RFC 3339 timestamp")
+	format("decision_id", decisionRE.MatchString(r.DecisionID), "decision_id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
+	format("concern_id", len(r.ConcernID) <= 129, "concern_id must be at most 129 characters (account_id:market_symbol)")
+	format("account_id", keyRE.MatchString(r.AccountID), "account_id must be 1 to 64 characters of A-Z a-z 0-9 . _ / -")
+	format("market_symbol", keyRE.MatchString(r.MarketSymbol), "market_symbol must be 1 to 64 characters of A-Z a-z 0-9 . _ / -")
+	format("target_strategy_id", refRE.MatchString(r.TargetStrategyID), "target_strategy_id must be 1 to 64 characters of A-Z a-z 0-9 . _ -")
+	format("expected_active_strategy_id", refRE.MatchString(r.ExpectedActiveStrategyID), "expected_active_strategy_id must be 1 to 64 characters of A-Z a-z 0-9 . _ -")
+	format("risk_mode", riskRE.MatchString(r.RiskMode), "risk_mode must be a lowercase name of at most 32 characters")
+	format("reason", utf8.RuneCountInString(r.Reason) <= MaxReasonChars, fmt.Sprintf("reason must be at most %d characters", MaxReasonChars))
+	format("requested_at", validRFC3339(r.RequestedAt), "requested_at must be an RFC 3339 timestamp")
+}
 
-	// The action, then its conditional fields.
-	if req.Action != "" && !wrongType("action") {
-		switch {
-		case req.Action == ActionKeep:
-			issues = append(issues, Issue{Code: CodeUnsupportedAction, Field: "action", Message: "keep is not a Trader write action; record it on the Hermes side"})
-		case !req.Action.Supported():
-			issues = append(issues, Issue{Code: CodeUnsupportedAction, Field: "action", Message: fmt.Sprintf("action %q is not supported; use switch, pause, resume or set_risk_mode", clip(string(req.Action), 64))})
-		case req.Action == ActionSwitch && req.TargetStrategyID == "" && !wrongType("target_strategy_id"):
-			issues = append(issues, Issue{Code: CodeMissingField, Field: "target_strategy_id", Message: "field target_strategy_id is required for switch"})
-		case req.Action == ActionSetRiskMode && req.RiskMode == "" && !wrongType("risk_mode"):
-			issues = append(issues, Issue{Code: CodeMissingField, Field: "risk_mode", Message: "field risk_mode is required for set_risk_mode"})
-		}
+// checkAction: the action is one of the seed's supported actions (keep is
+// not a Trader write action), then its conditional fields: switch needs
+// target_strategy_id, set_risk_mode needs risk_mode.
+func (p *requestParse) checkAction() {
+	a := p.req.Action
+	if a == "" || p.wrongType("action") {
+		return
 	}
+	switch {
+	case a == ActionKeep:
+		p.issue(CodeUnsupportedAction, "action", "keep is not a Trader write action; record it on the Hermes side")
+	case !a.Supported():
+		p.issue(CodeUnsupportedAction, "action", "action %q is not supported; use switch, pause, resume or set_risk_mode", clip(string(a), 64))
+	case a == ActionSwitch && p.req.TargetStrategyID == "" && !p.wrongType("target_strategy_id"):
+		p.issue(CodeMissingField, "target_strategy_id", "field target_strategy_id is required for switch")
+	case a == ActionSetRiskMode && p.req.RiskMode == "" && !p.wrongType("risk_mode"):
+		p.issue(CodeMissingField, "risk_mode", "field risk_mode is required for set_risk_mode")
+	}
+}
 
-	// The schema is the edge contract; the checks above are meant to be at
-	// least as strict (the fuzz target holds them to it). This is the backstop.
-	if len(issues) == 0 {
-		if err := requestSchema().ValidateJSON(raw); err != nil {
-			ce := contract.AsError(err)
-			issues = append(issues, Issue{Code: CodeSchemaInvalid, Field: ce.Field, Message: ce.Message})
-		}
+// checkSchema is the backstop: the schema is the edge contract, and the
+// checks above are meant to be at least as strict (the fuzz target holds
+// them to it).
+func (p *requestParse) checkSchema(raw []byte) {
+	if len(p.issues) > 0 {
+		return
 	}
-	return req, issues
+	if err := requestSchema().ValidateJSON(raw); err != nil {
+		ce := contract.AsError(err)
+		p.issues = append(p.issues, Issue{Code: CodeSchemaInvalid, Field: ce.Field, Message: ce.Message})
+	}
 }
 
 func kindName(k fieldKind) string {
