@@ -39,14 +39,15 @@ type Call struct {
 // (unless the handler already wrote) and records the outcome.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, c *Call) error
 
-// Mount is a gate's route: a ServeMux pattern, the audit action and the
-// scope it needs. Public routes skip authentication (and audit).
+// Mount is a route the command adds to the server (the executor gate's
+// answer when it is not configured): a ServeMux pattern, the audit action
+// and the scope it needs; it goes through the wrapper like every keyed
+// route.
 type Mount struct {
 	Pattern string
 	Action  string         // "noun.verb"
 	Scope   contract.Scope // "" = any valid key
 	Handler HandlerFunc
-	Public  http.Handler // set instead of Handler for unauthenticated routes
 }
 
 // statusWriter records the status and whether anything was written, and

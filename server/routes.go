@@ -98,12 +98,8 @@ func (s *Server) routes() {
 		}
 	}
 
-	// Other mounted routes.
+	// Routes the command mounts.
 	for _, m := range s.cfg.Mounts {
-		if m.Public != nil {
-			s.mux.Handle(m.Pattern, m.Public)
-			continue
-		}
 		s.mux.Handle(m.Pattern, s.wrap(m.Action, m.Scope, m.Handler))
 	}
 

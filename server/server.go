@@ -33,8 +33,8 @@ type AuditReader interface {
 	Tail(ctx context.Context, f store.AuditFilter) ([]audit.Record, error)
 }
 
-// Config is what a Server is built from. Gates add their routes and tools
-// through Mount and Tools.
+// Config is what a Server is built from: the services of the gates it
+// serves, and the routes and tools the command adds (Mounts, Tools).
 type Config struct {
 	Auth    *auth.Service
 	Audit   audit.Log
@@ -61,9 +61,11 @@ type Config struct {
 	// gateways and platforms itself (HMAC tokens, platform signatures).
 	Relay http.Handler
 
-	// Mounts are extra routes of the gates, registered after the core ones.
+	// Mounts are routes the command adds, registered after the gates'
+	// (the executor gate's answer when it is not configured).
 	Mounts []Mount
-	// Tools are the MCP tools of the gates; whoami is always there.
+	// Tools are MCP tools the command adds to the gates' (the same
+	// answer's execute_intents); whoami is always there.
 	Tools []Tool
 	// AuditSigner signs the checkpoints GET /v1/audit/checkpoint serves,
 	// made from AuditSource (the store's chains); nil: no checkpoints.

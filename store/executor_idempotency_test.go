@@ -14,9 +14,9 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/broker"
+	"github.com/caduceus-dev/caduceus/broker/paper"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
-	"github.com/caduceus-dev/caduceus/executor/cli"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -38,7 +38,7 @@ func paperExecutor(t testing.TB, db *store.DB) *executor.Executor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	brokers, err := cli.PaperBrokers(db.ExecutorState(), raw)
+	brokers, err := paper.Brokers(db.ExecutorState(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +548,7 @@ quotes:
 	run := func(t *testing.T, a, b *store.DB) {
 		var sims []broker.Broker
 		for _, db := range []*store.DB{a, b} {
-			brokers, err := cli.PaperBrokers(db.ExecutorState(), []byte(scenario))
+			brokers, err := paper.Brokers(db.ExecutorState(), []byte(scenario))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -587,7 +587,7 @@ quotes:
 			t.Fatalf("%d fills; want 15 (cash 1500 at 100 a share)", len(filled))
 		}
 		// A third process reads the account: every fill is booked once.
-		brokers, _ := cli.PaperBrokers(a.ExecutorState(), []byte(scenario))
+		brokers, _ := paper.Brokers(a.ExecutorState(), []byte(scenario))
 		s, _ := brokers(t.Context(), "slot-1")
 		p, err := s.Portfolio(t.Context(), "A1")
 		if err != nil {

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/broker"
 	"github.com/caduceus-dev/caduceus/broker/paper"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
-	"github.com/caduceus-dev/caduceus/executor/cli"
 	"github.com/caduceus-dev/caduceus/executor/executortest"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
@@ -29,22 +29,33 @@ func TestExecutorStateConformance(t *testing.T) {
 	}
 }
 
-// TestExecutorTicksOnSQL runs `caduceus exec`'s function twice on one SQL
-// store: the paper account, the day-start value and the audit chain all
-// live in the database and survive between runs.
+// TestExecutorTicksOnSQL runs two cron ticks on one SQL store, each in an
+// executor of its own (as two `caduceus exec` runs or two processes would):
+// the paper account, the day-start value and the audit chain all live in
+// the database and survive between runs.
 func TestExecutorTicksOnSQL(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		td := filepath.Join("..", "executor", "testdata")
-		o := cli.Options{
-			PayloadFile:  filepath.Join(td, "payloads", "buy_spy.json"),
-			SkillsDir:    filepath.Join(td, "skills"),
-			ScenarioFile: filepath.Join(td, "brokers", "base.yaml"),
-			Env:          func(k string) string { return map[string]string{"HERMES_CRON_RUN_ID": "r"}[k] },
-			Store:        db.ExecutorState(), Audit: db.Audit(),
+		scenario, err := os.ReadFile(filepath.Join(td, "brokers", "base.yaml"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		payload, err := os.ReadFile(filepath.Join(td, "payloads", "buy_spy.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := contract.Identity{TenantSlot: "slot-3", Subject: "usr_00000000000000000000000000000003", Surface: contract.SurfaceWorker, Trust: contract.TrustWorker}
+		now := time.Date(2026, 6, 26, 10, 0, 0, 0, broker.NewYork)
 		for i, want := range []string{"paper-000001", "paper-000002"} {
-			o.IdempotencyKey = fmt.Sprintf("sql-run-%04d", i) // two distinct runs: each places
-			env, err := cli.Exec(t.Context(), o)
+			brokers, err := paper.Brokers(db.ExecutorState(), scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex := &executor.Executor{Brokers: brokers, Store: db.ExecutorState(), Audit: db.Audit(), Skills: filepath.Join(td, "skills")}
+			env, err := ex.Tick(t.Context(), executor.TickRequest{
+				Payload: payload, Identity: id, Context: executor.ContextCron, Profile: "autotrader", Now: now,
+				IdempotencyKey: fmt.Sprintf("sql-run-%04d", i), // two distinct runs: each places
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,15 +64,15 @@ func TestExecutorTicksOnSQL(t *testing.T) {
 			}
 		}
 		day := "2026-06-26"
-		if v, err := db.ExecutorState().CaptureDayStart(t.Context(), cli.LocalIdentity.TenantSlot, "619508153", day, 1); err != nil || v != 10000 {
+		if v, err := db.ExecutorState().CaptureDayStart(t.Context(), id.TenantSlot, "619508153", day, 1); err != nil || v != 10000 {
 			t.Fatalf("day start kept in SQL = %v, %v; want the first tick's 10000", v, err)
 		}
 		var n int
-		if err := db.QueryRow(t.Context(), `SELECT COUNT(*) FROM audit_records WHERE tenant = ? AND action = ?`, string(cli.LocalIdentity.TenantSlot), executor.AuditAction).Scan(&n); err != nil || n != 2 {
+		if err := db.QueryRow(t.Context(), `SELECT COUNT(*) FROM audit_records WHERE tenant = ? AND action = ?`, string(id.TenantSlot), executor.AuditAction).Scan(&n); err != nil || n != 2 {
 			t.Fatalf("%d executor.tick audit records, %v", n, err)
 		}
 		var src audit.Source = db.Audit()
-		rep, err := audit.Verify(t.Context(), src, nil, cli.LocalIdentity.TenantSlot)
+		rep, err := audit.Verify(t.Context(), src, nil, id.TenantSlot)
 		if err != nil || rep.Break != nil || rep.Records != 2 {
 			t.Fatalf("audit chain: %v %+v", err, rep)
 		}

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	execcli "github.com/caduceus-dev/caduceus/executor/cli"
 )
 
 // EnvRobinhoodToken names the environment variable holding the bearer token
@@ -17,7 +16,7 @@ import (
 const EnvRobinhoodToken = "CADUCEUS_ROBINHOOD_TOKEN"
 
 func (a *app) execCmd() *cobra.Command {
-	var o execcli.Options
+	var o execOptions
 	var tenant string
 	cmd := &cobra.Command{
 		Use:   "exec --payload FILE --skills DIR",
@@ -80,7 +79,7 @@ are per tenant and kept at least 24 hours.
 			defer db.Close()
 			o.Store = db.ExecutorState()
 			o.Audit = db.Audit()
-			env, err := execcli.Exec(cmd.Context(), o)
+			env, err := runTick(cmd.Context(), o)
 			if err != nil {
 				if k := contract.KindOf(err); k == contract.KindInvalid || k == contract.KindConflict {
 					return &exitError{2, fmt.Errorf("%s", userMessage(err))}

@@ -14,7 +14,6 @@ import (
 	"github.com/caduceus-dev/caduceus/broker/robinhood"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
-	execcli "github.com/caduceus-dev/caduceus/executor/cli"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
@@ -139,7 +138,7 @@ func (a *app) executor(ctx context.Context, db *store.DB) (*executor.Executor, e
 		if len(sc.Accounts) == 0 {
 			return nil, refuse("--scenario %s has no accounts", c.Scenario)
 		}
-		brokers, err := execcli.PaperBrokers(db.ExecutorState(), b)
+		brokers, err := paper.Brokers(db.ExecutorState(), b)
 		if err != nil {
 			return nil, refuse("--scenario %s: %s", c.Scenario, userMessage(err))
 		}
