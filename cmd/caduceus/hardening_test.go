@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -482,20 +483,8 @@ func TestAuditCheckpointServedAndWritten(t *testing.T) {
 	b, _ := json.Marshal(cp)
 	os.WriteFile(served, b, 0o600)
 	verifyPasses(t, in, "--checkpoint", served)
-	// serve wrote one to the file at start.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(file); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint file written: %s", in.stderr.String())
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-t.Context().Done():
-		}
-	}
+	// serve wrote one to the file at start, and logged it.
+	in.stderr.await(t, regexp.MustCompile(`audit checkpoint written`), in.done)
 	verifyPasses(t, in, "--checkpoint", file)
 }
 
@@ -532,8 +521,11 @@ func TestSecFetchModeAndMCPOrigin(t *testing.T) {
 }
 
 // TestCLIRevocationReachesRunningServer: `caduceus keys revoke` on the data
-// directory is refused by the running server within the watcher's latency
-// (target 100 ms; asserted generously), not after the 5 s cache TTL.
+// directory is refused by the running server. That the server hears of it
+// through the key watcher rather than the 5 s cache TTL is proven without
+// a clock by store's TestRevocationReachesAnotherProcess (the same key
+// service and watcher serve wires, with a cache that never expires); the
+// figure is BenchmarkRevocationPropagation's.
 func TestCLIRevocationReachesRunningServer(t *testing.T) {
 	in := start(t)
 	code, out, errOut := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-1", "--scopes", "route")
@@ -545,19 +537,24 @@ func TestCLIRevocationReachesRunningServer(t *testing.T) {
 		t.Fatalf("fresh key refused: %d", code)
 	}
 	id := strings.Split(key, "_")[1]
-	start := time.Now()
 	if code, _, errOut := cli(t, "keys", "revoke", "--data", in.data, id); code != 0 {
 		t.Fatal(errOut)
 	}
-	revoked := time.Since(start)
+	// Each request is an answer from the server: ask until it refuses.
+	giveUp := time.After(30 * time.Second)
 	for n := 0; ; n++ {
 		code, m := in.do(t, "GET", "/v1/trader/strategies", key, nil)
 		if code == 401 && m["code"] == "key_revoked" {
-			t.Logf("refused %s after the CLI's revocation committed (%d requests accepted meanwhile)", time.Since(start)-revoked, n)
+			t.Logf("refused after %d requests accepted past the revocation", n)
 			return
 		}
-		if time.Since(start) > time.Second+revoked {
-			t.Fatalf("the server still accepts a key the CLI revoked %s ago (%d requests)", time.Since(start), n)
+		if code != 200 {
+			t.Fatalf("request %d after the revocation: %d %v", n, code, m)
+		}
+		select {
+		case <-giveUp:
+			t.Fatalf("the server still accepts a key the CLI revoked (%d requests)", n)
+		default:
 		}
 	}
 }

@@ -27,14 +27,48 @@ import (
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // signalled after each write once await made it
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	if s.written != nil {
+		select {
+		case s.written <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// await returns the first match of re in what was written, waiting for
+// writes until it appears; it fails the test when exited yields first (the
+// command ended) or after 30 s.
+func (s *syncBuffer) await(t *testing.T, re *regexp.Regexp, exited <-chan int) []string {
+	t.Helper()
+	s.mu.Lock()
+	if s.written == nil {
+		s.written = make(chan struct{}, 1)
+	}
+	written := s.written
+	s.mu.Unlock()
+	timeout := time.After(30 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(s.String()); m != nil {
+			return m
+		}
+		select {
+		case <-written:
+		case code := <-exited:
+			t.Fatalf("exited with %d before writing %s: %s", code, re, s.String())
+		case <-timeout:
+			t.Fatalf("%s never written: %s", re, s.String())
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -89,21 +123,7 @@ func startEnv(t *testing.T, getenv func(string) string, extra ...string) *instan
 			t.Error("server did not shut down")
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listenRE.FindStringSubmatch(in.stderr.String()); m != nil {
-			in.url = m[1]
-			break
-		}
-		select {
-		case code := <-in.done:
-			t.Fatalf("serve exited with %d: %s", code, in.stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if in.url == "" {
-		t.Fatalf("server did not start: %s", in.stderr.String())
-	}
+	in.url = in.stderr.await(t, listenRE, in.done)[1]
 	if m := keyRE.FindStringSubmatch(stdout.String()); m != nil {
 		in.adminKey = m[1]
 	}
@@ -168,9 +188,7 @@ func TestServeFirstStartPrintsAdminKeyOnce(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", in.data}, noEnv, nil, &out, &errb)
 	}()
-	for !strings.Contains(errb.String(), "listening on") {
-		time.Sleep(20 * time.Millisecond)
-	}
+	errb.await(t, listenRE, done)
 	cancel()
 	if code := <-done; code != 0 {
 		t.Errorf("graceful shutdown exit code %d", code)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ func TestAdapterNotConnected(t *testing.T) {
 	}
 	if err := a.Interrupt(t.Context(), "k", ""); !errors.Is(err, gateway.ErrNotConnected) {
 		t.Errorf("Interrupt = %v", err)
+	}
+	if err := a.WaitDisconnected(t.Context()); err != nil {
+		t.Errorf("WaitDisconnected without a connection = %v", err)
 	}
 	if got := gateway.DialURL("https://relay.example/"); got != "wss://relay.example/relay" {
 		t.Errorf("DialURL = %q", got)
@@ -73,14 +77,13 @@ func TestAdapterOutboundTimeout(t *testing.T) {
 	t.Cleanup(func() { _ = a.Close() })
 	_ = g
 	e.postDiscord(interaction("1200000000000000010", "111", "333", "555", interactionToken, "x"), nil)
-	time.Sleep(100 * time.Millisecond) // the chat is bound once the event is in
-	start := time.Now()
+	// The chat is bound once the event is delivered (to either adapter).
+	e.await(t, "the interaction's delivery", func() bool { return e.auditActions(slot1)["relay.deliver/allow"] == 1 })
+	// The test's context never ends, so a timeout result can only be the
+	// adapter's outbound timer: the platform never answers.
 	r := a.Typing(t.Context(), "333", nil)
 	if r != (relay.Result{Success: false, Error: "relay outbound timed out"}) {
 		t.Fatalf("Typing against a stalled platform = %+v", r)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("timeout took %v", d)
 	}
 	if r := a.GetChatInfo(t.Context(), "unbound"); r.Success || r.Error == "relay outbound timed out" {
 		t.Errorf("connection unusable after a timeout: %+v", r)
@@ -120,15 +123,13 @@ func TestAdapterReconnects(t *testing.T) {
 	// Restart: close the first connector, post while it is down, serve a
 	// second connector over the same store.
 	_ = e.conn.Close()
-	for deadline := time.Now().Add(5 * time.Second); a.Connected(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("adapter did not notice the connector going away")
-		}
+	if err := a.WaitDisconnected(ctx); err != nil {
+		t.Fatalf("adapter did not notice the connector going away: %v", err)
 	}
 	c2, err := connector.New(connector.Config{
 		Gateways: map[string]connector.Gateway{"gw-a": {Tenant: slot1, Secrets: [][]byte{secretA}}},
 		Telegram: map[string]connector.TelegramBot{telegramBot: {Token: "123:TGTOKEN", SecretToken: tgSecret, Tenant: slot1}},
-		Store:    e.store, Audit: e.audit, Now: e.clock.Now, TelegramBaseURL: e.telegram.srv.URL,
+		Store:    e.config.Store, Audit: e.config.Audit, Now: e.clock.Now, TelegramBaseURL: e.telegram.srv.URL,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -146,7 +147,18 @@ func TestAdapterReconnects(t *testing.T) {
 		t.Fatalf("webhook: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	time.Sleep(200 * time.Millisecond)
+	// The adapter keeps dialling: wait for two refusals as expired (each
+	// recorded by the second connector), then it must not be connected.
+	expired := func() int {
+		n := 0
+		for _, r := range e.audit.Records(slot1) {
+			if r.Outcome.Action == "relay.connect" && r.Outcome.Reason == relay.CloseReasonExpired {
+				n++
+			}
+		}
+		return n
+	}
+	e.await(t, "two upgrades refused as expired", func() bool { return expired() >= 2 })
 	if a.Connected() {
 		t.Fatal("connected with an expired token")
 	}
@@ -173,10 +185,17 @@ func TestAdapterReconnects(t *testing.T) {
 }
 
 // freezer is a TCP proxy whose traffic can be frozen, to make a live
-// connection silently stop (a half-open network) without closing it.
+// connection silently stop (a half-open network) without closing it. It
+// counts the connections it accepts and the chunks it passes on each way,
+// and signals changed after each.
 type freezer struct {
-	ln     net.Listener
-	frozen atomic.Bool
+	ln      net.Listener
+	mu      sync.Mutex
+	open    chan struct{} // closed while traffic flows
+	accepts atomic.Int32
+	up      atomic.Int32 // chunks from the client to the target
+	down    atomic.Int32 // chunks from the target to the client
+	changed chan struct{}
 }
 
 func newFreezer(t *testing.T, target string) *freezer {
@@ -184,7 +203,8 @@ func newFreezer(t *testing.T, target string) *freezer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &freezer{ln: ln}
+	f := &freezer{ln: ln, open: make(chan struct{}), changed: make(chan struct{}, 1)}
+	close(f.open)
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -197,28 +217,67 @@ func newFreezer(t *testing.T, target string) *freezer {
 				in.Close()
 				continue
 			}
-			pump := func(dst, src net.Conn) {
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := src.Read(buf)
-					if err != nil {
-						dst.Close()
-						return
-					}
-					for f.frozen.Load() {
-						time.Sleep(5 * time.Millisecond)
-					}
-					if _, err := dst.Write(buf[:n]); err != nil {
-						src.Close()
-						return
-					}
-				}
-			}
-			go pump(out, in)
-			go pump(in, out)
+			f.count(&f.accepts)
+			go f.pump(out, in, &f.up)
+			go f.pump(in, out, &f.down)
 		}
 	}()
 	return f
+}
+
+// pump copies src to dst, counting each chunk in chunks.
+func (f *freezer) pump(dst, src net.Conn, chunks *atomic.Int32) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			dst.Close()
+			return
+		}
+		f.mu.Lock()
+		open := f.open
+		f.mu.Unlock()
+		<-open // frozen: hold the bytes until thawed
+		if _, err := dst.Write(buf[:n]); err != nil {
+			src.Close()
+			return
+		}
+		f.count(chunks)
+	}
+}
+
+func (f *freezer) count(n *atomic.Int32) {
+	n.Add(1)
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	f.open = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *freezer) thaw() {
+	f.mu.Lock()
+	close(f.open)
+	f.mu.Unlock()
+}
+
+// await blocks until cond holds, reading it again after each chunk or
+// connection the freezer passes on.
+func (f *freezer) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-f.changed:
+		case <-timeout:
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
 }
 
 // An adapter whose connector stops answering pings drops the connection and
@@ -237,17 +296,20 @@ func TestAdapterKeepalive(t *testing.T) {
 	if err := a.WaitConnected(wctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // pings answered: still connected
-	if !a.Connected() {
-		t.Fatal("dropped while the connector answered")
+	// After the handshake every chunk up is a ping (the connector does not
+	// ping: PingInterval -1), and the adapter sends its next ping only
+	// once the last one was answered: four pings sent on the one
+	// connection are three answered.
+	up := fr.up.Load()
+	fr.await(t, "three pings answered", func() bool { return fr.up.Load() >= up+4 })
+	if !a.Connected() || fr.accepts.Load() != 1 {
+		t.Fatalf("dropped while the connector answered (connected %v, %d dials)", a.Connected(), fr.accepts.Load())
 	}
-	fr.frozen.Store(true)
-	for deadline := time.Now().Add(5 * time.Second); a.Connected(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the adapter did not notice a connector that stopped answering")
-		}
+	fr.freeze()
+	if err := a.WaitDisconnected(wctx); err != nil {
+		t.Fatalf("the adapter did not notice a connector that stopped answering: %v", err)
 	}
-	fr.frozen.Store(false)
+	fr.thaw()
 	if err := a.WaitConnected(wctx); err != nil {
 		t.Fatalf("no reconnect: %v", err)
 	}

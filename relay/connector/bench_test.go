@@ -37,12 +37,25 @@ func benchEnv(b *testing.B, log audit.Log) *env {
 	return e
 }
 
+// eventCount counts inbound events, signalling each.
+type eventCount struct {
+	n       atomic.Int64
+	changed chan struct{}
+}
+
 // counting connects an adapter that counts inbound events.
-func counting(b *testing.B, e *env, platform, bot string) (*gateway.Adapter, *atomic.Int64) {
-	var n atomic.Int64
+func counting(b *testing.B, e *env, platform, bot string) (*gateway.Adapter, *eventCount) {
+	n := &eventCount{changed: make(chan struct{}, 1)}
 	a, err := gateway.New(gateway.Config{URL: e.srv.URL, GatewayID: "gw-a", Secret: secretA, Platform: platform, BotID: bot,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnEvent: func(context.Context, gateway.Inbound) error { n.Add(1); return nil }})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnEvent: func(context.Context, gateway.Inbound) error {
+			n.n.Add(1)
+			select {
+			case n.changed <- struct{}{}:
+			default:
+			}
+			return nil
+		}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,16 +63,18 @@ func counting(b *testing.B, e *env, platform, bot string) (*gateway.Adapter, *at
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = a.Close() })
-	return a, &n
+	return a, n
 }
 
-func waitCount(b *testing.B, n *atomic.Int64, want int64) {
-	deadline := time.Now().Add(60 * time.Second)
-	for n.Load() < want {
-		if time.Now().After(deadline) {
-			b.Fatalf("received %d of %d events", n.Load(), want)
+// waitCount returns once n has counted want events.
+func waitCount(b *testing.B, n *eventCount, want int64) {
+	timeout := time.After(60 * time.Second)
+	for n.n.Load() < want {
+		select {
+		case <-n.changed:
+		case <-timeout:
+			b.Fatalf("received %d of %d events", n.n.Load(), want)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -272,15 +272,17 @@ func TestInterruptRouting(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("owner got no interrupt")
 	}
-	// Tenant B cannot interrupt tenant A's session.
+	// Tenant B cannot interrupt tenant A's session: the connector records
+	// it as not found, and so delivers it to no one.
 	if err := b.Interrupt(t.Context(), key, ""); err != nil {
 		t.Fatal(err)
 	}
+	e.await(t, "tenant B's interrupt recorded", func() bool { return e.auditActions(slot2)["relay.interrupt/not_found"] == 1 })
 	for _, g := range []*gw{a1, a2, b} {
 		select {
 		case got := <-g.interrupts:
 			t.Errorf("stray interrupt %v", got)
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
 	}
 	// A platform-side /stop command interrupts the owner as well.
@@ -313,9 +315,11 @@ func TestBufferedUntilConnected(t *testing.T) {
 	}
 	// A gateway whose handler fails receives them but does not acknowledge.
 	g1 := e.gateway("gw-a", secretA, "telegram", telegramBot, func(g *gw) { g.fail.Store(true) })
-	for deadline := time.Now().Add(5 * time.Second); g1.failed.Load() < 3; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the first gateway saw %d of 3 buffered events", g1.failed.Load())
+	for i := range 3 {
+		select {
+		case <-g1.refused:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the first gateway saw %d of 3 buffered events", i)
 		}
 	}
 	_ = g1.Close()
@@ -336,17 +340,10 @@ func TestBufferedUntilConnected(t *testing.T) {
 	}
 	g.none(t, "after the backlog")
 	// Acknowledged: nothing is left, and the next connection gets nothing.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	e.await(t, "the backlog acknowledged", func() bool {
 		p, _ := e.store.Pending(t.Context(), slot1, "telegram", telegramBot, e.clock.Now().Add(time.Hour), 0)
-		if len(p) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d events still buffered after acks", len(p))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(p) == 0
+	})
 	_ = g.Close()
 	g3 := e.gateway("gw-a2", secretA2, "telegram", telegramBot)
 	g3.none(t, "a later connection")
@@ -484,12 +481,8 @@ func TestCloseClosesSockets(t *testing.T) {
 	if err := e.conn.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for g.Connected() {
-		if time.Now().After(deadline) {
-			t.Fatal("adapter still connected after Close")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := g.WaitDisconnected(ctx); err != nil {
+		t.Fatalf("adapter still connected after Close: %v", err)
 	}
 	if r := g.Send(t.Context(), "333", "x", "", nil); r.Success || r.Error != relay.ErrTextNotConnected {
 		t.Errorf("Send after close = %+v", r)

@@ -201,18 +201,80 @@ type env struct {
 	clock    *clock
 	logs     *syncBuffer // everything the connector logged, at debug level
 	config   connector.Config
+	// changed is signalled whenever the connector logs, appends an audit
+	// record, acknowledges a buffered event or releases a connection's
+	// leases: await re-reads its condition then.
+	changed chan struct{}
 }
 
-// syncBuffer is a goroutine-safe log sink.
+// signal wakes an await (never blocking: one pending wake is enough, the
+// condition is read again after it).
+func (e *env) signal() {
+	select {
+	case e.changed <- struct{}{}:
+	default:
+	}
+}
+
+// await blocks until cond holds, reading it again on every change the
+// connector makes (see env.changed); what names the wait in a failure.
+func (e *env) await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-e.changed:
+		case <-timeout:
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+// watchedLog is the env's audit log: the memory log, signalling each append.
+type watchedLog struct {
+	*audit.Memory
+	e *env
+}
+
+func (l watchedLog) Append(ctx context.Context, en audit.Entry) (audit.Record, error) {
+	defer l.e.signal()
+	return l.Memory.Append(ctx, en)
+}
+
+// watchedStore is the env's relay store: the memory store, signalling each
+// acknowledgement and each release of a connection's leases (the last thing
+// the connector does with a connection's buffer when it ends).
+type watchedStore struct {
+	*relaytest.Memory
+	e *env
+}
+
+func (s watchedStore) Ack(ctx context.Context, tenant contract.TenantSlot, id string) (bool, error) {
+	defer s.e.signal()
+	return s.Memory.Ack(ctx, tenant, id)
+}
+
+func (s watchedStore) ReleaseLeases(ctx context.Context, tenant contract.TenantSlot, owner string) error {
+	defer s.e.signal()
+	return s.Memory.ReleaseLeases(ctx, tenant, owner)
+}
+
+// syncBuffer is a goroutine-safe log sink; onWrite, when set, runs after
+// each write.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	onWrite func()
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	s.mu.Unlock()
+	if s.onWrite != nil {
+		s.onWrite()
+	}
+	return n, err
 }
 
 func (s *syncBuffer) String() string {
@@ -225,7 +287,8 @@ func newEnv(t testing.TB, mutate ...func(*connector.Config)) *env {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	e := &env{t: t, store: relaytest.NewMemory(), audit: audit.NewMemory(), discord: newFakeDiscord(t), telegram: newFakeTelegram(t),
-		priv: priv, clock: &clock{}, logs: &syncBuffer{}}
+		priv: priv, clock: &clock{}, logs: &syncBuffer{}, changed: make(chan struct{}, 1)}
+	e.logs.onWrite = e.signal
 	e.clock.ns.Store(time.Now().UnixNano())
 	cfg := connector.Config{
 		Gateways: map[string]connector.Gateway{
@@ -242,7 +305,7 @@ func newEnv(t testing.TB, mutate ...func(*connector.Config)) *env {
 			Token: "123:TGTOKEN", SecretToken: tgSecret,
 			Chats: map[string]contract.TenantSlot{forumChat: slot1, "5": slot2},
 		}},
-		Store: e.store, Audit: e.audit, Now: e.clock.Now,
+		Store: watchedStore{e.store, e}, Audit: watchedLog{e.audit, e}, Now: e.clock.Now,
 		DiscordBaseURL: e.discord.srv.URL, TelegramBaseURL: e.telegram.srv.URL,
 		Logger: slog.New(slog.NewTextHandler(io.MultiWriter(logOut(), e.logs), &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -268,13 +331,13 @@ type gw struct {
 	*gateway.Adapter
 	events     chan gateway.Inbound
 	interrupts chan [2]string
-	fail       atomic.Bool  // when set, OnEvent fails (no ack)
-	failed     atomic.Int32 // events refused while failing
+	fail       atomic.Bool   // when set, OnEvent fails (no ack)
+	refused    chan struct{} // one per event refused while failing
 }
 
 func (e *env) gateway(id string, secret []byte, platform, bot string, opts ...func(*gw)) *gw {
 	e.t.Helper()
-	g := &gw{events: make(chan gateway.Inbound, 1000), interrupts: make(chan [2]string, 100)}
+	g := &gw{events: make(chan gateway.Inbound, 1000), interrupts: make(chan [2]string, 100), refused: make(chan struct{}, 1000)}
 	for _, o := range opts {
 		o(g)
 	}
@@ -282,7 +345,7 @@ func (e *env) gateway(id string, secret []byte, platform, bot string, opts ...fu
 		URL: e.srv.URL, GatewayID: id, Secret: secret, Platform: platform, BotID: bot,
 		OnEvent: func(_ context.Context, in gateway.Inbound) error {
 			if g.fail.Load() {
-				g.failed.Add(1)
+				g.refused <- struct{}{}
 				return fmt.Errorf("handler down")
 			}
 			g.events <- in

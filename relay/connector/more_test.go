@@ -1,6 +1,8 @@
 package connector_test
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/connector"
+	"github.com/caduceus-dev/caduceus/relay/gateway"
 	"github.com/caduceus-dev/caduceus/relay/relaytest"
 )
 
@@ -48,20 +51,31 @@ func TestTelegramMarkupFallback(t *testing.T) {
 // A peer that stops answering pings is closed; one that answers stays.
 func TestKeepalive(t *testing.T) {
 	e := newEnv(t, func(c *connector.Config) { c.PingInterval = 50 * time.Millisecond })
-	g := e.gateway("gw-a", secretA, "discord", discordApp) // reads, so it answers pings
+	// The answering adapter reads (so it answers pings) and sends none of
+	// its own; it talks through a proxy that counts the connector's pings.
+	fr := newFreezer(t, strings.TrimPrefix(e.srv.URL, "http://"))
+	a, err := gateway.New(gateway.Config{URL: "http://" + fr.ln.Addr().String(), GatewayID: "gw-a", Secret: secretA,
+		Platform: "discord", BotID: discordApp, PingInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
 	ws := rawConn(t, e, relay.MintToken(secretA, "gw-a", time.Minute))
 	write(t, ws, `{"type":"hello","platform":"discord","botId":"`+discordApp+`"}`+"\n")
 	// The raw peer never reads again: its pongs never come.
-	deadline := time.Now().Add(5 * time.Second)
-	for e.conn.Connections() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections; the silent peer was not closed", e.conn.Connections())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // several ping periods
-	if !g.Connected() || e.conn.Connections() != 1 {
-		t.Fatal("the answering adapter was dropped")
+	e.await(t, "the silent peer closed", func() bool {
+		return strings.Contains(e.logs.String(), "keepalive failed; closing") && e.conn.Connections() == 1
+	})
+	// The connector sends its next ping only once the last one was
+	// answered: five chunks down after the handshake (one may still be the
+	// descriptor) are at least three pings answered.
+	down := fr.down.Load()
+	fr.await(t, "three pings answered", func() bool { return fr.down.Load() >= down+5 })
+	if !a.Connected() || fr.accepts.Load() != 1 || e.conn.Connections() != 1 {
+		t.Fatalf("the answering adapter was dropped (connected %v, %d dials, %d connections)", a.Connected(), fr.accepts.Load(), e.conn.Connections())
 	}
 }
 

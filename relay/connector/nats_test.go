@@ -1,10 +1,9 @@
 package connector_test
 
 import (
-	"fmt"
+	"bufio"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -18,7 +17,8 @@ import (
 	"github.com/caduceus-dev/caduceus/relay/connector"
 )
 
-// startNATS runs a nats-server on a free loopback port for the test.
+// startNATS runs a nats-server on a port of its choosing on loopback for
+// the test, and returns its URL once the server says it is ready.
 func startNATS(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
@@ -28,30 +28,47 @@ func startNATS(t *testing.T) string {
 		}
 		t.Skip("nats-server is not installed; the NATS router needs it for this test")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", "-1") // -1: a random free port
+	logs, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if nc, err := nats.Connect(url); err == nil {
-			nc.Close()
-			return url
+	// The server logs the address it listens on, then that it is ready.
+	ready := make(chan string, 1)
+	go func() {
+		addr := ""
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			line := sc.Text()
+			if _, a, ok := strings.Cut(line, "Listening for client connections on "); ok {
+				addr = strings.TrimSpace(a)
+			}
+			if strings.Contains(line, "Server is ready") {
+				ready <- addr
+				break
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nats-server did not start")
+		_, _ = io.Copy(io.Discard, logs) // keep the pipe drained
+		close(ready)
+	}()
+	select {
+	case addr, ok := <-ready:
+		if !ok || addr == "" {
+			t.Fatal("nats-server exited before it was ready")
 		}
+		return "nats://" + addr
+	case <-time.After(10 * time.Second):
+		t.Fatal("nats-server did not say it was ready")
+		return ""
 	}
 }
 
-func natsRouter(t *testing.T, url string) *connector.NATSRouter {
+// natsRouter returns a router of its own process on its own connection.
+func natsRouter(t *testing.T, url string) (*connector.NATSRouter, *nats.Conn) {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -62,7 +79,31 @@ func natsRouter(t *testing.T, url string) *connector.NATSRouter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close(); nc.Close() })
-	return r
+	return r, nc
+}
+
+// settle returns once every claim from's router published so far has been
+// applied by to's: from's publications reach the server (a flush is a round
+// trip behind them), to has read what the server sent it before (likewise),
+// and to's subscriptions have handled it (a barrier runs after the
+// messages its subscriptions were given).
+func settle(t *testing.T, from, to *nats.Conn) {
+	t.Helper()
+	if err := from.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := to.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	if err := to.Barrier(func() { close(done) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the router's subscriptions did not reach the barrier")
+	}
 }
 
 // Two connector processes share one store and NATS: a session owned by a
@@ -71,7 +112,8 @@ func natsRouter(t *testing.T, url string) *connector.NATSRouter {
 // follow up in it.
 func TestNATSRoutingAcrossProcesses(t *testing.T) {
 	url := startNATS(t)
-	r1, r2 := natsRouter(t, url), natsRouter(t, url)
+	r1, nc1 := natsRouter(t, url)
+	r2, nc2 := natsRouter(t, url)
 	e := newEnv(t, func(c *connector.Config) { c.Router = r1 })
 	// The second process: same configuration and store, its own router.
 	cfg2 := e.config
@@ -93,13 +135,9 @@ func TestNATSRoutingAcrossProcesses(t *testing.T) {
 	if in := g1.next(t); in.SessionKey != key {
 		t.Fatalf("key %q", in.SessionKey)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if o, _, ok := r2.Owner(slot1, key); ok && o.ID() != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second process never learned the owner")
-		}
+	settle(t, nc1, nc2)
+	if o, _, ok := r2.Owner(slot1, key); !ok || o.ID() == "" {
+		t.Fatal("the second process did not learn the owner")
 	}
 	// An interrupt sent through the second process reaches the owner on the first.
 	if err := g2.Interrupt(t.Context(), key, "stop"); err != nil {
@@ -129,12 +167,14 @@ func TestNATSRoutingAcrossProcesses(t *testing.T) {
 	}
 	// When the owner goes away the second process forgets it.
 	_ = g1.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, _, ok := r2.Owner(slot1, key); !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second process kept a gone owner")
-		}
+	// The first process forgets the connection (announcing it) before it
+	// releases the connection's leases.
+	e.await(t, "the first process to let go of the owner", func() bool {
+		_, _, ok := r1.Owner(slot1, key)
+		return !ok && e.conn.Connections() == 0
+	})
+	settle(t, nc1, nc2)
+	if _, _, ok := r2.Owner(slot1, key); ok {
+		t.Fatal("the second process kept a gone owner")
 	}
 }

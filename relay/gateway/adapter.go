@@ -117,6 +117,7 @@ type link struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	ended  chan struct{} // closed once the adapter has let go of the link
 	status websocket.StatusCode
 	reason string
 }
@@ -247,7 +248,7 @@ func (a *Adapter) dial(ctx context.Context) (*link, error) {
 	}
 	ws.SetReadLimit(relay.MaxFrameBytes + 1024)
 	lctx, lcancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &link{ws: ws, ctx: lctx, cancel: lcancel, done: make(chan struct{})}
+	l := &link{ws: ws, ctx: lctx, cancel: lcancel, done: make(chan struct{}), ended: make(chan struct{})}
 	var hello []byte
 	for _, id := range a.cfg.Identities {
 		f := relay.Frame{Type: relay.FrameHello, Platform: id.Platform, BotID: id.BotID}
@@ -324,6 +325,7 @@ func (a *Adapter) wait(l *link) {
 	waiting := a.pending
 	a.pending = map[string]chan relay.Result{}
 	a.mu.Unlock()
+	close(l.ended)
 	for _, ch := range waiting {
 		ch <- relay.Failure(relay.ErrTextNotConnected)
 	}
@@ -491,6 +493,24 @@ func (a *Adapter) WaitConnected(ctx context.Context) error {
 	a.mu.Unlock()
 	select {
 	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitDisconnected blocks until the connection of the moment has ended
+// (Connected reports false from then on, until a new dial completes), or
+// ctx ends. Without a connection it returns at once.
+func (a *Adapter) WaitDisconnected(ctx context.Context) error {
+	a.mu.Lock()
+	l := a.cur
+	a.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	select {
+	case <-l.ended:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
