@@ -106,22 +106,9 @@ func Verify(ctx context.Context, src Source, progress func(checked int64), tenan
 // checkpoint's record (truncated, rewound or rewritten).
 func VerifyWith(ctx context.Context, src Source, opt Options) (Report, error) {
 	var rep Report
-	tenants := opt.Tenants
-	if len(tenants) == 0 {
-		var err error
-		if tenants, err = src.Tenants(ctx); err != nil {
-			return rep, err
-		}
-		// A checkpoint's tenant whose every record is gone is still
-		// verified (and found short).
-		if opt.Checkpoint != nil {
-			for _, h := range opt.Checkpoint.Heads {
-				if !slices.Contains(tenants, h.Tenant) {
-					tenants = append(tenants, h.Tenant)
-				}
-			}
-			slices.Sort(tenants)
-		}
+	tenants, err := tenantsToVerify(ctx, src, opt)
+	if err != nil {
+		return rep, err
 	}
 	anchors := map[contract.TenantSlot]End{}
 	cpName := ""
@@ -133,78 +120,134 @@ func VerifyWith(ctx context.Context, src Source, opt Options) (Report, error) {
 	}
 	for _, tenant := range tenants {
 		rep.Tenants++
-		headSeq, headHash, headFound, err := findHead(ctx, src, tenant)
-		if err != nil {
+		w := &chainWalk{tenant: tenant, cpName: cpName, progress: opt.Progress, rep: &rep}
+		w.anchor, w.anchored = anchors[tenant]
+		end, err := w.verify(ctx, src)
+		if err != nil || rep.Break != nil {
 			return rep, err
 		}
-		anchor, anchored := anchors[tenant]
-		prev := Genesis
-		next := int64(1)
-		brk := func(r Row, reason string) error {
-			rep.Break = &Break{Tenant: tenant, Seq: r.Seq, ID: r.ID, Reason: reason}
-			return errStop
-		}
-		err = src.Scan(ctx, tenant, func(r Row) error {
-			if r.Seq != next {
-				return brk(r, fmt.Sprintf("expected seq %d, found %d: a record was removed", next, r.Seq))
-			}
-			if r.PrevHash != prev {
-				return brk(r, "prev_hash does not match the previous record's hash")
-			}
-			h, err := Link(prev, r.Body)
-			if err != nil {
-				return brk(r, err.Error())
-			}
-			if h != r.Hash {
-				return brk(r, "hash does not match the record body: the record was altered")
-			}
-			if reason := columnsMatch(r); reason != "" {
-				return brk(r, reason)
-			}
-			if anchored && r.Seq == anchor.Seq && h != anchor.Hash {
-				rep.Break = &Break{Tenant: tenant, Seq: r.Seq, ID: r.ID, Checkpoint: cpName,
-					Reason: fmt.Sprintf("record %s at seq %d hashes to %s but the checkpoint signed %s: the history was rewritten", r.ID, r.Seq, h, anchor.Hash)}
-				return errStop
-			}
-			prev = h
-			next++
-			rep.Records++
-			if opt.Progress != nil && rep.Records%10000 == 0 {
-				opt.Progress(rep.Records)
-			}
-			return nil
-		})
-		if err == errStop {
-			return rep, nil
-		}
-		if err != nil {
-			return rep, err
-		}
-		last := next - 1
-		switch {
-		case !headFound && last > 0:
-			rep.Break = &Break{Tenant: tenant, Seq: last, Reason: fmt.Sprintf("the chain has %d records but no head row: the head was removed", last)}
-			return rep, nil
-		case headFound && last < headSeq:
-			rep.Break = &Break{Tenant: tenant, Seq: next, Reason: fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", last, headSeq)}
-			return rep, nil
-		case headFound && last > headSeq:
-			rep.Break = &Break{Tenant: tenant, Seq: headSeq, Reason: fmt.Sprintf("head is seq %d but the chain goes on to seq %d: the head was rewound", headSeq, last)}
-			return rep, nil
-		case headFound && last > 0 && prev != headHash:
-			rep.Break = &Break{Tenant: tenant, Seq: last, Reason: fmt.Sprintf("head hash %s disagrees with the chain's last hash %s", headHash, prev)}
-			return rep, nil
-		}
-		if anchored && last < anchor.Seq {
-			rep.Break = &Break{Tenant: tenant, Seq: next, Checkpoint: cpName,
-				Reason: fmt.Sprintf("the chain ends at seq %d but the checkpoint signed seq %d: records were removed (truncated or rewound)", last, anchor.Seq)}
-			return rep, nil
-		}
-		if last > 0 {
-			rep.Ends = append(rep.Ends, End{Tenant: tenant, Seq: last, Hash: prev})
+		if end.Seq > 0 {
+			rep.Ends = append(rep.Ends, end)
 		}
 	}
 	return rep, nil
+}
+
+// tenantsToVerify is opt.Tenants, else every tenant of src plus those of
+// the checkpoint: a checkpoint's tenant whose every record is gone is still
+// verified (and found short).
+func tenantsToVerify(ctx context.Context, src Source, opt Options) ([]contract.TenantSlot, error) {
+	if len(opt.Tenants) > 0 {
+		return opt.Tenants, nil
+	}
+	tenants, err := src.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Checkpoint != nil {
+		for _, h := range opt.Checkpoint.Heads {
+			if !slices.Contains(tenants, h.Tenant) {
+				tenants = append(tenants, h.Tenant)
+			}
+		}
+		slices.Sort(tenants)
+	}
+	return tenants, nil
+}
+
+// chainWalk verifies one tenant's chain, record by record, into rep.
+type chainWalk struct {
+	tenant   contract.TenantSlot
+	anchor   End // the checkpoint's head of this tenant, when anchored
+	anchored bool
+	cpName   string
+	progress func(checked int64)
+	rep      *Report
+
+	prev string // the hash of the last verified record
+	next int64  // the seq the next record must have
+}
+
+// verify walks the chain and checks its head and the checkpoint's anchor.
+// It returns the chain's verified end, or sets rep.Break.
+func (w *chainWalk) verify(ctx context.Context, src Source) (End, error) {
+	headSeq, headHash, headFound, err := findHead(ctx, src, w.tenant)
+	if err != nil {
+		return End{}, err
+	}
+	w.prev, w.next = Genesis, 1
+	err = src.Scan(ctx, w.tenant, w.link)
+	if err == errStop {
+		return End{}, nil
+	}
+	if err != nil {
+		return End{}, err
+	}
+	last := w.next - 1
+	if b := w.headBreak(last, headSeq, headHash, headFound); b != nil {
+		w.rep.Break = b
+		return End{}, nil
+	}
+	if w.anchored && last < w.anchor.Seq {
+		w.rep.Break = &Break{Tenant: w.tenant, Seq: w.next, Checkpoint: w.cpName,
+			Reason: fmt.Sprintf("the chain ends at seq %d but the checkpoint signed seq %d: records were removed (truncated or rewound)", last, w.anchor.Seq)}
+		return End{}, nil
+	}
+	return End{Tenant: w.tenant, Seq: last, Hash: w.prev}, nil
+}
+
+// link checks one record against the chain so far: its seq, its prev_hash,
+// its hash over its body, its stored columns, and the checkpoint's hash at
+// the anchor's seq.
+func (w *chainWalk) link(r Row) error {
+	brk := func(reason string) error {
+		w.rep.Break = &Break{Tenant: w.tenant, Seq: r.Seq, ID: r.ID, Reason: reason}
+		return errStop
+	}
+	if r.Seq != w.next {
+		return brk(fmt.Sprintf("expected seq %d, found %d: a record was removed", w.next, r.Seq))
+	}
+	if r.PrevHash != w.prev {
+		return brk("prev_hash does not match the previous record's hash")
+	}
+	h, err := Link(w.prev, r.Body)
+	if err != nil {
+		return brk(err.Error())
+	}
+	if h != r.Hash {
+		return brk("hash does not match the record body: the record was altered")
+	}
+	if reason := columnsMatch(r); reason != "" {
+		return brk(reason)
+	}
+	if w.anchored && r.Seq == w.anchor.Seq && h != w.anchor.Hash {
+		w.rep.Break = &Break{Tenant: w.tenant, Seq: r.Seq, ID: r.ID, Checkpoint: w.cpName,
+			Reason: fmt.Sprintf("record %s at seq %d hashes to %s but the checkpoint signed %s: the history was rewritten", r.ID, r.Seq, h, w.anchor.Hash)}
+		return errStop
+	}
+	w.prev = h
+	w.next++
+	w.rep.Records++
+	if w.progress != nil && w.rep.Records%10000 == 0 {
+		w.progress(w.rep.Records)
+	}
+	return nil
+}
+
+// headBreak checks the head row against the chain that ends at seq last:
+// present when there are records, at the same seq, with the same hash.
+func (w *chainWalk) headBreak(last, headSeq int64, headHash string, headFound bool) *Break {
+	switch {
+	case !headFound && last > 0:
+		return &Break{Tenant: w.tenant, Seq: last, Reason: fmt.Sprintf("the chain has %d records but no head row: the head was removed", last)}
+	case headFound && last < headSeq:
+		return &Break{Tenant: w.tenant, Seq: w.next, Reason: fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", last, headSeq)}
+	case headFound && last > headSeq:
+		return &Break{Tenant: w.tenant, Seq: headSeq, Reason: fmt.Sprintf("head is seq %d but the chain goes on to seq %d: the head was rewound", headSeq, last)}
+	case headFound && last > 0 && w.prev != headHash:
+		return &Break{Tenant: w.tenant, Seq: last, Reason: fmt.Sprintf("head hash %s disagrees with the chain's last hash %s", headHash, w.prev)}
+	}
+	return nil
 }
 
 func findHead(ctx context.Context, src Source, t contract.TenantSlot) (int64, string, bool, error) {

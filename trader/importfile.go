@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"go.yaml.in/yaml/v3"
@@ -161,97 +162,25 @@ func (s *Service) importFile(ctx context.Context, caller contract.Caller, data [
 	if err != nil {
 		return ImportResult{}, err
 	}
-	for i, c := range f.Concerns {
-		if err := checkConcern(Concern{ConcernID: c.ConcernID, ExecutionState: c.ExecutionState}); err != nil {
-			return ImportResult{}, prefixField(err, fmt.Sprintf("concerns[%d]", i))
-		}
+	wanted, err := s.checkImport(f)
+	if err != nil {
+		return ImportResult{}, err
 	}
-	wanted := make([]Strategy, len(f.Strategies))
-	for i, fs := range f.Strategies {
-		st := Strategy{ID: fs.ID, AccountID: fs.AccountID, MarketSymbol: fs.MarketSymbol, Name: fs.Name, Status: fs.Status, RiskMode: fs.RiskMode}
-		if st.RiskMode == "" {
-			st.RiskMode = s.risk[0]
-		}
-		if fs.Runnable == nil {
-			return ImportResult{}, contract.FieldError(fmt.Sprintf("strategies[%d].runnable", i), CodeMissingField, "trader: strategy %s: runnable is required", clip(fs.ID, 64))
-		}
-		st.Runnable = *fs.Runnable
-		if err := s.checkStrategy(st); err != nil {
-			return ImportResult{}, prefixField(err, fmt.Sprintf("strategies[%d]", i))
-		}
-		wanted[i] = st
-	}
-	// Demotions first: the unique index on current strategies is checked per
-	// statement, so a strategy leaves "current" before another enters it.
-	slices.SortStableFunc(wanted, func(a, b Strategy) int {
-		return boolInt(a.Status.Current()) - boolInt(b.Status.Current())
-	})
-
 	var res ImportResult
 	var refusal error
 	err = s.store.InTx(ctx, caller.Identity.TenantSlot, func(tx Tx) error {
 		res, refusal = ImportResult{}, nil
 		now := stamp(s.now())
-		for _, fc := range f.Concerns {
-			old, ok, err := tx.LockConcern(ctx, fc.ConcernID)
-			switch {
-			case err != nil:
-				return err
-			case !ok:
-				res.ConcernsCreated++
-				err = tx.InsertConcern(ctx, Concern{ConcernID: fc.ConcernID, ExecutionState: fc.ExecutionState, Revision: 1, UpdatedAt: now})
-			case old.ExecutionState == fc.ExecutionState:
-				res.Unchanged++
-			default:
-				res.ConcernsUpdated++
-				next := old
-				next.ExecutionState, next.Revision, next.UpdatedAt = fc.ExecutionState, old.Revision+1, now
-				err = tx.UpdateConcern(ctx, next, old.Revision)
-			}
-			if err != nil {
-				return err
-			}
+		if err := importConcerns(ctx, tx, f.Concerns, now, &res); err != nil {
+			return err
 		}
 		for _, st := range wanted {
-			if err := ensureConcern(ctx, tx, st.ConcernID(), now); err != nil {
-				return err
-			}
-			old, ok, err := tx.Strategy(ctx, st.ID)
-			if err != nil {
-				return err
-			}
-			if ok && (old.AccountID != st.AccountID || old.MarketSymbol != st.MarketSymbol) {
-				refusal = contract.FieldError("strategies", "immutable_field", "trader: strategy %s belongs to %s; an import cannot move it to %s", st.ID, old.ConcernID(), st.ConcernID())
-				return refusal
-			}
-			if ok && old.Name == st.Name && old.Status == st.Status && old.Runnable == st.Runnable && old.RiskMode == st.RiskMode {
-				res.Unchanged++
-				continue
-			}
-			if refusal, err = s.checkCurrent(ctx, tx, st); err != nil {
+			var err error
+			if refusal, err = s.importStrategy(ctx, tx, st, now, &res); err != nil {
 				return err
 			}
 			if refusal != nil {
-				refusal = contract.FieldError("strategies", "concern_has_current", "%s", contract.AsError(refusal).Message)
 				return refusal
-			}
-			st.UpdatedAt = now
-			if ok {
-				res.StrategiesUpdated++
-				st.Revision = old.Revision + 1
-				err = tx.UpdateStrategy(ctx, st, old.Revision)
-			} else {
-				res.StrategiesCreated++
-				st.Revision = 1
-				err = tx.InsertStrategy(ctx, st)
-			}
-			if err != nil {
-				return err
-			}
-			if !ok || old.Status != st.Status || old.RiskMode != st.RiskMode {
-				if _, err := s.rt.Reconcile(ctx, tx, st); err != nil {
-					return err
-				}
 			}
 		}
 		reason := "import"
@@ -269,6 +198,110 @@ func (s *Service) importFile(ctx context.Context, caller contract.Caller, data [
 		return ImportResult{}, err
 	}
 	return res, nil
+}
+
+// checkImport checks every entry of f before anything is read or written
+// and returns the strategies as they are to be stored (risk mode defaulted),
+// demotions first: the unique index on current strategies is checked per
+// statement, so a strategy leaves "current" before another enters it.
+func (s *Service) checkImport(f File) ([]Strategy, error) {
+	for i, c := range f.Concerns {
+		if err := checkConcern(Concern{ConcernID: c.ConcernID, ExecutionState: c.ExecutionState}); err != nil {
+			return nil, prefixField(err, fmt.Sprintf("concerns[%d]", i))
+		}
+	}
+	wanted := make([]Strategy, len(f.Strategies))
+	for i, fs := range f.Strategies {
+		st := Strategy{ID: fs.ID, AccountID: fs.AccountID, MarketSymbol: fs.MarketSymbol, Name: fs.Name, Status: fs.Status, RiskMode: fs.RiskMode}
+		if st.RiskMode == "" {
+			st.RiskMode = s.risk[0]
+		}
+		if fs.Runnable == nil {
+			return nil, contract.FieldError(fmt.Sprintf("strategies[%d].runnable", i), CodeMissingField, "trader: strategy %s: runnable is required", clip(fs.ID, 64))
+		}
+		st.Runnable = *fs.Runnable
+		if err := s.checkStrategy(st); err != nil {
+			return nil, prefixField(err, fmt.Sprintf("strategies[%d]", i))
+		}
+		wanted[i] = st
+	}
+	slices.SortStableFunc(wanted, func(a, b Strategy) int {
+		return boolInt(a.Status.Current()) - boolInt(b.Status.Current())
+	})
+	return wanted, nil
+}
+
+// importConcerns creates the file's concerns that are new and updates those
+// whose execution state differs; the others are counted unchanged.
+func importConcerns(ctx context.Context, tx Tx, concerns []FileConcern, now time.Time, res *ImportResult) error {
+	for _, fc := range concerns {
+		old, ok, err := tx.LockConcern(ctx, fc.ConcernID)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			res.ConcernsCreated++
+			err = tx.InsertConcern(ctx, Concern{ConcernID: fc.ConcernID, ExecutionState: fc.ExecutionState, Revision: 1, UpdatedAt: now})
+		case old.ExecutionState == fc.ExecutionState:
+			res.Unchanged++
+		default:
+			res.ConcernsUpdated++
+			next := old
+			next.ExecutionState, next.Revision, next.UpdatedAt = fc.ExecutionState, old.Revision+1, now
+			err = tx.UpdateConcern(ctx, next, old.Revision)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importStrategy creates or updates one strategy (its concern created
+// healthy when missing) and reconciles it when its status or risk mode
+// changed; one that holds the same values is counted unchanged. It returns
+// a refusal (the whole import is) for a strategy moved to another concern
+// or a second current strategy on a concern.
+func (s *Service) importStrategy(ctx context.Context, tx Tx, st Strategy, now time.Time, res *ImportResult) (refusal, err error) {
+	if err := ensureConcern(ctx, tx, st.ConcernID(), now); err != nil {
+		return nil, err
+	}
+	old, ok, err := tx.Strategy(ctx, st.ID)
+	if err != nil {
+		return nil, err
+	}
+	if ok && (old.AccountID != st.AccountID || old.MarketSymbol != st.MarketSymbol) {
+		return contract.FieldError("strategies", "immutable_field", "trader: strategy %s belongs to %s; an import cannot move it to %s", st.ID, old.ConcernID(), st.ConcernID()), nil
+	}
+	if ok && old.Name == st.Name && old.Status == st.Status && old.Runnable == st.Runnable && old.RiskMode == st.RiskMode {
+		res.Unchanged++
+		return nil, nil
+	}
+	if refusal, err = s.checkCurrent(ctx, tx, st); err != nil || refusal != nil {
+		if refusal != nil {
+			refusal = contract.FieldError("strategies", "concern_has_current", "%s", contract.AsError(refusal).Message)
+		}
+		return refusal, err
+	}
+	st.UpdatedAt = now
+	if ok {
+		res.StrategiesUpdated++
+		st.Revision = old.Revision + 1
+		err = tx.UpdateStrategy(ctx, st, old.Revision)
+	} else {
+		res.StrategiesCreated++
+		st.Revision = 1
+		err = tx.InsertStrategy(ctx, st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ok || old.Status != st.Status || old.RiskMode != st.RiskMode {
+		if _, err := s.rt.Reconcile(ctx, tx, st); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 func boolInt(b bool) int {
