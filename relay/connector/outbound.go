@@ -52,7 +52,10 @@ func (c *Connector) outbound(ctx context.Context, k *conn, f relay.Frame) relay.
 }
 
 // act performs the action. reason is set when the connector refused it
-// (as opposed to the platform failing it).
+// (as opposed to the platform failing it). The checks every op shares come
+// first: a hello for the identity, a known edge, the op known (and, for the
+// optional ones, supported by the platform), a chat bound to the tenant
+// for the ops that name one; then the op's own function.
 func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *relay.Action, d *delivery) (relay.Result, string) {
 	if !k.said(platform, bot) {
 		return relay.Failure("relay: no hello for " + platform + " " + bot), "not_hello"
@@ -61,125 +64,153 @@ func (c *Connector) act(ctx context.Context, k *conn, platform, bot string, a *r
 	if e == nil {
 		return relay.Failure("relay: unknown platform or bot"), "unknown_bot"
 	}
-	needChat := func() (relay.Result, string, bool) {
-		if a.ChatID == "" {
-			return relay.Failure("relay: " + a.Op + " needs chat_id"), "invalid", false
-		}
-		if ok, err := c.chatAllowed(ctx, k.tenant, e, a.ChatID); err != nil {
-			c.log.Error("relay: chat binding lookup", "err", err)
-			return relay.Failure("relay: internal error"), "internal", false
-		} else if !ok {
-			return relay.Declined(e.platform), "chat_not_bound", false
-		}
-		return relay.Result{}, "", true
+	op, known := outboundOp(a.Op)
+	if !known || (op.optional && !e.desc.Supports(a.Op)) {
+		return relay.Failure("relay: unsupported op " + a.Op), "unsupported_op"
 	}
-	switch a.Op {
+	if op.needsChat {
+		if r, why, ok := c.chatBound(ctx, k, e, a); !ok {
+			return r, why
+		}
+	}
+	return op.do(c, ctx, k, e, a, d)
+}
+
+// opHandler performs one outbound op after act's shared checks.
+type opHandler func(c *Connector, ctx context.Context, k *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string)
+
+// opSpec is how act treats an op: whether it names a chat that must be
+// bound to the tenant, whether the platform may lack it (the descriptor
+// says), and its function.
+type opSpec struct {
+	needsChat bool
+	optional  bool
+	do        opHandler
+}
+
+// outboundOp is the spec of op; known is false for an op the connector
+// does not perform.
+func outboundOp(op string) (spec opSpec, known bool) {
+	switch op {
 	case relay.OpSend:
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
-		d.Chunks = len(chunks)
-		var last string
-		for i, chunk := range chunks {
-			replyTo := ""
-			if i == 0 {
-				replyTo = a.ReplyTo
-			}
-			id, err := e.send(ctx, a.ChatID, chunk, replyTo, a.Metadata)
-			if err != nil {
-				return relay.Failure(failText(err, i, len(chunks))), ""
-			}
-			last = id
-		}
-		return relay.Result{Success: true, MessageID: last}, ""
+		return opSpec{needsChat: true, do: (*Connector).sendText}, true
 	case relay.OpEdit:
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		if a.MessageID == "" {
-			return relay.Failure("relay: edit needs message_id"), "invalid"
-		}
-		if n := relay.Len(a.Content, e.desc.LenUnit); n > e.desc.MaxMessageLength {
-			return relay.Failure(fmt.Sprintf("relay: edit content is %d %s, over the limit of %d", n, e.desc.LenUnit, e.desc.MaxMessageLength)), "invalid"
-		}
-		if err := e.edit(ctx, a.ChatID, a.MessageID, a.Content); err != nil {
-			return relay.Failure(err.Error()), ""
-		}
-		return relay.Result{Success: true, MessageID: a.MessageID}, ""
+		return opSpec{needsChat: true, do: (*Connector).editText}, true
 	case relay.OpTyping:
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		if err := e.typing(ctx, a.ChatID, a.Metadata); err != nil {
-			return relay.Failure(err.Error()), ""
-		}
-		return relay.Result{Success: true}, ""
+		return opSpec{needsChat: true, do: (*Connector).sendTyping}, true
 	case relay.OpGetChatInfo:
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		name, typ, err := e.chatInfo(ctx, a.ChatID)
-		if err != nil {
-			return relay.Failure(err.Error()), ""
-		}
-		return relay.Result{Success: true, Name: name, Type: typ, ChatInfo: &relay.ChatInfo{Name: name, Type: typ}}, ""
+		return opSpec{needsChat: true, do: (*Connector).getChatInfo}, true
 	case relay.OpFollowUp:
-		if !e.desc.Supports(a.Op) {
-			break
-		}
-		return c.followUp(ctx, k, e, a, d)
+		return opSpec{optional: true, do: (*Connector).followUp}, true
 	case relay.OpReact, relay.OpDelete:
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		if a.MessageID == "" {
-			return relay.Failure("relay: " + a.Op + " needs message_id"), "invalid"
-		}
-		var err error
-		if a.Op == relay.OpReact {
-			if a.Emoji == "" {
-				return relay.Failure("relay: react needs emoji"), "invalid"
-			}
-			err = e.react(ctx, a.ChatID, a.MessageID, a.Emoji, a.Remove)
-		} else {
-			err = e.delete(ctx, a.ChatID, a.MessageID)
-		}
-		if err != nil {
-			return relay.Failure(err.Error()), ""
-		}
-		return relay.Result{Success: true, MessageID: a.MessageID}, ""
+		return opSpec{needsChat: true, do: (*Connector).reactOrDelete}, true
 	case relay.OpPrompt:
-		if !e.desc.Supports(a.Op) {
-			break
-		}
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		return c.prompt(ctx, e, a, d)
+		return opSpec{needsChat: true, optional: true, do: func(c *Connector, ctx context.Context, _ *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+			return c.prompt(ctx, e, a, d)
+		}}, true
 	case relay.OpSendMedia:
-		if !e.desc.Supports(a.Op) {
-			break
-		}
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		return c.sendMedia(ctx, k, e, a, d)
+		return opSpec{needsChat: true, optional: true, do: (*Connector).sendMedia}, true
 	case relay.OpThreadMake, relay.OpThreadName:
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		return c.thread(ctx, k, e, a)
+		return opSpec{needsChat: true, do: func(c *Connector, ctx context.Context, k *conn, e *edge, a *relay.Action, _ *delivery) (relay.Result, string) {
+			return c.thread(ctx, k, e, a)
+		}}, true
 	case relay.OpDraft:
-		if r, why, ok := needChat(); !ok {
-			return r, why
-		}
-		if a.DraftID == nil {
-			return relay.Failure("relay: draft needs draft_id"), "invalid"
-		}
-		return c.draft(ctx, k, e, a, d)
+		return opSpec{needsChat: true, do: func(c *Connector, ctx context.Context, k *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+			if a.DraftID == nil {
+				return relay.Failure("relay: draft needs draft_id"), "invalid"
+			}
+			return c.draft(ctx, k, e, a, d)
+		}}, true
 	}
-	return relay.Failure("relay: unsupported op " + a.Op), "unsupported_op"
+	return opSpec{}, false
+}
+
+// chatBound checks that the action names a chat and that the chat is bound
+// to the connection's tenant.
+func (c *Connector) chatBound(ctx context.Context, k *conn, e *edge, a *relay.Action) (relay.Result, string, bool) {
+	if a.ChatID == "" {
+		return relay.Failure("relay: " + a.Op + " needs chat_id"), "invalid", false
+	}
+	ok, err := c.chatAllowed(ctx, k.tenant, e, a.ChatID)
+	if err != nil {
+		c.log.Error("relay: chat binding lookup", "err", err)
+		return relay.Failure("relay: internal error"), "internal", false
+	}
+	if !ok {
+		return relay.Declined(e.platform), "chat_not_bound", false
+	}
+	return relay.Result{}, "", true
+}
+
+// sendText sends content, split to the platform's limit; the first chunk
+// replies to reply_to, and the result names the last chunk.
+func (c *Connector) sendText(ctx context.Context, _ *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+	chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
+	d.Chunks = len(chunks)
+	var last string
+	for i, chunk := range chunks {
+		replyTo := ""
+		if i == 0 {
+			replyTo = a.ReplyTo
+		}
+		id, err := e.send(ctx, a.ChatID, chunk, replyTo, a.Metadata)
+		if err != nil {
+			return relay.Failure(failText(err, i, len(chunks))), ""
+		}
+		last = id
+	}
+	return relay.Result{Success: true, MessageID: last}, ""
+}
+
+// editText replaces a message's content; content over the platform's limit
+// is refused before the platform is called.
+func (c *Connector) editText(ctx context.Context, _ *conn, e *edge, a *relay.Action, _ *delivery) (relay.Result, string) {
+	if a.MessageID == "" {
+		return relay.Failure("relay: edit needs message_id"), "invalid"
+	}
+	if n := relay.Len(a.Content, e.desc.LenUnit); n > e.desc.MaxMessageLength {
+		return relay.Failure(fmt.Sprintf("relay: edit content is %d %s, over the limit of %d", n, e.desc.LenUnit, e.desc.MaxMessageLength)), "invalid"
+	}
+	if err := e.edit(ctx, a.ChatID, a.MessageID, a.Content); err != nil {
+		return relay.Failure(err.Error()), ""
+	}
+	return relay.Result{Success: true, MessageID: a.MessageID}, ""
+}
+
+func (c *Connector) sendTyping(ctx context.Context, _ *conn, e *edge, a *relay.Action, _ *delivery) (relay.Result, string) {
+	if err := e.typing(ctx, a.ChatID, a.Metadata); err != nil {
+		return relay.Failure(err.Error()), ""
+	}
+	return relay.Result{Success: true}, ""
+}
+
+func (c *Connector) getChatInfo(ctx context.Context, _ *conn, e *edge, a *relay.Action, _ *delivery) (relay.Result, string) {
+	name, typ, err := e.chatInfo(ctx, a.ChatID)
+	if err != nil {
+		return relay.Failure(err.Error()), ""
+	}
+	return relay.Result{Success: true, Name: name, Type: typ, ChatInfo: &relay.ChatInfo{Name: name, Type: typ}}, ""
+}
+
+// reactOrDelete adds or removes a reaction (react needs an emoji) or
+// deletes a message.
+func (c *Connector) reactOrDelete(ctx context.Context, _ *conn, e *edge, a *relay.Action, _ *delivery) (relay.Result, string) {
+	if a.MessageID == "" {
+		return relay.Failure("relay: " + a.Op + " needs message_id"), "invalid"
+	}
+	var err error
+	if a.Op == relay.OpReact {
+		if a.Emoji == "" {
+			return relay.Failure("relay: react needs emoji"), "invalid"
+		}
+		err = e.react(ctx, a.ChatID, a.MessageID, a.Emoji, a.Remove)
+	} else {
+		err = e.delete(ctx, a.ChatID, a.MessageID)
+	}
+	if err != nil {
+		return relay.Failure(err.Error()), ""
+	}
+	return relay.Result{Success: true, MessageID: a.MessageID}, ""
 }
 
 // followUp resolves the capability from the vault by (the connection's

@@ -24,88 +24,20 @@ const discordMaxContent = 2000
 // connector. A caption over the platform's caption limit goes as text
 // messages after the file. The result's message_id is the file's message.
 func (c *Connector) sendMedia(ctx context.Context, k *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
-	if a.SourceURL == "" {
-		return relay.Failure("relay: send_media needs source_url"), "invalid"
+	m, bad := c.mediaOf(k, a)
+	if bad != "" {
+		return relay.Failure(bad), "invalid"
 	}
-	u, err := url.Parse(a.SourceURL)
-	if err != nil {
-		return relay.Failure("relay: send_media: source_url is not a URL"), "invalid"
-	}
-	var file *mediaItem
-	if id, ok := strings.CutPrefix(u.Path, "/relay/media/"); ok && id != "" && !strings.Contains(id, "/") {
-		it, ok := c.media.get(k.tenant, id, c.now())
-		if !ok {
-			return relay.Failure("relay: send_media: media " + id + " is not stored for this tenant (expired, or never uploaded)"), "invalid"
-		}
-		file = it
-	} else if u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
-		return relay.Failure("relay: send_media: source_url must be /relay/media/{id} or an http(s) URL"), "invalid"
-	}
-	kind := a.MediaKind
-	switch kind {
-	case "image", "voice", "video", "document", "audio":
-	case "":
-		kind = "document"
-	default:
-		return relay.Failure("relay: send_media: media_kind must be image, voice, video or document"), "invalid"
-	}
-	name := a.Filename
-	if file != nil {
-		if name == "" {
-			name = file.filename
-		}
-		if name == "" {
-			name = "media"
-			if exts, _ := mime.ExtensionsByType(file.mime); len(exts) > 0 {
-				name += exts[0]
-			}
-		}
-	}
-	if strings.ContainsAny(name, "/\\\x00\r\n") || len([]rune(name)) > 255 {
-		return relay.Failure("relay: send_media: filename must be a file name of at most 255 characters"), "invalid"
-	}
-
-	caption, rest := a.Content, ""
-	var id string
+	var id, rest string
+	var err error
 	switch e.platform {
 	case discord.Platform:
-		if file == nil {
-			// A public URL: posted after the caption; Discord previews it.
-			chunks := relay.Split(strings.TrimSpace(a.Content+"\n"+a.SourceURL), e.desc.MaxMessageLength, e.desc.LenUnit)
-			d.Chunks = len(chunks)
-			for i, chunk := range chunks {
-				replyTo := ""
-				if i == 0 {
-					replyTo = a.ReplyTo
-				}
-				mid, err := e.discord.Send(ctx, a.ChatID, chunk, replyTo)
-				if err != nil {
-					return relay.Failure(failText(err, i, len(chunks))), ""
-				}
-				if id == "" {
-					id = mid
-				}
-			}
-			return relay.Result{Success: true, MessageID: id}, ""
+		if m.file == nil {
+			return sendLinkDiscord(ctx, e, a, d)
 		}
-		if relay.Len(caption, e.desc.LenUnit) > discordMaxContent {
-			caption, rest = "", a.Content
-		}
-		id, err = e.discord.SendFile(ctx, a.ChatID, caption, a.ReplyTo, name, file.mime, file.data)
+		id, rest, err = sendFileDiscord(ctx, e, a, m)
 	case telegram.Platform:
-		if relay.Len(caption, relay.LenUTF16) > telegram.MaxCaption {
-			caption, rest = "", a.Content
-		}
-		f := telegram.MediaFile{URL: a.SourceURL}
-		if file != nil {
-			f = telegram.MediaFile{Data: file.data, Filename: name, Mime: file.mime}
-		}
-		o := telegram.SendOptions{ThreadID: metaString(a.Metadata, "thread_id"), ReplyTo: a.ReplyTo, ParseMode: e.parseMode}
-		id, err = e.telegram.SendMedia(ctx, a.ChatID, kind, caption, f, o)
-		if cannotParse(err) {
-			o.ParseMode = ""
-			id, err = e.telegram.SendMedia(ctx, a.ChatID, kind, caption, f, o)
-		}
+		id, rest, err = sendMediaTelegram(ctx, e, a, m)
 	default:
 		return relay.Failure("relay: unsupported op " + a.Op), "unsupported_op"
 	}
@@ -113,15 +45,124 @@ func (c *Connector) sendMedia(ctx context.Context, k *conn, e *edge, a *relay.Ac
 		return relay.Failure(err.Error()), ""
 	}
 	d.Chunks = 1
-	if rest != "" {
-		chunks := relay.Split(rest, e.desc.MaxMessageLength, e.desc.LenUnit)
-		d.Chunks += len(chunks)
-		for i, chunk := range chunks {
-			if _, err := e.send(ctx, a.ChatID, chunk, "", a.Metadata); err != nil {
-				// The file is out; say so, with the message that carries it.
-				return relay.Result{Success: false, MessageID: id, Error: "relay: send_media: file sent (message " + id + "), caption " + failText(err, i, len(chunks))}, ""
-			}
+	if rest == "" {
+		return relay.Result{Success: true, MessageID: id}, ""
+	}
+	chunks := relay.Split(rest, e.desc.MaxMessageLength, e.desc.LenUnit)
+	d.Chunks += len(chunks)
+	for i, chunk := range chunks {
+		if _, err := e.send(ctx, a.ChatID, chunk, "", a.Metadata); err != nil {
+			// The file is out; say so, with the message that carries it.
+			return relay.Result{Success: false, MessageID: id, Error: "relay: send_media: file sent (message " + id + "), caption " + failText(err, i, len(chunks))}, ""
 		}
 	}
 	return relay.Result{Success: true, MessageID: id}, ""
+}
+
+// media is what a send_media sends: a stored file (nil for a public URL),
+// its kind and its file name.
+type media struct {
+	file *mediaItem
+	kind string
+	name string
+}
+
+// mediaOf resolves a send_media's source_url (a stored file of the
+// connection's tenant, or a public http(s) URL), media_kind (default
+// document) and file name (the upload's, else "media" with the type's
+// extension). bad, when set, is the refusal: what is wrong with the action.
+func (c *Connector) mediaOf(k *conn, a *relay.Action) (m media, bad string) {
+	if a.SourceURL == "" {
+		return m, "relay: send_media needs source_url"
+	}
+	u, err := url.Parse(a.SourceURL)
+	if err != nil {
+		return m, "relay: send_media: source_url is not a URL"
+	}
+	if id, ok := strings.CutPrefix(u.Path, "/relay/media/"); ok && id != "" && !strings.Contains(id, "/") {
+		it, ok := c.media.get(k.tenant, id, c.now())
+		if !ok {
+			return m, "relay: send_media: media " + id + " is not stored for this tenant (expired, or never uploaded)"
+		}
+		m.file = it
+	} else if u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+		return m, "relay: send_media: source_url must be /relay/media/{id} or an http(s) URL"
+	}
+	switch m.kind = a.MediaKind; m.kind {
+	case "image", "voice", "video", "document", "audio":
+	case "":
+		m.kind = "document"
+	default:
+		return m, "relay: send_media: media_kind must be image, voice, video or document"
+	}
+	m.name = a.Filename
+	if m.file != nil && m.name == "" {
+		m.name = m.file.filename
+		if m.name == "" {
+			m.name = "media"
+			if exts, _ := mime.ExtensionsByType(m.file.mime); len(exts) > 0 {
+				m.name += exts[0]
+			}
+		}
+	}
+	if strings.ContainsAny(m.name, "/\\\x00\r\n") || len([]rune(m.name)) > 255 {
+		return m, "relay: send_media: filename must be a file name of at most 255 characters"
+	}
+	return m, ""
+}
+
+// sendLinkDiscord posts a public URL after the caption (split to the
+// limit); Discord previews it. The result names the first message.
+func sendLinkDiscord(ctx context.Context, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
+	chunks := relay.Split(strings.TrimSpace(a.Content+"\n"+a.SourceURL), e.desc.MaxMessageLength, e.desc.LenUnit)
+	d.Chunks = len(chunks)
+	var id string
+	for i, chunk := range chunks {
+		replyTo := ""
+		if i == 0 {
+			replyTo = a.ReplyTo
+		}
+		mid, err := e.discord.Send(ctx, a.ChatID, chunk, replyTo)
+		if err != nil {
+			return relay.Failure(failText(err, i, len(chunks))), ""
+		}
+		if id == "" {
+			id = mid
+		}
+	}
+	return relay.Result{Success: true, MessageID: id}, ""
+}
+
+// sendFileDiscord uploads a stored file with the caption as its content;
+// a caption over Discord's content limit is returned as rest, to go as
+// text after the file.
+func sendFileDiscord(ctx context.Context, e *edge, a *relay.Action, m media) (id, rest string, err error) {
+	caption := a.Content
+	if relay.Len(caption, e.desc.LenUnit) > discordMaxContent {
+		caption, rest = "", a.Content
+	}
+	id, err = e.discord.SendFile(ctx, a.ChatID, caption, a.ReplyTo, m.name, m.file.mime, m.file.data)
+	return id, rest, err
+}
+
+// sendMediaTelegram sends a stored file's bytes or a public URL (Telegram
+// fetches it) as the media kind's method, with the caption (over
+// Telegram's caption limit: returned as rest) in the bot's parse mode, and
+// again without it when Telegram cannot parse the markup.
+func sendMediaTelegram(ctx context.Context, e *edge, a *relay.Action, m media) (id, rest string, err error) {
+	caption := a.Content
+	if relay.Len(caption, relay.LenUTF16) > telegram.MaxCaption {
+		caption, rest = "", a.Content
+	}
+	f := telegram.MediaFile{URL: a.SourceURL}
+	if m.file != nil {
+		f = telegram.MediaFile{Data: m.file.data, Filename: m.name, Mime: m.file.mime}
+	}
+	o := telegram.SendOptions{ThreadID: metaString(a.Metadata, "thread_id"), ReplyTo: a.ReplyTo, ParseMode: e.parseMode}
+	id, err = e.telegram.SendMedia(ctx, a.ChatID, m.kind, caption, f, o)
+	if cannotParse(err) {
+		o.ParseMode = ""
+		id, err = e.telegram.SendMedia(ctx, a.ChatID, m.kind, caption, f, o)
+	}
+	return id, rest, err
 }
