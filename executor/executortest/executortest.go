@@ -140,217 +140,242 @@ func (m *Memory) ReleaseTick(_ context.Context, t contract.TenantSlot, key strin
 
 var _ executor.Store = (*Memory)(nil)
 
+// Tenants of the conformance suite.
+const (
+	t1 = contract.TenantSlot("slot-1")
+	t2 = contract.TenantSlot("slot-2")
+)
+
 // TestStore runs the conformance suite against stores made by open; each
 // call of open must return an empty store.
 func TestStore(t *testing.T, open func(t *testing.T) executor.Store) {
-	const (
-		t1 = contract.TenantSlot("slot-1")
-		t2 = contract.TenantSlot("slot-2")
-	)
-	t.Run("DayStartFirstWriterWins", func(t *testing.T) {
-		s, ctx := open(t), t.Context()
-		v, err := s.CaptureDayStart(ctx, t1, "A1", "2026-06-26", 1000)
-		if err != nil || v != 1000 {
-			t.Fatalf("first capture = %v, %v; want 1000", v, err)
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, executor.Store)
+	}{
+		{"DayStartFirstWriterWins", testDayStartFirstWriterWins},
+		{"DayStartConcurrent", testDayStartConcurrent},
+		{"AnomalyCounter", testAnomalyCounter},
+		{"AnomalyConcurrent", testAnomalyConcurrent},
+		{"BrokerState", testBrokerState},
+		{"BrokerStateConcurrent", testBrokerStateConcurrent},
+		{"TickKeys", testTickKeys},
+		{"TickKeysConcurrent", testTickKeysConcurrent},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
+	}
+}
+
+func testDayStartFirstWriterWins(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	v, err := s.CaptureDayStart(ctx, t1, "A1", "2026-06-26", 1000)
+	if err != nil || v != 1000 {
+		t.Fatalf("first capture = %v, %v; want 1000", v, err)
+	}
+	v, err = s.CaptureDayStart(ctx, t1, "A1", "2026-06-26", 900.5)
+	if err != nil || v != 1000 {
+		t.Fatalf("second capture = %v, %v; want the first value 1000", v, err)
+	}
+	v, err = s.CaptureDayStart(ctx, t1, "A1", "2026-06-27", 900.5)
+	if err != nil || v != 900.5 {
+		t.Fatalf("next day capture = %v, %v; want 900.5", v, err)
+	}
+	v, err = s.CaptureDayStart(ctx, t1, "A2", "2026-06-26", 42.25)
+	if err != nil || v != 42.25 {
+		t.Fatalf("other account capture = %v, %v; want 42.25", v, err)
+	}
+	v, err = s.CaptureDayStart(ctx, t2, "A1", "2026-06-26", 7)
+	if err != nil || v != 7 {
+		t.Fatalf("other tenant capture = %v, %v; want 7 (tenants must not share rows)", v, err)
+	}
+}
+
+func testDayStartConcurrent(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	got := make([]float64, 8)
+	errs := make([]error, 8)
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = s.CaptureDayStart(ctx, t1, "A1", "2026-06-26", float64(100+i)) })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil {
+			t.Fatalf("capture %d: %v", i, errs[i])
 		}
-		v, err = s.CaptureDayStart(ctx, t1, "A1", "2026-06-26", 900.5)
-		if err != nil || v != 1000 {
-			t.Fatalf("second capture = %v, %v; want the first value 1000", v, err)
+		if got[i] != got[0] {
+			t.Fatalf("concurrent captures disagree: %v", got)
 		}
-		v, err = s.CaptureDayStart(ctx, t1, "A1", "2026-06-27", 900.5)
-		if err != nil || v != 900.5 {
-			t.Fatalf("next day capture = %v, %v; want 900.5", v, err)
+	}
+}
+
+func testAnomalyCounter(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	if n, err := s.Anomalies(ctx, t1, "A1", "2026-06-26"); err != nil || n != 0 {
+		t.Fatalf("empty count = %d, %v", n, err)
+	}
+	for want := 1; want <= 3; want++ {
+		n, err := s.AddAnomaly(ctx, t1, "A1", "2026-06-26")
+		if err != nil || n != want {
+			t.Fatalf("add #%d = %d, %v", want, n, err)
 		}
-		v, err = s.CaptureDayStart(ctx, t1, "A2", "2026-06-26", 42.25)
-		if err != nil || v != 42.25 {
-			t.Fatalf("other account capture = %v, %v; want 42.25", v, err)
+	}
+	if n, _ := s.Anomalies(ctx, t1, "A1", "2026-06-26"); n != 3 {
+		t.Fatalf("count = %d, want 3", n)
+	}
+	for _, k := range []struct {
+		t         contract.TenantSlot
+		acct, day string
+	}{{t1, "A1", "2026-06-27"}, {t1, "A2", "2026-06-26"}, {t2, "A1", "2026-06-26"}} {
+		if n, err := s.Anomalies(ctx, k.t, k.acct, k.day); err != nil || n != 0 {
+			t.Fatalf("count %v = %d, %v; want 0 (rows must not leak across day, account or tenant)", k, n, err)
 		}
-		v, err = s.CaptureDayStart(ctx, t2, "A1", "2026-06-26", 7)
-		if err != nil || v != 7 {
-			t.Fatalf("other tenant capture = %v, %v; want 7 (tenants must not share rows)", v, err)
-		}
-	})
-	t.Run("DayStartConcurrent", func(t *testing.T) {
-		s, ctx := open(t), t.Context()
-		var wg sync.WaitGroup
-		got := make([]float64, 8)
-		errs := make([]error, 8)
-		for i := range got {
-			wg.Go(func() { got[i], errs[i] = s.CaptureDayStart(ctx, t1, "A1", "2026-06-26", float64(100+i)) })
-		}
-		wg.Wait()
-		for i := range got {
-			if errs[i] != nil {
-				t.Fatalf("capture %d: %v", i, errs[i])
+	}
+}
+
+func testAnomalyConcurrent(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			if _, err := s.AddAnomaly(ctx, t1, "A1", "2026-06-26"); err != nil {
+				t.Error(err)
 			}
-			if got[i] != got[0] {
-				t.Fatalf("concurrent captures disagree: %v", got)
-			}
-		}
-	})
-	t.Run("AnomalyCounter", func(t *testing.T) {
-		s, ctx := open(t), t.Context()
-		if n, err := s.Anomalies(ctx, t1, "A1", "2026-06-26"); err != nil || n != 0 {
-			t.Fatalf("empty count = %d, %v", n, err)
-		}
-		for want := 1; want <= 3; want++ {
-			n, err := s.AddAnomaly(ctx, t1, "A1", "2026-06-26")
-			if err != nil || n != want {
-				t.Fatalf("add #%d = %d, %v", want, n, err)
-			}
-		}
-		if n, _ := s.Anomalies(ctx, t1, "A1", "2026-06-26"); n != 3 {
-			t.Fatalf("count = %d, want 3", n)
-		}
-		for _, k := range []struct {
-			t         contract.TenantSlot
-			acct, day string
-		}{{t1, "A1", "2026-06-27"}, {t1, "A2", "2026-06-26"}, {t2, "A1", "2026-06-26"}} {
-			if n, err := s.Anomalies(ctx, k.t, k.acct, k.day); err != nil || n != 0 {
-				t.Fatalf("count %v = %d, %v; want 0 (rows must not leak across day, account or tenant)", k, n, err)
-			}
-		}
-	})
-	t.Run("AnomalyConcurrent", func(t *testing.T) {
-		s, ctx := open(t), t.Context()
-		var wg sync.WaitGroup
-		for range 10 {
-			wg.Go(func() {
-				if _, err := s.AddAnomaly(ctx, t1, "A1", "2026-06-26"); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		wg.Wait()
-		if n, _ := s.Anomalies(ctx, t1, "A1", "2026-06-26"); n != 10 {
-			t.Fatalf("count after 10 concurrent adds = %d", n)
-		}
-	})
-	t.Run("BrokerState", func(t *testing.T) {
-		s, ctx := open(t), t.Context()
-		if b, v, err := s.BrokerState(ctx, t1, "paper"); err != nil || b != nil || v != 0 {
-			t.Fatalf("empty state = %q v%d, %v; want nil v0", b, v, err)
-		}
-		v1, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":1}`), 0)
-		if err != nil || !ok {
-			t.Fatalf("first save: %v %v", ok, err)
-		}
-		if _, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":"stale"}`), 0); err != nil || ok {
-			t.Fatalf("second save at version 0 = %v, %v; want refused", ok, err)
-		}
-		v2, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":2}`), v1)
-		if err != nil || !ok || v2 == v1 {
-			t.Fatalf("save at v%d = v%d %v, %v", v1, v2, ok, err)
-		}
-		if _, ok, _ := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":"stale"}`), v1); ok {
-			t.Fatal("save at a stale version succeeded")
-		}
-		if b, v, err := s.BrokerState(ctx, t1, "paper"); err != nil || string(b) != `{"v":2}` || v != v2 {
-			t.Fatalf("state = %q v%d, %v; want the last save at v%d", b, v, err, v2)
-		}
-		if b, _, _ := s.BrokerState(ctx, t2, "paper"); b != nil {
-			t.Fatalf("tenant 2 sees %q", b)
-		}
-		if b, _, _ := s.BrokerState(ctx, t1, "other"); b != nil {
-			t.Fatalf("other name sees %q", b)
-		}
-	})
-	t.Run("BrokerStateConcurrent", func(t *testing.T) {
-		// Compare-and-swap increments from 8 writers: none is lost.
-		s, ctx := open(t), t.Context()
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for range 5 {
-					for {
-						b, v, err := s.BrokerState(ctx, t1, "paper")
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						n := len(b)
-						_, ok, err := s.SaveBrokerState(ctx, t1, "paper", bytes.Repeat([]byte("x"), n+1), v)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if ok {
-							break
-						}
+		})
+	}
+	wg.Wait()
+	if n, _ := s.Anomalies(ctx, t1, "A1", "2026-06-26"); n != 10 {
+		t.Fatalf("count after 10 concurrent adds = %d", n)
+	}
+}
+
+func testBrokerState(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	if b, v, err := s.BrokerState(ctx, t1, "paper"); err != nil || b != nil || v != 0 {
+		t.Fatalf("empty state = %q v%d, %v; want nil v0", b, v, err)
+	}
+	v1, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":1}`), 0)
+	if err != nil || !ok {
+		t.Fatalf("first save: %v %v", ok, err)
+	}
+	if _, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":"stale"}`), 0); err != nil || ok {
+		t.Fatalf("second save at version 0 = %v, %v; want refused", ok, err)
+	}
+	v2, ok, err := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":2}`), v1)
+	if err != nil || !ok || v2 == v1 {
+		t.Fatalf("save at v%d = v%d %v, %v", v1, v2, ok, err)
+	}
+	if _, ok, _ := s.SaveBrokerState(ctx, t1, "paper", []byte(`{"v":"stale"}`), v1); ok {
+		t.Fatal("save at a stale version succeeded")
+	}
+	if b, v, err := s.BrokerState(ctx, t1, "paper"); err != nil || string(b) != `{"v":2}` || v != v2 {
+		t.Fatalf("state = %q v%d, %v; want the last save at v%d", b, v, err, v2)
+	}
+	if b, _, _ := s.BrokerState(ctx, t2, "paper"); b != nil {
+		t.Fatalf("tenant 2 sees %q", b)
+	}
+	if b, _, _ := s.BrokerState(ctx, t1, "other"); b != nil {
+		t.Fatalf("other name sees %q", b)
+	}
+}
+
+// testBrokerStateConcurrent: compare-and-swap increments from 8 writers: none is lost.
+func testBrokerStateConcurrent(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				for {
+					b, v, err := s.BrokerState(ctx, t1, "paper")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := len(b)
+					_, ok, err := s.SaveBrokerState(ctx, t1, "paper", bytes.Repeat([]byte("x"), n+1), v)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok {
+						break
 					}
 				}
-			})
-		}
-		wg.Wait()
-		if b, _, _ := s.BrokerState(ctx, t1, "paper"); len(b) != 40 {
-			t.Fatalf("%d increments survived, want 40", len(b))
-		}
-	})
-	t.Run("TickKeys", func(t *testing.T) {
-		s, ctx := open(t), t.Context()
-		const k = "tick-key-0001"
-		c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour)
-		if err != nil || !c.Claimed || c.Envelope != nil {
-			t.Fatalf("first claim = %+v, %v", c, err)
-		}
-		if c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil || c.Claimed || c.Envelope != nil {
-			t.Fatalf("claim while in progress = %+v, %v; want neither claimed nor stored", c, err)
-		}
-		if _, err := s.ClaimTick(ctx, t1, k, "h2", time.Hour); contract.KindOf(err) != contract.KindConflict {
-			t.Fatalf("other body while in progress: %v, want conflict", err)
-		}
-		if err := s.CompleteTick(ctx, t1, k, []byte(`{"tick_id":"t1"}`)); err != nil {
-			t.Fatal(err)
-		}
-		if c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil || c.Claimed || string(c.Envelope) != `{"tick_id":"t1"}` {
-			t.Fatalf("claim after completion = %+v, %v; want the stored envelope", c, err)
-		}
-		if _, err := s.ClaimTick(ctx, t1, k, "h2", time.Hour); contract.KindOf(err) != contract.KindConflict {
-			t.Fatalf("other body: %v, want conflict", err)
-		}
-		// Keys are per tenant.
-		if c, err := s.ClaimTick(ctx, t2, k, "h2", time.Hour); err != nil || !c.Claimed {
-			t.Fatalf("other tenant = %+v, %v; want claimed", c, err)
-		}
-		// A released key is free again; a stale claim is taken over.
-		if err := s.ReleaseTick(ctx, t2, k); err != nil {
-			t.Fatal(err)
-		}
-		if c, _ := s.ClaimTick(ctx, t2, k, "h3", time.Hour); !c.Claimed {
-			t.Fatalf("released key not claimable: %+v", c)
-		}
-		if c, _ := s.ClaimTick(ctx, t2, k, "h3", 0); !c.Claimed {
-			t.Fatalf("stale claim not taken over: %+v", c)
-		}
-		// Completed keys are never released.
-		if err := s.ReleaseTick(ctx, t1, k); err != nil {
-			t.Fatal(err)
-		}
-		if c, _ := s.ClaimTick(ctx, t1, k, "h1", 0); c.Envelope == nil {
-			t.Fatalf("completed key lost by release or lease: %+v", c)
-		}
-	})
-	t.Run("TickKeysConcurrent", func(t *testing.T) {
-		s, ctx := open(t), t.Context()
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		claimed := 0
-		for range 20 {
-			wg.Go(func() {
-				c, err := s.ClaimTick(ctx, t1, "tick-key-0002", "h", time.Hour)
-				if err != nil {
-					t.Error(err)
-				}
-				if c.Claimed {
-					mu.Lock()
-					claimed++
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		if claimed != 1 {
-			t.Fatalf("%d concurrent claims won, want 1", claimed)
-		}
-	})
+			}
+		})
+	}
+	wg.Wait()
+	if b, _, _ := s.BrokerState(ctx, t1, "paper"); len(b) != 40 {
+		t.Fatalf("%d increments survived, want 40", len(b))
+	}
+}
+
+func testTickKeys(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	const k = "tick-key-0001"
+	c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour)
+	if err != nil || !c.Claimed || c.Envelope != nil {
+		t.Fatalf("first claim = %+v, %v", c, err)
+	}
+	if c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil || c.Claimed || c.Envelope != nil {
+		t.Fatalf("claim while in progress = %+v, %v; want neither claimed nor stored", c, err)
+	}
+	if _, err := s.ClaimTick(ctx, t1, k, "h2", time.Hour); contract.KindOf(err) != contract.KindConflict {
+		t.Fatalf("other body while in progress: %v, want conflict", err)
+	}
+	if err := s.CompleteTick(ctx, t1, k, []byte(`{"tick_id":"t1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil || c.Claimed || string(c.Envelope) != `{"tick_id":"t1"}` {
+		t.Fatalf("claim after completion = %+v, %v; want the stored envelope", c, err)
+	}
+	if _, err := s.ClaimTick(ctx, t1, k, "h2", time.Hour); contract.KindOf(err) != contract.KindConflict {
+		t.Fatalf("other body: %v, want conflict", err)
+	}
+	// Keys are per tenant.
+	if c, err := s.ClaimTick(ctx, t2, k, "h2", time.Hour); err != nil || !c.Claimed {
+		t.Fatalf("other tenant = %+v, %v; want claimed", c, err)
+	}
+	// A released key is free again; a stale claim is taken over.
+	if err := s.ReleaseTick(ctx, t2, k); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.ClaimTick(ctx, t2, k, "h3", time.Hour); !c.Claimed {
+		t.Fatalf("released key not claimable: %+v", c)
+	}
+	if c, _ := s.ClaimTick(ctx, t2, k, "h3", 0); !c.Claimed {
+		t.Fatalf("stale claim not taken over: %+v", c)
+	}
+	// Completed keys are never released.
+	if err := s.ReleaseTick(ctx, t1, k); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := s.ClaimTick(ctx, t1, k, "h1", 0); c.Envelope == nil {
+		t.Fatalf("completed key lost by release or lease: %+v", c)
+	}
+}
+
+func testTickKeysConcurrent(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	claimed := 0
+	for range 20 {
+		wg.Go(func() {
+			c, err := s.ClaimTick(ctx, t1, "tick-key-0002", "h", time.Hour)
+			if err != nil {
+				t.Error(err)
+			}
+			if c.Claimed {
+				mu.Lock()
+				claimed++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if claimed != 1 {
+		t.Fatalf("%d concurrent claims won, want 1", claimed)
+	}
 }
