@@ -91,7 +91,8 @@ func (g *gen) emit(rule string, whole any) {
 }
 
 // walk generates the violations of node at the position where the
-// instance holds v; put(x) returns the whole instance with x there.
+// instance holds v; put(x) returns the whole instance with x there. A $ref
+// is walked first, then every keyword in name order.
 func (g *gen) walk(file string, node map[string]any, v any, at string, put set) error {
 	if ref, ok := node["$ref"].(string); ok {
 		f, ptr, _ := strings.Cut(ref, "#")
@@ -114,130 +115,178 @@ func (g *gen) walk(file string, node map[string]any, v any, at string, put set) 
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		rule := at + " " + k
-		switch k {
-		case "$ref", "if", "then", "else":
-		case "type":
-			g.emit(rule, put(wrongType(node[k])))
-		case "enum":
-			g.emit(rule, put("zz-not-in-the-enum"))
-		case "const":
-			g.emit(rule, put("zz-not-the-const"))
-		case "pattern":
-			re, err := regexp.Compile(node[k].(string))
+		if err := g.keyword(file, node, k, v, at, put); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyword generates the violations of one keyword k of node.
+func (g *gen) keyword(file string, node map[string]any, k string, v any, at string, put set) error {
+	rule := at + " " + k
+	switch k {
+	case "$ref", "if", "then", "else":
+		return nil
+	case "type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format":
+		return g.valueRule(rule, k, node[k], v, put)
+	case "required", "additionalProperties":
+		return g.objectRule(rule, k, node[k], v, put)
+	case "properties":
+		return g.properties(file, node[k].(map[string]any), v, at, rule, put)
+	case "items", "minItems", "maxItems":
+		return g.arrayRule(file, rule, k, node[k], v, at, put)
+	case "allOf":
+		return g.allOf(file, node[k].([]any), v, at, rule, put)
+	}
+	if !annotations[k] {
+		return fmt.Errorf("contracttest: %s: the generator does not know this keyword; teach it, so the mirrors are proved against it", rule)
+	}
+	return nil
+}
+
+// valueRule breaks a keyword on the value itself: its type, enum, const,
+// pattern, length, bounds or format.
+func (g *gen) valueRule(rule, k string, arg, v any, put set) error {
+	switch k {
+	case "type":
+		g.emit(rule, put(wrongType(arg)))
+	case "enum":
+		g.emit(rule, put("zz-not-in-the-enum"))
+	case "const":
+		g.emit(rule, put("zz-not-the-const"))
+	case "pattern":
+		re, err := regexp.Compile(arg.(string))
+		if err != nil {
+			return fmt.Errorf("contracttest: %s: %w", rule, err)
+		}
+		bad, ok := notMatching(re, v)
+		if !ok {
+			return fmt.Errorf("contracttest: %s: no candidate string breaks %s", rule, re)
+		}
+		g.emit(rule+" "+re.String(), put(bad))
+	case "minLength":
+		if n := int(arg.(float64)); n > 0 {
+			g.emit(fmt.Sprintf("%s %d", rule, n), put(strings.Repeat("x", n-1)))
+		}
+	case "maxLength":
+		n := int(arg.(float64))
+		g.emit(fmt.Sprintf("%s %d", rule, n), put(strings.Repeat("é", n+1)))
+	case "minimum":
+		g.emit(rule, put(arg.(float64)-0.5))
+	case "maximum":
+		g.emit(rule, put(arg.(float64)+0.5))
+	case "exclusiveMinimum", "exclusiveMaximum":
+		g.emit(rule, put(arg.(float64)))
+	case "format":
+		g.emit(rule, put("zz not a "+arg.(string)))
+	}
+	return nil
+}
+
+// objectRule breaks required (each name left out in turn) and
+// additionalProperties false (an unknown member added).
+func (g *gen) objectRule(rule, k string, arg, v any, put set) error {
+	if k == "required" {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("contracttest: %s: the base has no object here", rule)
+		}
+		for _, name := range arg.([]any) {
+			c := clone(obj)
+			delete(c, name.(string))
+			g.emit(rule+" "+name.(string), put(c))
+		}
+		return nil
+	}
+	b, ok := arg.(bool)
+	if !ok {
+		return fmt.Errorf("contracttest: %s: only additionalProperties false is known", rule)
+	}
+	if !b {
+		c := clone(v.(map[string]any))
+		c["zz_unknown"] = 1
+		g.emit(rule, put(c))
+	}
+	return nil
+}
+
+// properties walks each property's schema, in name order, at the
+// property's value in the base.
+func (g *gen) properties(file string, props map[string]any, v any, at, rule string, put set) error {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("contracttest: %s: the base has no object here", rule)
+	}
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		pv, ok := obj[name]
+		if !ok {
+			return fmt.Errorf("contracttest: %s/%s: the base must give this property a value", at, name)
+		}
+		err := g.walk(file, props[name].(map[string]any), pv, at+"/"+name, func(x any) any {
+			c := clone(obj)
+			c[name] = x
+			return put(c)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// arrayRule walks items at the base's first element and breaks minItems
+// (one too few) and maxItems (one too many).
+func (g *gen) arrayRule(file, rule, k string, arg, v any, at string, put set) error {
+	switch k {
+	case "items":
+		arr, ok := v.([]any)
+		if !ok || len(arr) == 0 {
+			return fmt.Errorf("contracttest: %s: the base must hold a non-empty array here", rule)
+		}
+		return g.walk(file, arg.(map[string]any), arr[0], at+"/0", func(x any) any {
+			c := slices.Clone(arr)
+			c[0] = x
+			return put(c)
+		})
+	case "minItems":
+		if n := int(arg.(float64)); n > 0 {
+			g.emit(rule, put(v.([]any)[:n-1]))
+		}
+	case "maxItems":
+		arr := v.([]any)
+		c := slices.Clone(arr)
+		for len(c) <= int(arg.(float64)) {
+			c = append(c, arr[0])
+		}
+		g.emit(rule, put(c))
+	}
+	return nil
+}
+
+// allOf walks each sub-schema; for an if/then one it first makes the
+// condition hold in the base, then breaks what it implies.
+func (g *gen) allOf(file string, subs []any, v any, at, rule string, put set) error {
+	for i, sub := range subs {
+		s := sub.(map[string]any)
+		if cond, ok := s["if"].(map[string]any); ok {
+			held, err := holding(cond, v)
 			if err != nil {
-				return fmt.Errorf("contracttest: %s: %w", rule, err)
+				return fmt.Errorf("contracttest: %s/%d: %w", rule, i, err)
 			}
-			bad, ok := notMatching(re, v)
-			if !ok {
-				return fmt.Errorf("contracttest: %s: no candidate string breaks %s", rule, re)
-			}
-			g.emit(rule+" "+re.String(), put(bad))
-		case "minLength":
-			if n := int(node[k].(float64)); n > 0 {
-				g.emit(fmt.Sprintf("%s %d", rule, n), put(strings.Repeat("x", n-1)))
-			}
-		case "maxLength":
-			n := int(node[k].(float64))
-			g.emit(fmt.Sprintf("%s %d", rule, n), put(strings.Repeat("é", n+1)))
-		case "minimum":
-			g.emit(rule, put(node[k].(float64)-0.5))
-		case "maximum":
-			g.emit(rule, put(node[k].(float64)+0.5))
-		case "exclusiveMinimum", "exclusiveMaximum":
-			g.emit(rule, put(node[k].(float64)))
-		case "format":
-			g.emit(rule, put("zz not a "+node[k].(string)))
-		case "required":
-			obj, ok := v.(map[string]any)
-			if !ok {
-				return fmt.Errorf("contracttest: %s: the base has no object here", rule)
-			}
-			for _, name := range node[k].([]any) {
-				c := clone(obj)
-				delete(c, name.(string))
-				g.emit(rule+" "+name.(string), put(c))
-			}
-		case "additionalProperties":
-			if b, ok := node[k].(bool); ok && !b {
-				c := clone(v.(map[string]any))
-				c["zz_unknown"] = 1
-				g.emit(rule, put(c))
-			} else if !ok {
-				return fmt.Errorf("contracttest: %s: only additionalProperties false is known", rule)
-			}
-		case "properties":
-			obj, ok := v.(map[string]any)
-			if !ok {
-				return fmt.Errorf("contracttest: %s: the base has no object here", rule)
-			}
-			props := node[k].(map[string]any)
-			names := make([]string, 0, len(props))
-			for name := range props {
-				names = append(names, name)
-			}
-			slices.Sort(names)
-			for _, name := range names {
-				pv, ok := obj[name]
-				if !ok {
-					return fmt.Errorf("contracttest: %s/%s: the base must give this property a value", at, name)
-				}
-				err := g.walk(file, props[name].(map[string]any), pv, at+"/"+name, func(x any) any {
-					c := clone(obj)
-					c[name] = x
-					return put(c)
-				})
-				if err != nil {
-					return err
-				}
-			}
-		case "items":
-			arr, ok := v.([]any)
-			if !ok || len(arr) == 0 {
-				return fmt.Errorf("contracttest: %s: the base must hold a non-empty array here", rule)
-			}
-			err := g.walk(file, node[k].(map[string]any), arr[0], at+"/0", func(x any) any {
-				c := slices.Clone(arr)
-				c[0] = x
-				return put(c)
-			})
-			if err != nil {
+			then, _ := s["then"].(map[string]any)
+			if err := g.walk(file, then, held, fmt.Sprintf("%s/%d/then", at, i), put); err != nil {
 				return err
 			}
-		case "minItems":
-			if n := int(node[k].(float64)); n > 0 {
-				g.emit(rule, put(v.([]any)[:n-1]))
-			}
-		case "maxItems":
-			arr := v.([]any)
-			c := slices.Clone(arr)
-			for len(c) <= int(node[k].(float64)) {
-				c = append(c, arr[0])
-			}
-			g.emit(rule, put(c))
-		case "allOf":
-			for i, sub := range node[k].([]any) {
-				s := sub.(map[string]any)
-				if cond, ok := s["if"].(map[string]any); ok {
-					// Make the condition hold in the base, then break what it implies.
-					held, err := holding(cond, v)
-					if err != nil {
-						return fmt.Errorf("contracttest: %s/%d: %w", rule, i, err)
-					}
-					then, _ := s["then"].(map[string]any)
-					if err := g.walk(file, then, held, fmt.Sprintf("%s/%d/then", at, i), put); err != nil {
-						return err
-					}
-					continue
-				}
-				if err := g.walk(file, s, v, fmt.Sprintf("%s/%d", at, i), put); err != nil {
-					return err
-				}
-			}
-		default:
-			if !annotations[k] {
-				return fmt.Errorf("contracttest: %s: the generator does not know this keyword; teach it, so the mirrors are proved against it", rule)
-			}
+			continue
+		}
+		if err := g.walk(file, s, v, fmt.Sprintf("%s/%d", at, i), put); err != nil {
+			return err
 		}
 	}
 	return nil
