@@ -113,6 +113,26 @@ func TestLLMRoutesCountedOnce(t *testing.T) {
 		t.Errorf("%d refused messages counted; want 1", got)
 	}
 
+	// Token counting: estimated without gateway routes; refusals in
+	// Anthropic's envelope, not to be retried.
+	const count = "POST /v1/messages/count_tokens"
+	countBody := `{"model":"claude-x","messages":[{"role":"user","content":"12345678"}]}`
+	if code, m := post(t, e.url, "/v1/messages/count_tokens", countBody, "Authorization", "Bearer "+e.key); code != 200 || m["input_tokens"] == nil {
+		t.Errorf("count_tokens: %d %v", code, m)
+	}
+	req, _ := http.NewRequest("POST", e.url+"/v1/messages/count_tokens", strings.NewReader(countBody))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("count_tokens without a key: %d, X-Should-Retry %q", resp.StatusCode, resp.Header.Get("X-Should-Retry"))
+	}
+	if a, d := requestCount(t, e.srv, count, "allow"), requestCount(t, e.srv, count, "deny"); a != 1 || d != 1 {
+		t.Errorf("count_tokens counted %d allowed, %d refused; want 1 and 1", a, d)
+	}
+
 	// The public preview: no key, counted once, problems for refusals.
 	if code, m := post(t, e.url, "/api/preview?protocol=chat", okBody); code != 200 || m["decision"] == nil {
 		t.Errorf("preview: %d %v", code, m)

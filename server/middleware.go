@@ -136,6 +136,9 @@ type route struct {
 	// MaxLLMBodyBytes and left unread for the handler (the shim reads it
 	// once and checks it), and the audit resource is the protocol.
 	protocol wire.Protocol
+	// resource is the audit resource of a refusal before the handler runs
+	// (default: the protocol, else the path).
+	resource string
 }
 
 // wrap is the wrapper of an authenticated management route: refusals are
@@ -157,7 +160,10 @@ func (s *Server) serve(rt route, h HandlerFunc) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		c := &Call{Resource: r.URL.Path}
-		if rt.protocol != "" {
+		switch {
+		case rt.resource != "":
+			c.Resource = rt.resource
+		case rt.protocol != "":
 			c.Resource = string(rt.protocol)
 		}
 		var caller contract.Caller
@@ -214,15 +220,18 @@ func (s *Server) serve(rt route, h HandlerFunc) http.Handler {
 }
 
 // envelopeWriter answers a refusal in LLM protocol p's error envelope (the
-// shape its official SDK parses), with the status a problem would have. The
-// code leads the message: not every protocol's envelope has a field for it.
-// Internal errors say only "internal error".
+// shape its official SDK parses), with the status a problem would have and,
+// but for an internal error, X-Should-Retry: false (the SDKs' retry would be
+// refused the same way). The code leads the message: not every protocol's
+// envelope has a field for it. Internal errors say only "internal error".
 func envelopeWriter(p wire.Protocol) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		e := contract.AsError(err)
 		msg := e.Message
 		if e.Kind == contract.KindInternal {
 			msg = "internal error"
+		} else {
+			w.Header().Set("X-Should-Retry", "false")
 		}
 		if e.Code != "" {
 			msg = e.Code + ": " + msg

@@ -52,7 +52,8 @@ func (s *Server) routes() {
 		s.mux.Handle("POST /v1/chat/completions", s.llmRoute(wire.ChatCompletions))
 		s.mux.Handle("POST /v1/responses", s.llmRoute(wire.Responses))
 		s.mux.Handle("POST /v1/messages", s.llmRoute(wire.Messages))
-		s.mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
+		s.mux.Handle("POST /v1/messages/count_tokens", s.serve(route{action: "shim.count_tokens", scope: contract.ScopeRoute,
+			protocol: wire.Messages, resource: "count_tokens"}, s.countTokens))
 		prov, ctxs := s.shimProvisions(), s.shimContext()
 		s.mux.Handle("GET /v1/provisions", s.wrap("shim.list_provisions", contract.ScopeRoute, prov.listHandler("provisions")))
 		s.mux.Handle("POST /v1/provisions", s.wrap("shim.create_provision", contract.ScopeConfigure, prov.createHandler()))
