@@ -216,152 +216,238 @@ func refused(res Result, status int, code, msg string, retry bool) Result {
 // Forward sends req along its tenant's plan and writes the answer to w, or
 // returns a Refusal for the caller to write (nothing was written then).
 func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
+	f, refusal := g.route(req)
+	if refusal != nil {
+		f.res.Refusal = refusal
+		return f.res
+	}
+steps:
+	for i := range f.steps {
+		switch f.step(ctx, g, w, i) {
+		case stepDone:
+			return f.res
+		case stepStop:
+			break steps
+		}
+	}
+	if f.last == nil {
+		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: no route of the plan could answer"}
+	}
+	f.res.Refusal = f.last
+	return f.res
+}
+
+// forwarding is one request on its way along its plan's steps.
+type forwarding struct {
+	req   Request
+	cfg   upstream.Config
+	model string
+	plan  upstream.Plan
+	steps []upstream.Step
+	ids   []string // each step's model identity
+	meta  meta
+	body  []byte // what goes upstream (include_usage added when strip)
+	strip bool   // the client did not ask for the usage chunk: strip it
+	res   Result
+	last  *Refusal // why the last step that tried could not answer
+}
+
+// route finds the request's plan and steps and checks, before any upstream
+// call, that the model is routed over this wire, that some step is granted,
+// and that the body is one the provider would take.
+func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	c := g.cfg.Upstream
-	model := wire.PeekModel(req.Body)
+	f := &forwarding{req: req, cfg: c, model: wire.PeekModel(req.Body)}
 	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
-	res := Result{Plan: planName}
+	f.res.Plan, f.plan = planName, plan
 	if !ok {
-		return refused(res, http.StatusNotFound, CodeModelNotRouted, "shim: no plan serves this tenant", false)
+		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: "shim: no plan serves this tenant"}
 	}
-	steps := plan.Models[model]
-	if len(steps) == 0 {
-		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
+	f.steps = plan.Models[f.model]
+	if len(f.steps) == 0 {
+		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: fmt.Sprintf("shim: the model %q does not exist or is not routed here", f.model)}
 	}
-	if k := c.Routes[steps[0].Route].Kind; k != kindOf(req.Protocol) {
-		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is served over the %s API, not %s", model, k, req.Protocol), false)
+	if k := c.Routes[f.steps[0].Route].Kind; k != kindOf(req.Protocol) {
+		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeWrongWire, Message: fmt.Sprintf("shim: %q is served over the %s API, not %s", f.model, k, req.Protocol)}
 	}
-	ids := make([]string, len(steps))
-	anyGranted := false
-	for i, st := range steps {
-		ids[i] = c.StepIdentity(st, model)
-		anyGranted = anyGranted || req.Caller.Granted(ids[i])
+	f.ids = make([]string, len(f.steps))
+	for i, st := range f.steps {
+		f.ids[i] = c.StepIdentity(st, f.model)
 	}
-	if !anyGranted {
-		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", ids[0]), false)
+	if !f.grantedFrom(0) {
+		return f, &Refusal{Status: http.StatusForbidden, Code: CodeNotGranted, Message: fmt.Sprintf("shim: this key is not granted %s", f.ids[0])}
 	}
 	m, err := readMeta(req.Body)
 	if err != nil {
-		return refused(res, http.StatusBadRequest, CodeInvalidRequest, "shim: "+err.Error(), false)
+		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "shim: " + err.Error()}
 	}
 	if req.Protocol == wire.Messages && !m.hasMaxTokens {
-		return refused(res, http.StatusBadRequest, CodeInvalidRequest, "max_tokens: Field required", false)
+		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "max_tokens: Field required"}
 	}
-	body := req.Body
-	strip := false
+	f.meta, f.body = m, req.Body
 	if req.Protocol == wire.ChatCompletions && m.stream && !m.includeUsage {
-		body, strip = withIncludeUsage(body), true
+		f.body, f.strip = withIncludeUsage(req.Body), true
 	}
-	// grantedAfter(i): a later step the caller may be moved to.
-	grantedAfter := func(i int) bool {
-		for _, id := range ids[i+1:] {
-			if req.Caller.Granted(id) {
-				return true
-			}
+	return f, nil
+}
+
+// grantedFrom reports whether the caller is granted step i or a later one.
+func (f *forwarding) grantedFrom(i int) bool {
+	for _, id := range f.ids[i:] {
+		if f.req.Caller.Granted(id) {
+			return true
 		}
-		return false
 	}
-	var last *Refusal
-	for i, st := range steps {
-		id := ids[i]
-		att := Attempt{Route: st.Route, Model: id}
-		if !req.Caller.Granted(id) {
-			att.Outcome = "not_granted"
-			res.Attempts = append(res.Attempts, att)
-			continue
-		}
-		now := g.cfg.Now()
-		until, err := g.cfg.Holds.HeldUntil(ctx, id)
-		if err != nil {
-			res.Err = err
-			return refused(res, http.StatusInternalServerError, CodeLedgerUnhealthy, "internal error", true)
-		}
-		if !until.IsZero() {
-			att.Outcome = "held"
-			res.Attempts = append(res.Attempts, att)
-			secs := strconv.FormatInt(int64(until.Sub(now).Seconds())+1, 10)
-			last = &Refusal{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Retry: true, RetryAfter: secs,
-				Message: fmt.Sprintf("shim: %s is rate-limited upstream; retry after %s seconds", id, secs)}
-			if upstream.MayFailOver(plan.Failover, upstream.Definite, false, grantedAfter(i)) {
-				continue
-			}
-			break
-		}
-		price := c.Prices[id]
-		amount := price.MaxCost(int64(len(body)), m.maxOut)
-		rid := req.ID + "-" + strconv.Itoa(i)
-		keyLim, tenLim := c.Budgets.For(string(req.Caller.Identity.TenantSlot), req.Caller.KeyID)
-		ticket, err := g.cfg.Ledger.Reserve(ctx, upstream.Reservation{ID: rid, Tenant: req.Caller.Identity.TenantSlot, KeyID: req.Caller.KeyID,
-			Identity: id, Amount: amount, KeyLimit: keyLim, TenantLimit: tenLim})
-		if errors.Is(err, upstream.ErrBudgetExceeded) {
-			att.Outcome = "budget_exceeded"
-			res.Attempts = append(res.Attempts, att)
-			return refused(res, http.StatusTooManyRequests, CodeBudgetExceeded,
-				fmt.Sprintf("shim: budget exceeded: this request may cost up to %s dollars on %s, more than the key's or tenant's budget has left", amount, id), false)
-		}
-		if err != nil {
-			res.Err = err
-			return refused(res, http.StatusInternalServerError, CodeLedgerUnhealthy, "internal error", true)
-		}
-		att.Reservation, att.Reserved, att.Ticket = rid, int64(amount), ticket
-		res.Reserved += int64(amount)
-		ubody := body
-		if st.Model != "" && st.Model != model {
-			ubody = withModel(body, st.Model)
-		}
-		// The answer may start streaming to the client at once only when no
-		// further step could take over.
-		canMove := upstream.MayFailOver(plan.Failover, upstream.Uncertain, false, grantedAfter(i)) ||
-			upstream.MayFailOver(plan.Failover, upstream.Definite, false, grantedAfter(i))
-		out := g.attempt(ctx, w, req, st.Route, id, price, ubody, m.stream && canMove, strip)
-		att.Outcome, att.Status = out.outcome, out.status
-		if out.settle {
-			if out.cost < 0 {
-				// The upstream reported no usage: the reservation is the
-				// honest upper bound of what it cost.
-				g.cfg.Logger.Warn("gateway: answer without usage; settled at the reservation", "route", st.Route, "model", id)
-				out.cost = int64(amount)
-			}
-			att.Settled = out.cost
-			res.Settled += out.cost
-			att.Closing = CloseSettle
-		} else {
-			att.Closing = CloseRelease
-		}
-		if !g.cfg.DeferClose {
-			g.Close(context.WithoutCancel(ctx), []Attempt{att})
-			att.Closing = ""
-		}
-		res.Attempts = append(res.Attempts, att)
-		if out.answered {
-			res.Route, res.Status, res.Final = st.Route, out.status, out.final
-			return res
-		}
-		if out.outcome == "canceled" {
-			return refused(res, 499, "canceled", "shim: the client went away", false)
-		}
-		if out.failure == upstream.Definite && out.status == http.StatusTooManyRequests {
-			hold := upstream.RetryAfter(out.retryAfter, now, g.cfg.DefaultHold)
-			if err := g.cfg.Holds.Hold(context.WithoutCancel(ctx), id, g.cfg.Now().Add(hold)); err != nil {
-				g.cfg.Logger.Error("gateway: hold not recorded", "model", id, "err", err)
-			}
-		}
-		if upstream.MayFailOver(plan.Failover, out.failure, false, grantedAfter(i)) {
-			continue
-		}
-		if out.errAnswer != nil {
-			// No step may take over: the upstream's own error is the answer.
-			g.passOn(w, out)
-			res.Route, res.Status = st.Route, out.status
-			return res
-		}
-		last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: the upstream could not be reached"}
-		break
+	return false
+}
+
+// mayMove reports whether, after failure at step i, the plan and the
+// caller's grants let a later step take over.
+func (f *forwarding) mayMove(i int, failure upstream.Failure) bool {
+	return upstream.MayFailOver(f.plan.Failover, failure, false, f.grantedFrom(i+1))
+}
+
+type stepVerdict int
+
+const (
+	stepNext stepVerdict = iota // try the next step
+	stepDone                    // f.res is the answer (or its refusal)
+	stepStop                    // no step may follow: f.last is the answer
+)
+
+// step tries step i: grant, hold, reservation, the call, and what follows
+// its failure.
+func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) stepVerdict {
+	st, id := f.steps[i], f.ids[i]
+	att := Attempt{Route: st.Route, Model: id}
+	if !f.req.Caller.Granted(id) {
+		att.Outcome = "not_granted"
+		f.res.Attempts = append(f.res.Attempts, att)
+		return stepNext
 	}
-	if last == nil {
-		last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: no route of the plan could answer"}
+	now := g.cfg.Now()
+	if v, held := f.held(ctx, g, i, att, now); held {
+		return v
 	}
-	res.Refusal = last
-	return res
+	price := f.cfg.Prices[id]
+	amount := price.MaxCost(int64(len(f.body)), f.meta.maxOut)
+	if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
+		return v
+	}
+	ubody := f.body
+	if st.Model != "" && st.Model != f.model {
+		ubody = withModel(f.body, st.Model)
+	}
+	// The answer may start streaming to the client at once only when no
+	// further step could take over.
+	canMove := f.mayMove(i, upstream.Uncertain) || f.mayMove(i, upstream.Definite)
+	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, f.meta.stream && canMove, f.strip)
+	att.Outcome, att.Status = out.outcome, out.status
+	f.close(ctx, g, &att, out, int64(amount))
+	f.res.Attempts = append(f.res.Attempts, att)
+	return f.after(ctx, g, w, i, out, now)
+}
+
+// held checks the step's model identity for a rate-limit hold; a held step
+// is skipped when a later one may take over.
+func (f *forwarding) held(ctx context.Context, g *Gateway, i int, att Attempt, now time.Time) (stepVerdict, bool) {
+	id := f.ids[i]
+	until, err := g.cfg.Holds.HeldUntil(ctx, id)
+	if err != nil {
+		f.res.Err = err
+		f.res.Refusal = &Refusal{Status: http.StatusInternalServerError, Code: CodeLedgerUnhealthy, Message: "internal error", Retry: true}
+		return stepDone, true
+	}
+	if until.IsZero() {
+		return stepNext, false
+	}
+	att.Outcome = "held"
+	f.res.Attempts = append(f.res.Attempts, att)
+	secs := strconv.FormatInt(int64(until.Sub(now).Seconds())+1, 10)
+	f.last = &Refusal{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Retry: true, RetryAfter: secs,
+		Message: fmt.Sprintf("shim: %s is rate-limited upstream; retry after %s seconds", id, secs)}
+	if f.mayMove(i, upstream.Definite) {
+		return stepNext, true
+	}
+	return stepStop, true
+}
+
+// reserve reserves the step's maximum cost; false when the request ends here
+// (budget exceeded, or the ledger failed).
+func (f *forwarding) reserve(ctx context.Context, g *Gateway, i int, att *Attempt, amount upstream.Microdollars) (stepVerdict, bool) {
+	id, caller := f.ids[i], f.req.Caller
+	rid := f.req.ID + "-" + strconv.Itoa(i)
+	keyLim, tenLim := f.cfg.Budgets.For(string(caller.Identity.TenantSlot), caller.KeyID)
+	ticket, err := g.cfg.Ledger.Reserve(ctx, upstream.Reservation{ID: rid, Tenant: caller.Identity.TenantSlot, KeyID: caller.KeyID,
+		Identity: id, Amount: amount, KeyLimit: keyLim, TenantLimit: tenLim})
+	if errors.Is(err, upstream.ErrBudgetExceeded) {
+		att.Outcome = "budget_exceeded"
+		f.res.Attempts = append(f.res.Attempts, *att)
+		f.res.Refusal = &Refusal{Status: http.StatusTooManyRequests, Code: CodeBudgetExceeded,
+			Message: fmt.Sprintf("shim: budget exceeded: this request may cost up to %s dollars on %s, more than the key's or tenant's budget has left", amount, id)}
+		return stepDone, false
+	}
+	if err != nil {
+		f.res.Err = err
+		f.res.Refusal = &Refusal{Status: http.StatusInternalServerError, Code: CodeLedgerUnhealthy, Message: "internal error", Retry: true}
+		return stepDone, false
+	}
+	att.Reservation, att.Reserved, att.Ticket = rid, int64(amount), ticket
+	f.res.Reserved += int64(amount)
+	return stepNext, true
+}
+
+// close settles the attempt's reservation to what the upstream reported, or
+// releases it, now or (DeferClose) in the caller's receipt transaction.
+func (f *forwarding) close(ctx context.Context, g *Gateway, att *Attempt, out outcome, amount int64) {
+	if out.settle {
+		if out.cost < 0 {
+			// The upstream reported no usage: the reservation is the
+			// honest upper bound of what it cost.
+			g.cfg.Logger.Warn("gateway: answer without usage; settled at the reservation", "route", att.Route, "model", att.Model)
+			out.cost = amount
+		}
+		att.Settled = out.cost
+		f.res.Settled += out.cost
+		att.Closing = CloseSettle
+	} else {
+		att.Closing = CloseRelease
+	}
+	if !g.cfg.DeferClose {
+		g.Close(context.WithoutCancel(ctx), []Attempt{*att})
+		att.Closing = ""
+	}
+}
+
+// after decides what follows an attempt: its answer, the client gone, a
+// hold on a 429, the next step, or the upstream's own error passed on.
+func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out outcome, now time.Time) stepVerdict {
+	st, id := f.steps[i], f.ids[i]
+	if out.answered {
+		f.res.Route, f.res.Status, f.res.Final = st.Route, out.status, out.final
+		return stepDone
+	}
+	if out.outcome == "canceled" {
+		f.res.Refusal = &Refusal{Status: 499, Code: "canceled", Message: "shim: the client went away"}
+		return stepDone
+	}
+	if out.failure == upstream.Definite && out.status == http.StatusTooManyRequests {
+		hold := upstream.RetryAfter(out.retryAfter, now, g.cfg.DefaultHold)
+		if err := g.cfg.Holds.Hold(context.WithoutCancel(ctx), id, g.cfg.Now().Add(hold)); err != nil {
+			g.cfg.Logger.Error("gateway: hold not recorded", "model", id, "err", err)
+		}
+	}
+	if f.mayMove(i, out.failure) {
+		return stepNext
+	}
+	if out.errAnswer != nil {
+		// No step may take over: the upstream's own error is the answer.
+		g.passOn(w, out)
+		f.res.Route, f.res.Status = st.Route, out.status
+		return stepDone
+	}
+	f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: the upstream could not be reached"}
+	return stepStop
 }
 
 // outcome is one attempt's result.
