@@ -1,5 +1,5 @@
-// Package bench is the side-by-side load harness of the shim hot path
-// (issue 13): a fast fake OpenAI upstream, a bare httputil.ReverseProxy in
+// Package bench is the side-by-side load harness of the shim hot path: a
+// fast fake OpenAI upstream, a bare httputil.ReverseProxy in
 // front of it, and a closed-loop load generator that runs the same
 // chat-completions request over N keep-alive connections for a fixed time
 // and reports req/s, p50 and p99. `caduceus bench` puts Caduceus, started

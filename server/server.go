@@ -46,8 +46,8 @@ type Config struct {
 	Trader   *trader.Service
 	Executor *executor.Executor
 	Shim     *shim.Service
-	// ShimMemory and ShimSync serve memory, outcomes, insights and governed
-	// sync (issue 6); nil when the shim gate is off.
+	// ShimMemory and ShimSync serve entity memory, rule outcomes, insights
+	// and governed sync; nil when the shim gate is off.
 	ShimMemory *memory.Memory
 	ShimSync   *provsync.Syncer
 	// ShimSpend serves GET /v1/spend; nil when no gateway routes are

@@ -47,7 +47,7 @@ func wantWhole(t *testing.T, db *store.DB, opt audit.Options) audit.Report {
 	return rep
 }
 
-// The tampering cases of issue 14 on both stores: a removed head (found
+// The ways an audit trail could be silently rewritten or truncated, on both stores: a removed head (found
 // from the records, then rebuilt by the next append, not a 500), the
 // resource and at columns, a rewound head, and truncation against a signed
 // checkpoint.

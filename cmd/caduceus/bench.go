@@ -30,7 +30,7 @@ func (a *app) benchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure the shim hot path beside a bare reverse proxy (issue 13)",
+		Short: "Measure the shim hot path beside a bare reverse proxy",
 		Long: `Start a fast fake OpenAI upstream, a bare net/http httputil.ReverseProxy in
 front of it and Caduceus (built by serve's own wiring, on SQLite in a fresh
 temporary data directory, or on --store), then load each in turn with the
