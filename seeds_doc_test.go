@@ -244,3 +244,52 @@ func subtestNames(t *testing.T) map[string]bool {
 	}
 	return names
 }
+
+// issueRefRE finds references to the project's issue tracker by number.
+var issueRefRE = regexp.MustCompile(`(?i)\bissues? #?[0-9]+`)
+
+// TestNoIssueNumbersInCommentsOrDocs: a comment or a document says what it
+// means, never the word issue followed by a tracker number (the tracker is
+// not part of the code and its numbers mean nothing to a reader).
+func TestNoIssueNumbersInCommentsOrDocs(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(path, ".go"):
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, g := range f.Comments {
+				for _, c := range g.List {
+					if m := issueRefRE.FindString(c.Text); m != "" {
+						t.Errorf("%s: comment names %q; say what it means", fset.Position(c.Pos()), m)
+					}
+				}
+			}
+		case strings.HasSuffix(path, ".md"):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				if m := issueRefRE.FindString(line); m != "" {
+					t.Errorf("%s:%d: names %q; say what it means", path, i+1, m)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
