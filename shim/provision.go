@@ -118,7 +118,8 @@ type Response struct {
 	StopReason string `json:"stop_reason,omitempty"` // end_turn (default), max_tokens, stop_sequence
 }
 
-// Governance is the fabric_governance lens tag (issue 6 enforces it).
+// Governance is the fabric_governance lens tag; Governor.Lens enforces it
+// (seed 003 H12).
 type Governance struct {
 	Status          string   `json:"status,omitempty"`
 	VisibilityScope string   `json:"visibility_scope,omitempty"`

@@ -90,8 +90,8 @@ type Config struct {
 	// Logger for failures that cannot be sent to the caller (nil: slog.Default()).
 	Logger *slog.Logger
 	// Admit is an optional lens over each provision before its triggers run
-	// (issue 6: fabric_governance). A false answer skips the provision with
-	// the reason given.
+	// (the fabric_governance lens, Governor.Admit: seed 003 H12). A false
+	// answer skips the provision with the reason given.
 	Admit func(ctx context.Context, caller contract.Caller, p Provision) (bool, string)
 	// AdmitOnly, when set with Admit, says which provisions Admit must
 	// see; the others are admitted without a call. It must agree with

@@ -50,7 +50,7 @@ const (
 	OutcomeRetryError = "retry_error" // the next turn carried an error signature
 )
 
-// Store keeps entity memory and rule outcomes, per tenant (issue 6).
+// Store keeps entity memory and rule outcomes, per tenant (seed 003 H13).
 // Each method is one or two statements:
 //
 //   - TouchEntities is an upsert per entity: INSERT ... ON CONFLICT
