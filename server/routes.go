@@ -99,6 +99,15 @@ func (s *Server) routes() {
 		}
 	}
 
+	// Operator console: HTML pages under /console that authenticate with
+	// their own one-time login and session cookie (Path=/console), never
+	// with a key; the API below keeps refusing cookies.
+	if s.cfg.Console != nil {
+		s.mux.Handle("GET /console", s.cfg.Console)
+		s.mux.Handle("GET /console/", s.cfg.Console)
+		s.mux.Handle("POST /console/logout", s.cfg.Console)
+	}
+
 	// Routes the command mounts.
 	for _, m := range s.cfg.Mounts {
 		s.mux.Handle(m.Pattern, s.wrap(m.Action, m.Scope, m.Handler))

@@ -61,6 +61,11 @@ type Config struct {
 	// gateways and platforms itself (HMAC tokens, platform signatures).
 	Relay http.Handler
 
+	// Console is the operator console (package console), served under
+	// /console with its own session cookie; nil: no console. The API
+	// routes never accept that cookie.
+	Console http.Handler
+
 	// Mounts are routes the command adds, registered after the gates'
 	// (the executor gate's answer when it is not configured).
 	Mounts []Mount

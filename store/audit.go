@@ -220,3 +220,21 @@ func (l *AuditLog) Tail(ctx context.Context, f AuditFilter) ([]audit.Record, err
 	}
 	return out, rows.Err()
 }
+
+// Record returns the audit record with id, decoded from its hashed body;
+// found is false when there is none.
+func (l *AuditLog) Record(ctx context.Context, id string) (rec audit.Record, found bool, err error) {
+	var body, prev, hash string
+	err = l.db.QueryRow(ctx, `SELECT body, prev_hash, hash FROM audit_records WHERE id = ?`, id).Scan(&body, &prev, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return audit.Record{}, false, nil
+	}
+	if err != nil {
+		return audit.Record{}, false, fmt.Errorf("store: audit record: %w", err)
+	}
+	if rec, err = audit.Decode([]byte(body)); err != nil {
+		return audit.Record{}, false, err
+	}
+	rec.Body, rec.PrevHash, rec.Hash = []byte(body), prev, hash
+	return rec, true, nil
+}

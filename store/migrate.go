@@ -11,7 +11,7 @@ import (
 
 // migrations are applied in file-name order, each once, each in its own
 // transaction. Ranges: 000-099 core, 100-199 trader, 200-299 executor,
-// 300-399 shim, 400-499 relay. A file, once released, is never edited:
+// 300-399 shim, 400-499 relay, 500-599 console. A file, once released, is never edited:
 // changes are new files.
 //
 //go:embed migrations/*.sql

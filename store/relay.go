@@ -187,3 +187,51 @@ func (s *Relay) Prune(ctx context.Context, now, seenBefore time.Time) error {
 	}
 	return nil
 }
+
+// Buffered lists the events of a tenant's buffer (every tenant when tenant
+// is empty), oldest first, at most limit (<= 0: 100), with their lease: the
+// console's view of what waits for a gateway.
+func (s *Relay) Buffered(ctx context.Context, tenant contract.TenantSlot, limit int) ([]BufferedEvent, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT tenant, id, platform, bot, session_key, event, created_at, lease_owner, lease_until FROM relay_buffer`
+	var args []any
+	if tenant != "" {
+		q += ` WHERE tenant = ?`
+		args = append(args, string(tenant))
+	}
+	q += ` ORDER BY id LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: relay: buffered: %w", err)
+	}
+	defer rows.Close()
+	var out []BufferedEvent
+	for rows.Next() {
+		var b BufferedEvent
+		var t, event string
+		var created, until int64
+		if err := rows.Scan(&t, &b.ID, &b.Platform, &b.Bot, &b.SessionKey, &event, &created, &b.LeaseOwner, &until); err != nil {
+			return nil, fmt.Errorf("store: relay: buffered: %w", err)
+		}
+		b.Tenant, b.Event, b.CreatedAt = contract.TenantSlot(t), []byte(event), FromMicros(created)
+		if until > 0 {
+			b.LeaseUntil = FromMicros(until)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: relay: buffered: %w", err)
+	}
+	return out, nil
+}
+
+// BufferedEvent is a buffered relay event with its lease (LeaseOwner empty
+// and LeaseUntil zero when no connection holds it).
+type BufferedEvent struct {
+	relay.Buffered
+	LeaseOwner string
+	LeaseUntil time.Time
+}

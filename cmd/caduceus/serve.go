@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/store"
@@ -29,7 +30,8 @@ func (a *app) serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the Caduceus server",
 		Long: `Run the HTTP server: management API under /v1, the MCP endpoint at /mcp,
-/healthz, /readyz and /metrics. With no flags it runs on SQLite in ./.caduceus
+/healthz, /readyz, /metrics and the operator console at /console
+(caduceus console prints a login link). With no flags it runs on SQLite in ./.caduceus
 and listens on 127.0.0.1:7600. On first start, when no admin key exists, it
 creates one for slot-1 and prints it once.`,
 		Example: `  caduceus serve
@@ -86,6 +88,7 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	var relayConn interface{ Close() error }
+	var gateways console.Gateways
 	if a.gateOn("relay") {
 		if a.relayConfigured() {
 			c, closeRelay, err := a.relayConnector(db)
@@ -94,9 +97,14 @@ func (a *app) serve(ctx context.Context) error {
 			}
 			defer closeRelay()
 			cfg.Relay = c.Handler()
-			relayConn = c
+			relayConn, gateways = c, c
 		}
 	}
+	con, err := a.consoleHandler(ctx, db, gateways, signer)
+	if err != nil {
+		return err
+	}
+	cfg.Console = con
 	srv := server.New(cfg)
 
 	ln, err := net.Listen("tcp", a.cfg.Addr)

@@ -28,6 +28,7 @@ type conn struct {
 	id        string
 	gatewayID string
 	tenant    contract.TenantSlot
+	since     time.Time
 	ws        *websocket.Conn
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -201,7 +202,7 @@ func (c *Connector) serveRelay(w http.ResponseWriter, r *http.Request) {
 	}
 	g := c.cfg.Gateways[gatewayID]
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	k := &conn{c: c, id: contract.NewID("rconn"), gatewayID: gatewayID, tenant: g.Tenant, ws: ws,
+	k := &conn{c: c, id: contract.NewID("rconn"), gatewayID: gatewayID, tenant: g.Tenant, since: c.now(), ws: ws,
 		ctx: ctx, cancel: cancel, sem: make(chan struct{}, maxOutboundInFlight)}
 	if !c.register(k) {
 		cancel()
