@@ -10,7 +10,7 @@ const module = "github.com/caduceus-dev/caduceus"
 
 // TestDomainPackagesStayInTheMiddle keeps the house's arrows pointing down:
 // a domain package (trader, executor, shim, relay and their sub-packages)
-// never imports the store, the server, auth, the command, another domain, a
+// never imports the store, the server, the console, auth, the command, another domain, a
 // broker implementation, or a database driver.
 func TestDomainPackagesStayInTheMiddle(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Deps " "}}`, "./...").Output()
@@ -18,7 +18,7 @@ func TestDomainPackagesStayInTheMiddle(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	domains := []string{"trader", "executor", "shim", "relay"}
-	forbiddenAlways := []string{module + "/store", module + "/server", module + "/auth", module + "/cmd", "database/sql", "modernc.org/sqlite", "github.com/jackc/pgx"}
+	forbiddenAlways := []string{module + "/store", module + "/server", module + "/console", module + "/auth", module + "/cmd", "database/sql", "modernc.org/sqlite", "github.com/jackc/pgx"}
 	checked := 0
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		pkg, deps, _ := strings.Cut(line, "|")
