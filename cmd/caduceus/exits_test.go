@@ -46,7 +46,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	for _, dir := range []string{missing, filepath.Join(base, "nonexistent", "x"), empty} {
 		for _, args := range [][]string{
 			{"audit", "verify"}, {"audit", "tail"}, {"keys", "list"}, {"keys", "revoke", "3f9a0c1d2e4b5a67"},
-			{"trader", "history"}, {"shim", "dry-run", "--protocol", "chat", ex("shim/chat-refund.json")},
+			{"trader", "history"}, {"shim", "dry-run", "--protocol", "chat", ex("shim/chat-refund.json")}, {"console", "--all-tenants"},
 		} {
 			args = append(args, "--data", dir)
 			code, out, errOut := cli(t, args...)
