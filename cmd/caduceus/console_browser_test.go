@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/relay/gateway"
 	"github.com/chromedp/chromedp"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -44,7 +47,21 @@ func chromium(t *testing.T) string {
 // test's temp dir.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium(t)
-	in := start(t, "--skills", exSkills, "--scenario", exScenario, "--offline")
+	tg := &fakeTelegram{}
+	tgSrv := httptest.NewServer(tg)
+	defer tgSrv.Close()
+	secret := "a-shared-gateway-secret-of-40-characters"
+	cfg := filepath.Join(t.TempDir(), "caduceus.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`relay:
+  telegram_base_url: %s
+  gateways:
+    gw-a: {tenant: slot-1, secrets: ["env:GW_A_SECRET"]}
+  telegram:
+    acmebot: {token: "env:TG_TOKEN", secret_token: "tg-webhook-secret", tenant: slot-1, parse_mode: plain}
+    quietbot: {token: "env:TG_TOKEN", secret_token: "tg-webhook-secret", tenant: slot-1, parse_mode: plain}
+`, tgSrv.URL)), 0o600)
+	env := map[string]string{"GW_A_SECRET": secret, "TG_TOKEN": "123:TGTOKEN"}
+	in := startEnv(t, func(k string) string { return env[k] }, "--config", cfg, "--skills", exSkills, "--scenario", exScenario, "--offline")
 	if code, out, errOut := cli(t, "trader", "import", "testdata/strategies.yaml", "--data", in.data); code != 0 {
 		t.Fatalf("import: %d %s %s", code, out, errOut)
 	}
@@ -52,7 +69,34 @@ func TestConsoleInBrowser(t *testing.T) {
 	_, opKey, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-1", "--scopes", "route,operate", "--context", "cron", "--harness", "autotrader")
 	shimKey, opKey = strings.TrimSpace(shimKey), strings.TrimSpace(opKey)
 
-	const session = "agent:main:telegram:dm:4242"
+	// A Telegram message reaches the agent's gateway with its session key.
+	a, events, _ := connectAdapter(t, in.url, "gw-a", secret, "telegram", "acmebot")
+	webhook := func(bot, update string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", in.url+"/hooks/telegram/"+bot, strings.NewReader(update))
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "tg-webhook-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("webhook %s: %d", bot, resp.StatusCode)
+		}
+	}
+	webhook("acmebot", `{"update_id":1,"message":{"message_id":77,"from":{"id":42,"first_name":"Al"},"chat":{"id":-1001,"type":"supergroup","title":"Team"},"date":1700000000,"text":"buy some SPY. how do I get a refund?"}}`)
+	var ev gateway.Inbound
+	select {
+	case ev = <-events:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event reached the gateway")
+	}
+	session := ev.SessionKey
+	// Another bot that no gateway serves: its message waits in the buffer.
+	webhook("quietbot", `{"update_id":2,"message":{"message_id":78,"from":{"id":43,"first_name":"Bo"},"chat":{"id":-1002,"type":"supergroup","title":"Ops"},"date":1700000000,"text":"anyone there?"}}`)
+
+	// The agent works on it: an LLM turn, a trader decision and an
+	// executor tick, each naming the conversation; then it replies.
 	conv := contract.ConversationFor("slot-1", session)
 	post := func(path, key, body string, hdr ...string) {
 		t.Helper()
@@ -74,12 +118,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	post("/v1/provisions", shimKey, `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`, "X-Caduceus-Harness", "claude-code")
-	post("/v1/chat/completions", shimKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`, "X-Caduceus-Harness", "claude-code")
+	post("/v1/chat/completions", shimKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"buy some SPY. how do I get a refund?"}]}`, "X-Caduceus-Harness", "claude-code")
 	decision, _ := os.ReadFile("testdata/decision.json")
 	post("/v1/trader/decisions", opKey, string(decision))
 	payload, _ := os.ReadFile(exPayload)
 	tick, _ := json.Marshal(map[string]any{"payload": json.RawMessage(payload)})
 	post("/v1/executor/ticks", opKey, string(tick))
+	if res := a.Send(t.Context(), "-1001", "Bought 1 SPY. Refunds take 14 days.", "", nil); !res.Success {
+		t.Fatalf("reply: %+v", res)
+	}
 
 	// The trail the console must show, read as the server reads it.
 	db, err := store.Open(t.Context(), "", in.data)
@@ -96,8 +143,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, e := range want.Events {
 		gates[e.Gate] = true
 	}
-	if len(want.Events) < 1 {
-		t.Fatalf("trail of %s has no events", conv)
+	for _, g := range []trail.Gate{trail.GateRelay, trail.GateShim} {
+		if !gates[g] {
+			t.Errorf("the trail of %s has no %s event: %+v", conv, g, want.Events)
+		}
 	}
 	t.Logf("trail of %s: %d events from gates %v", conv, len(want.Events), gates)
 
@@ -215,7 +264,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"/console/receipts", "receipts", "respond_directly"},
 		{"/console/decisions", "decisions", "dec_2026_04_16_001"},
 		{"/console/ticks", "ticks", "placed"},
-		{"/console/relay", "relay", "Buffered events"},
+		{"/console/relay", "relay", "gw-a"},
 		{"/console/keys", "keys", adminID},
 		{"/console/audit", "audit", "✓ verified"},
 	} {
