@@ -20,7 +20,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay/connector"
@@ -127,6 +129,19 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
+	texts := []string{r.URL.Path}
+	for k, vs := range r.URL.Query() {
+		texts = append(append(texts, k), vs...)
+	}
+	for _, s := range texts {
+		// Path values and the tenant filter reach the store: text that is
+		// not valid UTF-8 or holds a NUL is refused before (Postgres would
+		// refuse it as an error).
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			c.render(w, http.StatusBadRequest, "error", view{Title: "Bad request"}, errorView{Message: "The address is not valid UTF-8 text or holds a NUL character."})
+			return
+		}
+	}
 	c.mux.ServeHTTP(w, r)
 }
 

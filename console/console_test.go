@@ -91,7 +91,7 @@ type fixture struct {
 
 const sessionKey = "agent:main:telegram:dm:42"
 
-func newFixture(t *testing.T, db *store.DB) *fixture {
+func newFixture(t testing.TB, db *store.DB) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	f := &fixture{db: db, keys: auth.NewService(db.Keys(), nil, 0)}
@@ -129,7 +129,7 @@ func newFixture(t *testing.T, db *store.DB) *fixture {
 	return f
 }
 
-func (f *fixture) mint(t *testing.T, l console.Login, now time.Time, ttl time.Duration) string {
+func (f *fixture) mint(t testing.TB, l console.Login, now time.Time, ttl time.Duration) string {
 	t.Helper()
 	tok, err := console.MintLogin(f.secret, l, now, ttl)
 	if err != nil {
@@ -140,12 +140,12 @@ func (f *fixture) mint(t *testing.T, l console.Login, now time.Time, ttl time.Du
 
 // client is a browser-like client: it keeps cookies and does not follow
 // redirects.
-func client(t *testing.T) *http.Client {
+func client(t testing.TB) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-func get(t *testing.T, c *http.Client, u string) (int, string, http.Header) {
+func get(t testing.TB, c *http.Client, u string) (int, string, http.Header) {
 	t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {
@@ -157,7 +157,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string, http.Header) {
 }
 
 // login opens a session for l and returns its client.
-func (f *fixture) login(t *testing.T, l console.Login) *http.Client {
+func (f *fixture) login(t testing.TB, l console.Login) *http.Client {
 	t.Helper()
 	c := client(t)
 	code, body, _ := get(t, c, console.LoginURL(f.srv.URL, f.mint(t, l, time.Now(), time.Minute)))
@@ -499,4 +499,62 @@ func open(t *testing.T, dsn string) *store.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// TestMalformedAddressesAreRefused: path values and the tenant filter that
+// are not text are a 400, never a store error, on either backend.
+func TestMalformedAddressesAreRefused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		f := newFixture(t, db)
+		c := f.login(t, console.Login{AllTenants: true})
+		for _, path := range []string{"/console/records/%ff%fe", "/console/conversations/%00", "/console/conversations/a%ffb", "/console/keys?tenant=%ff", "/console/receipts?tenant=%00"} {
+			code, body, _ := get(t, c, f.srv.URL+path)
+			if code != http.StatusBadRequest || !strings.Contains(body, "not valid UTF-8") {
+				t.Errorf("GET %s: %d %s", path, code, body)
+			}
+		}
+		long := strings.Repeat("x", 5000)
+		for _, path := range []string{"/console/records/" + long, "/console/conversations/" + long} {
+			if code, body, _ := get(t, c, f.srv.URL+path); code != http.StatusNotFound {
+				t.Errorf("GET %s…: %d %s", path[:40], code, body)
+			}
+		}
+	})
+}
+
+// BenchmarkConversationPage: one conversation page of five events over
+// HTTP (session check, trail read, chain verification, render); compare
+// BenchmarkAuditAPI, the JSON of the same records through the API.
+func BenchmarkConversationPage(b *testing.B) {
+	f := newFixture(b, storetest.OpenSQLite(b))
+	c := f.login(b, console.Login{Tenant: "slot-1", KeyID: f.key1.ID})
+	u := f.srv.URL + "/console/conversations/" + f.conv
+	for b.Loop() {
+		resp, err := c.Get(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatal(resp.StatusCode)
+		}
+	}
+}
+
+func BenchmarkAuditAPI(b *testing.B) {
+	f := newFixture(b, storetest.OpenSQLite(b))
+	for b.Loop() {
+		req, _ := http.NewRequest("GET", f.srv.URL+"/v1/audit?limit=5", nil)
+		req.Header.Set("Authorization", "Bearer "+f.token1)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatal(resp.StatusCode)
+		}
+	}
 }
