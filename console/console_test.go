@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,7 +68,7 @@ func (r recordTrails) Get(ctx context.Context, tenant, id string) (trail.Trail, 
 		at, _ := time.Parse(time.RFC3339Nano, x.Outcome.At)
 		gate, _, _ := strings.Cut(x.Outcome.Action, ".")
 		t.Events = append(t.Events, trail.Event{At: at, Gate: trail.Gate(gate), Kind: x.Outcome.Action, Summary: x.Outcome.Resource,
-			AuditID: x.ID, AuditSeq: x.Seq, Verified: true, Outcome: string(x.Outcome.Outcome), Detail: map[string]any{"reason": x.Outcome.Reason}})
+			AuditID: x.ID, AuditSeq: x.Seq, Verified: true, Outcome: string(x.Outcome.Outcome), Detail: map[string]any{"receipt": "rcpt_" + x.ID, "route": json.RawMessage(`{"requested":"` + x.Outcome.Action + `"}`)}})
 	}
 	if len(t.Events) == 0 {
 		return trail.Trail{}, trail.ErrNotFound
@@ -223,7 +224,7 @@ func TestEveryPageRendersForItsTenant(t *testing.T) {
 	c := f.login(t, console.Login{Tenant: "slot-1", KeyID: f.key1.ID})
 	pages := map[string][]string{
 		"/console/":                        {f.conv, sessionKey},
-		"/console/conversations/" + f.conv: append([]string{"✓ every record verifies", "relay.deliver", "executor.tick"}, f.recordIDs...),
+		"/console/conversations/" + f.conv: append([]string{"✓ every record verifies", "relay.deliver", "executor.tick", `href="/console/receipts#rcpt_` + f.recordIDs[1] + `"`, "route.requested", "2 details"}, f.recordIDs...),
 		"/console/conversations/" + url.PathEscape(sessionKey): {f.conv},
 		"/console/records/" + f.recordIDs[2]:                   {"trader.apply", "payload of trader.apply", "verifies from genesis", "/console/conversations/"},
 		"/console/receipts":                                    {"No shim receipts yet."},

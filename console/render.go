@@ -81,9 +81,21 @@ var funcs = template.FuncMap{
 		}
 		return out
 	},
-	"fields": func(m map[string]any) []field { return flatten(m) },
-	"tone":   tone,
-	"deref":  func(s *string) string { return deref(s) },
+	"fields": func(m map[string]any) []field {
+		// Details may hold raw JSON or typed values: read them back as
+		// plain JSON values, so nested ones flatten into lines too.
+		b, err := json.Marshal(m)
+		if err != nil {
+			return []field{{Key: "detail", Value: err.Error()}}
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return []field{{Key: "detail", Value: err.Error()}}
+		}
+		return linked(flatten(v))
+	},
+	"tone":  tone,
+	"deref": func(s *string) string { return deref(s) },
 	"pct": func(f *float64) string {
 		if f == nil {
 			return ""
@@ -168,8 +180,28 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, v view,
 	w.Write(b.Bytes())
 }
 
-// field is one line of a flattened record: a dotted path and a short value.
-type field struct{ Key, Value string }
+// field is one line of a flattened record: a dotted path, a short value
+// and, for an id the console has a page for, the link to it.
+type field struct{ Key, Value, Link string }
+
+// related maps detail keys that hold ids to the console page listing them
+// (each row carries its id as its anchor).
+var related = map[string]string{
+	"receipt":    "/console/receipts#",
+	"receipt_id": "/console/receipts#",
+	"attempt":    "/console/decisions#",
+	"tick_id":    "/console/ticks#",
+	"audit_id":   "/console/records/",
+}
+
+func linked(fs []field) []field {
+	for i, f := range fs {
+		if p, ok := related[f.Key]; ok && f.Value != "" {
+			fs[i].Link = p + url.PathEscape(f.Value)
+		}
+	}
+	return fs
+}
 
 // flatten turns a decoded JSON value into sorted path = value lines:
 // objects by key, lists of scalars joined, lists of objects by index, so
@@ -200,14 +232,14 @@ func flatten(v any) []field {
 				for i, e := range x {
 					parts[i] = scalar(e)
 				}
-				out = append(out, field{prefix, clip(strings.Join(parts, ", "), 300)})
+				out = append(out, field{Key: prefix, Value: clip(strings.Join(parts, ", "), 300)})
 				return
 			}
 			for i, e := range x {
 				walk(fmt.Sprintf("%s[%d]", prefix, i), e, depth+1)
 			}
 		default:
-			out = append(out, field{prefix, clip(scalar(x), 300)})
+			out = append(out, field{Key: prefix, Value: clip(scalar(x), 300)})
 		}
 	}
 	walk("", v, 0)
