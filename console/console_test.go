@@ -439,7 +439,7 @@ func TestAPIIgnoresTheConsoleCookie(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	for _, path := range []string{"/v1/audit", "/v1/admin/keys", "/v1/audit/checkpoint", "/v1/nothing"} {
+	for _, path := range []string{"/v1/audit", "/v1/admin/keys", "/v1/audit/checkpoint", "/v1/nothing", "/mcp"} {
 		if code, body := do(path, nil); code != http.StatusUnauthorized || !strings.Contains(body, "cookie_refused") {
 			t.Errorf("GET %s with the console cookie: %d %s", path, code, body)
 		}
