@@ -82,6 +82,9 @@ var funcs = template.FuncMap{
 		return out
 	},
 	"fields": func(m map[string]any) []field {
+		if len(m) == 0 {
+			return nil
+		}
 		// Details may hold raw JSON or typed values: read them back as
 		// plain JSON values, so nested ones flatten into lines too.
 		b, err := json.Marshal(m)

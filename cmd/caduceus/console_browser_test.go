@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"image"
+	"image/color/palette"
+	"image/draw"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -181,11 +186,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shoot := func(name string) {
 		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), shot, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -232,14 +237,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	if *updateScreenshot {
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(960, 600)); err != nil {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1000, 620)); err != nil {
 			t.Fatal(err)
 		}
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "console.png"), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "console.png"), smallPNG(t, shot), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		chromedp.Do(ctx, chromedp.EmulateViewport(1200, 800))
@@ -289,4 +294,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("%d screenshots in %s, want 9", len(entries), shots)
 	}
 	t.Logf("screenshots in %s", shots)
+}
+
+// smallPNG re-encodes a screenshot with a 256-colour palette, so the one
+// the README shows stays a few tens of KB.
+func smallPNG(t *testing.T, b []byte) []byte {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pal := image.NewPaletted(img.Bounds(), palette.Plan9)
+	draw.Draw(pal, img.Bounds(), img, img.Bounds().Min, draw.Src)
+	var out bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestCompression}
+	if err := enc.Encode(&out, pal); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
