@@ -56,6 +56,7 @@ func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) 
 	return e.Tick(ctx, TickRequest{
 		Payload:        in.Payload,
 		Identity:       c.Identity,
+		Provenance:     c.Provenance(contract.ActorAssistant, contract.Timestamp(e.wall())),
 		Context:        ContextFromCaller(c),
 		ContextSource:  src,
 		Profile:        profile,

@@ -21,6 +21,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
+	"github.com/caduceus-dev/caduceus/trail"
 )
 
 // Pinger reports whether the store answers.
@@ -60,6 +61,9 @@ type Config struct {
 	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
 	// gateways and platforms itself (HMAC tokens, platform signatures).
 	Relay http.Handler
+
+	// Trails serve GET /v1/conversations[/{id}]; nil: not served.
+	Trails trail.Reader
 
 	// Mounts are routes the command adds, registered after the gates'
 	// (the executor gate's answer when it is not configured).
