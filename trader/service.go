@@ -106,7 +106,7 @@ func (s *Service) entry(c contract.Caller, action, resource string, outcome cont
 			Resource: clip(resource, 190), Outcome: outcome, Reason: clip(reason, 190),
 		},
 		Provenance: c.Provenance(actor, ts),
-		Payload: payload,
+		Payload:    payload,
 	}
 }
 
