@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -142,6 +143,14 @@ func testConversationTrail(t *testing.T, pg string) {
 		t.Fatalf("LLM turn named in metadata: %v, conversation %q", err, hr.Header.Get(contract.HeaderConversation))
 	}
 
+	// A malformed name is refused in the protocol's envelope, naming it.
+	_, err = oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}, option.WithHeader(contract.HeaderConversation, "a\tb"))
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 400 || !strings.Contains(oe.RawJSON(), contract.HeaderConversation) {
+		t.Errorf("conversation header with a tab: %v", err)
+	}
+
 	// 3. A trader decision and an executor tick over HTTP, with the header.
 	decision, _ := os.ReadFile("testdata/decision.json")
 	if status, body := in.do(t, "POST", "/v1/trader/decisions", agentKey, json.RawMessage(decision), contract.HeaderConversation, key); status != 200 || body["status"] != "applied" {
@@ -161,6 +170,13 @@ func testConversationTrail(t *testing.T, pg string) {
 	res, err := sess.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute_intents", Arguments: tick, Meta: mcp.Meta{"conversation": key}})
 	if err != nil || res.IsError {
 		t.Fatalf("MCP tick: %v %+v", err, res)
+	}
+	res, err = sess.CallTool(t.Context(), &mcp.CallToolParams{Name: "execute_intents", Arguments: tick, Meta: mcp.Meta{"conversation": 7}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "_meta.conversation") {
+		t.Errorf("MCP tick with a non-string _meta.conversation: %v %+v", err, res)
+	}
+	if code, _, errOut := cli(t, "trader", "apply", "--payload", "testdata/decision.json", "--conversation", "bad\x01name"); code != 2 || !strings.Contains(errOut, "--conversation") {
+		t.Errorf("trader apply with a bad --conversation: %d %s", code, errOut)
 	}
 	// From the CLI, named by the Hermes environment, in a cron run.
 	code, out, errOut := cliEnv(t, map[string]string{"HERMES_SESSION_KEY": key, "HERMES_CRON_RUN_ID": "cron-run-7"},
