@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"hash"
 	"io"
@@ -550,22 +549,9 @@ func conversationKey(header string, req *wire.Request) string {
 	if req == nil || len(req.Raw) == 0 {
 		return ""
 	}
-	var body struct {
-		Metadata map[string]any `json:"metadata"`
-		User     any            `json:"user"`
-	}
-	if json.Unmarshal(req.Raw, &body) != nil {
-		return ""
-	}
-	var candidates []any
-	if req.Protocol == wire.Messages {
-		candidates = []any{body.Metadata["user_id"]}
-	} else {
-		candidates = []any{body.Metadata["conversation"], body.Metadata["session_key"], body.User}
-	}
-	for _, c := range candidates {
-		if s, ok := c.(string); ok && contract.CheckConversation("", s) == nil {
-			return s
+	for _, name := range wire.ConversationNames(req.Protocol, req.Raw) {
+		if contract.CheckConversation("", name) == nil {
+			return name
 		}
 	}
 	return ""

@@ -248,6 +248,14 @@ func testConversationTrail(t *testing.T, pg string) {
 		t.Errorf("slot-2 asked for slot-1's list: %d", status)
 	}
 
+	// The admin key reads every tenant's; ?tenant= narrows it.
+	var asAdmin trail.Trail
+	getJSON(t, in, "/v1/conversations/"+url.PathEscape(key), in.adminKey, 200, &asAdmin)
+	if asAdmin.ConversationID != conv || len(asAdmin.Events) != len(tr.Events) {
+		t.Errorf("admin read: %s", mustJSON(asAdmin))
+	}
+	getJSON(t, in, "/v1/conversations/"+url.PathEscape(key)+"?tenant=slot-2", in.adminKey, 404, nil)
+
 	// `caduceus trace` prints the same events, in the same order.
 	code, out, errOut = cli(t, "trace", key, "--tenant", "slot-1")
 	if code != 0 || !strings.Contains(out, "conversation "+conv+" (session "+key+")") || !strings.Contains(out, "verified through every event") {
