@@ -471,12 +471,13 @@ func (s *Service) finish(t *turn) {
 	if t.key != "" && !contract.IsConversationID(t.key) {
 		prov.SessionID = contract.SessionIDFor(t.key)
 	}
-	if t.rc.Model != "" || t.rc.Upstream != "" {
-		// The route: the model asked for, the upstream that answered.
-		requested := t.rc.Model
-		if requested == "" {
-			requested = string(t.rc.Protocol)
-		}
+	// The route: the model asked for (the protocol when the request named
+	// none), the upstream that answered.
+	requested := t.rc.Model
+	if requested == "" {
+		requested = string(t.rc.Protocol)
+	}
+	if requested != "" {
 		prov.Route = &contract.Route{Requested: truncateRunes(requested, 120), ResolvedTarget: truncateRunes(t.rc.Upstream, 120)}
 	}
 	e := audit.Entry{
