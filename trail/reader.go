@@ -199,35 +199,35 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 	prev, next := audit.Genesis, int64(1)
 	if anchor != nil {
 		if first <= anchor.Seq {
-			// Backwards: every record from first to the anchor must link
-			// up to the hash the checkpoint signed. A record that does not
-			// leaves itself and every earlier one unverified.
-			var rows []audit.Row
+			// Up to the anchor: a record verifies when every link from it
+			// to the checkpoint's record holds and that record has the
+			// hash the checkpoint signed. One pass in chain order keeps
+			// the highest seq where that fails: it and every earlier
+			// record are unverified.
+			var bad int64
+			fail := func(seq int64, reason string) { bad, v.reason = seq, reason }
+			prevHash, want := "", first
 			if err := r.src.ScanRange(ctx, tenant, first, anchor.Seq, func(row audit.Row) error {
-				rows = append(rows, row)
+				if row.Seq != want {
+					fail(row.Seq-1, fmt.Sprintf("records from seq %d to %d are missing", want, row.Seq-1))
+				} else if want > first && row.PrevHash != prevHash {
+					fail(row.Seq-1, fmt.Sprintf("record %s at seq %d: its prev_hash does not match the previous record's hash", row.ID, row.Seq))
+				}
+				if reason := checkRow(row, row.PrevHash, row.Seq); reason != "" {
+					fail(row.Seq, fmt.Sprintf("record %s at seq %d: %s", row.ID, row.Seq, reason))
+				}
+				prevHash, want = row.Hash, row.Seq+1
 				return nil
 			}); err != nil {
 				return verdict{}, err
 			}
-			want := anchor.Hash
-			wantSeq := anchor.Seq
-			v.from = first
-			for i := len(rows) - 1; i >= 0; i-- {
-				row := rows[i]
-				if reason := checkRow(row, row.PrevHash, wantSeq); reason != "" || row.Hash != want {
-					if reason == "" {
-						reason = "the record does not link to the checkpoint's hash"
-					}
-					v.from = row.Seq + 1
-					v.reason = fmt.Sprintf("record %s at seq %d: %s", row.ID, row.Seq, reason)
-					break
-				}
-				want, wantSeq = row.PrevHash, row.Seq-1
+			switch {
+			case want <= anchor.Seq:
+				fail(anchor.Seq, fmt.Sprintf("records from seq %d to the checkpoint's seq %d are missing", want, anchor.Seq))
+			case prevHash != anchor.Hash:
+				fail(anchor.Seq, fmt.Sprintf("the record at seq %d does not have the hash the checkpoint signed: the history was rewritten", anchor.Seq))
 			}
-			if v.reason == "" && wantSeq >= first {
-				v.from = wantSeq + 1
-				v.reason = fmt.Sprintf("records before seq %d are missing", wantSeq+1)
-			}
+			v.from = max(first, bad+1)
 		} else {
 			v.from = anchor.Seq + 1
 		}
