@@ -35,11 +35,11 @@ func TestConversationKeyPrecedence(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.body, err)
 		}
-		if got := ConversationKey(tc.header, req); got != tc.want {
+		if got := conversationKey(tc.header, req); got != tc.want {
 			t.Errorf("%s header %q %s: %q, want %q", tc.p, tc.header, tc.body, got, tc.want)
 		}
 		caller := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-3", Subject: "usr_a"}}
-		if got := ConversationID(tc.header, caller, req); tc.want != "" && got != contract.ConversationFor("slot-3", tc.want) {
+		if got := conversationID(tc.header, caller, req); tc.want != "" && got != contract.ConversationFor("slot-3", tc.want) {
 			t.Errorf("%s %s: conversation %s, want ConversationFor(%q)", tc.p, tc.body, got, tc.want)
 		}
 	}
@@ -59,7 +59,7 @@ func FuzzConversationKey(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if k := ConversationKey("", req); k != "" && contract.CheckConversation("key", k) != nil {
+		if k := conversationKey("", req); k != "" && contract.CheckConversation("key", k) != nil {
 			t.Fatalf("unusable name %q", k)
 		}
 	})
