@@ -82,14 +82,6 @@ type Executor struct {
 	inflight  inflight
 }
 
-// wall is the executor's wall clock.
-func (e *Executor) wall() time.Time {
-	if e.Now != nil {
-		return e.Now()
-	}
-	return time.Now()
-}
-
 // TickRequest is one tick as every surface (CLI, HTTP, MCP) hands it over.
 type TickRequest struct {
 	// Payload is the strategist's raw JSON payload.
