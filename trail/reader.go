@@ -197,6 +197,9 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 		}
 	}
 	prev, next := audit.Genesis, int64(1)
+	// Where the pass up to the anchor found the chain to end, when it ends
+	// before the anchor (-1: it reaches the anchor).
+	lastSeen, lastSeenHash := int64(-1), ""
 	if anchor != nil {
 		if first <= anchor.Seq {
 			// Up to the anchor: a record verifies when every link from it
@@ -224,6 +227,7 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 			switch {
 			case want <= anchor.Seq:
 				fail(anchor.Seq, fmt.Sprintf("records from seq %d to the checkpoint's seq %d are missing", want, anchor.Seq))
+				lastSeen, lastSeenHash = want-1, prevHash
 			case prevHash != anchor.Hash:
 				fail(anchor.Seq, fmt.Sprintf("the record at seq %d does not have the hash the checkpoint signed: the history was rewritten", anchor.Seq))
 			}
@@ -235,6 +239,9 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 	}
 	// Forwards to the head.
 	last, lastHash := next-1, prev
+	if lastSeen >= 0 {
+		last, lastHash = lastSeen, lastSeenHash
+	}
 	err = r.src.ScanRange(ctx, tenant, next, 0, func(row audit.Row) error {
 		if reason := checkRow(row, prev, next); reason != "" {
 			v.to = row.Seq - 1
@@ -251,20 +258,22 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 		return verdict{}, err
 	}
 	if v.to < 0 {
+		// What the head says; the first reason found is kept.
+		reason := ""
 		switch {
-		case anchor != nil && last < anchor.Seq:
-			v.to = last
-			v.reason = fmt.Sprintf("the chain ends at seq %d but the checkpoint signed seq %d: records were removed", last, anchor.Seq)
 		case !headFound && last > 0:
-			v.reason = "the chain has no head row: the head was removed"
+			reason = "the chain has no head row: the head was removed"
 		case headFound && last > headSeq:
 			v.to = headSeq
-			v.reason = fmt.Sprintf("head is seq %d but the chain goes on to seq %d: the head was rewound", headSeq, last)
+			reason = fmt.Sprintf("head is seq %d but the chain goes on to seq %d: the head was rewound", headSeq, last)
 		case headFound && last < headSeq:
-			v.reason = fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", last, headSeq)
+			reason = fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", last, headSeq)
 		case headFound && last > 0 && lastHash != headHash:
 			v.to = last - 1
-			v.reason = "the head's hash disagrees with the chain's last record"
+			reason = "the head's hash disagrees with the chain's last record"
+		}
+		if v.reason == "" {
+			v.reason = reason
 		}
 	}
 	return v, nil
