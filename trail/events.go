@@ -65,9 +65,24 @@ type (
 			Ref       string `json:"ref"`
 			Chars     int    `json:"chars"`
 		} `json:"shimmed"`
-		Upstream       string `json:"upstream"`
-		UpstreamStatus int    `json:"upstream_status"`
-		OverheadMicros int64  `json:"overhead_us"`
+		Upstream       string     `json:"upstream"`
+		UpstreamStatus int        `json:"upstream_status"`
+		OverheadMicros int64      `json:"overhead_us"`
+		Spend          *shimSpend `json:"spend"`
+	}
+	// shimSpend is the gateway's account of an LLM turn (shim.Spend).
+	shimSpend struct {
+		Plan     string `json:"plan,omitempty"`
+		Attempts []struct {
+			Route    string `json:"route"`
+			Model    string `json:"model"`
+			Outcome  string `json:"outcome"`
+			Status   int    `json:"status,omitempty"`
+			Reserved int64  `json:"reserved_microdollars"`
+			Settled  int64  `json:"settled_microdollars"`
+		} `json:"attempts"`
+		Reserved int64 `json:"reserved_microdollars"`
+		Settled  int64 `json:"settled_microdollars"`
 	}
 	traderIssue struct {
 		Code    string `json:"code"`
@@ -226,6 +241,9 @@ func describeShim(ev *Event, rec audit.Record) {
 	if p.Refusal != nil {
 		d["refusal"] = p.Refusal
 	}
+	if p.Spend != nil {
+		d["spend"] = p.Spend
+	}
 	ev.Detail = d
 	s := fmt.Sprintf("%s %s: %s", p.Protocol, p.Model, p.Decision)
 	if p.UpstreamStatus != 0 {
@@ -235,6 +253,12 @@ func describeShim(ev *Event, rec audit.Record) {
 		s += "; no rule fired"
 	} else {
 		s += "; fired " + strings.Join(fired, ", ")
+	}
+	if p.Spend != nil {
+		s += fmt.Sprintf("; spent $%.6f", float64(p.Spend.Settled)/1e6)
+		if len(p.Spend.Attempts) > 1 {
+			s += fmt.Sprintf(" over %d attempts", len(p.Spend.Attempts))
+		}
 	}
 	if p.Refusal != nil {
 		s += "; refused " + p.Refusal.Code

@@ -50,7 +50,8 @@ func testConversationTrail(t *testing.T, pg string) {
 	tg := &fakeTelegram{}
 	tgSrv := httptest.NewServer(tg)
 	defer tgSrv.Close()
-	up := &fakeOpenAI{}
+	up := &fakeProvider{name: "openai"}
+	up.last.Store("")
 	upstream := httptest.NewServer(up)
 	defer upstream.Close()
 
@@ -62,10 +63,20 @@ func testConversationTrail(t *testing.T, pg string) {
     gw-a: {tenant: slot-1, secrets: ["env:GW_A_SECRET"]}
   telegram:
     acmebot: {token: "env:TG_TOKEN", secret_token: "tg-webhook-secret", tenant: slot-1, parse_mode: plain}
-`, tgSrv.URL)), 0o600)
-	env := map[string]string{"GW_A_SECRET": secret, "TG_TOKEN": "123:TGTOKEN", "CADUCEUS_OPENAI_API_KEY": "sk-upstream-secret"}
+shim:
+  routes:
+    openai: {kind: openai, base_url: %s/v1, key_env: UPSTREAM_KEY, models: [gpt-4.1-mini]}
+  plans:
+    standard:
+      failover: none
+      models:
+        gpt-4.1-mini: [{route: openai}]
+  prices:
+    openai/gpt-4.1-mini: {input: 0.40, cached_input: 0.10, output: 1.60, max_output_tokens: 32768}
+`, tgSrv.URL, upstream.URL)), 0o600)
+	env := map[string]string{"GW_A_SECRET": secret, "TG_TOKEN": "123:TGTOKEN", "UPSTREAM_KEY": "sk-upstream-secret"}
 	getenv := func(k string) string { return env[k] }
-	args := []string{"--config", cfg, "--upstream", "openai=" + upstream.URL + "/v1", "--skills", exSkills, "--scenario", exScenario}
+	args := []string{"--config", cfg, "--skills", exSkills, "--scenario", exScenario}
 	if pg != "" {
 		args = append(args, "--store", pg)
 	}
@@ -83,7 +94,7 @@ func testConversationTrail(t *testing.T, pg string) {
 	if code, out, errOut := cli(t, "trader", "import", "testdata/strategies.yaml"); code != 0 {
 		t.Fatalf("import: %d %s %s", code, out, errOut)
 	}
-	_, out, _ := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route,operate", "--context", "cron", "--harness", "autotrader")
+	_, out, _ := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route,operate", "--context", "cron", "--harness", "autotrader", "--models", "openai/gpt-4.1-mini")
 	agentKey := strings.TrimSpace(out)
 	_, out, _ = cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route,configure", "--harness", "claude-code")
 	configKey := strings.TrimSpace(out)
@@ -125,10 +136,10 @@ func testConversationTrail(t *testing.T, pg string) {
 	// 2. The agent's LLM turns through the shim, named by the session key.
 	oc := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(agentKey), option.WithMaxRetries(0))
 	var hr *http.Response
-	completion, err := oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+	completion, err := oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4.1-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(ev.Event.Text)}},
 		option.WithHeader(contract.HeaderConversation, key), option.WithResponseInto(&hr))
-	if err != nil || completion.Choices[0].Message.Content != "from upstream" {
+	if err != nil || completion.Choices[0].Message.Content != "from openai" {
 		t.Fatalf("LLM turn: %v %+v", err, completion)
 	}
 	conv := contract.ConversationFor("slot-1", key)
@@ -136,15 +147,15 @@ func testConversationTrail(t *testing.T, pg string) {
 		t.Errorf("shim answered conversation %q, want %q", got, conv)
 	}
 	// The same conversation named by the OpenAI metadata instead.
-	_, err = oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(ev.Event.Text), openai.AssistantMessage("from upstream"), openai.UserMessage("and then?")},
+	_, err = oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4.1-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(ev.Event.Text), openai.AssistantMessage("from openai"), openai.UserMessage("and then?")},
 		Metadata: shared.Metadata{"conversation": key}}, option.WithResponseInto(&hr))
 	if err != nil || hr.Header.Get(contract.HeaderConversation) != conv {
 		t.Fatalf("LLM turn named in metadata: %v, conversation %q", err, hr.Header.Get(contract.HeaderConversation))
 	}
 
 	// A malformed name is refused in the protocol's envelope, naming it.
-	_, err = oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+	_, err = oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4.1-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}, option.WithHeader(contract.HeaderConversation, "a\tb"))
 	var oe *openai.Error
 	if !errors.As(err, &oe) || oe.StatusCode != 400 || !strings.Contains(oe.RawJSON(), contract.HeaderConversation) {
@@ -208,8 +219,9 @@ func testConversationTrail(t *testing.T, pg string) {
 		}
 		prevSeq = e.AuditSeq
 	}
-	if d := mustJSON(tr.Events[1].Detail); !strings.Contains(d, "PROV-DEPLOY") || !strings.Contains(tr.Events[1].Summary, "PROV-DEPLOY") {
-		t.Errorf("LLM turn without its fired rule: %s", mustJSON(tr.Events[1]))
+	if d := mustJSON(tr.Events[1].Detail); !strings.Contains(d, "PROV-DEPLOY") || !strings.Contains(tr.Events[1].Summary, "PROV-DEPLOY") ||
+		!strings.Contains(d, `"settled_microdollars":`) || !strings.Contains(tr.Events[1].Summary, "spent $0.000") {
+		t.Errorf("LLM turn without its fired rule and spend: %s", mustJSON(tr.Events[1]))
 	}
 	if d := mustJSON(tr.Events[3].Detail); !strings.Contains(d, `"validation"`) || !strings.Contains(tr.Events[3].Summary, "applied") {
 		t.Errorf("decision without its validation: %s", mustJSON(tr.Events[3]))
