@@ -264,6 +264,12 @@ func (stopErr) Error() string { return "stop" }
 
 var errStop error = stopErr{}
 
+// CheckColumns reports why a row's stored columns (id, tenant, seq, at,
+// action, resource, outcome) disagree with its hashed body; "" when they
+// agree. It is the column check of VerifyWith, for readers that verify a
+// range of a chain themselves.
+func CheckColumns(r Row) string { return columnsMatch(r) }
+
 // columnsMatch checks every stored column against the hashed body without
 // a full decode. The body is canonical JSON written by Seal, so its shape is
 // fixed: {"id":…,"outcome":{…},["payload":…,]["provenance":…,]"seq":…,"tenant":…}.

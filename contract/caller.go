@@ -44,6 +44,9 @@ type Caller struct {
 	// Grants are the exact provider/model pairs ("openai/gpt-4.1") the
 	// caller may use for operator-funded LLM turns.
 	Grants []string
+	// Trace ties the records the call causes to a conversation and a run
+	// (from the request, not the key).
+	Trace Trace
 }
 
 // Granted reports whether the caller holds the exact provider/model grant.

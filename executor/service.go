@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -53,9 +54,14 @@ func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) 
 	if c.RunContext == "" {
 		src = "the calling key has no run context"
 	}
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
 	return e.Tick(ctx, TickRequest{
 		Payload:        in.Payload,
 		Identity:       c.Identity,
+		Provenance:     c.Provenance(contract.ActorAssistant, contract.Timestamp(now())),
 		Context:        ContextFromCaller(c),
 		ContextSource:  src,
 		Profile:        profile,

@@ -93,6 +93,42 @@ func (s *Server) mcpHandler() HandlerFunc {
 // wrapper whether the domain recorded the call and how it ended.
 type callKey struct{}
 
+// MCP _meta keys of a tool call that tie its records to a conversation
+// and a run (as X-Caduceus-Conversation and HERMES_CRON_RUN_ID do).
+const (
+	MetaConversation = "conversation"
+	MetaRunID        = "run_id"
+)
+
+// traceOfMeta is the trace of a tool call: the request's (its
+// X-Caduceus-Conversation header), with the route set to the tool and the
+// _meta's conversation and run_id taking precedence.
+func traceOfMeta(t contract.Trace, tool string, meta map[string]any) (contract.Trace, error) {
+	t.Route = "mcp " + tool
+	for key, dst := range map[string]*string{MetaConversation: &t.Conversation, MetaRunID: &t.RunID} {
+		v, ok := meta[key]
+		if !ok {
+			continue
+		}
+		s, isString := v.(string)
+		where := "_meta." + key
+		if !isString {
+			return t, contract.Invalidf("bad_meta", "%s must be a string", where)
+		}
+		var err error
+		if key == MetaRunID {
+			err = contract.CheckRunID(where, s)
+		} else {
+			err = contract.CheckConversation(where, s)
+		}
+		if err != nil {
+			return t, err
+		}
+		*dst = s
+	}
+	return t, nil
+}
+
 func peekRPC(body []byte) (method, tool string) {
 	var msg struct {
 		Method string `json:"method"`
@@ -122,10 +158,14 @@ func (s *Server) mcpServer(caller contract.Caller, call *Call) *mcp.Server {
 		srv.AddTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				var out any
-				var err error
-				if t.Name == "whoami" {
+				caller := caller
+				trace, err := traceOfMeta(caller.Trace, t.Name, req.Params.GetMeta())
+				caller.Trace = trace
+				switch {
+				case err != nil: // a bad _meta: answered below as any tool error
+				case t.Name == "whoami":
 					out = Whoami{Identity: caller.Identity, Scopes: caller.Scopes, Harness: caller.Harness, RunContext: caller.RunContext}
-				} else {
+				default:
 					args := req.Params.Arguments
 					if len(args) == 0 {
 						args = json.RawMessage(`{}`)

@@ -179,6 +179,10 @@ func (s *Server) serve(rt route, h HandlerFunc) http.Handler {
 			r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
 			err = check(r)
 		}
+		if err == nil && !rt.public {
+			caller.Trace, err = traceOf(r)
+			c.Caller = caller
+		}
 		if err == nil {
 			if !rt.public {
 				r = r.WithContext(contract.WithCaller(r.Context(), caller))
@@ -240,6 +244,22 @@ func envelopeWriter(p wire.Protocol) func(http.ResponseWriter, *http.Request, er
 	}
 }
 
+// traceOf is the trace a request carries: the X-Caduceus-Conversation
+// header (checked: a bad one is a 400 naming it) and the route pattern.
+func traceOf(r *http.Request) (contract.Trace, error) {
+	t := contract.Trace{Route: r.Pattern}
+	if vs := r.Header.Values(contract.HeaderConversation); len(vs) > 0 {
+		if len(vs) > 1 {
+			return t, contract.Invalidf("bad_conversation", "%s is given %d times; give it once", contract.HeaderConversation, len(vs))
+		}
+		if err := contract.CheckConversation(contract.HeaderConversation, vs[0]); err != nil {
+			return t, err
+		}
+		t.Conversation = vs[0]
+	}
+	return t, nil
+}
+
 // record writes the request's audit record, detached from the request's
 // cancellation. A failure to record is logged loudly; the response has
 // already been decided.
@@ -254,6 +274,9 @@ func (s *Server) record(ctx context.Context, caller contract.Caller, action stri
 			Reason:   clip(strings.ToValidUTF8(c.Reason, "\uFFFD"), 200),
 		},
 		Payload: c.Payload,
+	}
+	if caller.Trace.Conversation != "" || caller.Trace.RunID != "" {
+		e.Provenance = caller.Provenance(contract.ActorUser, e.Outcome.At)
 	}
 	if _, err := s.cfg.Audit.Append(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Error("audit append failed", "action", action, "err", err)

@@ -25,6 +25,12 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/audit", s.wrap("audit.read", contract.ScopeAdmin, s.auditTail))
 	s.mux.Handle("GET /v1/audit/checkpoint", s.wrap("audit.checkpoint", contract.ScopeAdmin, s.auditCheckpoint))
 
+	// Conversations: one trail across the gates (own tenant; admin: all).
+	if s.cfg.Trails != nil {
+		s.mux.Handle("GET /v1/conversations", s.wrap("trail.list", "", s.listConversations))
+		s.mux.Handle("GET /v1/conversations/{id}", s.wrap("trail.read", "", s.getConversation))
+	}
+
 	// MCP: one stateless streamable-HTTP endpoint; scopes filter the tools.
 	s.mux.Handle("POST /mcp", s.wrap("mcp.request", "", s.mcpHandler()))
 	s.mux.Handle("GET /mcp", s.wrap("mcp.request", "", s.mcpHandler()))

@@ -21,6 +21,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
+	"github.com/caduceus-dev/caduceus/trail"
 )
 
 // Pinger reports whether the store answers.
@@ -65,6 +66,8 @@ type Config struct {
 	// /console with its own session cookie; nil: no console. The API
 	// routes never accept that cookie.
 	Console http.Handler
+	// Trails serve GET /v1/conversations[/{id}]; nil: not served.
+	Trails trail.Reader
 
 	// Mounts are routes the command adds, registered after the gates'
 	// (the executor gate's answer when it is not configured).

@@ -250,7 +250,10 @@ func TestConversationIDStable(t *testing.T) {
 			t.Errorf("n=%d: %s, want %s", n, got, want)
 		}
 	}
-	if got := conversationID("my-conv.1", caller, &wire.Request{}); got != "my-conv.1" {
-		t.Errorf("header id not kept: %s", got)
+	if got, want := conversationID("my-conv.1", caller, &wire.Request{}), contract.ConversationFor("slot-1", "my-conv.1"); got != want {
+		t.Errorf("header name not mapped per tenant: %s, want %s", got, want)
+	}
+	if got := conversationID("conv_0123456789abcdef", caller, &wire.Request{}); got != "conv_0123456789abcdef" {
+		t.Errorf("a conv_ id in the header is not kept: %s", got)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,7 +64,8 @@ type turn struct {
 	start  time.Time
 	caller contract.Caller
 	req    *wire.Request
-	conv   string
+	conv   string // the conv_ id
+	key    string // the session key it was named by, if any
 	rc     Receipt
 	r      *http.Request
 
@@ -172,6 +172,18 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	}
 	t.req = req
 	t.rc.Stream = req.Stream
+	header := r.Header.Values(HeaderConversation)
+	if len(header) > 1 {
+		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "shim: "+HeaderConversation+" is given more than once")
+		return
+	}
+	if len(header) == 1 {
+		if err := contract.CheckConversation(HeaderConversation, header[0]); err != nil {
+			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "shim: "+contract.AsError(err).Message)
+			return
+		}
+	}
+	t.key = conversationKey(r.Header.Get(HeaderConversation), req)
 	t.conv = conversationID(r.Header.Get(HeaderConversation), caller, req)
 	t.rc.ConversationID = t.conv
 
@@ -451,12 +463,22 @@ func (s *Service) finish(t *turn) {
 	if actorID == "" {
 		actorID = "unknown"
 	}
-	prov := &contract.Provenance{Surface: id.Surface, Actor: contract.Actor{Type: contract.ActorUser, ID: actorID}, RecordedAt: t.rc.At}
+	prov := &contract.Provenance{Surface: id.Surface, Actor: contract.Actor{Type: contract.ActorUser, ID: actorID}, RecordedAt: t.rc.At,
+		ConversationID: t.conv, Build: contract.CurrentBuild()}
 	if prov.Surface == "" {
 		prov.Surface = contract.SurfaceAPI
 	}
-	if contract.ValidID(t.conv) {
-		prov.ConversationID = t.conv
+	if t.key != "" && !contract.IsConversationID(t.key) {
+		prov.SessionID = contract.SessionIDFor(t.key)
+	}
+	// The route: the model asked for (the protocol when the request named
+	// none), the upstream that answered.
+	requested := t.rc.Model
+	if requested == "" {
+		requested = string(t.rc.Protocol)
+	}
+	if requested != "" {
+		prov.Route = &contract.Route{Requested: truncateRunes(requested, 120), ResolvedTarget: truncateRunes(t.rc.Upstream, 120)}
 	}
 	e := audit.Entry{
 		Outcome: contract.AuditOutcome{At: t.rc.At, Identity: id, Action: AuditAction,
@@ -516,15 +538,33 @@ func (t *turn) observed() Turn {
 	return Turn{Caller: t.caller, Conversation: t.conv, Project: t.r.Header.Get(HeaderProject), Request: t.req, Receipt: t.rc}
 }
 
-var convHeaderRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,120}$`)
-
-// conversationID is the conversation a request belongs to: the
-// X-Caduceus-Conversation header when it is well formed, else "conv_" and
-// a digest of the tenant, subject, protocol, system text and first user
-// message — stable across the turns of one conversation.
-func conversationID(header string, caller contract.Caller, req *wire.Request) string {
-	if header != "" && convHeaderRE.MatchString(header) {
+// conversationKey is the name a request gives its conversation, in order
+// of precedence: the X-Caduceus-Conversation header; on the OpenAI
+// protocols metadata.conversation, metadata.session_key, then user; on the
+// Anthropic protocol metadata.user_id. Empty when it names none (or a
+// fallback is not a usable name).
+func conversationKey(header string, req *wire.Request) string {
+	if header != "" {
 		return header
+	}
+	if req == nil || len(req.Raw) == 0 {
+		return ""
+	}
+	for _, name := range wire.ConversationNames(req.Protocol, req.Raw) {
+		if contract.CheckConversation("", name) == nil {
+			return name
+		}
+	}
+	return ""
+}
+
+// conversationID is the conv_ id of the conversation a request belongs to:
+// contract.ConversationFor of its conversationKey in the caller's tenant,
+// else "conv_" and a digest of the tenant, subject, protocol, system text
+// and first user message — stable across the turns of one conversation.
+func conversationID(header string, caller contract.Caller, req *wire.Request) string {
+	if key := conversationKey(header, req); key != "" {
+		return contract.ConversationFor(caller.Identity.TenantSlot, key)
 	}
 	h := sha256.New()
 	var buf [1024]byte // parts go through it: []byte(part) would copy a long prompt

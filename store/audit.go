@@ -67,10 +67,14 @@ func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, erro
 	if err != nil {
 		return audit.Record{}, err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	var conv, session any // NULL unless the record names a conversation
+	if p := rec.Provenance; p != nil && p.ConversationID != "" {
+		conv, session = p.ConversationID, p.SessionID
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash, conversation_id, session_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, rec.Seq, rec.ID, rec.Outcome.At, rec.Outcome.Action, rec.Outcome.Resource, string(rec.Outcome.Outcome),
-		string(rec.Body), rec.PrevHash, rec.Hash); err != nil {
+		string(rec.Body), rec.PrevHash, rec.Hash, conv, session); err != nil {
 		return audit.Record{}, fmt.Errorf("store: audit append: %w", err)
 	}
 	head := `UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?`

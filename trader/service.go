@@ -105,12 +105,8 @@ func (s *Service) entry(c contract.Caller, action, resource string, outcome cont
 			At: ts, Identity: c.Identity, Action: action,
 			Resource: clip(resource, 190), Outcome: outcome, Reason: clip(reason, 190),
 		},
-		Provenance: &contract.Provenance{
-			Surface:    c.Identity.Surface,
-			Actor:      contract.Actor{Type: actor, ID: c.Identity.Subject},
-			RecordedAt: ts,
-		},
-		Payload: payload,
+		Provenance: c.Provenance(actor, ts),
+		Payload:    payload,
 	}
 }
 

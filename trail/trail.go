@@ -30,7 +30,7 @@ type Event struct {
 	Summary  string         `json:"summary"` // one human line
 	AuditID  string         `json:"audit_id"`
 	AuditSeq int64          `json:"audit_seq"`
-	Verified bool           `json:"verified"` // the tenant's chain verifies from genesis through this record
+	Verified bool           `json:"verified"` // the tenant's chain verifies from genesis (or a signed checkpoint) through this record
 	Outcome  string         `json:"outcome"`  // the audit outcome's result (allowed, refused, ...)
 	RunID    string         `json:"run_id,omitempty"`
 	Detail   map[string]any `json:"detail,omitempty"` // gate-specific: fired rules, spend, validation, intents and orders
@@ -43,6 +43,12 @@ type Trail struct {
 	Tenant         string  `json:"tenant"`
 	Events         []Event `json:"events"`
 	Verified       bool    `json:"verified"` // every event verified
+	// Break says what is wrong with the tenant's chain, when something is
+	// (events past it are not verified).
+	Break string `json:"break,omitempty"`
+	// Checkpoint names the signed checkpoint verification started from
+	// ("" when it started from genesis).
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // Summary is one line of the recent-conversations list.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -17,7 +18,7 @@ const EnvRobinhoodToken = "CADUCEUS_ROBINHOOD_TOKEN"
 
 func (a *app) execCmd() *cobra.Command {
 	var o execOptions
-	var tenant string
+	var tenant, conversation string
 	cmd := &cobra.Command{
 		Use:   "exec --payload FILE --skills DIR",
 		Short: "Run one executor tick and print the envelope JSON (exit 0 even when the tick aborts)",
@@ -46,6 +47,8 @@ Environment variables read:
   HERMES_SESSION_TYPE      "chat" in an interactive Hermes session
   HERMES_PROFILE           the loaded profile (default claude-code)
   HERMES_PROFILE_ACCOUNT   the account the profile trades (options-trader)
+  HERMES_SESSION_KEY       the conversation the tick belongs to (--conversation wins);
+                           HERMES_CRON_RUN_ID is recorded as the provenance run_id
   ` + EnvRobinhoodToken + ` bearer token of the Robinhood MCP server
 
 --idempotency-key KEY makes the tick idempotent in the store: the same key with
@@ -71,7 +74,14 @@ are per tenant and kept at least 24 hours.
 			o.Env = a.getenv
 			o.IsTTY = isTerminal(a.stdin)
 			o.MCPToken = a.getenv(EnvRobinhoodToken)
-			o.Identity = operatorCaller(contract.TenantSlot(tenant)).Identity
+			caller := operatorCaller(contract.TenantSlot(tenant))
+			trace, err := a.cliTrace("cli exec", conversation)
+			if err != nil {
+				return err
+			}
+			caller.Trace = trace
+			o.Identity = caller.Identity
+			o.Provenance = caller.Provenance(contract.ActorAssistant, contract.Timestamp(time.Now()))
 			db, err := a.openStore(cmd.Context())
 			if err != nil {
 				return err
@@ -100,6 +110,7 @@ are per tenant and kept at least 24 hours.
 	f.StringVar(&o.Context, "context", "", "make the detected run context stricter: chat or claude-code")
 	f.StringVar(&tenant, "tenant", "slot-1", "tenant slot whose executor state the tick uses")
 	f.StringVar(&o.IdempotencyKey, "idempotency-key", "", "run the tick at most once for this key (8-120 of A-Z a-z 0-9 . _ : -); a repeat prints the stored envelope")
+	f.StringVar(&conversation, "conversation", "", "the conversation the tick belongs to: a session key or conv_ id (default "+EnvSessionKey+")")
 	cmd.MarkFlagRequired("payload")
 	cmd.MarkFlagRequired("skills")
 	return cmd

@@ -42,6 +42,9 @@ type execOptions struct {
 	Store    executor.Store    // required: the executor's state (and the paper broker's)
 	Audit    audit.Log         // required
 	Identity contract.Identity // required: the tenant and caller the tick runs as
+	// Provenance is attached to the tick's audit record: the conversation
+	// and run the tick belongs to, its route and build.
+	Provenance *contract.Provenance
 }
 
 // runTick runs the one tick of `caduceus exec`. It returns an invalid
@@ -117,6 +120,7 @@ func runTick(ctx context.Context, o execOptions) (executor.Envelope, error) {
 	return ex.Tick(ctx, executor.TickRequest{
 		Payload:        payload,
 		Identity:       id,
+		Provenance:     o.Provenance,
 		Context:        rc,
 		ContextSource:  rcSource,
 		Profile:        executor.DetectProfile(o.Env),

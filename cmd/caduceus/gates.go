@@ -27,6 +27,7 @@ func operatorCaller(tenant contract.TenantSlot) contract.Caller {
 		Identity: contract.Identity{TenantSlot: tenant, Subject: auth.Subject("operator:cli"), Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
 		KeyID:    "cli",
 		Scopes:   slices.Clone(contract.Scopes),
+		Trace:    contract.Trace{Route: "cli"},
 	}
 }
 

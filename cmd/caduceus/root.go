@@ -139,7 +139,7 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
 	pf.StringVar(&a.cfg.NATS, "nats", "", "NATS URL routing relay sessions across processes, e.g. nats://127.0.0.1:4222 (env CADUCEUS_NATS)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{2, fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
 	})

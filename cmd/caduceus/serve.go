@@ -162,6 +162,11 @@ func (a *app) serverConfig(ctx context.Context, db *store.DB, keys *auth.Service
 		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
 		EdgeSecret:        a.getenv("CADUCEUS_EDGE_SECRET"),
 	}
+	var trusted ed25519.PublicKey
+	if signer != nil {
+		trusted = signer.Public().(ed25519.PublicKey)
+	}
+	cfg.Trails = a.trails(db, a.cfg.Audit.CheckpointFile, trusted)
 	err := a.gates(ctx, db, &cfg)
 	return cfg, err
 }

@@ -65,7 +65,7 @@ func (a *app) traderCmd() *cobra.Command {
 		},
 	}
 
-	var payload string
+	var payload, conversation string
 	apply := &cobra.Command{
 		Use:   "apply --payload FILE",
 		Short: "Apply one control decision and print the response JSON (exit 0 for every contract status)",
@@ -75,6 +75,9 @@ func (a *app) traderCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := caller()
 			if err != nil {
+				return err
+			}
+			if c.Trace, err = a.cliTrace("cli trader apply", conversation); err != nil {
 				return err
 			}
 			var raw []byte
@@ -105,6 +108,7 @@ func (a *app) traderCmd() *cobra.Command {
 		},
 	}
 	apply.Flags().StringVar(&payload, "payload", "", "the decision request JSON file, or - for stdin (required)")
+	apply.Flags().StringVar(&conversation, "conversation", "", "the conversation the decision belongs to: a session key or conv_ id (default "+EnvSessionKey+")")
 	apply.MarkFlagRequired("payload")
 
 	var concern string

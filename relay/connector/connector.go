@@ -30,6 +30,10 @@ type Connector struct {
 
 	media mediaStore
 
+	// sessions files outbound actions under the session of their chat's
+	// last inbound message.
+	sessions chatSessions
+
 	threadsMu sync.Mutex
 	threads   map[createdThread]string // threads this connector created -> current name
 

@@ -92,6 +92,7 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 	d := &delivery{Direction: "in", Platform: src.Platform, Bot: in.Bot, ChatID: src.ChatID, SessionKey: key,
 		MessageID: in.Event.MessageID, ContentSHA256: contentHash(in.Event.Text)}
 	e.payload = d
+	c.sessions.remember(in.Tenant, src.Platform, in.Bot, src.ChatID, key)
 	if o := c.pick(in.Tenant, src.Platform, in.Bot, key, src.ChatID); o != nil {
 		ev := in.Event
 		if o.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev}) {
@@ -177,6 +178,7 @@ func (c *Connector) drain(k *conn, platform, bot string) {
 				continue
 			}
 			c.router.SetOwner(k.tenant, b.SessionKey, ev.Source.ChatID, k)
+			c.sessions.remember(k.tenant, platform, bot, ev.Source.ChatID, b.SessionKey)
 			if !k.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev, BufferID: b.ID}) {
 				return // the lease is released when the connection ends
 			}

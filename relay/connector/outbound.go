@@ -37,8 +37,12 @@ func (c *Connector) outbound(ctx context.Context, k *conn, f relay.Frame) relay.
 	if res.MessageID != "" {
 		d.MessageID = res.MessageID
 	}
+	session := a.SessionKey
+	if session == "" {
+		session = c.sessions.lookup(k.tenant, platform, bot, a.ChatID)
+	}
 	e := entry{tenant: k.tenant, action: "relay.outbound", outcome: contract.OutcomeAllow, subjectOf: "gateway:" + k.gatewayID,
-		platform: platform, actor: contract.ActorAssistant, sessionKey: a.SessionKey, messageID: d.MessageID,
+		platform: platform, actor: contract.ActorAssistant, sessionKey: session, messageID: d.MessageID,
 		gateway: k.gatewayID, conn: k.id, payload: d}
 	e.resource = platform + ":" + a.ChatID
 	if a.Op == relay.OpFollowUp {

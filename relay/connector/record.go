@@ -176,14 +176,29 @@ func (c *Connector) record(ctx context.Context, e entry) {
 	prov := &contract.Provenance{Surface: surface, Actor: contract.Actor{Type: actor, ID: sub}, RecordedAt: now,
 		MessageID: trunc(e.messageID, 120)}
 	if e.sessionKey != "" {
+		// The conversation every gate files this session's records under.
+		prov.ConversationID = contract.ConversationFor(e.tenant, e.sessionKey)
 		if len(e.sessionKey) <= 120 {
 			prov.SessionID = e.sessionKey
 		} else {
 			prov.SessionID = contract.SHA256([]byte(e.sessionKey))
 		}
 	}
+	// The route: the platform asked for, the gateway (or connection) it
+	// resolved to.
+	requested := e.platform
+	if requested == "" {
+		requested = "gateway"
+	}
+	target := e.gateway
+	if target == "" {
+		target = e.conn
+	}
+	prov.Route = &contract.Route{Requested: trunc(validUTF8(requested), 120), ResolvedTarget: trunc(validUTF8(target), 120)}
 	if c.cfg.Build != "" {
 		prov.Build = &contract.Build{Commit: c.cfg.Build}
+	} else {
+		prov.Build = contract.CurrentBuild()
 	}
 	ae := audit.Entry{Outcome: out, Provenance: prov}
 	if e.payload != nil {

@@ -207,19 +207,11 @@ func (r *Report) add(it Item) {
 func (y *Syncer) audit(ctx context.Context, caller contract.Caller, rep *Report) {
 	id := caller.Identity
 	now := contract.Timestamp(y.w.Now())
-	actor := id.Subject
-	if actor == "" {
-		actor = "unknown"
-	}
-	surface := id.Surface
-	if surface == "" {
-		surface = contract.SurfaceAPI
-	}
 	rec, err := y.w.Audit.Append(ctx, audit.Entry{
 		Outcome: contract.AuditOutcome{At: now, Identity: id, Action: "shim.sync",
 			Resource: "sync/" + strings.TrimPrefix(contract.SHA256([]byte(rep.Source)), "sha256:")[:16], Outcome: contract.OutcomeAllow,
 			Reason: fmt.Sprintf("taken %d, refused %d, conflicts %d", len(rep.Taken), len(rep.Refused), len(rep.Conflicts))},
-		Provenance: &contract.Provenance{Surface: surface, Actor: contract.Actor{Type: contract.ActorUser, ID: actor}, RecordedAt: now},
+		Provenance: caller.Provenance(contract.ActorUser, now),
 		Payload:    rep,
 	})
 	if err != nil {
