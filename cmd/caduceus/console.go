@@ -12,6 +12,7 @@ import (
 	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/trail"
 )
 
 func (a *app) consoleCmd() *cobra.Command {
@@ -92,10 +93,11 @@ func (a *app) consoleLoginURL(ctx context.Context, db *store.DB, keyID, base str
 	return console.LoginURL(base, token), nil
 }
 
-// consoleHandler is serve's console over db, reading trails through the
-// trail reader and gateways from the relay connector (nil: no relay).
-func (a *app) consoleHandler(ctx context.Context, db *store.DB, relay console.Gateways, signer ed25519.PrivateKey) (*console.Console, error) {
-	cfg := console.Config{DB: db, Trails: auditTrails{db}, Relay: relay, Logger: a.log, CheckpointFile: a.cfg.Audit.CheckpointFile}
+// consoleHandler is serve's console over db, reading trails through
+// trails (the API's reader) and gateways from the relay connector (nil: no
+// relay).
+func (a *app) consoleHandler(ctx context.Context, db *store.DB, trails trail.Reader, relay console.Gateways, signer ed25519.PrivateKey) (*console.Console, error) {
+	cfg := console.Config{DB: db, Trails: trails, Relay: relay, Logger: a.log, CheckpointFile: a.cfg.Audit.CheckpointFile}
 	if signer != nil {
 		cfg.CheckpointKey = signer.Public().(ed25519.PublicKey)
 	}

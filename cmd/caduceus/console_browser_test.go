@@ -101,14 +101,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	webhook("quietbot", `{"update_id":2,"message":{"message_id":78,"from":{"id":43,"first_name":"Bo"},"chat":{"id":-1002,"type":"supergroup","title":"Ops"},"date":1700000000,"text":"anyone there?"}}`)
 
 	// The agent works on it: an LLM turn, a trader decision and an
-	// executor tick, each naming the conversation; then it replies.
+	// executor tick, each naming the conversation by its session key; then
+	// it replies.
 	conv := contract.ConversationFor("slot-1", session)
 	post := func(path, key, body string, hdr ...string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), "POST", in.url+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Caduceus-Conversation", conv)
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
@@ -123,12 +123,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	post("/v1/provisions", shimKey, `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`, "X-Caduceus-Harness", "claude-code")
-	post("/v1/chat/completions", shimKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"buy some SPY. how do I get a refund?"}]}`, "X-Caduceus-Harness", "claude-code")
+	post("/v1/chat/completions", shimKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"buy some SPY. how do I get a refund?"}]}`, "X-Caduceus-Harness", "claude-code", contract.HeaderConversation, session)
 	decision, _ := os.ReadFile("testdata/decision.json")
-	post("/v1/trader/decisions", opKey, string(decision))
+	post("/v1/trader/decisions", opKey, string(decision), contract.HeaderConversation, session)
 	payload, _ := os.ReadFile(exPayload)
 	tick, _ := json.Marshal(map[string]any{"payload": json.RawMessage(payload)})
-	post("/v1/executor/ticks", opKey, string(tick))
+	post("/v1/executor/ticks", opKey, string(tick), contract.HeaderConversation, session)
 	if res := a.Send(t.Context(), "-1001", "Bought 1 SPY. Refunds take 14 days.", "", nil); !res.Success {
 		t.Fatalf("reply: %+v", res)
 	}
@@ -139,7 +139,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var reader trail.Reader = auditTrails{db}
+	reader := trail.New(db.Trail(), trail.Options{})
 	want, err := reader.Get(t.Context(), "slot-1", conv)
 	if err != nil {
 		t.Fatalf("the conversation's trail: %v", err)
@@ -148,10 +148,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, e := range want.Events {
 		gates[e.Gate] = true
 	}
-	for _, g := range []trail.Gate{trail.GateRelay, trail.GateShim} {
-		if !gates[g] {
-			t.Errorf("the trail of %s has no %s event: %+v", conv, g, want.Events)
-		}
+	var kinds []string
+	for _, e := range want.Events {
+		kinds = append(kinds, e.Kind)
+	}
+	if got := strings.Join(kinds, " "); got != "inbound_message llm_turn decision tick outbound_reply" {
+		t.Fatalf("the trail of %s: %s", conv, got)
 	}
 	t.Logf("trail of %s: %d events from gates %v", conv, len(want.Events), gates)
 
@@ -248,6 +250,29 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		chromedp.Do(ctx, chromedp.EmulateViewport(1200, 800))
+	}
+
+	// The LLM turn's receipt, reached through the event's details.
+	var turn trail.Event
+	for _, e := range want.Events {
+		if e.Kind == "llm_turn" {
+			turn = e
+		}
+	}
+	receiptLink := `li#ev-` + turn.AuditID + ` a[href^="/console/receipts#rcpt_"]`
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`li#ev-`+turn.AuditID+` summary`)),
+		chromedp.WaitVisible(chromedp.CSS(receiptLink)),
+		chromedp.Click(chromedp.CSS(receiptLink)),
+		chromedp.WaitVisible(chromedp.CSS(`tr:target`)),
+	); err != nil {
+		t.Fatalf("from the LLM turn to its receipt: %v", err)
+	}
+	if row := text(`tr:target`); !strings.Contains(row, "respond_directly") || !strings.Contains(row, "PROV-REFUNDS") {
+		t.Errorf("the receipt row the turn links to: %s", row)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(in.url+"/console/conversations/"+conv), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`))); err != nil {
+		t.Fatal(err)
 	}
 
 	// A record, reached through the timeline's link.

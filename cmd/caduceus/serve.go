@@ -100,7 +100,7 @@ func (a *app) serve(ctx context.Context) error {
 			relayConn, gateways = c, c
 		}
 	}
-	con, err := a.consoleHandler(ctx, db, gateways, signer)
+	con, err := a.consoleHandler(ctx, db, cfg.Trails, gateways, signer)
 	if err != nil {
 		return err
 	}
