@@ -5,4 +5,6 @@
 ALTER TABLE audit_records ADD COLUMN conversation_id TEXT;
 ALTER TABLE audit_records ADD COLUMN session_id TEXT;
 
-CREATE INDEX audit_records_conversation ON audit_records (tenant, conversation_id, seq);
+-- Partial: records outside any conversation (replays, admin writes, most
+-- cron ticks) add no index page to their append.
+CREATE INDEX audit_records_conversation ON audit_records (tenant, conversation_id, seq) WHERE conversation_id IS NOT NULL;
