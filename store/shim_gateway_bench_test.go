@@ -14,6 +14,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
+	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
@@ -27,13 +28,46 @@ import (
 // p50-µs is the median request latency; the difference between the cases
 // is what the gateway adds to a forwarded request.
 func BenchmarkShimForward(b *testing.B) {
+	f := newForwardBench(b)
+	db, client := f.db, f.client
+	base := func() shim.Config {
+		return shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: client}
+	}
+	legacy := base()
+	legacy.Upstreams = map[string]shim.Upstream{"openai": {BaseURL: f.upstreamURL}}
+	gw := base()
+	gw.Gateway = gateway.New(gateway.Config{Upstream: f.conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client, DeferClose: true})
+	gwb := base()
+	gwb.Gateway = gateway.New(gateway.Config{Upstream: f.budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client, DeferClose: true})
+	gwc := base()
+	gwc.Gateway = gateway.New(gateway.Config{Upstream: f.budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})
+	for _, tc := range []struct {
+		name string
+		cfg  shim.Config
+	}{{"upstreams", legacy}, {"gateway", gw}, {"gateway-budget", gwb}, {"gateway-budget-settle-apart", gwc}} {
+		f.run(b, tc.name, shim.New(tc.cfg).Handler(wire.ChatCompletions))
+	}
+}
+
+// forwardBench is what the whole-shim forwarding benchmarks share: a fake
+// provider answering one chat completion with usage, a migrated SQLite
+// store, the gateway's configuration with and without budgets, and a
+// granted caller.
+type forwardBench struct {
+	db             *store.DB
+	upstreamURL    string
+	conf, budgeted upstream.Config
+	client         *http.Client
+	caller         contract.Caller
+}
+
+func newForwardBench(b *testing.B) forwardBench {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120}}`)
 	}))
-	defer up.Close()
-	db := storetest.OpenSQLite(b)
+	b.Cleanup(up.Close)
 	price := upstream.Price{Input: 2_000_000, CachedInput: 500_000, Output: 8_000_000, MaxOutputTokens: 1000}
 	conf := upstream.Config{
 		Routes: map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{"gpt-4.1"}}},
@@ -42,40 +76,34 @@ func BenchmarkShimForward(b *testing.B) {
 	}
 	budgeted := conf
 	budgeted.Budgets = upstream.Budgets{Key: upstream.Limit{Day: upstream.MaxMicrodollars}, Tenant: upstream.Limit{Month: upstream.MaxMicrodollars}}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	caller := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
-		KeyID: "0123456789abcdef", Scopes: []contract.Scope{contract.ScopeRoute}, Grants: []string{"openai/gpt-4.1"}}
-	base := func() shim.Config {
-		return shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: client}
+	return forwardBench{
+		db:          storetest.OpenSQLite(b),
+		upstreamURL: up.URL,
+		conf:        conf,
+		budgeted:    budgeted,
+		client:      &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
+		caller: contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
+			KeyID: "0123456789abcdef", Scopes: []contract.Scope{contract.ScopeRoute}, Grants: []string{"openai/gpt-4.1"}},
 	}
-	legacy := base()
-	legacy.Upstreams = map[string]shim.Upstream{"openai": {BaseURL: up.URL}}
-	gw := base()
-	gw.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client, DeferClose: true})
-	gwb := base()
-	gwb.Gateway = gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client, DeferClose: true})
-	gwc := base()
-	gwc.Gateway = gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})
+}
+
+// run benchmarks one chat request through h as f's caller and reports the
+// median latency (p50-µs).
+func (f forwardBench) run(b *testing.B, name string, h http.Handler) {
 	body := []byte(`{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"hello there, how are you today?"}]}`)
-	for _, tc := range []struct {
-		name string
-		cfg  shim.Config
-	}{{"upstreams", legacy}, {"gateway", gw}, {"gateway-budget", gwb}, {"gateway-budget-settle-apart", gwc}} {
-		h := shim.New(tc.cfg).Handler(wire.ChatCompletions)
-		b.Run(tc.name, func(b *testing.B) {
-			lat := make([]time.Duration, 0, b.N)
-			for b.Loop() {
-				req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body)).WithContext(contract.WithCaller(b.Context(), caller))
-				rec := httptest.NewRecorder()
-				start := time.Now()
-				h.ServeHTTP(rec, req)
-				lat = append(lat, time.Since(start))
-				if rec.Code != 200 {
-					b.Fatalf("%d %s", rec.Code, rec.Body)
-				}
+	b.Run(name, func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		for b.Loop() {
+			req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body)).WithContext(contract.WithCaller(b.Context(), f.caller))
+			rec := httptest.NewRecorder()
+			start := time.Now()
+			h.ServeHTTP(rec, req)
+			lat = append(lat, time.Since(start))
+			if rec.Code != 200 {
+				b.Fatalf("%d %s", rec.Code, rec.Body)
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
-		})
-	}
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
+	})
 }

@@ -1,17 +1,11 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
@@ -96,57 +90,25 @@ func (keepNothing) HeldUntil(context.Context, string) (time.Time, error)        
 // store's holds. p50-µs is the median request latency; the difference to
 // keep-nothing is what the ledger (and the hold check) add.
 func BenchmarkShimForwardLedger(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120}}`)
-	}))
-	defer up.Close()
-	db := storetest.OpenSQLite(b)
-	price := upstream.Price{Input: 2_000_000, CachedInput: 500_000, Output: 8_000_000, MaxOutputTokens: 1000}
-	conf := upstream.Config{
-		Routes: map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{"gpt-4.1"}}},
-		Plans:  map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone, Models: map[string][]upstream.Step{"gpt-4.1": {{Route: "openai"}}}}},
-		Prices: map[string]upstream.Price{"openai/gpt-4.1": price},
-	}
-	budgeted := conf
-	budgeted.Budgets = upstream.Budgets{Key: upstream.Limit{Day: upstream.MaxMicrodollars}, Tenant: upstream.Limit{Month: upstream.MaxMicrodollars}}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	caller := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
-		KeyID: "0123456789abcdef", Scopes: []contract.Scope{contract.ScopeRoute}, Grants: []string{"openai/gpt-4.1"}}
+	f := newForwardBench(b)
+	db := f.db
 	sp := db.ShimSpend()
-	body := []byte(`{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"hello there, how are you today?"}]}`)
 	for _, tc := range []struct {
 		name   string
 		conf   upstream.Config
 		ledger upstream.Ledger
 		holds  upstream.Holds
 	}{
-		{"keep-nothing", budgeted, keepNothing{}, keepNothing{}},
-		{"holds-only", budgeted, keepNothing{}, sp},
-		{"no-budget", conf, sp, sp},
-		{"budget-leased", budgeted, sp, sp},
-		{"budget-per-attempt", budgeted, sp.PerAttempt(), sp},
+		{"keep-nothing", f.budgeted, keepNothing{}, keepNothing{}},
+		{"holds-only", f.budgeted, keepNothing{}, sp},
+		{"no-budget", f.conf, sp, sp},
+		{"budget-leased", f.budgeted, sp, sp},
+		{"budget-per-attempt", f.budgeted, sp.PerAttempt(), sp},
 	} {
 		// The store's ledger settles in the receipt's transaction; one that
 		// keeps nothing has nothing to settle there.
 		_, keeps := tc.ledger.(*store.ShimSpend)
-		gw := gateway.New(gateway.Config{Upstream: tc.conf, Ledger: tc.ledger, Holds: tc.holds, Client: client, DeferClose: keeps})
-		h := shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: client, Gateway: gw}).Handler(wire.ChatCompletions)
-		b.Run(tc.name, func(b *testing.B) {
-			lat := make([]time.Duration, 0, b.N)
-			for b.Loop() {
-				req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body)).WithContext(contract.WithCaller(b.Context(), caller))
-				rec := httptest.NewRecorder()
-				start := time.Now()
-				h.ServeHTTP(rec, req)
-				lat = append(lat, time.Since(start))
-				if rec.Code != 200 {
-					b.Fatalf("%d %s", rec.Code, rec.Body)
-				}
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
-		})
+		gw := gateway.New(gateway.Config{Upstream: tc.conf, Ledger: tc.ledger, Holds: tc.holds, Client: f.client, DeferClose: keeps})
+		f.run(b, tc.name, shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: f.client, Gateway: gw}).Handler(wire.ChatCompletions))
 	}
 }
