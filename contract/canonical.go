@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // CanonicalJSON returns v as canonical JSON: object keys sorted bytewise, no
@@ -49,8 +49,9 @@ func CanonicalJSON(v any) ([]byte, error) {
 // json.Unmarshal does; numbers are copied as written after a grammar
 // check). Duplicate keys keep the last value, as a map would.
 type canonicalizer struct {
-	in  []byte
-	pos int
+	in      []byte
+	pos     int
+	scratch []byte // see object
 }
 
 // maxDepth bounds the nesting CanonicalJSON accepts: MaxRecordDepth, the
@@ -106,11 +107,14 @@ func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
 }
 
 // member is an object member whose canonical value was written to the
-// output at [start, end) before the members are sorted.
+// output at [start, end) before the members are sorted. key is its
+// decoded name: for a name without escapes, a slice of the input.
 type member struct {
-	key        string
+	key        []byte
 	start, end int
 }
+
+func compareMembers(a, b member) int { return bytes.Compare(a.key, b.key) }
 
 func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 	c.pos++ // {
@@ -124,13 +128,14 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 	// re-emitted with its members sorted: one copy per object, not one
 	// buffer per member.
 	objStart := out.Len()
-	var members []member
+	var small [16]member
+	members := small[:0]
 	for {
 		c.skipSpace()
 		if c.pos >= len(c.in) || c.in[c.pos] != '"' {
 			return c.bad("expected a string key")
 		}
-		key, err := c.str()
+		key, err := c.key()
 		if err != nil {
 			return err
 		}
@@ -159,26 +164,50 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 		}
 		return c.bad("expected ',' or '}' in an object")
 	}
-	vals := bytes.Clone(out.Bytes()[objStart:])
+	// Objects encoded from Go structs and maps mostly arrive sorted.
+	if !slices.IsSortedFunc(members, compareMembers) {
+		// Stable: among duplicates the last one is last, and wins.
+		slices.SortStableFunc(members, compareMembers)
+	}
+	// The values move through a scratch buffer the canonicalizer reuses:
+	// nested objects have finished with it before their parent starts.
+	c.scratch = append(c.scratch[:0], out.Bytes()[objStart:]...)
+	vals := c.scratch
 	out.Truncate(objStart)
-	// Sort by key (stable: among duplicates the last one is last, and wins).
-	sort.SliceStable(members, func(i, j int) bool { return members[i].key < members[j].key })
 	out.WriteByte('{')
 	first := true
 	for i, m := range members {
-		if i+1 < len(members) && members[i+1].key == m.key {
+		if i+1 < len(members) && bytes.Equal(members[i+1].key, m.key) {
 			continue
 		}
 		if !first {
 			out.WriteByte(',')
 		}
 		first = false
-		writeString(out, m.key)
+		writeStringBytes(out, m.key)
 		out.WriteByte(':')
 		out.Write(vals[m.start:m.end])
 	}
 	out.WriteByte('}')
 	return nil
+}
+
+// key reads an object key at c.pos: a slice of the input when it is plain
+// printable ASCII, else its decoded value.
+func (c *canonicalizer) key() ([]byte, error) {
+	start := c.pos + 1
+	for i := start; i < len(c.in); i++ {
+		ch := c.in[i]
+		if ch == '"' {
+			c.pos = i + 1
+			return c.in[start:i], nil
+		}
+		if ch < 0x20 || ch >= 0x7f || ch == '\\' {
+			break
+		}
+	}
+	s, err := c.str()
+	return []byte(s), err
 }
 
 func (c *canonicalizer) array(out *bytes.Buffer, depth int) error {
@@ -284,6 +313,25 @@ func (c *canonicalizer) number(out *bytes.Buffer) error {
 	}
 	out.Write(in[start:c.pos])
 	return nil
+}
+
+func writeStringBytes(buf *bytes.Buffer, s []byte) {
+	if plainBytes(s) {
+		buf.WriteByte('"')
+		buf.Write(s)
+		buf.WriteByte('"')
+		return
+	}
+	writeString(buf, string(s))
+}
+
+func plainBytes(s []byte) bool {
+	for _, c := range s {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func writeString(buf *bytes.Buffer, s string) {

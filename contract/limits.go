@@ -248,11 +248,16 @@ func (c *checker) str() (raw []byte, escaped bool, err error) {
 	c.pos++ // "
 	start := c.pos
 	for c.pos < len(c.in) {
-		ch := c.in[c.pos]
-		if ch >= 0x20 && ch != '"' && ch != '\\' {
-			c.pos++
-			continue
+		// The common run of plain bytes, scanned on locals.
+		in, i := c.in, c.pos
+		for i < len(in) && in[i] >= 0x20 && in[i] != '"' && in[i] != '\\' {
+			i++
 		}
+		c.pos = i
+		if i == len(in) {
+			break
+		}
+		ch := in[i]
 		switch {
 		case ch == '"':
 			raw = c.in[start:c.pos]
@@ -282,8 +287,6 @@ func (c *checker) str() (raw []byte, escaped bool, err error) {
 				return nil, false, Invalidf(CodeNULCharacter, "the JSON has a NUL byte in a string at offset %d", c.pos)
 			}
 			return nil, false, c.bad("control character in a string")
-		default:
-			c.pos++
 		}
 	}
 	return nil, false, c.bad("unterminated string")
