@@ -110,6 +110,19 @@ func appendOptional(dst []byte, ms ...optional) []byte {
 	return dst
 }
 
+// appendArray appends opening (`,"k":[`, written out by the caller), the
+// items comma-separated, each by appendItem, and the closing bracket.
+func appendArray[T any](dst []byte, opening string, items []T, appendItem func([]byte, T) []byte) []byte {
+	dst = append(dst, opening...)
+	for i, item := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendItem(dst, item)
+	}
+	return append(dst, ']')
+}
+
 // AppendJSON appends s's wire form (see MarshalJSON) to dst.
 func (s SessionSource) AppendJSON(dst []byte) []byte {
 	// platform and chat_type are never null: a null one cannot be keyed.
@@ -149,14 +162,7 @@ func (e MessageEvent) AppendJSON(dst []byte) []byte {
 	dst = e.Source.AppendJSON(dst)
 	dst = appendNullableMember(dst, `,"message_id":`, e.MessageID)
 	dst = appendNullableMember(dst, `,"reply_to_message_id":`, e.ReplyToMessageID)
-	dst = append(dst, `,"media_urls":[`...)
-	for i, u := range e.MediaURLs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, u)
-	}
-	dst = append(dst, ']')
+	dst = appendArray(dst, `,"media_urls":[`, e.MediaURLs, appendString)
 	if r := e.ReplyTo; r != nil {
 		dst = appendMember(dst, `,"reply_to":{"text":`, r.Text)
 		dst = appendMember(dst, `,"author":`, r.Author)
@@ -165,34 +171,10 @@ func (e MessageEvent) AppendJSON(dst []byte) []byte {
 		dst = append(dst, '}')
 	}
 	if len(e.Media) > 0 {
-		dst = append(dst, `,"media":[`...)
-		for i, m := range e.Media {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendMember(dst, `{"url":`, m.URL)
-			dst = appendMember(dst, `,"mime":`, m.Mime)
-			dst = appendMember(dst, `,"kind":`, m.Kind)
-			dst = append(dst, `,"size":`...)
-			dst = strconv.AppendInt(dst, m.Size, 10)
-			dst = appendMember(dst, `,"filename":`, m.Filename)
-			dst = appendMember(dst, `,"caption":`, m.Caption)
-			dst = append(dst, '}')
-		}
-		dst = append(dst, ']')
+		dst = appendArray(dst, `,"media":[`, e.Media, appendMedia)
 	}
 	if len(e.Context) > 0 {
-		dst = append(dst, `,"context":[`...)
-		for i, c := range e.Context {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendMember(dst, `{"text":`, c.Text)
-			dst = appendMember(dst, `,"source":{"user_name":`, c.Source.UserName)
-			dst = appendMember(dst, `,"user_id":`, c.Source.UserID)
-			dst = append(dst, '}', '}')
-		}
-		dst = append(dst, ']')
+		dst = appendArray(dst, `,"context":[`, e.Context, appendContextMessage)
 	}
 	if p := e.PromptResponse; p != nil {
 		dst = appendMember(dst, `,"prompt_response":{"prompt_id":`, p.PromptID)
@@ -201,6 +183,26 @@ func (e MessageEvent) AppendJSON(dst []byte) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
+}
+
+// appendMedia appends m's wire form to dst.
+func appendMedia(dst []byte, m Media) []byte {
+	dst = appendMember(dst, `{"url":`, m.URL)
+	dst = appendMember(dst, `,"mime":`, m.Mime)
+	dst = appendMember(dst, `,"kind":`, m.Kind)
+	dst = append(dst, `,"size":`...)
+	dst = strconv.AppendInt(dst, m.Size, 10)
+	dst = appendMember(dst, `,"filename":`, m.Filename)
+	dst = appendMember(dst, `,"caption":`, m.Caption)
+	return append(dst, '}')
+}
+
+// appendContextMessage appends c's wire form to dst.
+func appendContextMessage(dst []byte, c ContextMessage) []byte {
+	dst = appendMember(dst, `{"text":`, c.Text)
+	dst = appendMember(dst, `,"source":{"user_name":`, c.Source.UserName)
+	dst = appendMember(dst, `,"user_id":`, c.Source.UserID)
+	return append(dst, '}', '}')
 }
 
 // appendJSON appends f's wire form (see MarshalJSON) to dst; on error dst
