@@ -28,6 +28,23 @@ func errUnsupported(platform, op string) error {
 	return fmt.Errorf("relay: %s cannot %s", platform, op)
 }
 
+// sendOnly answers edit, typing and chat info with errUnsupported, for the
+// clients of platforms whose API can only send (Twilio, WhatsApp Cloud,
+// WeCom), which embed it.
+type sendOnly struct{ platform string }
+
+func (s sendOnly) edit(context.Context, string, string, string) error {
+	return errUnsupported(s.platform, "edit a message")
+}
+
+func (s sendOnly) typing(context.Context, string, map[string]any) error {
+	return errUnsupported(s.platform, "show typing")
+}
+
+func (s sendOnly) chatInfo(context.Context, string) (string, string, error) {
+	return "", "", errUnsupported(s.platform, "look a chat up")
+}
+
 type slotCheck func(what string, m map[string]contract.TenantSlot, def contract.TenantSlot) error
 
 // checkPlatforms checks the Slack, Twilio, WhatsApp and WeCom entries.
@@ -81,17 +98,17 @@ func (c *Connector) addPlatformEdges() {
 		api := &twilio.Client{BaseURL: a.APIBaseURL, AccountSID: sid, AuthToken: a.AuthToken, HTTP: c.cfg.HTTPClient}
 		for _, p := range []string{twilio.PlatformSMS, twilio.PlatformWhatsApp} {
 			c.edges[identKey{platform: p, bot: sid}] = &edge{platform: p, bot: sid, desc: twilio.Descriptor(p),
-				client: &twilioClient{platform: p, acct: a, api: api}}
+				client: &twilioClient{sendOnly: sendOnly{p}, acct: a, api: api}}
 		}
 	}
 	for id, n := range c.cfg.WhatsApp {
 		c.edges[identKey{platform: whatsapp.Platform, bot: id}] = &edge{platform: whatsapp.Platform, bot: id, desc: whatsapp.Descriptor(),
-			client: &whatsappClient{api: &whatsapp.Client{BaseURL: n.APIBaseURL, PhoneNumberID: id, AccessToken: n.AccessToken, HTTP: c.cfg.HTTPClient}}}
+			client: &whatsappClient{sendOnly: sendOnly{whatsapp.Platform}, api: &whatsapp.Client{BaseURL: n.APIBaseURL, PhoneNumberID: id, AccessToken: n.AccessToken, HTTP: c.cfg.HTTPClient}}}
 	}
 	for corp, a := range c.cfg.WeCom {
 		cr, _ := wecom.NewCrypt(a.Token, a.EncodingAESKey, corp) // checked by New
 		c.edges[identKey{platform: wecom.Platform, bot: corp}] = &edge{platform: wecom.Platform, bot: corp, desc: wecom.Descriptor(),
-			client: &wecomClient{crypt: cr, api: &wecom.Client{BaseURL: a.APIBaseURL, CorpID: corp, CorpSecret: a.CorpSecret,
+			client: &wecomClient{sendOnly: sendOnly{wecom.Platform}, crypt: cr, api: &wecom.Client{BaseURL: a.APIBaseURL, CorpID: corp, CorpSecret: a.CorpSecret,
 				AgentID: a.AgentID, HTTP: c.cfg.HTTPClient, Now: c.now}}}
 	}
 }

@@ -82,7 +82,7 @@ func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
 // twilioClient answers outbound ops for one platform (sms or whatsapp) of
 // an account through the Messages API.
 type twilioClient struct {
-	platform string
+	sendOnly // its platform: sms or whatsapp
 	acct     TwilioAccount
 	api      *twilio.Client
 }
@@ -100,16 +100,4 @@ func (t *twilioClient) send(ctx context.Context, chatID, content, _ string, _ ma
 		}
 	}
 	return t.api.Send(ctx, m)
-}
-
-func (t *twilioClient) edit(context.Context, string, string, string) error {
-	return errUnsupported(t.platform, "edit a message")
-}
-
-func (t *twilioClient) typing(context.Context, string, map[string]any) error {
-	return errUnsupported(t.platform, "show typing")
-}
-
-func (t *twilioClient) chatInfo(context.Context, string) (string, string, error) {
-	return "", "", errUnsupported(t.platform, "look a chat up")
 }

@@ -118,22 +118,11 @@ func (c *Connector) serveWeCom(w http.ResponseWriter, r *http.Request) {
 
 // wecomClient answers outbound ops through the message API.
 type wecomClient struct {
+	sendOnly
 	crypt *wecom.Crypt
 	api   *wecom.Client
 }
 
 func (s *wecomClient) send(ctx context.Context, chatID, content, _ string, _ map[string]any) (string, error) {
 	return s.api.SendText(ctx, chatID, content)
-}
-
-func (s *wecomClient) edit(context.Context, string, string, string) error {
-	return errUnsupported(wecom.Platform, "edit a message")
-}
-
-func (s *wecomClient) typing(context.Context, string, map[string]any) error {
-	return errUnsupported(wecom.Platform, "show typing")
-}
-
-func (s *wecomClient) chatInfo(context.Context, string) (string, string, error) {
-	return "", "", errUnsupported(wecom.Platform, "look a chat up")
 }

@@ -96,20 +96,15 @@ func (c *Connector) serveWhatsApp(w http.ResponseWriter, r *http.Request) {
 }
 
 // whatsappClient answers outbound ops through the Graph API.
-type whatsappClient struct{ api *whatsapp.Client }
+type whatsappClient struct {
+	sendOnly
+	api *whatsapp.Client
+}
 
 func (s *whatsappClient) send(ctx context.Context, chatID, content, replyTo string, _ map[string]any) (string, error) {
 	return s.api.SendText(ctx, chatID, content, replyTo)
 }
 
-func (s *whatsappClient) edit(context.Context, string, string, string) error {
-	return errUnsupported(whatsapp.Platform, "edit a message")
-}
-
 func (s *whatsappClient) typing(context.Context, string, map[string]any) error {
 	return errUnsupported(whatsapp.Platform, "show typing without a message to mark read")
-}
-
-func (s *whatsappClient) chatInfo(context.Context, string) (string, string, error) {
-	return "", "", errUnsupported(whatsapp.Platform, "look a chat up")
 }
