@@ -38,9 +38,7 @@ type edge struct {
 // chat maps); "" when configuration does not say.
 func (e *edge) tenantOf(chatID string) contract.TenantSlot {
 	if e.platform == telegram.Platform {
-		if t, ok := e.telegramBot.Chats[chatID]; ok {
-			return t
-		}
+		return tenantOr(e.telegramBot.Chats, chatID, "")
 	}
 	return ""
 }

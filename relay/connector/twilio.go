@@ -33,13 +33,7 @@ type TwilioAccount struct {
 // serveTwilio is POST /hooks/twilio/{account_sid}: incoming SMS and
 // WhatsApp messages.
 func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
-	sid := r.PathValue("account_sid")
-	a, ok := c.cfg.Twilio[sid]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	body, ok := readBody(w, r, twilio.MaxBodyBytes)
+	sid, a, body, ok := webhookEntry(w, r, c.cfg.Twilio, "account_sid", twilio.MaxBodyBytes)
 	if !ok {
 		return
 	}
@@ -66,10 +60,7 @@ func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	tenant := a.Tenant
-	if t, ok := a.Numbers[strings.TrimPrefix(in.To, twilio.WhatsAppPrefix)]; ok {
-		tenant = t
-	}
+	tenant := tenantOr(a.Numbers, strings.TrimPrefix(in.To, twilio.WhatsAppPrefix), a.Tenant)
 	if tenant == "" {
 		c.log.Warn("relay: twilio message with no tenant", "account", sid)
 		_, _ = w.Write(twiml)

@@ -43,13 +43,7 @@ func (c *Connector) serveWhatsAppChallenge(w http.ResponseWriter, r *http.Reques
 // the same app secret); a message older than the dedupe window is dropped,
 // since its replay could no longer be recognized.
 func (c *Connector) serveWhatsApp(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("phone_number_id")
-	n, ok := c.cfg.WhatsApp[id]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	body, ok := readBody(w, r, whatsapp.MaxBodyBytes)
+	id, n, body, ok := webhookEntry(w, r, c.cfg.WhatsApp, "phone_number_id", whatsapp.MaxBodyBytes)
 	if !ok {
 		return
 	}
