@@ -2,6 +2,7 @@ package discord
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,10 +114,7 @@ func (c *Client) Channel(ctx context.Context, channelID string) (ChatInfo, error
 }
 
 func (c *Client) do(ctx context.Context, op, method, path string, auth bool, body, out any) error {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	var rd io.Reader
 	contentType := "application/json"
 	if mp, ok := body.(multipartBody); ok {
