@@ -113,26 +113,36 @@ func (c *Connector) addPlatformEdges() {
 	}
 }
 
-// platformRoutes mounts the webhooks of the platforms in this file.
+// platformHooks are the webhooks of the platforms in this file, by route
+// pattern.
+var platformHooks = []struct {
+	pattern string
+	serve   func(*Connector, http.ResponseWriter, *http.Request)
+}{
+	{"POST /hooks/slack/{app}", (*Connector).serveSlack},
+	{"POST /hooks/twilio/{account_sid}", (*Connector).serveTwilio},
+	{"GET /hooks/whatsapp/{phone_number_id}", (*Connector).serveWhatsAppChallenge},
+	{"POST /hooks/whatsapp/{phone_number_id}", (*Connector).serveWhatsApp},
+	{"GET /hooks/wecom/{corp_id}", (*Connector).serveWeComVerify},
+	{"POST /hooks/wecom/{corp_id}", (*Connector).serveWeCom},
+}
+
+// platformRoutes mounts platformHooks.
 func (c *Connector) platformRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /hooks/slack/{app}", c.serveSlack)
-	mux.HandleFunc("POST /hooks/twilio/{account_sid}", c.serveTwilio)
-	mux.HandleFunc("GET /hooks/whatsapp/{phone_number_id}", c.serveWhatsAppChallenge)
-	mux.HandleFunc("POST /hooks/whatsapp/{phone_number_id}", c.serveWhatsApp)
-	mux.HandleFunc("GET /hooks/wecom/{corp_id}", c.serveWeComVerify)
-	mux.HandleFunc("POST /hooks/wecom/{corp_id}", c.serveWeCom)
+	for _, h := range platformHooks {
+		mux.HandleFunc(h.pattern, func(w http.ResponseWriter, r *http.Request) { h.serve(c, w, r) })
+	}
 }
 
 // PlatformRoutes are the webhook patterns of the platforms after Discord
 // and Telegram, for servers that route patterns to the connector's Handler.
-var PlatformRoutes = []string{
-	"POST /hooks/slack/{app}",
-	"POST /hooks/twilio/{account_sid}",
-	"GET /hooks/whatsapp/{phone_number_id}",
-	"POST /hooks/whatsapp/{phone_number_id}",
-	"GET /hooks/wecom/{corp_id}",
-	"POST /hooks/wecom/{corp_id}",
-}
+var PlatformRoutes = func() []string {
+	patterns := make([]string, len(platformHooks))
+	for i, h := range platformHooks {
+		patterns[i] = h.pattern
+	}
+	return patterns
+}()
 
 // acceptDelivery delivers in and answers the platform: 200 (with body, if
 // any) whether the event was delivered, buffered or a duplicate; an error
