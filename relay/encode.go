@@ -80,140 +80,129 @@ func appendKey(dst []byte, k string, first bool) []byte {
 	return append(dst, '"', ':')
 }
 
-// appendNullable appends s as a string, or null when it is empty.
-func appendNullable(dst []byte, s string) []byte {
-	if s == "" {
+// appendMember appends a member's opening (`{"k":` or `,"k":`, written out
+// by the caller) and v as a JSON string.
+func appendMember(dst []byte, opening, v string) []byte {
+	return appendString(append(dst, opening...), v)
+}
+
+// appendNullableMember is appendMember with null for an empty v.
+func appendNullableMember(dst []byte, opening, v string) []byte {
+	dst = append(dst, opening...)
+	if v == "" {
 		return append(dst, "null"...)
 	}
-	return appendString(dst, s)
+	return appendString(dst, v)
+}
+
+// optional is a string member written only when its value is not empty.
+type optional struct{ k, v string }
+
+// appendOptional appends ,"k":v for each of ms whose value is not empty,
+// in order.
+func appendOptional(dst []byte, ms ...optional) []byte {
+	for _, m := range ms {
+		if m.v != "" {
+			dst = appendKey(dst, m.k, false)
+			dst = appendString(dst, m.v)
+		}
+	}
+	return dst
+}
+
+// appendArray appends opening (`,"k":[`, written out by the caller), the
+// items comma-separated, each by appendItem, and the closing bracket.
+func appendArray[T any](dst []byte, opening string, items []T, appendItem func([]byte, T) []byte) []byte {
+	dst = append(dst, opening...)
+	for i, item := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendItem(dst, item)
+	}
+	return append(dst, ']')
 }
 
 // AppendJSON appends s's wire form (see MarshalJSON) to dst.
 func (s SessionSource) AppendJSON(dst []byte) []byte {
 	// platform and chat_type are never null: a null one cannot be keyed.
-	dst = append(dst, `{"platform":`...)
-	dst = appendString(dst, s.Platform)
-	dst = append(dst, `,"chat_id":`...)
-	dst = appendNullable(dst, s.ChatID)
-	dst = append(dst, `,"chat_name":`...)
-	dst = appendNullable(dst, s.ChatName)
-	dst = append(dst, `,"chat_type":`...)
-	dst = appendString(dst, s.ChatType)
-	dst = append(dst, `,"user_id":`...)
-	dst = appendNullable(dst, s.UserID)
-	dst = append(dst, `,"user_name":`...)
-	dst = appendNullable(dst, s.UserName)
-	dst = append(dst, `,"thread_id":`...)
-	dst = appendNullable(dst, s.ThreadID)
-	dst = append(dst, `,"chat_topic":`...)
-	dst = appendNullable(dst, s.ChatTopic)
-	opt := func(k, v string) {
-		if v != "" {
-			dst = appendKey(dst, k, false)
-			dst = appendString(dst, v)
-		}
-	}
-	opt("user_id_alt", s.UserIDAlt)
-	opt("chat_id_alt", s.ChatIDAlt)
+	dst = appendMember(dst, `{"platform":`, s.Platform)
+	dst = appendNullableMember(dst, `,"chat_id":`, s.ChatID)
+	dst = appendNullableMember(dst, `,"chat_name":`, s.ChatName)
+	dst = appendMember(dst, `,"chat_type":`, s.ChatType)
+	dst = appendNullableMember(dst, `,"user_id":`, s.UserID)
+	dst = appendNullableMember(dst, `,"user_name":`, s.UserName)
+	dst = appendNullableMember(dst, `,"thread_id":`, s.ThreadID)
+	dst = appendNullableMember(dst, `,"chat_topic":`, s.ChatTopic)
 	scope := s.Scope()
-	opt("scope_id", scope)
-	opt("guild_id", scope)
-	opt("parent_chat_id", s.ParentChatID)
-	opt("message_id", s.MessageID)
-	opt("profile", s.Profile)
+	dst = appendOptional(dst,
+		optional{"user_id_alt", s.UserIDAlt},
+		optional{"chat_id_alt", s.ChatIDAlt},
+		optional{"scope_id", scope},
+		optional{"guild_id", scope},
+		optional{"parent_chat_id", s.ParentChatID},
+		optional{"message_id", s.MessageID},
+		optional{"profile", s.Profile})
 	if s.AutoThreadCreated {
 		dst = append(dst, `,"auto_thread_created":true`...)
 	}
-	opt("auto_thread_initial_name", s.AutoThreadInitialName)
-	opt("prospective_thread_id", s.ProspectiveThreadID)
-	opt("user_display_name", s.UserDisplayName)
-	opt("user_handle", s.UserHandle)
+	dst = appendOptional(dst,
+		optional{"auto_thread_initial_name", s.AutoThreadInitialName},
+		optional{"prospective_thread_id", s.ProspectiveThreadID},
+		optional{"user_display_name", s.UserDisplayName},
+		optional{"user_handle", s.UserHandle})
 	return append(dst, '}')
 }
 
 // AppendJSON appends e's wire form (see MarshalJSON) to dst.
 func (e MessageEvent) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"text":`...)
-	dst = appendString(dst, e.Text)
-	dst = append(dst, `,"message_type":`...)
-	dst = appendString(dst, string(ParseMessageType(string(e.MessageType))))
+	dst = appendMember(dst, `{"text":`, e.Text)
+	dst = appendMember(dst, `,"message_type":`, string(ParseMessageType(string(e.MessageType))))
 	dst = append(dst, `,"source":`...)
 	dst = e.Source.AppendJSON(dst)
-	dst = append(dst, `,"message_id":`...)
-	dst = appendNullable(dst, e.MessageID)
-	dst = append(dst, `,"reply_to_message_id":`...)
-	dst = appendNullable(dst, e.ReplyToMessageID)
-	dst = append(dst, `,"media_urls":[`...)
-	for i, u := range e.MediaURLs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, u)
-	}
-	dst = append(dst, ']')
+	dst = appendNullableMember(dst, `,"message_id":`, e.MessageID)
+	dst = appendNullableMember(dst, `,"reply_to_message_id":`, e.ReplyToMessageID)
+	dst = appendArray(dst, `,"media_urls":[`, e.MediaURLs, appendString)
 	if r := e.ReplyTo; r != nil {
-		dst = append(dst, `,"reply_to":{"text":`...)
-		dst = appendString(dst, r.Text)
-		dst = append(dst, `,"author":`...)
-		dst = appendString(dst, r.Author)
+		dst = appendMember(dst, `,"reply_to":{"text":`, r.Text)
+		dst = appendMember(dst, `,"author":`, r.Author)
 		dst = append(dst, `,"is_own":`...)
 		dst = strconv.AppendBool(dst, r.IsOwn)
 		dst = append(dst, '}')
 	}
 	if len(e.Media) > 0 {
-		dst = append(dst, `,"media":[`...)
-		for i, m := range e.Media {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"url":`...)
-			dst = appendString(dst, m.URL)
-			dst = append(dst, `,"mime":`...)
-			dst = appendString(dst, m.Mime)
-			dst = append(dst, `,"kind":`...)
-			dst = appendString(dst, m.Kind)
-			dst = append(dst, `,"size":`...)
-			dst = strconv.AppendInt(dst, m.Size, 10)
-			dst = append(dst, `,"filename":`...)
-			dst = appendString(dst, m.Filename)
-			dst = append(dst, `,"caption":`...)
-			dst = appendString(dst, m.Caption)
-			dst = append(dst, '}')
-		}
-		dst = append(dst, ']')
+		dst = appendArray(dst, `,"media":[`, e.Media, appendMedia)
 	}
 	if len(e.Context) > 0 {
-		dst = append(dst, `,"context":[`...)
-		for i, c := range e.Context {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"text":`...)
-			dst = appendString(dst, c.Text)
-			dst = append(dst, `,"source":{"user_name":`...)
-			dst = appendString(dst, c.Source.UserName)
-			dst = append(dst, `,"user_id":`...)
-			dst = appendString(dst, c.Source.UserID)
-			dst = append(dst, '}', '}')
-		}
-		dst = append(dst, ']')
+		dst = appendArray(dst, `,"context":[`, e.Context, appendContextMessage)
 	}
 	if p := e.PromptResponse; p != nil {
-		dst = append(dst, `,"prompt_response":{"prompt_id":`...)
-		dst = appendString(dst, p.PromptID)
-		dst = append(dst, `,"option_id":`...)
-		dst = appendString(dst, p.OptionID)
-		opt := func(k, v string) {
-			if v != "" {
-				dst = appendKey(dst, k, false)
-				dst = appendString(dst, v)
-			}
-		}
-		opt("label", p.Label)
-		opt("prompt_message_id", p.PromptMessageID)
+		dst = appendMember(dst, `,"prompt_response":{"prompt_id":`, p.PromptID)
+		dst = appendMember(dst, `,"option_id":`, p.OptionID)
+		dst = appendOptional(dst, optional{"label", p.Label}, optional{"prompt_message_id", p.PromptMessageID})
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
+}
+
+// appendMedia appends m's wire form to dst.
+func appendMedia(dst []byte, m Media) []byte {
+	dst = appendMember(dst, `{"url":`, m.URL)
+	dst = appendMember(dst, `,"mime":`, m.Mime)
+	dst = appendMember(dst, `,"kind":`, m.Kind)
+	dst = append(dst, `,"size":`...)
+	dst = strconv.AppendInt(dst, m.Size, 10)
+	dst = appendMember(dst, `,"filename":`, m.Filename)
+	dst = appendMember(dst, `,"caption":`, m.Caption)
+	return append(dst, '}')
+}
+
+// appendContextMessage appends c's wire form to dst.
+func appendContextMessage(dst []byte, c ContextMessage) []byte {
+	dst = appendMember(dst, `{"text":`, c.Text)
+	dst = appendMember(dst, `,"source":{"user_name":`, c.Source.UserName)
+	dst = appendMember(dst, `,"user_id":`, c.Source.UserID)
+	return append(dst, '}', '}')
 }
 
 // appendJSON appends f's wire form (see MarshalJSON) to dst; on error dst
@@ -221,12 +210,9 @@ func (e MessageEvent) AppendJSON(dst []byte) []byte {
 func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 	switch f.Type {
 	case FrameHello:
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
-		dst = append(dst, `,"platform":`...)
-		dst = appendString(dst, f.Platform)
-		dst = append(dst, `,"botId":`...)
-		dst = appendString(dst, f.BotID)
+		dst = appendMember(dst, `{"type":`, f.Type)
+		dst = appendMember(dst, `,"platform":`, f.Platform)
+		dst = appendMember(dst, `,"botId":`, f.BotID)
 		if len(f.CommandManifest) > 0 {
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, f.CommandManifest); err != nil {
@@ -237,8 +223,7 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		}
 		return append(dst, '}'), nil
 	case FrameGoingIdle, FrameGoingIdleAck:
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
+		dst = appendMember(dst, `{"type":`, f.Type)
 		return append(dst, '}'), nil
 	case FrameDescriptor:
 		if f.Descriptor == nil {
@@ -263,67 +248,39 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 			}{f.Type, f.RequestID, f.Action, f.Platform, f.BotID})
 		}
 		a := f.Action
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
-		dst = append(dst, `,"requestId":`...)
-		dst = appendString(dst, f.RequestID)
-		dst = append(dst, `,"action":{"op":`...)
-		dst = appendString(dst, a.Op)
-		for _, o := range [...]struct{ k, v string }{
-			{"chat_id", a.ChatID}, {"content", a.Content}, {"reply_to", a.ReplyTo}, {"message_id", a.MessageID},
-			{"session_key", a.SessionKey}, {"kind", a.Kind},
-		} {
-			if o.v != "" {
-				dst = appendKey(dst, o.k, false)
-				dst = appendString(dst, o.v)
-			}
-		}
+		dst = appendMember(dst, `{"type":`, f.Type)
+		dst = appendMember(dst, `,"requestId":`, f.RequestID)
+		dst = appendMember(dst, `,"action":{"op":`, a.Op)
+		dst = appendOptional(dst,
+			optional{"chat_id", a.ChatID}, optional{"content", a.Content}, optional{"reply_to", a.ReplyTo},
+			optional{"message_id", a.MessageID}, optional{"session_key", a.SessionKey}, optional{"kind", a.Kind})
 		dst = append(dst, '}')
-		if f.Platform != "" {
-			dst = append(dst, `,"platform":`...)
-			dst = appendString(dst, f.Platform)
-		}
-		if f.BotID != "" {
-			dst = append(dst, `,"botId":`...)
-			dst = appendString(dst, f.BotID)
-		}
+		dst = appendOptional(dst, optional{"platform", f.Platform}, optional{"botId", f.BotID})
 		return append(dst, '}'), nil
 	case FrameOutboundResult:
 		r := Result{}
 		if f.Result != nil {
 			r = *f.Result
 		}
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
-		dst = append(dst, `,"requestId":`...)
-		dst = appendString(dst, f.RequestID)
+		dst = appendMember(dst, `{"type":`, f.Type)
+		dst = appendMember(dst, `,"requestId":`, f.RequestID)
 		if r.Success {
 			dst = append(dst, `,"result":{"success":true`...)
 		} else {
 			dst = append(dst, `,"result":{"success":false`...)
 		}
-		for _, o := range [...]struct{ k, v string }{
-			{"message_id", r.MessageID}, {"error", r.Error}, {"name", r.Name}, {"type", r.Type},
-			{"code", r.Code}, {"thread_id", r.ThreadID},
-		} {
-			if o.v != "" {
-				dst = appendKey(dst, o.k, false)
-				dst = appendString(dst, o.v)
-			}
-		}
+		dst = appendOptional(dst,
+			optional{"message_id", r.MessageID}, optional{"error", r.Error}, optional{"name", r.Name},
+			optional{"type", r.Type}, optional{"code", r.Code}, optional{"thread_id", r.ThreadID})
 		if r.ChatInfo != nil {
-			dst = append(dst, `,"chat_info":{"name":`...)
-			dst = appendString(dst, r.ChatInfo.Name)
-			dst = append(dst, `,"type":`...)
-			dst = appendString(dst, r.ChatInfo.Type)
+			dst = appendMember(dst, `,"chat_info":{"name":`, r.ChatInfo.Name)
+			dst = appendMember(dst, `,"type":`, r.ChatInfo.Type)
 			dst = append(dst, '}')
 		}
 		return append(dst, '}', '}'), nil
 	case FrameInterrupt:
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
-		dst = append(dst, `,"session_key":`...)
-		dst = appendString(dst, f.SessionKey)
+		dst = appendMember(dst, `{"type":`, f.Type)
+		dst = appendMember(dst, `,"session_key":`, f.SessionKey)
 		dst = append(dst, `,"reason":`...)
 		if f.Reason == nil {
 			dst = append(dst, "null"...)
@@ -332,31 +289,22 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		}
 		return append(dst, '}'), nil
 	case FrameInterruptInbound:
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
-		dst = append(dst, `,"session_key":`...)
-		dst = appendString(dst, f.SessionKey)
-		dst = append(dst, `,"chat_id":`...)
-		dst = appendString(dst, f.ChatID)
+		dst = appendMember(dst, `{"type":`, f.Type)
+		dst = appendMember(dst, `,"session_key":`, f.SessionKey)
+		dst = appendMember(dst, `,"chat_id":`, f.ChatID)
 		return append(dst, '}'), nil
 	case FrameInbound:
 		if f.Event == nil {
 			return dst, fmt.Errorf("relay: inbound frame without event")
 		}
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
+		dst = appendMember(dst, `{"type":`, f.Type)
 		dst = append(dst, `,"event":`...)
 		dst = f.Event.AppendJSON(dst)
-		if f.BufferID != "" {
-			dst = append(dst, `,"bufferId":`...)
-			dst = appendString(dst, f.BufferID)
-		}
+		dst = appendOptional(dst, optional{"bufferId", f.BufferID})
 		return append(dst, '}'), nil
 	case FrameInboundAck:
-		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, f.Type)
-		dst = append(dst, `,"bufferId":`...)
-		dst = appendString(dst, f.BufferID)
+		dst = appendMember(dst, `{"type":`, f.Type)
+		dst = appendMember(dst, `,"bufferId":`, f.BufferID)
 		return append(dst, '}'), nil
 	}
 	return dst, fmt.Errorf("relay: unknown frame type %q", f.Type)

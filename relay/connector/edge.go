@@ -38,9 +38,7 @@ type edge struct {
 // chat maps); "" when configuration does not say.
 func (e *edge) tenantOf(chatID string) contract.TenantSlot {
 	if e.platform == telegram.Platform {
-		if t, ok := e.telegramBot.Chats[chatID]; ok {
-			return t
-		}
+		return tenantOr(e.telegramBot.Chats, chatID, "")
 	}
 	return ""
 }
@@ -63,15 +61,21 @@ func (e *edge) send(ctx context.Context, chatID, content, replyTo string, meta m
 	case discord.Platform:
 		return e.discord.Send(ctx, chatID, content, replyTo)
 	case telegram.Platform:
-		o := telegram.SendOptions{ThreadID: metaString(meta, "thread_id"), ReplyTo: replyTo, ParseMode: e.parseMode}
-		id, err := e.telegram.SendMessage(ctx, chatID, content, o)
-		if cannotParse(err) {
-			o.ParseMode = ""
-			id, err = e.telegram.SendMessage(ctx, chatID, content, o)
-		}
-		return id, err
+		return e.sendTelegram(ctx, chatID, content, telegram.SendOptions{ThreadID: metaString(meta, "thread_id"), ReplyTo: replyTo})
 	}
 	return "", fmt.Errorf("relay: platform %s cannot send", e.platform)
+}
+
+// sendTelegram sends content with o in the bot's parse mode, and again as
+// plain text when Telegram cannot parse the markup.
+func (e *edge) sendTelegram(ctx context.Context, chatID, content string, o telegram.SendOptions) (string, error) {
+	o.ParseMode = e.parseMode
+	id, err := e.telegram.SendMessage(ctx, chatID, content, o)
+	if cannotParse(err) {
+		o.ParseMode = ""
+		id, err = e.telegram.SendMessage(ctx, chatID, content, o)
+	}
+	return id, err
 }
 
 func (e *edge) edit(ctx context.Context, chatID, messageID, content string) error {
@@ -160,13 +164,7 @@ func (e *edge) sendPrompt(ctx context.Context, chatID, content, replyTo string, 
 			}
 			rows[len(rows)-1] = append(rows[len(rows)-1], telegram.InlineButton{Text: b.Label, CallbackData: b.CustomID})
 		}
-		o := telegram.SendOptions{ThreadID: metaString(meta, "thread_id"), ReplyTo: replyTo, ParseMode: e.parseMode, Keyboard: rows}
-		id, err := e.telegram.SendMessage(ctx, chatID, content, o)
-		if cannotParse(err) {
-			o.ParseMode = ""
-			id, err = e.telegram.SendMessage(ctx, chatID, content, o)
-		}
-		return id, err
+		return e.sendTelegram(ctx, chatID, content, telegram.SendOptions{ThreadID: metaString(meta, "thread_id"), ReplyTo: replyTo, Keyboard: rows})
 	}
 	return "", fmt.Errorf("relay: platform %s cannot prompt", e.platform)
 }

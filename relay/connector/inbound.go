@@ -209,26 +209,75 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool
 	return body, true
 }
 
-// serveDiscord is POST /hooks/discord/{app}.
-func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
-	app := r.PathValue("app")
-	e := c.edge(discord.Platform, app)
+// webhookEntry returns the configuration entry of m that the request
+// path's value key names, and the request body (at most limit bytes).
+// When m has no such entry (404) or the body cannot be read (400, 413) it
+// has answered, and ok is false.
+func webhookEntry[T any](w http.ResponseWriter, r *http.Request, m map[string]T, key string, limit int64) (id string, entry T, body []byte, ok bool) {
+	id = r.PathValue(key)
+	if entry, ok = m[id]; !ok {
+		http.NotFound(w, r)
+		return id, entry, nil, false
+	}
+	body, ok = readBody(w, r, limit)
+	return id, entry, body, ok
+}
+
+// webhookEdge returns the edge of platform that the request path's value
+// key names, or answers 404 and returns nil.
+func (c *Connector) webhookEdge(w http.ResponseWriter, r *http.Request, platform, key string) (string, *edge) {
+	bot := r.PathValue(key)
+	e := c.edge(platform, bot)
 	if e == nil {
 		http.NotFound(w, r)
+	}
+	return bot, e
+}
+
+// answerUnnormalized answers a webhook whose event Normalize did not turn
+// into one: 200 for an event the platform package ignores (answered, so
+// the platform does not retry it), 400 with bad for one it cannot read. It
+// reports whether it answered, that is whether err is not nil.
+func answerUnnormalized(w http.ResponseWriter, err, ignored error, bad string) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ignored):
+		w.WriteHeader(http.StatusOK)
+	default:
+		http.Error(w, bad, http.StatusBadRequest)
+	}
+	return true
+}
+
+// tenantOr is the tenant m gives key, else def.
+func tenantOr(m map[string]contract.TenantSlot, key string, def contract.TenantSlot) contract.TenantSlot {
+	if t, ok := m[key]; ok {
+		return t
+	}
+	return def
+}
+
+// serveDiscord is POST /hooks/discord/{app}.
+func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
+	app, e := c.webhookEdge(w, r, discord.Platform, "app")
+	if e == nil {
 		return
+	}
+	refuse := func(msg string) {
+		c.log.Warn(msg, "app", app, "remote", r.RemoteAddr)
+		http.Error(w, "invalid request signature", http.StatusUnauthorized)
 	}
 	// What the headers can refuse is refused before the body is read: a
 	// missing or malformed signature, a timestamp out of range (a validly
 	// signed but old request is a replay).
 	sig, stamp := r.Header.Get("X-Signature-Ed25519"), r.Header.Get("X-Signature-Timestamp")
 	if len(sig) != 2*ed25519.SignatureSize {
-		c.log.Warn("relay: discord signature refused", "app", app, "remote", r.RemoteAddr)
-		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		refuse("relay: discord signature refused")
 		return
 	}
 	if ts, err := strconv.ParseInt(stamp, 10, 64); err != nil || absDuration(c.now().Sub(time.Unix(ts, 0))) > discord.MaxClockSkew {
-		c.log.Warn("relay: discord request timestamp out of range", "app", app, "remote", r.RemoteAddr)
-		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		refuse("relay: discord request timestamp out of range")
 		return
 	}
 	body, ok := readBody(w, r, discord.MaxBodyBytes)
@@ -236,8 +285,7 @@ func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !discord.Verify(e.discordKey, sig, stamp, body) {
-		c.log.Warn("relay: discord signature refused", "app", app, "remote", r.RemoteAddr)
-		http.Error(w, "invalid request signature", http.StatusUnauthorized)
+		refuse("relay: discord signature refused")
 		return
 	}
 	i, err := discord.ParseInteraction(body)
@@ -282,10 +330,8 @@ func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
 
 // serveTelegram is POST /hooks/telegram/{bot}.
 func (c *Connector) serveTelegram(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("bot")
-	e := c.edge(telegram.Platform, name)
+	name, e := c.webhookEdge(w, r, telegram.Platform, "bot")
 	if e == nil {
-		http.NotFound(w, r)
 		return
 	}
 	if !telegram.CheckSecret(r.Header.Get(telegram.SecretHeader), e.telegramBot.SecretToken) {
@@ -313,18 +359,10 @@ func (c *Connector) serveTelegram(w http.ResponseWriter, r *http.Request) {
 			}
 		}(in.CallbackQueryID)
 	}
-	if errors.Is(err, telegram.ErrIgnored) {
-		w.WriteHeader(http.StatusOK)
+	if answerUnnormalized(w, err, telegram.ErrIgnored, "bad update") {
 		return
 	}
-	if err != nil {
-		http.Error(w, "bad update", http.StatusBadRequest)
-		return
-	}
-	tenant := e.telegramBot.Tenant
-	if t, ok := e.telegramBot.Chats[in.ChatID]; ok {
-		tenant = t
-	}
+	tenant := tenantOr(e.telegramBot.Chats, in.ChatID, e.telegramBot.Tenant)
 	if tenant == "" {
 		c.log.Warn("relay: telegram update with no tenant", "bot", name, "chat", in.ChatID)
 		w.WriteHeader(http.StatusOK) // answered, so Telegram does not retry it forever

@@ -151,19 +151,32 @@ func (c *Connector) chatBound(ctx context.Context, k *conn, e *edge, a *relay.Ac
 func (c *Connector) sendText(ctx context.Context, _ *conn, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
 	chunks := relay.Split(a.Content, e.desc.MaxMessageLength, e.desc.LenUnit)
 	d.Chunks = len(chunks)
-	var last string
+	_, last, failed := sendChunks(ctx, e, a, chunks, a.ReplyTo)
+	if failed != "" {
+		return relay.Failure(failed), ""
+	}
+	return relay.Result{Success: true, MessageID: last}, ""
+}
+
+// sendChunks sends chunks in order to the action's chat (with its
+// metadata), the first replying to replyTo, and returns the first message
+// id and the last; it stops at a chunk that fails, and failed (failText)
+// says which.
+func sendChunks(ctx context.Context, e *edge, a *relay.Action, chunks []string, replyTo string) (first, last, failed string) {
 	for i, chunk := range chunks {
-		replyTo := ""
-		if i == 0 {
-			replyTo = a.ReplyTo
+		if i > 0 {
+			replyTo = ""
 		}
 		id, err := e.send(ctx, a.ChatID, chunk, replyTo, a.Metadata)
 		if err != nil {
-			return relay.Failure(failText(err, i, len(chunks))), ""
+			return first, last, failText(err, i, len(chunks))
+		}
+		if first == "" {
+			first = id
 		}
 		last = id
 	}
-	return relay.Result{Success: true, MessageID: last}, ""
+	return first, last, ""
 }
 
 // editText replaces a message's content; content over the platform's limit

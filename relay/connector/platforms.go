@@ -28,6 +28,23 @@ func errUnsupported(platform, op string) error {
 	return fmt.Errorf("relay: %s cannot %s", platform, op)
 }
 
+// sendOnly answers edit, typing and chat info with errUnsupported, for the
+// clients of platforms whose API can only send (Twilio, WhatsApp Cloud,
+// WeCom), which embed it.
+type sendOnly struct{ platform string }
+
+func (s sendOnly) edit(context.Context, string, string, string) error {
+	return errUnsupported(s.platform, "edit a message")
+}
+
+func (s sendOnly) typing(context.Context, string, map[string]any) error {
+	return errUnsupported(s.platform, "show typing")
+}
+
+func (s sendOnly) chatInfo(context.Context, string) (string, string, error) {
+	return "", "", errUnsupported(s.platform, "look a chat up")
+}
+
 type slotCheck func(what string, m map[string]contract.TenantSlot, def contract.TenantSlot) error
 
 // checkPlatforms checks the Slack, Twilio, WhatsApp and WeCom entries.
@@ -81,41 +98,51 @@ func (c *Connector) addPlatformEdges() {
 		api := &twilio.Client{BaseURL: a.APIBaseURL, AccountSID: sid, AuthToken: a.AuthToken, HTTP: c.cfg.HTTPClient}
 		for _, p := range []string{twilio.PlatformSMS, twilio.PlatformWhatsApp} {
 			c.edges[identKey{platform: p, bot: sid}] = &edge{platform: p, bot: sid, desc: twilio.Descriptor(p),
-				client: &twilioClient{platform: p, acct: a, api: api}}
+				client: &twilioClient{sendOnly: sendOnly{p}, acct: a, api: api}}
 		}
 	}
 	for id, n := range c.cfg.WhatsApp {
 		c.edges[identKey{platform: whatsapp.Platform, bot: id}] = &edge{platform: whatsapp.Platform, bot: id, desc: whatsapp.Descriptor(),
-			client: &whatsappClient{api: &whatsapp.Client{BaseURL: n.APIBaseURL, PhoneNumberID: id, AccessToken: n.AccessToken, HTTP: c.cfg.HTTPClient}}}
+			client: &whatsappClient{sendOnly: sendOnly{whatsapp.Platform}, api: &whatsapp.Client{BaseURL: n.APIBaseURL, PhoneNumberID: id, AccessToken: n.AccessToken, HTTP: c.cfg.HTTPClient}}}
 	}
 	for corp, a := range c.cfg.WeCom {
 		cr, _ := wecom.NewCrypt(a.Token, a.EncodingAESKey, corp) // checked by New
 		c.edges[identKey{platform: wecom.Platform, bot: corp}] = &edge{platform: wecom.Platform, bot: corp, desc: wecom.Descriptor(),
-			client: &wecomClient{crypt: cr, api: &wecom.Client{BaseURL: a.APIBaseURL, CorpID: corp, CorpSecret: a.CorpSecret,
+			client: &wecomClient{sendOnly: sendOnly{wecom.Platform}, crypt: cr, api: &wecom.Client{BaseURL: a.APIBaseURL, CorpID: corp, CorpSecret: a.CorpSecret,
 				AgentID: a.AgentID, HTTP: c.cfg.HTTPClient, Now: c.now}}}
 	}
 }
 
-// platformRoutes mounts the webhooks of the platforms in this file.
+// platformHooks are the webhooks of the platforms in this file, by route
+// pattern.
+var platformHooks = []struct {
+	pattern string
+	serve   func(*Connector, http.ResponseWriter, *http.Request)
+}{
+	{"POST /hooks/slack/{app}", (*Connector).serveSlack},
+	{"POST /hooks/twilio/{account_sid}", (*Connector).serveTwilio},
+	{"GET /hooks/whatsapp/{phone_number_id}", (*Connector).serveWhatsAppChallenge},
+	{"POST /hooks/whatsapp/{phone_number_id}", (*Connector).serveWhatsApp},
+	{"GET /hooks/wecom/{corp_id}", (*Connector).serveWeComVerify},
+	{"POST /hooks/wecom/{corp_id}", (*Connector).serveWeCom},
+}
+
+// platformRoutes mounts platformHooks.
 func (c *Connector) platformRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /hooks/slack/{app}", c.serveSlack)
-	mux.HandleFunc("POST /hooks/twilio/{account_sid}", c.serveTwilio)
-	mux.HandleFunc("GET /hooks/whatsapp/{phone_number_id}", c.serveWhatsAppChallenge)
-	mux.HandleFunc("POST /hooks/whatsapp/{phone_number_id}", c.serveWhatsApp)
-	mux.HandleFunc("GET /hooks/wecom/{corp_id}", c.serveWeComVerify)
-	mux.HandleFunc("POST /hooks/wecom/{corp_id}", c.serveWeCom)
+	for _, h := range platformHooks {
+		mux.HandleFunc(h.pattern, func(w http.ResponseWriter, r *http.Request) { h.serve(c, w, r) })
+	}
 }
 
 // PlatformRoutes are the webhook patterns of the platforms after Discord
 // and Telegram, for servers that route patterns to the connector's Handler.
-var PlatformRoutes = []string{
-	"POST /hooks/slack/{app}",
-	"POST /hooks/twilio/{account_sid}",
-	"GET /hooks/whatsapp/{phone_number_id}",
-	"POST /hooks/whatsapp/{phone_number_id}",
-	"GET /hooks/wecom/{corp_id}",
-	"POST /hooks/wecom/{corp_id}",
-}
+var PlatformRoutes = func() []string {
+	patterns := make([]string, len(platformHooks))
+	for i, h := range platformHooks {
+		patterns[i] = h.pattern
+	}
+	return patterns
+}()
 
 // acceptDelivery delivers in and answers the platform: 200 (with body, if
 // any) whether the event was delivered, buffered or a duplicate; an error

@@ -50,11 +50,9 @@ func (c *Connector) sendMedia(ctx context.Context, k *conn, e *edge, a *relay.Ac
 	}
 	chunks := relay.Split(rest, e.desc.MaxMessageLength, e.desc.LenUnit)
 	d.Chunks += len(chunks)
-	for i, chunk := range chunks {
-		if _, err := e.send(ctx, a.ChatID, chunk, "", a.Metadata); err != nil {
-			// The file is out; say so, with the message that carries it.
-			return relay.Result{Success: false, MessageID: id, Error: "relay: send_media: file sent (message " + id + "), caption " + failText(err, i, len(chunks))}, ""
-		}
+	if _, _, failed := sendChunks(ctx, e, a, chunks, ""); failed != "" {
+		// The file is out; say so, with the message that carries it.
+		return relay.Result{Success: false, MessageID: id, Error: "relay: send_media: file sent (message " + id + "), caption " + failed}, ""
 	}
 	return relay.Result{Success: true, MessageID: id}, ""
 }
@@ -116,21 +114,11 @@ func (c *Connector) mediaOf(k *conn, a *relay.Action) (m media, bad string) {
 func sendLinkDiscord(ctx context.Context, e *edge, a *relay.Action, d *delivery) (relay.Result, string) {
 	chunks := relay.Split(strings.TrimSpace(a.Content+"\n"+a.SourceURL), e.desc.MaxMessageLength, e.desc.LenUnit)
 	d.Chunks = len(chunks)
-	var id string
-	for i, chunk := range chunks {
-		replyTo := ""
-		if i == 0 {
-			replyTo = a.ReplyTo
-		}
-		mid, err := e.discord.Send(ctx, a.ChatID, chunk, replyTo)
-		if err != nil {
-			return relay.Failure(failText(err, i, len(chunks))), ""
-		}
-		if id == "" {
-			id = mid
-		}
+	first, _, failed := sendChunks(ctx, e, a, chunks, a.ReplyTo)
+	if failed != "" {
+		return relay.Failure(failed), ""
 	}
-	return relay.Result{Success: true, MessageID: id}, ""
+	return relay.Result{Success: true, MessageID: first}, ""
 }
 
 // sendFileDiscord uploads a stored file with the caption as its content;

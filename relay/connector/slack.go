@@ -2,7 +2,6 @@ package connector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -27,13 +26,7 @@ type SlackApp struct {
 
 // serveSlack is POST /hooks/slack/{app}: the Events API.
 func (c *Connector) serveSlack(w http.ResponseWriter, r *http.Request) {
-	app := r.PathValue("app")
-	a, ok := c.cfg.Slack[app]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	body, ok := readBody(w, r, slack.MaxBodyBytes)
+	app, a, body, ok := webhookEntry(w, r, c.cfg.Slack, "app", slack.MaxBodyBytes)
 	if !ok {
 		return
 	}
@@ -58,18 +51,10 @@ func (c *Connector) serveSlack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, err := slack.Normalize(env, slack.Options{StampTopLevel: !a.NoTopLevelStamp})
-	if errors.Is(err, slack.ErrIgnored) {
-		w.WriteHeader(http.StatusOK)
+	if answerUnnormalized(w, err, slack.ErrIgnored, "bad event") {
 		return
 	}
-	if err != nil {
-		http.Error(w, "bad event", http.StatusBadRequest)
-		return
-	}
-	tenant := a.Tenant
-	if t, ok := a.Teams[in.Team]; ok {
-		tenant = t
-	}
+	tenant := tenantOr(a.Teams, in.Team, a.Tenant)
 	if tenant == "" {
 		c.log.Warn("relay: slack event with no tenant", "app", app, "team", in.Team)
 		w.WriteHeader(http.StatusOK) // answered, so Slack does not retry it

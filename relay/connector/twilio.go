@@ -33,13 +33,7 @@ type TwilioAccount struct {
 // serveTwilio is POST /hooks/twilio/{account_sid}: incoming SMS and
 // WhatsApp messages.
 func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
-	sid := r.PathValue("account_sid")
-	a, ok := c.cfg.Twilio[sid]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	body, ok := readBody(w, r, twilio.MaxBodyBytes)
+	sid, a, body, ok := webhookEntry(w, r, c.cfg.Twilio, "account_sid", twilio.MaxBodyBytes)
 	if !ok {
 		return
 	}
@@ -66,10 +60,7 @@ func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	tenant := a.Tenant
-	if t, ok := a.Numbers[strings.TrimPrefix(in.To, twilio.WhatsAppPrefix)]; ok {
-		tenant = t
-	}
+	tenant := tenantOr(a.Numbers, strings.TrimPrefix(in.To, twilio.WhatsAppPrefix), a.Tenant)
 	if tenant == "" {
 		c.log.Warn("relay: twilio message with no tenant", "account", sid)
 		_, _ = w.Write(twiml)
@@ -82,7 +73,7 @@ func (c *Connector) serveTwilio(w http.ResponseWriter, r *http.Request) {
 // twilioClient answers outbound ops for one platform (sms or whatsapp) of
 // an account through the Messages API.
 type twilioClient struct {
-	platform string
+	sendOnly // its platform: sms or whatsapp
 	acct     TwilioAccount
 	api      *twilio.Client
 }
@@ -100,16 +91,4 @@ func (t *twilioClient) send(ctx context.Context, chatID, content, _ string, _ ma
 		}
 	}
 	return t.api.Send(ctx, m)
-}
-
-func (t *twilioClient) edit(context.Context, string, string, string) error {
-	return errUnsupported(t.platform, "edit a message")
-}
-
-func (t *twilioClient) typing(context.Context, string, map[string]any) error {
-	return errUnsupported(t.platform, "show typing")
-}
-
-func (t *twilioClient) chatInfo(context.Context, string) (string, string, error) {
-	return "", "", errUnsupported(t.platform, "look a chat up")
 }

@@ -61,10 +61,8 @@ func (c *Connector) openWeCom(w http.ResponseWriter, r *http.Request, corp strin
 
 // serveWeComVerify is GET /hooks/wecom/{corp_id}: the echostr handshake.
 func (c *Connector) serveWeComVerify(w http.ResponseWriter, r *http.Request) {
-	corp := r.PathValue("corp_id")
-	e := c.edge(wecom.Platform, corp)
+	corp, e := c.webhookEdge(w, r, wecom.Platform, "corp_id")
 	if e == nil {
-		http.NotFound(w, r)
 		return
 	}
 	cr := e.client.(*wecomClient).crypt
@@ -79,10 +77,8 @@ func (c *Connector) serveWeComVerify(w http.ResponseWriter, r *http.Request) {
 
 // serveWeCom is POST /hooks/wecom/{corp_id}: an encrypted message.
 func (c *Connector) serveWeCom(w http.ResponseWriter, r *http.Request) {
-	corp := r.PathValue("corp_id")
-	e := c.edge(wecom.Platform, corp)
+	corp, e := c.webhookEdge(w, r, wecom.Platform, "corp_id")
 	if e == nil {
-		http.NotFound(w, r)
 		return
 	}
 	body, ok := readBody(w, r, wecom.MaxBodyBytes)
@@ -105,12 +101,7 @@ func (c *Connector) serveWeCom(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev, err := wecom.Normalize(m)
-	if errors.Is(err, wecom.ErrIgnored) {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	if err != nil {
-		http.Error(w, "bad message", http.StatusBadRequest)
+	if answerUnnormalized(w, err, wecom.ErrIgnored, "bad message") {
 		return
 	}
 	c.acceptDelivery(w, r, wecom.Platform, Inbound{Tenant: c.cfg.WeCom[corp].Tenant, Bot: corp, Event: ev, DedupeID: ev.MessageID}, nil)
@@ -118,22 +109,11 @@ func (c *Connector) serveWeCom(w http.ResponseWriter, r *http.Request) {
 
 // wecomClient answers outbound ops through the message API.
 type wecomClient struct {
+	sendOnly
 	crypt *wecom.Crypt
 	api   *wecom.Client
 }
 
 func (s *wecomClient) send(ctx context.Context, chatID, content, _ string, _ map[string]any) (string, error) {
 	return s.api.SendText(ctx, chatID, content)
-}
-
-func (s *wecomClient) edit(context.Context, string, string, string) error {
-	return errUnsupported(wecom.Platform, "edit a message")
-}
-
-func (s *wecomClient) typing(context.Context, string, map[string]any) error {
-	return errUnsupported(wecom.Platform, "show typing")
-}
-
-func (s *wecomClient) chatInfo(context.Context, string) (string, string, error) {
-	return "", "", errUnsupported(wecom.Platform, "look a chat up")
 }

@@ -43,13 +43,7 @@ func (c *Connector) serveWhatsAppChallenge(w http.ResponseWriter, r *http.Reques
 // the same app secret); a message older than the dedupe window is dropped,
 // since its replay could no longer be recognized.
 func (c *Connector) serveWhatsApp(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("phone_number_id")
-	n, ok := c.cfg.WhatsApp[id]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	body, ok := readBody(w, r, whatsapp.MaxBodyBytes)
+	id, n, body, ok := webhookEntry(w, r, c.cfg.WhatsApp, "phone_number_id", whatsapp.MaxBodyBytes)
 	if !ok {
 		return
 	}
@@ -96,20 +90,15 @@ func (c *Connector) serveWhatsApp(w http.ResponseWriter, r *http.Request) {
 }
 
 // whatsappClient answers outbound ops through the Graph API.
-type whatsappClient struct{ api *whatsapp.Client }
+type whatsappClient struct {
+	sendOnly
+	api *whatsapp.Client
+}
 
 func (s *whatsappClient) send(ctx context.Context, chatID, content, replyTo string, _ map[string]any) (string, error) {
 	return s.api.SendText(ctx, chatID, content, replyTo)
 }
 
-func (s *whatsappClient) edit(context.Context, string, string, string) error {
-	return errUnsupported(whatsapp.Platform, "edit a message")
-}
-
 func (s *whatsappClient) typing(context.Context, string, map[string]any) error {
 	return errUnsupported(whatsapp.Platform, "show typing without a message to mark read")
-}
-
-func (s *whatsappClient) chatInfo(context.Context, string) (string, string, error) {
-	return "", "", errUnsupported(whatsapp.Platform, "look a chat up")
 }

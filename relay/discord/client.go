@@ -2,6 +2,7 @@ package discord
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,14 +42,26 @@ func (e *APIError) Error() string {
 // Send posts content to channelID, as a reply to replyTo when set, and
 // returns the new message id.
 func (c *Client) Send(ctx context.Context, channelID, content, replyTo string) (string, error) {
+	return c.createMessage(ctx, "send", channelID, messageBody(content, replyTo))
+}
+
+// messageBody is the JSON of a new message: content, which mentions no
+// one, and the reference to replyTo when set.
+func messageBody(content, replyTo string) map[string]any {
 	body := map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}}}
 	if replyTo != "" {
 		body["message_reference"] = map[string]any{"message_id": replyTo, "fail_if_not_exists": false}
 	}
+	return body
+}
+
+// createMessage posts a message to channelID (body is JSON, or a
+// multipartBody) and returns its id; op names the call in errors.
+func (c *Client) createMessage(ctx context.Context, op, channelID string, body any) (string, error) {
 	var m struct {
 		ID string `json:"id"`
 	}
-	err := c.do(ctx, "send", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/messages", true, body, &m)
+	err := c.do(ctx, op, http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/messages", true, body, &m)
 	return m.ID, err
 }
 
@@ -71,7 +84,7 @@ func (c *Client) FollowUp(ctx context.Context, applicationID, token, content str
 		ID string `json:"id"`
 	}
 	err := c.do(ctx, "follow_up", http.MethodPost, "/webhooks/"+url.PathEscape(applicationID)+"/"+url.PathEscape(token)+"?wait=true", false,
-		map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}}}, &m)
+		messageBody(content, ""), &m)
 	return m.ID, err
 }
 
@@ -101,10 +114,7 @@ func (c *Client) Channel(ctx context.Context, channelID string) (ChatInfo, error
 }
 
 func (c *Client) do(ctx context.Context, op, method, path string, auth bool, body, out any) error {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	var rd io.Reader
 	contentType := "application/json"
 	if mp, ok := body.(multipartBody); ok {
@@ -211,15 +221,9 @@ func (c *Client) SendPrompt(ctx context.Context, channelID, content, replyTo str
 		}
 		rows = append(rows, map[string]any{"type": 1, "components": row})
 	}
-	body := map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}}, "components": rows}
-	if replyTo != "" {
-		body["message_reference"] = map[string]any{"message_id": replyTo, "fail_if_not_exists": false}
-	}
-	var m struct {
-		ID string `json:"id"`
-	}
-	err := c.do(ctx, "prompt", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/messages", true, body, &m)
-	return m.ID, err
+	body := messageBody(content, replyTo)
+	body["components"] = rows
+	return c.createMessage(ctx, "prompt", channelID, body)
 }
 
 // Button is one prompt button.
@@ -275,11 +279,8 @@ type multipartBody struct {
 // content, the reply reference and the attachment's filename, and the
 // file as files[0]) and returns the new message id.
 func (c *Client) SendFile(ctx context.Context, channelID, content, replyTo, filename, mimeType string, data []byte) (string, error) {
-	payload := map[string]any{"content": content, "allowed_mentions": map[string]any{"parse": []string{}},
-		"attachments": []map[string]any{{"id": 0, "filename": filename}}}
-	if replyTo != "" {
-		payload["message_reference"] = map[string]any{"message_id": replyTo, "fail_if_not_exists": false}
-	}
+	payload := messageBody(content, replyTo)
+	payload["attachments"] = []map[string]any{{"id": 0, "filename": filename}}
 	pj, err := json.Marshal(payload)
 	if err != nil {
 		return "", fmt.Errorf("discord: send_media: %w", err)
@@ -302,10 +303,5 @@ func (c *Client) SendFile(ctx context.Context, channelID, content, replyTo, file
 	if err := w.Close(); err != nil {
 		return "", fmt.Errorf("discord: send_media: %w", err)
 	}
-	var m struct {
-		ID string `json:"id"`
-	}
-	err = c.do(ctx, "send_media", http.MethodPost, "/channels/"+url.PathEscape(channelID)+"/messages", true,
-		multipartBody{contentType: w.FormDataContentType(), data: buf.Bytes()}, &m)
-	return m.ID, err
+	return c.createMessage(ctx, "send_media", channelID, multipartBody{contentType: w.FormDataContentType(), data: buf.Bytes()})
 }

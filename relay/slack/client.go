@@ -2,6 +2,7 @@ package slack
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -90,10 +91,7 @@ func (c *Client) ConversationInfo(ctx context.Context, channel string) (ChatInfo
 // call POSTs one method, as JSON (body) or as a form (form), and decodes the
 // answer into out when ok.
 func (c *Client) call(ctx context.Context, method string, body map[string]any, form url.Values, out any) error {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	var rd io.Reader
 	ct := "application/json; charset=utf-8"
 	if form != nil {

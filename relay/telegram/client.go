@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -140,10 +141,7 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 // post sends one Bot API request body of contentType and reads the answer
 // into out.
 func (c *Client) post(ctx context.Context, method, contentType string, b []byte, out any) error {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/bot"+c.Token+"/"+method, bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("telegram: %s: bad request", method)
@@ -218,10 +216,7 @@ func (c *Client) GetFile(ctx context.Context, fileID string) (string, error) {
 // ({base}/file/bot{token}/{path}). Its URL holds the bot token: never log
 // it or an error naming it.
 func (c *Client) FileRequest(ctx context.Context, filePath string) (*http.Request, error) {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	if strings.Contains(filePath, "..") || strings.HasPrefix(filePath, "/") {
 		return nil, fmt.Errorf("telegram: file path %q is not a relative path", filePath)
 	}

@@ -268,3 +268,37 @@ func TestNormalizeReplyContext(t *testing.T) {
 		t.Errorf("wire: %s", b)
 	}
 }
+
+func TestAttachmentKinds(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		obj   string
+		typ   relay.MessageType
+		want  []File
+	}{
+		{"photo", `[{"file_id":"s","file_size":1},{"file_id":"b","file_size":9}]`, relay.MessagePhoto,
+			[]File{{FileID: "b", Kind: "image", Mime: "image/jpeg", Size: 9}}},
+		{"photo", `[]`, relay.MessagePhoto, nil},
+		{"video", `{"file_id":"v","file_size":3}`, relay.MessageVideo, []File{{FileID: "v", Kind: "video", Mime: "video/mp4", Size: 3}}},
+		{"voice", `{"file_id":"o","mime_type":"audio/opus"}`, relay.MessageVoice, []File{{FileID: "o", Kind: "voice", Mime: "audio/opus"}}},
+		{"audio", `{"file_id":"a","file_name":"a.mp3"}`, relay.MessageAudio, []File{{FileID: "a", Kind: "audio", Mime: "audio/mpeg", Filename: "a.mp3"}}},
+		{"document", `{"file_id":"d"}`, relay.MessageDocument, []File{{FileID: "d", Kind: "document", Mime: "application/octet-stream"}}},
+		{"document", `{"file_name":"no id"}`, relay.MessageDocument, nil},
+		{"sticker", `{"file_id":"k"}`, relay.MessageSticker, []File{{FileID: "k", Kind: "sticker", Mime: "image/webp"}}},
+		{"location", `{"latitude":1,"longitude":2}`, relay.MessageLocation, nil},
+		{"video", `null`, relay.MessageText, nil},
+	} {
+		var m Message
+		if err := json.Unmarshal([]byte(`{"text":"x","`+tc.field+`":`+tc.obj+`}`), &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := messageType(&m); got != tc.typ {
+			t.Errorf("%s %s: type %q, want %q", tc.field, tc.obj, got, tc.typ)
+		}
+		got, _ := json.Marshal(files(&m))
+		want, _ := json.Marshal(tc.want)
+		if string(got) != string(want) {
+			t.Errorf("%s %s: files %s, want %s", tc.field, tc.obj, got, want)
+		}
+	}
+}

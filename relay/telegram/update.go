@@ -170,41 +170,63 @@ type fileObject struct {
 	FileSize int64  `json:"file_size"`
 }
 
+// attachmentKind is what one attachment field of a Message holds.
+type attachmentKind struct {
+	typ  relay.MessageType
+	kind string // the relay media kind
+	mime string // the MIME type when Telegram names none
+}
+
+// attachment returns m's attachment field, the first present of photo,
+// video, voice, audio, document and sticker, and its kind; ok is false
+// when m carries none of them.
+func attachment(m *Message) (raw json.RawMessage, k attachmentKind, ok bool) {
+	for _, a := range [...]struct {
+		raw json.RawMessage
+		attachmentKind
+	}{
+		{m.Photo, attachmentKind{relay.MessagePhoto, "image", "image/jpeg"}},
+		{m.Video, attachmentKind{relay.MessageVideo, "video", "video/mp4"}},
+		{m.Voice, attachmentKind{relay.MessageVoice, "voice", "audio/ogg"}},
+		{m.Audio, attachmentKind{relay.MessageAudio, "audio", "audio/mpeg"}},
+		{m.Document, attachmentKind{relay.MessageDocument, "document", "application/octet-stream"}},
+		{m.Sticker, attachmentKind{relay.MessageSticker, "sticker", "image/webp"}},
+	} {
+		if present(a.raw) {
+			return a.raw, a.attachmentKind, true
+		}
+	}
+	return nil, attachmentKind{}, false
+}
+
+// present reports whether an optional object field was sent.
+func present(r json.RawMessage) bool { return len(r) > 0 && string(r) != "null" }
+
 // files lists m's attachments: the largest size of a photo, or the one
 // video, voice note, audio, document or sticker. Malformed objects are
 // skipped (the message still arrives, typed by what it carries).
 func files(m *Message) []File {
-	one := func(raw json.RawMessage, kind, mime string) []File {
-		var o fileObject
-		if json.Unmarshal(raw, &o) != nil || o.FileID == "" {
-			return nil
-		}
-		if o.MimeType != "" {
-			mime = o.MimeType
-		}
-		return []File{{FileID: o.FileID, Kind: kind, Mime: mime, Filename: o.FileName, Size: o.FileSize}}
+	raw, k, ok := attachment(m)
+	if !ok {
+		return nil
 	}
-	present := func(r json.RawMessage) bool { return len(r) > 0 && string(r) != "null" }
-	switch {
-	case present(m.Photo):
+	if k.typ == relay.MessagePhoto {
 		var sizes []fileObject
-		if json.Unmarshal(m.Photo, &sizes) != nil || len(sizes) == 0 || sizes[len(sizes)-1].FileID == "" {
+		if json.Unmarshal(raw, &sizes) != nil || len(sizes) == 0 || sizes[len(sizes)-1].FileID == "" {
 			return nil
 		}
 		big := sizes[len(sizes)-1] // Telegram lists sizes smallest first
-		return []File{{FileID: big.FileID, Kind: "image", Mime: "image/jpeg", Size: big.FileSize}}
-	case present(m.Video):
-		return one(m.Video, "video", "video/mp4")
-	case present(m.Voice):
-		return one(m.Voice, "voice", "audio/ogg")
-	case present(m.Audio):
-		return one(m.Audio, "audio", "audio/mpeg")
-	case present(m.Document):
-		return one(m.Document, "document", "application/octet-stream")
-	case present(m.Sticker):
-		return one(m.Sticker, "sticker", "image/webp")
+		return []File{{FileID: big.FileID, Kind: k.kind, Mime: k.mime, Size: big.FileSize}}
 	}
-	return nil
+	var o fileObject
+	if json.Unmarshal(raw, &o) != nil || o.FileID == "" {
+		return nil
+	}
+	mime := k.mime
+	if o.MimeType != "" {
+		mime = o.MimeType
+	}
+	return []File{{FileID: o.FileID, Kind: k.kind, Mime: mime, Filename: o.FileName, Size: o.FileSize}}
 }
 
 // ErrIgnored is returned for updates that carry no message the gateway
@@ -309,23 +331,13 @@ func Normalize(u Update) (Inbound, error) {
 }
 
 func messageType(m *Message) relay.MessageType {
-	present := func(r json.RawMessage) bool { return len(r) > 0 && string(r) != "null" }
-	switch {
-	case len(m.Entities) > 0 && m.Entities[0].Type == "bot_command" && m.Entities[0].Offset == 0:
+	if len(m.Entities) > 0 && m.Entities[0].Type == "bot_command" && m.Entities[0].Offset == 0 {
 		return relay.MessageCommand
-	case present(m.Photo):
-		return relay.MessagePhoto
-	case present(m.Video):
-		return relay.MessageVideo
-	case present(m.Voice):
-		return relay.MessageVoice
-	case present(m.Audio):
-		return relay.MessageAudio
-	case present(m.Document):
-		return relay.MessageDocument
-	case present(m.Sticker):
-		return relay.MessageSticker
-	case present(m.Location):
+	}
+	if _, k, ok := attachment(m); ok {
+		return k.typ
+	}
+	if present(m.Location) {
 		return relay.MessageLocation
 	}
 	return relay.MessageText

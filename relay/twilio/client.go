@@ -1,6 +1,7 @@
 package twilio
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,10 +51,7 @@ func (c *Client) Send(ctx context.Context, m Message) (string, error) {
 	default:
 		return "", fmt.Errorf("twilio: messages: no From number or messaging service configured")
 	}
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	u := strings.TrimRight(base, "/") + "/2010-04-01/Accounts/" + url.PathEscape(c.AccountSID) + "/Messages.json"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
 	if err != nil {

@@ -110,21 +110,13 @@ func urlVariants(u string) []string {
 }
 
 // NormalizeWhatsApp is the gateway's WhatsApp identifier normalization
-// (HERMES-RELAY §3.5): trim surrounding whitespace, remove the first '+'
-// (wherever it is), cut at the first ':', then at the first '@'. It refuses
+// (HERMES-RELAY §3.5), relay.NormalizeWhatsApp: trim surrounding
+// whitespace, remove the first '+' (wherever it is), cut at the first ':',
+// then at the first '@'. It refuses
 // an empty result and one with a character outside A–Z a–z 0–9 @ . + -,
 // which the gateway's key builder would raise on.
 func NormalizeWhatsApp(id string) (string, error) {
-	s := strings.TrimSpace(id)
-	if i := strings.IndexByte(s, '+'); i >= 0 {
-		s = s[:i] + s[i+1:]
-	}
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		s = s[:i]
-	}
-	if i := strings.IndexByte(s, '@'); i >= 0 {
-		s = s[:i]
-	}
+	s := relay.NormalizeWhatsApp(id)
 	if s == "" {
 		return "", fmt.Errorf("twilio: whatsapp id %q is empty once normalized", id)
 	}

@@ -2,6 +2,7 @@ package wecom
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -131,10 +132,7 @@ func (c *Client) accessToken(ctx context.Context, refresh bool) (string, error) 
 // call GETs (body nil) or POSTs JSON to /cgi-bin/{method} and decodes the
 // answer into out when errcode is 0.
 func (c *Client) call(ctx context.Context, method string, q url.Values, body any, out any) error {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	u := strings.TrimRight(base, "/") + "/cgi-bin/" + method + "?" + q.Encode()
 	verb, rd := http.MethodGet, io.Reader(nil)
 	if body != nil {

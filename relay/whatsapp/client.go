@@ -2,6 +2,7 @@ package whatsapp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -46,10 +47,7 @@ func (c *Client) SendText(ctx context.Context, to, text, replyTo string) (string
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: messages: %w", err)
 	}
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/"+url.PathEscape(c.PhoneNumberID)+"/messages", bytes.NewReader(b))
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: messages: %w", err)
@@ -90,10 +88,7 @@ type MediaInfo struct {
 
 // Media looks an incoming media id up (GET {base}/{media-id}).
 func (c *Client) Media(ctx context.Context, mediaID string) (MediaInfo, error) {
-	base := c.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
+	base := cmp.Or(c.BaseURL, DefaultBaseURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/"+url.PathEscape(mediaID), nil)
 	if err != nil {
 		return MediaInfo{}, fmt.Errorf("whatsapp: media: bad request")
