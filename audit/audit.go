@@ -75,32 +75,71 @@ func Check(e Entry) error {
 // canonicalizing the whole record, so a payload is canonicalized once.
 // TestSealBodyIsCanonical proves it equals contract.CanonicalJSON(record).
 func Seal(e Entry, id string, seq int64, prevHash string) (Record, error) {
-	rec := Record{
-		ID:         id,
-		Tenant:     e.Outcome.Identity.TenantSlot,
-		Seq:        seq,
-		Outcome:    e.Outcome,
-		Provenance: e.Provenance,
-		PrevHash:   prevHash,
+	s, err := prepare(e, id)
+	if err != nil {
+		return Record{}, err
 	}
-	if e.Payload != nil {
-		var raw []byte
-		switch p := e.Payload.(type) {
-		case json.RawMessage:
-			raw = p
-		case []byte:
-			raw = p
-		default:
-			var err error
-			if raw, err = json.Marshal(p); err != nil {
-				return Record{}, fmt.Errorf("audit: payload: %w", err)
-			}
+	return s.Seal(seq, prevHash)
+}
+
+// Sealable is an entry that has passed Check, with its payload in canonical
+// JSON and its record id chosen: all of sealing that does not depend on
+// where the chain ends. A store prepares an entry before its append's
+// transaction, so the transaction (on SQLite, the group commit's one
+// writer) only links it.
+type Sealable struct {
+	ID      string // the record's id
+	entry   Entry
+	payload []byte // canonical JSON; nil without payload
+}
+
+// Prepare checks e (as Check) and prepares it to be sealed as record id.
+func Prepare(e Entry, id string) (Sealable, error) {
+	if err := Check(e); err != nil {
+		return Sealable{}, err
+	}
+	return prepare(e, id)
+}
+
+func prepare(e Entry, id string) (Sealable, error) {
+	s := Sealable{ID: id, entry: e}
+	if e.Payload == nil {
+		return s, nil
+	}
+	var raw []byte
+	switch p := e.Payload.(type) {
+	case json.RawMessage:
+		raw = p
+	case []byte:
+		raw = p
+	default:
+		var err error
+		if raw, err = json.Marshal(p); err != nil {
+			return Sealable{}, fmt.Errorf("audit: payload: %w", err)
 		}
-		canon, err := contract.CanonicalJSON(json.RawMessage(raw))
-		if err != nil {
-			return Record{}, fmt.Errorf("audit: payload: %w", err)
-		}
-		rec.Payload = canon
+	}
+	canon, err := contract.CanonicalJSON(json.RawMessage(raw))
+	if err != nil {
+		return Sealable{}, fmt.Errorf("audit: payload: %w", err)
+	}
+	s.payload = canon
+	return s, nil
+}
+
+// Tenant is the chain the entry goes on.
+func (s Sealable) Tenant() contract.TenantSlot { return s.entry.Outcome.Identity.TenantSlot }
+
+// Seal builds the record that follows prevHash (Genesis for the first) at
+// seq: it fills Body, PrevHash and Hash.
+func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
+	rec := Record{
+		ID:         s.ID,
+		Tenant:     s.Tenant(),
+		Seq:        seq,
+		Outcome:    s.entry.Outcome,
+		Provenance: s.entry.Provenance,
+		Payload:    s.payload,
+		PrevHash:   prevHash,
 	}
 	var b bytes.Buffer
 	b.Grow(512 + len(rec.Payload))

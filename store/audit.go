@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -40,30 +41,25 @@ func (l *AuditLog) Append(ctx context.Context, e audit.Entry) (audit.Record, err
 // AppendAudit seals e onto its tenant's chain inside tx, so a domain change
 // and its audit record commit (or roll back) together.
 func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, error) {
-	if err := audit.Check(e); err != nil {
-		return audit.Record{}, err
-	}
-	tenant := string(e.Outcome.Identity.TenantSlot)
-	seq, prev, headRow, err := lockAuditHead(ctx, tx, tenant)
+	s, err := audit.Prepare(e, contract.NewID(contract.PrefixEvent))
 	if err != nil {
 		return audit.Record{}, err
 	}
-	if seq == 0 {
-		// A new head: the tenant's first record, or a head row that was
-		// removed. Rebuild it from the chain's last record, so the chain
-		// goes on where it ends instead of failing on seq 1 (the removal
-		// itself is what a checkpoint catches).
-		var lastSeq int64
-		var lastHash string
-		err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_records WHERE tenant = ? ORDER BY seq DESC LIMIT 1`, tenant).Scan(&lastSeq, &lastHash)
-		switch {
-		case err == nil:
-			seq, prev = lastSeq, lastHash
-		case !errors.Is(err, sql.ErrNoRows):
-			return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
+	return AppendPrepared(ctx, tx, s)
+}
+
+// AppendPrepared is AppendAudit for an entry prepared (checked, payload
+// canonicalized) before the transaction, which then only links it.
+func AppendPrepared(ctx context.Context, tx *Tx, s audit.Sealable) (audit.Record, error) {
+	tenant := string(s.Tenant())
+	head, ok := tx.heads.get(tenant)
+	if !ok {
+		var err error
+		if head, err = readAuditHead(ctx, tx, tenant); err != nil {
+			return audit.Record{}, err
 		}
 	}
-	rec, err := audit.Seal(e, contract.NewID(contract.PrefixEvent), seq+1, prev)
+	rec, err := s.Seal(head.seq+1, head.hash)
 	if err != nil {
 		return audit.Record{}, err
 	}
@@ -77,14 +73,89 @@ func AppendAudit(ctx context.Context, tx *Tx, e audit.Entry) (audit.Record, erro
 		string(rec.Body), rec.PrevHash, rec.Hash, conv, session); err != nil {
 		return audit.Record{}, fmt.Errorf("store: audit append: %w", err)
 	}
-	head := `UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?`
-	if !headRow {
-		head = `INSERT INTO audit_heads (seq, hash, tenant) VALUES (?, ?, ?)`
+	head.seq, head.hash = rec.Seq, rec.Hash
+	if tx.heads != nil {
+		(*tx.heads)[tenant] = head // written once, before the commit
+		return rec, nil
 	}
-	if _, err := tx.Exec(ctx, head, rec.Seq, rec.Hash, tenant); err != nil {
-		return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
+	if err := writeAuditHead(ctx, tx, tenant, head); err != nil {
+		return audit.Record{}, err
 	}
 	return rec, nil
+}
+
+// auditHead is where a tenant's chain ends; row says whether its
+// audit_heads row exists.
+type auditHead struct {
+	seq  int64
+	hash string
+	row  bool
+}
+
+// auditHeads are the chains a SQLite transaction appended to, with their
+// new heads. The head rows are written once, when the transaction is about
+// to commit, instead of once per record: the appends of a group commit
+// read and write a tenant's head row once. SQLite's write lock, held from
+// BEGIN, keeps the cached heads exact; Postgres transactions have none
+// (nil) and lock the row on each append.
+type auditHeads map[string]auditHead
+
+func (h *auditHeads) get(tenant string) (auditHead, bool) {
+	if h == nil {
+		return auditHead{}, false
+	}
+	head, ok := (*h)[tenant]
+	return head, ok
+}
+
+func (h auditHeads) clone() auditHeads { return maps.Clone(h) }
+
+// write stores every cached head in tx; nil writes nothing.
+func (h *auditHeads) write(ctx context.Context, tx *Tx) error {
+	if h == nil {
+		return nil
+	}
+	for tenant, head := range *h {
+		if err := writeAuditHead(ctx, tx, tenant, head); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeAuditHead(ctx context.Context, tx *Tx, tenant string, head auditHead) error {
+	q := `UPDATE audit_heads SET seq = ?, hash = ? WHERE tenant = ?`
+	if !head.row {
+		q = `INSERT INTO audit_heads (seq, hash, tenant) VALUES (?, ?, ?)`
+	}
+	if _, err := tx.Exec(ctx, q, head.seq, head.hash, tenant); err != nil {
+		return fmt.Errorf("store: audit head: %w", err)
+	}
+	return nil
+}
+
+// readAuditHead reads (and on Postgres locks) the head of tenant's chain.
+// A missing head, the tenant's first record or a head row that was
+// removed, is rebuilt from the chain's last record, so the chain goes on
+// where it ends instead of failing on seq 1 (the removal itself is what a
+// checkpoint catches).
+func readAuditHead(ctx context.Context, tx *Tx, tenant string) (auditHead, error) {
+	seq, prev, row, err := lockAuditHead(ctx, tx, tenant)
+	if err != nil {
+		return auditHead{}, err
+	}
+	if seq == 0 {
+		var lastSeq int64
+		var lastHash string
+		err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_records WHERE tenant = ? ORDER BY seq DESC LIMIT 1`, tenant).Scan(&lastSeq, &lastHash)
+		switch {
+		case err == nil:
+			seq, prev = lastSeq, lastHash
+		case !errors.Is(err, sql.ErrNoRows):
+			return auditHead{}, fmt.Errorf("store: audit head: %w", err)
+		}
+	}
+	return auditHead{seq: seq, hash: prev, row: row}, nil
 }
 
 // lockAuditHead reads the head of tenant's chain so that no other append

@@ -102,7 +102,8 @@ func (b *batcher) run(batch []*txReq) {
 		fail(fmt.Errorf("store: begin: %w", err))
 		return
 	}
-	t := &Tx{tx: sqlTx, dialect: b.db.dialect, db: b.db}
+	heads := auditHeads{}
+	t := &Tx{tx: sqlTx, dialect: b.db.dialect, db: b.db, heads: &heads}
 	errs := make([]error, len(batch))
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -116,8 +117,10 @@ func (b *batcher) run(batch []*txReq) {
 		}
 		// Statements run without the caller's cancellation: interrupting a
 		// write inside a shared transaction would roll back the others too.
-		errs[i] = safe(r.fn)(&Tx{tx: t.tx, dialect: t.dialect, db: t.db})
+		before := heads.clone()
+		errs[i] = safe(r.fn)(&Tx{tx: t.tx, dialect: t.dialect, db: t.db, heads: t.heads})
 		if errs[i] != nil {
+			heads = before // its appends are rolled back with it
 			if _, err := sqlTx.ExecContext(ctx, "ROLLBACK TO caduceus_tx"); err != nil {
 				sqlTx.Rollback()
 				fail(fmt.Errorf("store: rollback to savepoint: %w", err))
@@ -129,6 +132,11 @@ func (b *batcher) run(batch []*txReq) {
 			fail(fmt.Errorf("store: release savepoint: %w", err))
 			return
 		}
+	}
+	if err := heads.write(ctx, t); err != nil {
+		sqlTx.Rollback()
+		fail(err)
+		return
 	}
 	if err := sqlTx.Commit(); err != nil {
 		fail(fmt.Errorf("store: commit: %w", err))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -135,4 +136,65 @@ func BenchmarkAuditAppendParallel(b *testing.B) {
 	if err != nil || rep.Break != nil {
 		b.Fatalf("chain broken after parallel appends: %+v %v", rep, err)
 	}
+}
+
+// TestGroupCommitAuditHeadsRollBack: concurrent transactions append to two
+// tenants' chains, every third failing after its appends. The heads a
+// group commit keeps for its batch drop a failed transaction's appends
+// with it: both chains verify, end at their heads, and hold exactly the
+// committed records.
+func TestGroupCommitAuditHeadsRollBack(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		errBoom := errors.New("boom")
+		const n = 90
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				err := db.InTx(ctx, func(tx *store.Tx) error {
+					for _, tenant := range []string{"slot-1", "slot-2"}[:1+i%2] {
+						if _, err := store.AppendAudit(ctx, tx, entry(contract.TenantSlot(tenant), "widgets.write", fmt.Sprint("w", i), nil)); err != nil {
+							return err
+						}
+					}
+					if i%3 == 0 {
+						return errBoom
+					}
+					return nil
+				})
+				if (i%3 == 0) != errors.Is(err, errBoom) || (err != nil && !errors.Is(err, errBoom)) {
+					t.Errorf("tx %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		// Committed: i%3 != 0. slot-1 gets one record from each; slot-2
+		// one from each odd i.
+		want := map[contract.TenantSlot]int64{}
+		for i := range n {
+			if i%3 != 0 {
+				want["slot-1"]++
+				if i%2 == 1 {
+					want["slot-2"]++
+				}
+			}
+		}
+		rep, err := audit.Verify(ctx, db.Audit(), nil)
+		if err != nil || rep.Break != nil || rep.Records != want["slot-1"]+want["slot-2"] {
+			t.Fatalf("verify = %+v %v; want %d records", rep, err, want["slot-1"]+want["slot-2"])
+		}
+		for tenant, w := range want {
+			seq, _, err := db.Audit().Head(ctx, tenant)
+			if err != nil || seq != w {
+				t.Errorf("%s head seq = %d %v; want %d", tenant, seq, err, w)
+			}
+		}
+		// The chains go on from their heads.
+		if _, err := db.Audit().Append(ctx, entry("slot-2", "widgets.write", "after", nil)); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := audit.Verify(ctx, db.Audit(), nil); err != nil || rep.Break != nil {
+			t.Fatalf("verify after = %+v %v", rep, err)
+		}
+	})
 }

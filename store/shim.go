@@ -279,15 +279,26 @@ var _ shim.TurnRecorder = (*Shim)(nil)
 func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, memory []shim.MemoryWrite) error {
 	ctx = context.WithoutCancel(ctx)
 	tenant := e.Outcome.Identity.TenantSlot
+	// What does not depend on the chain's head is done here, before the
+	// transaction (on SQLite, the group commit's one writer): the entry's
+	// check and canonical payload, and the receipt's document, which names
+	// the record's id.
+	sealable, err := audit.Prepare(e, contract.NewID(contract.PrefixEvent))
+	if err != nil {
+		return err
+	}
+	rc.AuditID = sealable.ID
+	doc, err := encodeDoc(*rc)
+	if err != nil {
+		return err
+	}
 	var memErr error
-	err := s.db.InTx(ctx, func(tx *Tx) error {
+	err = s.db.InTx(ctx, func(tx *Tx) error {
 		memErr = nil
-		rec, err := AppendAudit(ctx, tx, e)
-		if err != nil {
+		if _, err := AppendPrepared(ctx, tx, sealable); err != nil {
 			return err
 		}
-		rc.AuditID = rec.ID
-		if err := addReceipt(ctx, tx, tenant, *rc); err != nil {
+		if err := insertReceipt(ctx, tx, tenant, rc.ID, rc.At, rc.Decision, doc); err != nil {
 			return err
 		}
 		if rc.Spend != nil {
@@ -334,10 +345,14 @@ func addReceipt(ctx context.Context, q Querier, tenant contract.TenantSlot, r sh
 	if err != nil {
 		return err
 	}
-	_, err = q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc) VALUES (?, ?, ?, ?, ?)`,
-		string(tenant), r.ID, r.At, string(r.Decision), string(doc))
+	return insertReceipt(ctx, q, tenant, r.ID, r.At, r.Decision, doc)
+}
+
+func insertReceipt(ctx context.Context, q Querier, tenant contract.TenantSlot, id, at string, decision shim.Decision, doc []byte) error {
+	_, err := q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc) VALUES (?, ?, ?, ?, ?)`,
+		string(tenant), id, at, string(decision), string(doc))
 	if IsUniqueViolation(err) {
-		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", r.ID)
+		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", id)
 	}
 	if err != nil {
 		return fmt.Errorf("store: add receipt: %w", err)

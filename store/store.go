@@ -222,6 +222,7 @@ type Tx struct {
 	tx      *sql.Tx
 	dialect Dialect
 	db      *DB
+	heads   *auditHeads // SQLite: the chain heads appended to, written at commit
 }
 
 // Exec runs a statement in the transaction.
@@ -300,7 +301,14 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	t := &Tx{tx: sqlTx, dialect: db.dialect, db: db}
+	if db.dialect == SQLite {
+		t.heads = &auditHeads{}
+	}
 	if err := safe(fn)(t); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := t.heads.write(ctx, t); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
