@@ -57,9 +57,9 @@ func benchTurn(i int64) (audit.Entry, *shim.Receipt) {
 		ID: contract.NewID("rcp"), At: now, Tenant: "slot-1", Subject: subject, KeyID: "k1",
 		Protocol: wire.ChatCompletions, Model: "gpt-4o-mini", ConversationID: conv,
 		Decision: shim.DecisionForward, Evaluated: 12,
-		Fired:    []shim.Fired{{ID: "P0500", Version: 1, Action: "shim", Tier: 1, Reason: "keyword:deploy"}},
-		Skipped:  []shim.Skipped{},
-		Shimmed:  []shim.Shimmed{{Provision: "P0500", Ref: "verb:deploy", Version: 1, SHA256: h, Chars: 48}},
+		Fired:         []shim.Fired{{ID: "P0500", Version: 1, Action: "shim", Tier: 1, Reason: "keyword:deploy"}},
+		Skipped:       []shim.Skipped{},
+		Shimmed:       []shim.Shimmed{{Provision: "P0500", Ref: "verb:deploy", Version: 1, SHA256: h, Chars: 48}},
 		RequestSHA256: h, ForwardedSHA256: h, ResponseSHA256: h,
 		Upstream: "openai", UpstreamStatus: 200, OverheadMicros: 80,
 	}
