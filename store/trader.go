@@ -50,8 +50,6 @@ func conflict(op string, err error) error {
 
 const strategyColumns = `id, account_id, market_symbol, name, status, runnable, risk_mode, revision, updated_at`
 
-type scanner interface{ Scan(...any) error }
-
 func scanStrategy(row scanner) (trader.Strategy, error) {
 	var s trader.Strategy
 	var status string
@@ -97,20 +95,7 @@ func (t *traderTx) Strategies(ctx context.Context, f trader.StrategyFilter) ([]t
 		q += ` AND status = ?`
 		args = append(args, string(f.Status))
 	}
-	rows, err := t.tx.Query(ctx, q+` ORDER BY id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: trader strategies: %w", err)
-	}
-	defer rows.Close()
-	var out []trader.Strategy
-	for rows.Next() {
-		s, err := scanStrategy(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: trader strategies: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return appendRows(nil, queryRows(ctx, t.tx, "trader strategies", scanStrategy, q+` ORDER BY id`, args...))
 }
 
 func (t *traderTx) InsertStrategy(ctx context.Context, s trader.Strategy) error {
@@ -145,26 +130,26 @@ func (t *traderTx) oneRow(res sql.Result, what string, expect contract.Revision)
 }
 
 func (t *traderTx) Concern(ctx context.Context, id string) (trader.Concern, bool, error) {
-	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? AND concern_id = ?`, t.tenant, id))
+	return t.concern(ctx, "trader concern", id, "")
+}
+
+func (t *traderTx) LockConcern(ctx context.Context, id string) (trader.Concern, bool, error) {
+	return t.concern(ctx, "trader lock concern", id, t.tx.Dialect().ForUpdate())
+}
+
+// concern reads one concern; suffix ends the SELECT (a row lock or nothing).
+func (t *traderTx) concern(ctx context.Context, what, id, suffix string) (trader.Concern, bool, error) {
+	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT `+concernColumns+` FROM trader_concerns WHERE tenant = ? AND concern_id = ?`+suffix, t.tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return trader.Concern{}, false, nil
 	}
 	if err != nil {
-		return trader.Concern{}, false, fmt.Errorf("store: trader concern: %w", err)
+		return trader.Concern{}, false, fmt.Errorf("store: %s: %w", what, err)
 	}
 	return c, true, nil
 }
 
-func (t *traderTx) LockConcern(ctx context.Context, id string) (trader.Concern, bool, error) {
-	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? AND concern_id = ?`+t.tx.Dialect().ForUpdate(), t.tenant, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return trader.Concern{}, false, nil
-	}
-	if err != nil {
-		return trader.Concern{}, false, fmt.Errorf("store: trader lock concern: %w", err)
-	}
-	return c, true, nil
-}
+const concernColumns = `concern_id, execution_state, revision, updated_at`
 
 func scanConcern(row scanner) (trader.Concern, error) {
 	var c trader.Concern
@@ -178,20 +163,8 @@ func scanConcern(row scanner) (trader.Concern, error) {
 }
 
 func (t *traderTx) Concerns(ctx context.Context) ([]trader.Concern, error) {
-	rows, err := t.tx.Query(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? ORDER BY concern_id`, t.tenant)
-	if err != nil {
-		return nil, fmt.Errorf("store: trader concerns: %w", err)
-	}
-	defer rows.Close()
-	var out []trader.Concern
-	for rows.Next() {
-		c, err := scanConcern(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: trader concerns: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return appendRows(nil, queryRows(ctx, t.tx, "trader concerns", scanConcern,
+		`SELECT `+concernColumns+` FROM trader_concerns WHERE tenant = ? ORDER BY concern_id`, t.tenant))
 }
 
 func (t *traderTx) InsertConcern(ctx context.Context, c trader.Concern) error {
@@ -273,24 +246,7 @@ func (t *traderTx) Attempts(ctx context.Context, f trader.AttemptFilter) ([]trad
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := t.tx.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: trader attempts: %w", err)
-	}
-	defer rows.Close()
-	var out []trader.Attempt
-	for rows.Next() {
-		var body string
-		if err := rows.Scan(&body); err != nil {
-			return nil, fmt.Errorf("store: trader attempts: %w", err)
-		}
-		var a trader.Attempt
-		if err := json.Unmarshal([]byte(body), &a); err != nil {
-			return nil, fmt.Errorf("store: trader attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return appendRows(nil, queryRows(ctx, t.tx, "trader attempts", scanJSON[trader.Attempt], q, args...))
 }
 
 func (t *traderTx) Instance(ctx context.Context, id string) (trader.Instance, bool, error) {
