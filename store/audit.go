@@ -163,23 +163,12 @@ func (l *AuditLog) Tail(ctx context.Context, f AuditFilter) ([]audit.Record, err
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	q := `SELECT body, prev_hash, hash FROM audit_records WHERE 1 = 1`
-	var args []any
-	if f.Tenant != "" {
-		q += ` AND tenant = ?`
-		args = append(args, string(f.Tenant))
-	}
-	if f.Action != "" {
-		q += ` AND action = ?`
-		args = append(args, f.Action)
-	}
-	if f.Resource != "" {
-		q += ` AND resource = ?`
-		args = append(args, f.Resource)
-	}
-	q += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, f.Limit)
-	return appendRows(nil, queryRows(ctx, l.db, "audit tail", scanRecord, q, args...))
+	q := statement{sql: `SELECT body, prev_hash, hash FROM audit_records WHERE 1 = 1`}
+	q.andEq("tenant", string(f.Tenant))
+	q.andEq("action", f.Action)
+	q.andEq("resource", f.Resource)
+	q.add(` ORDER BY id DESC LIMIT ?`, f.Limit)
+	return appendRows(nil, queryRows(ctx, l.db, "audit tail", scanRecord, q.sql, q.args...))
 }
 
 // scanRecord scans a row of body, prev_hash and hash into the record the

@@ -80,12 +80,10 @@ func (s *Relay) Enqueue(ctx context.Context, b relay.Buffered, limit int) (bool,
 
 // Pending implements relay.Store.
 func (s *Relay) Pending(ctx context.Context, tenant contract.TenantSlot, platform, bot string, now time.Time, limit int) ([]relay.Buffered, error) {
-	q := `SELECT id, session_key, event, created_at FROM relay_buffer
-		WHERE tenant = ? AND platform = ? AND bot = ? AND lease_until <= ? ORDER BY id`
-	args := []any{string(tenant), platform, bot, Micros(now)}
+	q := statement{`SELECT id, session_key, event, created_at FROM relay_buffer
+		WHERE tenant = ? AND platform = ? AND bot = ? AND lease_until <= ? ORDER BY id`, []any{string(tenant), platform, bot, Micros(now)}}
 	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
+		q.add(` LIMIT ?`, limit)
 	}
 	return appendRows(nil, queryRows(ctx, s.db, "relay: pending", func(row scanner) (relay.Buffered, error) {
 		b := relay.Buffered{Tenant: tenant, Platform: platform, Bot: bot}
@@ -94,7 +92,7 @@ func (s *Relay) Pending(ctx context.Context, tenant contract.TenantSlot, platfor
 		err := row.Scan(&b.ID, &b.SessionKey, &event, &created)
 		b.Event, b.CreatedAt = []byte(event), FromMicros(created)
 		return b, err
-	}, q, args...))
+	}, q.sql, q.args...))
 }
 
 // Lease implements relay.Store (one conditional UPDATE).
@@ -167,15 +165,12 @@ func (s *Relay) Buffered(ctx context.Context, tenant contract.TenantSlot, limit 
 	if limit <= 0 {
 		limit = 100
 	}
-	q := `SELECT tenant, id, platform, bot, session_key, event, created_at, lease_owner, lease_until FROM relay_buffer`
-	var args []any
+	q := statement{sql: `SELECT tenant, id, platform, bot, session_key, event, created_at, lease_owner, lease_until FROM relay_buffer`}
 	if tenant != "" {
-		q += ` WHERE tenant = ?`
-		args = append(args, string(tenant))
+		q.add(` WHERE tenant = ?`, string(tenant))
 	}
-	q += ` ORDER BY id LIMIT ?`
-	args = append(args, limit)
-	return appendRows(nil, queryRows(ctx, s.db, "relay: buffered", scanBufferedEvent, q, args...))
+	q.add(` ORDER BY id LIMIT ?`, limit)
+	return appendRows(nil, queryRows(ctx, s.db, "relay: buffered", scanBufferedEvent, q.sql, q.args...))
 }
 
 func scanBufferedEvent(row scanner) (BufferedEvent, error) {

@@ -323,11 +323,10 @@ func (s *Shim) ListReceipts(ctx context.Context, tenant contract.TenantSlot, lim
 	if limit <= 0 {
 		limit = 50
 	}
-	q := `SELECT doc FROM shim_receipts WHERE tenant = ? ORDER BY id DESC LIMIT ?`
-	args := []any{string(tenant), limit}
+	q := statement{`SELECT doc FROM shim_receipts WHERE tenant = ?`, []any{string(tenant)}}
 	if before != "" {
-		q = `SELECT doc FROM shim_receipts WHERE tenant = ? AND id < ? ORDER BY id DESC LIMIT ?`
-		args = []any{string(tenant), before, limit}
+		q.add(` AND id < ?`, before)
 	}
-	return appendRows([]shim.Receipt{}, queryRows(ctx, s.db, "list receipts", scanJSON[shim.Receipt], q, args...))
+	q.add(` ORDER BY id DESC LIMIT ?`, limit)
+	return appendRows([]shim.Receipt{}, queryRows(ctx, s.db, "list receipts", scanJSON[shim.Receipt], q.sql, q.args...))
 }

@@ -74,21 +74,16 @@ func recordMemory(ctx context.Context, q Querier, w shim.MemoryWrite) error {
 
 // ListEntities implements memory.Store.
 func (s *ShimMemory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]memory.Entity, error) {
-	q := `SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`
-	args := []any{string(tenant), subject}
-	if project != "" {
-		q += ` AND project = ?`
-		args = append(args, project)
-	}
-	q += ` ORDER BY last_seen DESC, project, kind, value LIMIT ?`
-	args = append(args, limit)
+	q := statement{`SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`, []any{string(tenant), subject}}
+	q.andEq("project", project)
+	q.add(` ORDER BY last_seen DESC, project, kind, value LIMIT ?`, limit)
 	return appendRows([]memory.Entity{}, queryRows(ctx, s.db, "list entities", func(row scanner) (memory.Entity, error) {
 		e := memory.Entity{Subject: subject}
 		var first, last int64
 		err := row.Scan(&e.Project, &e.Kind, &e.Value, &first, &last, &e.Count)
 		e.FirstSeen, e.LastSeen = contract.Timestamp(FromMicros(first)), contract.Timestamp(FromMicros(last))
 		return e, err
-	}, q, args...))
+	}, q.sql, q.args...))
 }
 
 // AddOutcomes implements memory.Store: inserts that ignore an existing
@@ -141,16 +136,11 @@ WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
 
 // ListOutcomes implements memory.Store.
 func (s *ShimMemory) ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
-	q := `SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
-FROM shim_outcomes WHERE tenant = ?`
-	args := []any{string(tenant)}
-	if subject != "" {
-		q += ` AND subject = ?`
-		args = append(args, subject)
-	}
-	q += ` ORDER BY receipt DESC, provision LIMIT ?`
-	args = append(args, limit)
-	return appendRows([]shim.RuleOutcome{}, queryRows(ctx, s.db, "list outcomes", scanOutcome, q, args...))
+	q := statement{`SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
+FROM shim_outcomes WHERE tenant = ?`, []any{string(tenant)}}
+	q.andEq("subject", subject)
+	q.add(` ORDER BY receipt DESC, provision LIMIT ?`, limit)
+	return appendRows([]shim.RuleOutcome{}, queryRows(ctx, s.db, "list outcomes", scanOutcome, q.sql, q.args...))
 }
 
 func scanOutcome(row scanner) (shim.RuleOutcome, error) {

@@ -73,29 +73,19 @@ func (t *traderTx) Strategy(ctx context.Context, id string) (trader.Strategy, bo
 }
 
 func (t *traderTx) Strategies(ctx context.Context, f trader.StrategyFilter) ([]trader.Strategy, error) {
-	q := `SELECT ` + strategyColumns + ` FROM trader_strategies WHERE tenant = ?`
-	args := []any{t.tenant}
+	q := statement{`SELECT ` + strategyColumns + ` FROM trader_strategies WHERE tenant = ?`, []any{t.tenant}}
 	if f.ConcernID != "" {
 		account, market, ok := strings.Cut(f.ConcernID, ":")
 		if !ok {
 			return nil, nil
 		}
-		q += ` AND account_id = ? AND market_symbol = ?`
-		args = append(args, account, market)
+		q.add(` AND account_id = ? AND market_symbol = ?`, account, market)
 	}
-	if f.AccountID != "" {
-		q += ` AND account_id = ?`
-		args = append(args, f.AccountID)
-	}
-	if f.MarketSymbol != "" {
-		q += ` AND market_symbol = ?`
-		args = append(args, f.MarketSymbol)
-	}
-	if f.Status != "" {
-		q += ` AND status = ?`
-		args = append(args, string(f.Status))
-	}
-	return appendRows(nil, queryRows(ctx, t.tx, "trader strategies", scanStrategy, q+` ORDER BY id`, args...))
+	q.andEq("account_id", f.AccountID)
+	q.andEq("market_symbol", f.MarketSymbol)
+	q.andEq("status", string(f.Status))
+	q.add(` ORDER BY id`)
+	return appendRows(nil, queryRows(ctx, t.tx, "trader strategies", scanStrategy, q.sql, q.args...))
 }
 
 func (t *traderTx) InsertStrategy(ctx context.Context, s trader.Strategy) error {
@@ -231,22 +221,14 @@ func (t *traderTx) AddAttempt(ctx context.Context, a trader.Attempt) error {
 }
 
 func (t *traderTx) Attempts(ctx context.Context, f trader.AttemptFilter) ([]trader.Attempt, error) {
-	q := `SELECT body FROM trader_attempts WHERE tenant = ?`
-	args := []any{t.tenant}
-	if f.ConcernID != "" {
-		q += ` AND concern_id = ?`
-		args = append(args, f.ConcernID)
-	}
-	if f.DecisionID != "" {
-		q += ` AND decision_id = ?`
-		args = append(args, f.DecisionID)
-	}
-	q += ` ORDER BY id DESC`
+	q := statement{`SELECT body FROM trader_attempts WHERE tenant = ?`, []any{t.tenant}}
+	q.andEq("concern_id", f.ConcernID)
+	q.andEq("decision_id", f.DecisionID)
+	q.add(` ORDER BY id DESC`)
 	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
+		q.add(` LIMIT ?`, f.Limit)
 	}
-	return appendRows(nil, queryRows(ctx, t.tx, "trader attempts", scanJSON[trader.Attempt], q, args...))
+	return appendRows(nil, queryRows(ctx, t.tx, "trader attempts", scanJSON[trader.Attempt], q.sql, q.args...))
 }
 
 func (t *traderTx) Instance(ctx context.Context, id string) (trader.Instance, bool, error) {

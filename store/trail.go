@@ -57,15 +57,10 @@ func scanMatch(row scanner) (trail.Match, error) {
 // Conversations implements trail.Source: the conversations with the
 // newest last record first, of tenant ("" every tenant), at most limit.
 func (l *TrailLog) Conversations(ctx context.Context, tenant contract.TenantSlot, limit int) ([]trail.Head, error) {
-	q := `SELECT tenant, conversation_id, MAX(session_id), MIN(at), MAX(at), COUNT(*) FROM audit_records WHERE conversation_id IS NOT NULL`
-	var args []any
-	if tenant != "" {
-		q += ` AND tenant = ?`
-		args = append(args, string(tenant))
-	}
-	q += ` GROUP BY tenant, conversation_id ORDER BY MAX(at) DESC, tenant, conversation_id LIMIT ?`
-	args = append(args, limit)
-	out, err := appendRows(nil, queryRows(ctx, l.db, "conversations", scanHead, q, args...))
+	q := statement{sql: `SELECT tenant, conversation_id, MAX(session_id), MIN(at), MAX(at), COUNT(*) FROM audit_records WHERE conversation_id IS NOT NULL`}
+	q.andEq("tenant", string(tenant))
+	q.add(` GROUP BY tenant, conversation_id ORDER BY MAX(at) DESC, tenant, conversation_id LIMIT ?`, limit)
+	out, err := appendRows(nil, queryRows(ctx, l.db, "conversations", scanHead, q.sql, q.args...))
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +94,10 @@ func (l *TrailLog) conversationActions(ctx context.Context, tenant contract.Tena
 // ScanRange implements trail.Source: tenant's rows with from <= seq (and
 // seq <= to when to > 0), in chain order.
 func (l *TrailLog) ScanRange(ctx context.Context, tenant contract.TenantSlot, from, to int64, fn func(audit.Row) error) error {
-	q := `SELECT ` + rowColumns + ` FROM audit_records WHERE tenant = ? AND seq >= ?`
-	args := []any{string(tenant), from}
+	q := statement{`SELECT ` + rowColumns + ` FROM audit_records WHERE tenant = ? AND seq >= ?`, []any{string(tenant), from}}
 	if to > 0 {
-		q += ` AND seq <= ?`
-		args = append(args, to)
+		q.add(` AND seq <= ?`, to)
 	}
-	return eachRow(queryRows(ctx, l.db, "audit scan", scanAuditRow, q+` ORDER BY seq`, args...), fn)
+	q.add(` ORDER BY seq`)
+	return eachRow(queryRows(ctx, l.db, "audit scan", scanAuditRow, q.sql, q.args...), fn)
 }
