@@ -57,8 +57,9 @@ func eachRow[T any](seq iter.Seq2[T, error], fn func(T) error) error {
 	return nil
 }
 
-// appendRows appends the rows of seq to out (nil or empty, as the caller
-// wants no rows reported); on a failure it returns nil and the error.
+// appendRows appends the rows of seq to out and returns it: with no rows,
+// out as given (nil, or an empty slice for a list that must encode as []).
+// On a failure it returns nil and the error.
 func appendRows[T any](out []T, seq iter.Seq2[T, error]) ([]T, error) {
 	err := eachRow(seq, func(x T) error {
 		out = append(out, x)
