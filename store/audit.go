@@ -189,20 +189,8 @@ func lockAuditHead(ctx context.Context, tx *Tx, tenant string) (seq int64, prev 
 func (l *AuditLog) Tenants(ctx context.Context) ([]contract.TenantSlot, error) {
 	// From the records themselves, so a removed head cannot hide a chain;
 	// and from the heads, so a chain whose every record is gone is found.
-	rows, err := l.db.Query(ctx, `SELECT DISTINCT tenant FROM audit_records UNION SELECT tenant FROM audit_heads ORDER BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("store: audit tenants: %w", err)
-	}
-	defer rows.Close()
-	var ts []contract.TenantSlot
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			return nil, err
-		}
-		ts = append(ts, contract.TenantSlot(t))
-	}
-	return ts, rows.Err()
+	return appendRows(nil, queryRows(ctx, l.db, "audit tenants", scanValue[contract.TenantSlot],
+		`SELECT DISTINCT tenant FROM audit_records UNION SELECT tenant FROM audit_heads ORDER BY 1`))
 }
 
 // Head implements audit.Source.
@@ -228,21 +216,8 @@ func (l *AuditLog) FindHead(ctx context.Context, t contract.TenantSlot) (int64, 
 
 // Scan implements audit.Source: the tenant's rows in chain order.
 func (l *AuditLog) Scan(ctx context.Context, t contract.TenantSlot, fn func(audit.Row) error) error {
-	rows, err := l.db.Query(ctx, `SELECT id, seq, at, action, resource, outcome, body, prev_hash, hash FROM audit_records WHERE tenant = ? ORDER BY seq`, string(t))
-	if err != nil {
-		return fmt.Errorf("store: audit scan: %w", err)
-	}
-	defer rows.Close()
-	r := audit.Row{Tenant: t}
-	for rows.Next() {
-		if err := rows.Scan(&r.ID, &r.Seq, &r.At, &r.Action, &r.Resource, &r.Outcome, &r.Body, &r.PrevHash, &r.Hash); err != nil {
-			return fmt.Errorf("store: audit scan: %w", err)
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachRow(queryRows(ctx, l.db, "audit scan", scanAuditRow,
+		`SELECT `+rowColumns+` FROM audit_records WHERE tenant = ? ORDER BY seq`, string(t)), fn)
 }
 
 // AuditFilter selects records for Tail.
@@ -259,57 +234,35 @@ func (l *AuditLog) Tail(ctx context.Context, f AuditFilter) ([]audit.Record, err
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	q := `SELECT body, prev_hash, hash FROM audit_records WHERE 1 = 1`
-	var args []any
-	if f.Tenant != "" {
-		q += ` AND tenant = ?`
-		args = append(args, string(f.Tenant))
+	q := statement{sql: `SELECT body, prev_hash, hash FROM audit_records WHERE 1 = 1`}
+	q.andEq("tenant", string(f.Tenant))
+	q.andEq("action", f.Action)
+	q.andEq("resource", f.Resource)
+	q.add(` ORDER BY id DESC LIMIT ?`, f.Limit)
+	return appendRows(nil, queryRows(ctx, l.db, "audit tail", scanRecord, q.sql, q.args...))
+}
+
+// scanRecord scans a row of body, prev_hash and hash into the record the
+// body holds.
+func scanRecord(row scanner) (audit.Record, error) {
+	var body, prev, hash string
+	if err := row.Scan(&body, &prev, &hash); err != nil {
+		return audit.Record{}, err
 	}
-	if f.Action != "" {
-		q += ` AND action = ?`
-		args = append(args, f.Action)
-	}
-	if f.Resource != "" {
-		q += ` AND resource = ?`
-		args = append(args, f.Resource)
-	}
-	q += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, f.Limit)
-	rows, err := l.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: audit tail: %w", err)
-	}
-	defer rows.Close()
-	var out []audit.Record
-	for rows.Next() {
-		var body, prev, hash string
-		if err := rows.Scan(&body, &prev, &hash); err != nil {
-			return nil, err
-		}
-		rec, err := audit.Decode([]byte(body))
-		if err != nil {
-			return nil, err
-		}
-		rec.PrevHash, rec.Hash = prev, hash
-		out = append(out, rec)
-	}
-	return out, rows.Err()
+	rec, err := audit.Decode([]byte(body))
+	rec.PrevHash, rec.Hash = prev, hash
+	return rec, err
 }
 
 // Record returns the audit record with id, decoded from its hashed body;
 // found is false when there is none.
 func (l *AuditLog) Record(ctx context.Context, id string) (rec audit.Record, found bool, err error) {
-	var body, prev, hash string
-	err = l.db.QueryRow(ctx, `SELECT body, prev_hash, hash FROM audit_records WHERE id = ?`, id).Scan(&body, &prev, &hash)
+	rec, err = scanRecord(l.db.QueryRow(ctx, `SELECT body, prev_hash, hash FROM audit_records WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return audit.Record{}, false, nil
 	}
 	if err != nil {
 		return audit.Record{}, false, fmt.Errorf("store: audit record: %w", err)
 	}
-	if rec, err = audit.Decode([]byte(body)); err != nil {
-		return audit.Record{}, false, err
-	}
-	rec.Body, rec.PrevHash, rec.Hash = []byte(body), prev, hash
 	return rec, true, nil
 }

@@ -85,19 +85,15 @@ func (s *ExecutorState) SaveBrokerState(ctx context.Context, t contract.TenantSl
 	if !utf8.Valid(state) {
 		return 0, false, fmt.Errorf("store: executor broker state %s is not UTF-8", name)
 	}
-	var res sql.Result
+	var n int64
 	var err error
 	if version == 0 {
-		res, err = s.db.Exec(ctx, `INSERT INTO executor_broker_state (tenant, name, state, updated_at, version) VALUES (?, ?, ?, ?, 1)
-			ON CONFLICT (tenant, name) DO NOTHING`, string(t), name, string(state), Micros(s.db.Now()))
+		n, err = rowsAffected(s.db.Exec(ctx, `INSERT INTO executor_broker_state (tenant, name, state, updated_at, version) VALUES (?, ?, ?, ?, 1)
+			ON CONFLICT (tenant, name) DO NOTHING`, string(t), name, string(state), Micros(s.db.Now())))
 	} else {
-		res, err = s.db.Exec(ctx, `UPDATE executor_broker_state SET state = ?, updated_at = ?, version = version + 1
-			WHERE tenant = ? AND name = ? AND version = ?`, string(state), Micros(s.db.Now()), string(t), name, version)
+		n, err = rowsAffected(s.db.Exec(ctx, `UPDATE executor_broker_state SET state = ?, updated_at = ?, version = version + 1
+			WHERE tenant = ? AND name = ? AND version = ?`, string(state), Micros(s.db.Now()), string(t), name, version))
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("store: executor save broker state: %w", err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, false, fmt.Errorf("store: executor save broker state: %w", err)
 	}

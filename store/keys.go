@@ -49,7 +49,7 @@ func (k *Keys) CreateKey(ctx context.Context, key auth.Key) error {
 
 const keyColumns = `id, tenant, secret_hash, scopes, harness, run_context, created_at, revoked_at`
 
-func scanKey(row interface{ Scan(...any) error }) (auth.Key, error) {
+func scanKey(row scanner) (auth.Key, error) {
 	var key auth.Key
 	var tenant, scopes, runCtx string
 	var created int64
@@ -87,20 +87,8 @@ func (k *Keys) Key(ctx context.Context, id string) (auth.Key, error) {
 // grants returns the grants of keyID and of every key of tenant, sorted
 // and without duplicates (keyID "": the tenant's alone).
 func (k *Keys) grants(ctx context.Context, tenant contract.TenantSlot, keyID string) ([]string, error) {
-	rows, err := k.db.Query(ctx, `SELECT DISTINCT model FROM api_key_grants WHERE tenant = ? AND key_id IN ('', ?) ORDER BY model`, string(tenant), keyID)
-	if err != nil {
-		return nil, fmt.Errorf("store: grants: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return nil, fmt.Errorf("store: grants: %w", err)
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return appendRows(nil, queryRows(ctx, k.db, "grants", scanValue[string],
+		`SELECT DISTINCT model FROM api_key_grants WHERE tenant = ? AND key_id IN ('', ?) ORDER BY model`, string(tenant), keyID))
 }
 
 // TenantGrants returns the grants every key of tenant holds.
@@ -137,23 +125,10 @@ func (k *Keys) SetTenantGrants(ctx context.Context, tenant contract.TenantSlot, 
 
 // ListKeys implements auth.Store.
 func (k *Keys) ListKeys(ctx context.Context) ([]auth.Key, error) {
-	rows, err := k.db.Query(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`)
+	keys, err := appendRows(nil, queryRows(ctx, k.db, "list keys", scanKey, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`))
 	if err != nil {
-		return nil, fmt.Errorf("store: list keys: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var keys []auth.Key
-	for rows.Next() {
-		key, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list keys: %w", err)
-		}
-		keys = append(keys, key)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list keys: %w", err)
-	}
-	rows.Close()
 	for i := range keys {
 		if keys[i].Grants, err = k.grants(ctx, keys[i].Tenant, keys[i].ID); err != nil {
 			return nil, err

@@ -49,12 +49,8 @@ func (s *Relay) Capability(ctx context.Context, tenant contract.TenantSlot, sess
 
 // MarkSeen implements relay.Store (one INSERT ... ON CONFLICT DO NOTHING).
 func (s *Relay) MarkSeen(ctx context.Context, tenant contract.TenantSlot, key string, at time.Time) (bool, error) {
-	res, err := s.db.Exec(ctx, `INSERT INTO relay_seen (tenant, dedupe_key, seen_at) VALUES (?, ?, ?) ON CONFLICT (tenant, dedupe_key) DO NOTHING`,
-		string(tenant), key, Micros(at))
-	if err != nil {
-		return false, fmt.Errorf("store: relay: mark seen: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := rowsAffected(s.db.Exec(ctx, `INSERT INTO relay_seen (tenant, dedupe_key, seen_at) VALUES (?, ?, ?) ON CONFLICT (tenant, dedupe_key) DO NOTHING`,
+		string(tenant), key, Micros(at)))
 	if err != nil {
 		return false, fmt.Errorf("store: relay: mark seen: %w", err)
 	}
@@ -72,14 +68,10 @@ func (s *Relay) Enqueue(ctx context.Context, b relay.Buffered, limit int) (bool,
 		q += ` WHERE (SELECT COUNT(*) FROM relay_buffer WHERE tenant = ?) < ?`
 		args = append(args, string(b.Tenant), limit)
 	}
-	res, err := s.db.Exec(ctx, q, args...)
+	n, err := rowsAffected(s.db.Exec(ctx, q, args...))
 	if IsUniqueViolation(err) {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("store: relay: enqueue: %w", err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("store: relay: enqueue: %w", err)
 	}
@@ -88,44 +80,26 @@ func (s *Relay) Enqueue(ctx context.Context, b relay.Buffered, limit int) (bool,
 
 // Pending implements relay.Store.
 func (s *Relay) Pending(ctx context.Context, tenant contract.TenantSlot, platform, bot string, now time.Time, limit int) ([]relay.Buffered, error) {
-	q := `SELECT id, session_key, event, created_at FROM relay_buffer
-		WHERE tenant = ? AND platform = ? AND bot = ? AND lease_until <= ? ORDER BY id`
-	args := []any{string(tenant), platform, bot, Micros(now)}
+	q := statement{`SELECT id, session_key, event, created_at FROM relay_buffer
+		WHERE tenant = ? AND platform = ? AND bot = ? AND lease_until <= ? ORDER BY id`, []any{string(tenant), platform, bot, Micros(now)}}
 	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
+		q.add(` LIMIT ?`, limit)
 	}
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: relay: pending: %w", err)
-	}
-	defer rows.Close()
-	var out []relay.Buffered
-	for rows.Next() {
+	return appendRows(nil, queryRows(ctx, s.db, "relay: pending", func(row scanner) (relay.Buffered, error) {
 		b := relay.Buffered{Tenant: tenant, Platform: platform, Bot: bot}
 		var event string
 		var created int64
-		if err := rows.Scan(&b.ID, &b.SessionKey, &event, &created); err != nil {
-			return nil, fmt.Errorf("store: relay: pending: %w", err)
-		}
+		err := row.Scan(&b.ID, &b.SessionKey, &event, &created)
 		b.Event, b.CreatedAt = []byte(event), FromMicros(created)
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: relay: pending: %w", err)
-	}
-	return out, nil
+		return b, err
+	}, q.sql, q.args...))
 }
 
 // Lease implements relay.Store (one conditional UPDATE).
 func (s *Relay) Lease(ctx context.Context, tenant contract.TenantSlot, id, owner string, now, until time.Time) (bool, error) {
-	res, err := s.db.Exec(ctx, `UPDATE relay_buffer SET lease_owner = ?, lease_until = ?
+	n, err := rowsAffected(s.db.Exec(ctx, `UPDATE relay_buffer SET lease_owner = ?, lease_until = ?
 		WHERE tenant = ? AND id = ? AND (lease_until <= ? OR lease_owner = ?)`,
-		owner, Micros(until), string(tenant), id, Micros(now), owner)
-	if err != nil {
-		return false, fmt.Errorf("store: relay: lease: %w", err)
-	}
-	n, err := res.RowsAffected()
+		owner, Micros(until), string(tenant), id, Micros(now), owner))
 	if err != nil {
 		return false, fmt.Errorf("store: relay: lease: %w", err)
 	}
@@ -143,11 +117,7 @@ func (s *Relay) ReleaseLeases(ctx context.Context, tenant contract.TenantSlot, o
 
 // Ack implements relay.Store.
 func (s *Relay) Ack(ctx context.Context, tenant contract.TenantSlot, id string) (bool, error) {
-	res, err := s.db.Exec(ctx, `DELETE FROM relay_buffer WHERE tenant = ? AND id = ?`, string(tenant), id)
-	if err != nil {
-		return false, fmt.Errorf("store: relay: ack: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := rowsAffected(s.db.Exec(ctx, `DELETE FROM relay_buffer WHERE tenant = ? AND id = ?`, string(tenant), id))
 	if err != nil {
 		return false, fmt.Errorf("store: relay: ack: %w", err)
 	}
@@ -195,37 +165,26 @@ func (s *Relay) Buffered(ctx context.Context, tenant contract.TenantSlot, limit 
 	if limit <= 0 {
 		limit = 100
 	}
-	q := `SELECT tenant, id, platform, bot, session_key, event, created_at, lease_owner, lease_until FROM relay_buffer`
-	var args []any
+	q := statement{sql: `SELECT tenant, id, platform, bot, session_key, event, created_at, lease_owner, lease_until FROM relay_buffer`}
 	if tenant != "" {
-		q += ` WHERE tenant = ?`
-		args = append(args, string(tenant))
+		q.add(` WHERE tenant = ?`, string(tenant))
 	}
-	q += ` ORDER BY id LIMIT ?`
-	args = append(args, limit)
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: relay: buffered: %w", err)
+	q.add(` ORDER BY id LIMIT ?`, limit)
+	return appendRows(nil, queryRows(ctx, s.db, "relay: buffered", scanBufferedEvent, q.sql, q.args...))
+}
+
+func scanBufferedEvent(row scanner) (BufferedEvent, error) {
+	var b BufferedEvent
+	var t, event string
+	var created, until int64
+	if err := row.Scan(&t, &b.ID, &b.Platform, &b.Bot, &b.SessionKey, &event, &created, &b.LeaseOwner, &until); err != nil {
+		return BufferedEvent{}, err
 	}
-	defer rows.Close()
-	var out []BufferedEvent
-	for rows.Next() {
-		var b BufferedEvent
-		var t, event string
-		var created, until int64
-		if err := rows.Scan(&t, &b.ID, &b.Platform, &b.Bot, &b.SessionKey, &event, &created, &b.LeaseOwner, &until); err != nil {
-			return nil, fmt.Errorf("store: relay: buffered: %w", err)
-		}
-		b.Tenant, b.Event, b.CreatedAt = contract.TenantSlot(t), []byte(event), FromMicros(created)
-		if until > 0 {
-			b.LeaseUntil = FromMicros(until)
-		}
-		out = append(out, b)
+	b.Tenant, b.Event, b.CreatedAt = contract.TenantSlot(t), []byte(event), FromMicros(created)
+	if until > 0 {
+		b.LeaseUntil = FromMicros(until)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: relay: buffered: %w", err)
-	}
-	return out, nil
+	return b, nil
 }
 
 // BufferedEvent is a buffered relay event with its lease (LeaseOwner empty

@@ -32,28 +32,6 @@ var (
 	contextTable   = shimTable{"shim_context", "ref", "context entry"}
 )
 
-func (t shimTable) list(ctx context.Context, db *DB, tenant contract.TenantSlot, each func(doc []byte, version int64) error) error {
-	rows, err := db.Query(ctx, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? ORDER BY `+t.key, string(tenant))
-	if err != nil {
-		return fmt.Errorf("store: list %s: %w", t.name, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var doc string
-		var v int64
-		if err := rows.Scan(&doc, &v); err != nil {
-			return fmt.Errorf("store: list %s: %w", t.name, err)
-		}
-		if err := each([]byte(doc), v); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: list %s: %w", t.name, err)
-	}
-	return nil
-}
-
 func (t shimTable) get(ctx context.Context, db *DB, tenant contract.TenantSlot, key string) ([]byte, int64, error) {
 	var doc string
 	var v int64
@@ -79,41 +57,33 @@ func (t shimTable) create(ctx context.Context, db *DB, tenant contract.TenantSlo
 	return nil
 }
 
-// missOrConflict tells a not_found from a version conflict after a
-// conditional statement changed no row.
-func (t shimTable) missOrConflict(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, ifVersion int64) error {
+func (t shimTable) update(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, doc []byte, ifVersion int64) error {
+	return t.casExec(ctx, db, "update", tenant, key, ifVersion,
+		`UPDATE `+t.name+` SET doc = ?, version = version + 1, updated_at = ? WHERE tenant = ? AND `+t.key+` = ? AND version = ?`,
+		string(doc), Micros(db.Now()), string(tenant), key, ifVersion)
+}
+
+func (t shimTable) delete(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, ifVersion int64) error {
+	return t.casExec(ctx, db, "delete", tenant, key, ifVersion,
+		`DELETE FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ? AND version = ?`, string(tenant), key, ifVersion)
+}
+
+// casExec runs op, a statement on the document key conditional on its
+// version being ifVersion. When it changes no row, it tells a not_found
+// from a version conflict.
+func (t shimTable) casExec(ctx context.Context, db *DB, op string, tenant contract.TenantSlot, key string, ifVersion int64, query string, args ...any) error {
+	n, err := rowsAffected(db.Exec(ctx, query, args...))
+	if err != nil {
+		return fmt.Errorf("store: %s %s: %w", op, t.name, err)
+	}
+	if n != 0 {
+		return nil
+	}
 	_, v, err := t.get(ctx, db, tenant, key)
 	if err != nil {
 		return err
 	}
 	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.what, key, v, ifVersion)
-}
-
-func (t shimTable) update(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, doc []byte, ifVersion int64) error {
-	res, err := db.Exec(ctx, `UPDATE `+t.name+` SET doc = ?, version = version + 1, updated_at = ? WHERE tenant = ? AND `+t.key+` = ? AND version = ?`,
-		string(doc), Micros(db.Now()), string(tenant), key, ifVersion)
-	if err != nil {
-		return fmt.Errorf("store: update %s: %w", t.name, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: update %s: %w", t.name, err)
-	} else if n == 0 {
-		return t.missOrConflict(ctx, db, tenant, key, ifVersion)
-	}
-	return nil
-}
-
-func (t shimTable) delete(ctx context.Context, db *DB, tenant contract.TenantSlot, key string, ifVersion int64) error {
-	res, err := db.Exec(ctx, `DELETE FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ? AND version = ?`, string(tenant), key, ifVersion)
-	if err != nil {
-		return fmt.Errorf("store: delete %s: %w", t.name, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: delete %s: %w", t.name, err)
-	} else if n == 0 {
-		return t.missOrConflict(ctx, db, tenant, key, ifVersion)
-	}
-	return nil
 }
 
 func decodeDoc[T any](doc []byte, what string) (T, error) {
@@ -148,14 +118,21 @@ var (
 )
 
 func (d shimDocs[T]) listDocs(ctx context.Context, db *DB, tenant contract.TenantSlot) ([]T, error) {
-	out := []T{}
-	err := d.list(ctx, db, tenant, func(doc []byte, v int64) error {
-		x, err := decodeDoc[T](doc, d.what)
-		*d.version(&x) = v
-		out = append(out, x)
-		return err
-	})
-	return out, err
+	return appendRows([]T{}, queryRows(ctx, db, "list "+d.name, d.scanDoc,
+		`SELECT doc, version FROM `+d.name+` WHERE tenant = ? ORDER BY `+d.shimTable.key, string(tenant)))
+}
+
+// scanDoc scans a row of a document and its version into a T.
+func (d shimDocs[T]) scanDoc(row scanner) (T, error) {
+	var x T
+	var doc string
+	var v int64
+	if err := row.Scan(&doc, &v); err != nil {
+		return x, err
+	}
+	err := json.Unmarshal([]byte(doc), &x)
+	*d.version(&x) = v
+	return x, err
 }
 
 func (d shimDocs[T]) getDoc(ctx context.Context, db *DB, tenant contract.TenantSlot, key string) (T, error) {
@@ -247,12 +224,8 @@ func (s *Shim) DeleteContext(ctx context.Context, tenant contract.TenantSlot, re
 
 // MarkShimmed implements shim.Store with one insert-if-absent.
 func (s *Shim) MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error) {
-	res, err := s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(tenant), conversation, provision, version, Micros(at))
-	if err != nil {
-		return false, fmt.Errorf("store: mark shimmed: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := rowsAffected(s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		string(tenant), conversation, provision, version, Micros(at)))
 	if err != nil {
 		return false, fmt.Errorf("store: mark shimmed: %w", err)
 	}
@@ -365,31 +338,10 @@ func (s *Shim) ListReceipts(ctx context.Context, tenant contract.TenantSlot, lim
 	if limit <= 0 {
 		limit = 50
 	}
-	q := `SELECT doc FROM shim_receipts WHERE tenant = ? ORDER BY id DESC LIMIT ?`
-	args := []any{string(tenant), limit}
+	q := statement{`SELECT doc FROM shim_receipts WHERE tenant = ?`, []any{string(tenant)}}
 	if before != "" {
-		q = `SELECT doc FROM shim_receipts WHERE tenant = ? AND id < ? ORDER BY id DESC LIMIT ?`
-		args = []any{string(tenant), before, limit}
+		q.add(` AND id < ?`, before)
 	}
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list receipts: %w", err)
-	}
-	defer rows.Close()
-	out := []shim.Receipt{}
-	for rows.Next() {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return nil, fmt.Errorf("store: list receipts: %w", err)
-		}
-		r, err := decodeDoc[shim.Receipt]([]byte(doc), "receipt")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list receipts: %w", err)
-	}
-	return out, nil
+	q.add(` ORDER BY id DESC LIMIT ?`, limit)
+	return appendRows([]shim.Receipt{}, queryRows(ctx, s.db, "list receipts", scanJSON[shim.Receipt], q.sql, q.args...))
 }

@@ -74,33 +74,16 @@ func recordMemory(ctx context.Context, q Querier, w shim.MemoryWrite) error {
 
 // ListEntities implements memory.Store.
 func (s *ShimMemory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]memory.Entity, error) {
-	q := `SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`
-	args := []any{string(tenant), subject}
-	if project != "" {
-		q += ` AND project = ?`
-		args = append(args, project)
-	}
-	q += ` ORDER BY last_seen DESC, project, kind, value LIMIT ?`
-	args = append(args, limit)
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list entities: %w", err)
-	}
-	defer rows.Close()
-	out := []memory.Entity{}
-	for rows.Next() {
+	q := statement{`SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`, []any{string(tenant), subject}}
+	q.andEq("project", project)
+	q.add(` ORDER BY last_seen DESC, project, kind, value LIMIT ?`, limit)
+	return appendRows([]memory.Entity{}, queryRows(ctx, s.db, "list entities", func(row scanner) (memory.Entity, error) {
 		e := memory.Entity{Subject: subject}
 		var first, last int64
-		if err := rows.Scan(&e.Project, &e.Kind, &e.Value, &first, &last, &e.Count); err != nil {
-			return nil, fmt.Errorf("store: list entities: %w", err)
-		}
+		err := row.Scan(&e.Project, &e.Kind, &e.Value, &first, &last, &e.Count)
 		e.FirstSeen, e.LastSeen = contract.Timestamp(FromMicros(first)), contract.Timestamp(FromMicros(last))
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list entities: %w", err)
-	}
-	return out, nil
+		return e, err
+	}, q.sql, q.args...))
 }
 
 // AddOutcomes implements memory.Store: inserts that ignore an existing
@@ -145,52 +128,35 @@ func (s *ShimMemory) ResolveOutcomes(ctx context.Context, tenant contract.Tenant
 }
 
 func resolveOutcomes(ctx context.Context, q Querier, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
-	res, err := q.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
+	n, err := rowsAffected(q.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
 WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
-		outcome, signature, nextReceipt, Micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
+		outcome, signature, nextReceipt, Micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt))
 	return int(n), err
 }
 
 // ListOutcomes implements memory.Store.
 func (s *ShimMemory) ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
-	q := `SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
-FROM shim_outcomes WHERE tenant = ?`
-	args := []any{string(tenant)}
-	if subject != "" {
-		q += ` AND subject = ?`
-		args = append(args, subject)
+	q := statement{`SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
+FROM shim_outcomes WHERE tenant = ?`, []any{string(tenant)}}
+	q.andEq("subject", subject)
+	q.add(` ORDER BY receipt DESC, provision LIMIT ?`, limit)
+	return appendRows([]shim.RuleOutcome{}, queryRows(ctx, s.db, "list outcomes", scanOutcome, q.sql, q.args...))
+}
+
+func scanOutcome(row scanner) (shim.RuleOutcome, error) {
+	var o shim.RuleOutcome
+	var builtin int
+	var fired, resolved int64
+	if err := row.Scan(&o.Receipt, &o.Provision, &o.Conversation, &o.Subject, &o.Project, &o.Version, &builtin,
+		&o.Outcome, &o.ErrorSignature, &o.NextReceipt, &fired, &resolved); err != nil {
+		return shim.RuleOutcome{}, err
 	}
-	q += ` ORDER BY receipt DESC, provision LIMIT ?`
-	args = append(args, limit)
-	rows, err := s.db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list outcomes: %w", err)
+	o.Builtin = builtin != 0
+	o.FiredAt = contract.Timestamp(FromMicros(fired))
+	if resolved != 0 {
+		o.ResolvedAt = contract.Timestamp(FromMicros(resolved))
 	}
-	defer rows.Close()
-	out := []shim.RuleOutcome{}
-	for rows.Next() {
-		var o shim.RuleOutcome
-		var builtin int
-		var fired, resolved int64
-		if err := rows.Scan(&o.Receipt, &o.Provision, &o.Conversation, &o.Subject, &o.Project, &o.Version, &builtin,
-			&o.Outcome, &o.ErrorSignature, &o.NextReceipt, &fired, &resolved); err != nil {
-			return nil, fmt.Errorf("store: list outcomes: %w", err)
-		}
-		o.Builtin = builtin != 0
-		o.FiredAt = contract.Timestamp(FromMicros(fired))
-		if resolved != 0 {
-			o.ResolvedAt = contract.Timestamp(FromMicros(resolved))
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list outcomes: %w", err)
-	}
-	return out, nil
+	return o, nil
 }
 
 // GetSyncMark implements shim.SyncLedger.

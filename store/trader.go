@@ -50,8 +50,6 @@ func conflict(op string, err error) error {
 
 const strategyColumns = `id, account_id, market_symbol, name, status, runnable, risk_mode, revision, updated_at`
 
-type scanner interface{ Scan(...any) error }
-
 func scanStrategy(row scanner) (trader.Strategy, error) {
 	var s trader.Strategy
 	var status string
@@ -75,42 +73,19 @@ func (t *traderTx) Strategy(ctx context.Context, id string) (trader.Strategy, bo
 }
 
 func (t *traderTx) Strategies(ctx context.Context, f trader.StrategyFilter) ([]trader.Strategy, error) {
-	q := `SELECT ` + strategyColumns + ` FROM trader_strategies WHERE tenant = ?`
-	args := []any{t.tenant}
+	q := statement{`SELECT ` + strategyColumns + ` FROM trader_strategies WHERE tenant = ?`, []any{t.tenant}}
 	if f.ConcernID != "" {
 		account, market, ok := strings.Cut(f.ConcernID, ":")
 		if !ok {
 			return nil, nil
 		}
-		q += ` AND account_id = ? AND market_symbol = ?`
-		args = append(args, account, market)
+		q.add(` AND account_id = ? AND market_symbol = ?`, account, market)
 	}
-	if f.AccountID != "" {
-		q += ` AND account_id = ?`
-		args = append(args, f.AccountID)
-	}
-	if f.MarketSymbol != "" {
-		q += ` AND market_symbol = ?`
-		args = append(args, f.MarketSymbol)
-	}
-	if f.Status != "" {
-		q += ` AND status = ?`
-		args = append(args, string(f.Status))
-	}
-	rows, err := t.tx.Query(ctx, q+` ORDER BY id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: trader strategies: %w", err)
-	}
-	defer rows.Close()
-	var out []trader.Strategy
-	for rows.Next() {
-		s, err := scanStrategy(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: trader strategies: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	q.andEq("account_id", f.AccountID)
+	q.andEq("market_symbol", f.MarketSymbol)
+	q.andEq("status", string(f.Status))
+	q.add(` ORDER BY id`)
+	return appendRows(nil, queryRows(ctx, t.tx, "trader strategies", scanStrategy, q.sql, q.args...))
 }
 
 func (t *traderTx) InsertStrategy(ctx context.Context, s trader.Strategy) error {
@@ -145,26 +120,26 @@ func (t *traderTx) oneRow(res sql.Result, what string, expect contract.Revision)
 }
 
 func (t *traderTx) Concern(ctx context.Context, id string) (trader.Concern, bool, error) {
-	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? AND concern_id = ?`, t.tenant, id))
+	return t.concern(ctx, "trader concern", id, "")
+}
+
+func (t *traderTx) LockConcern(ctx context.Context, id string) (trader.Concern, bool, error) {
+	return t.concern(ctx, "trader lock concern", id, t.tx.Dialect().ForUpdate())
+}
+
+// concern reads one concern; suffix ends the SELECT (a row lock or nothing).
+func (t *traderTx) concern(ctx context.Context, what, id, suffix string) (trader.Concern, bool, error) {
+	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT `+concernColumns+` FROM trader_concerns WHERE tenant = ? AND concern_id = ?`+suffix, t.tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return trader.Concern{}, false, nil
 	}
 	if err != nil {
-		return trader.Concern{}, false, fmt.Errorf("store: trader concern: %w", err)
+		return trader.Concern{}, false, fmt.Errorf("store: %s: %w", what, err)
 	}
 	return c, true, nil
 }
 
-func (t *traderTx) LockConcern(ctx context.Context, id string) (trader.Concern, bool, error) {
-	c, err := scanConcern(t.tx.QueryRow(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? AND concern_id = ?`+t.tx.Dialect().ForUpdate(), t.tenant, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return trader.Concern{}, false, nil
-	}
-	if err != nil {
-		return trader.Concern{}, false, fmt.Errorf("store: trader lock concern: %w", err)
-	}
-	return c, true, nil
-}
+const concernColumns = `concern_id, execution_state, revision, updated_at`
 
 func scanConcern(row scanner) (trader.Concern, error) {
 	var c trader.Concern
@@ -178,20 +153,8 @@ func scanConcern(row scanner) (trader.Concern, error) {
 }
 
 func (t *traderTx) Concerns(ctx context.Context) ([]trader.Concern, error) {
-	rows, err := t.tx.Query(ctx, `SELECT concern_id, execution_state, revision, updated_at FROM trader_concerns WHERE tenant = ? ORDER BY concern_id`, t.tenant)
-	if err != nil {
-		return nil, fmt.Errorf("store: trader concerns: %w", err)
-	}
-	defer rows.Close()
-	var out []trader.Concern
-	for rows.Next() {
-		c, err := scanConcern(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: trader concerns: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return appendRows(nil, queryRows(ctx, t.tx, "trader concerns", scanConcern,
+		`SELECT `+concernColumns+` FROM trader_concerns WHERE tenant = ? ORDER BY concern_id`, t.tenant))
 }
 
 func (t *traderTx) InsertConcern(ctx context.Context, c trader.Concern) error {
@@ -258,39 +221,14 @@ func (t *traderTx) AddAttempt(ctx context.Context, a trader.Attempt) error {
 }
 
 func (t *traderTx) Attempts(ctx context.Context, f trader.AttemptFilter) ([]trader.Attempt, error) {
-	q := `SELECT body FROM trader_attempts WHERE tenant = ?`
-	args := []any{t.tenant}
-	if f.ConcernID != "" {
-		q += ` AND concern_id = ?`
-		args = append(args, f.ConcernID)
-	}
-	if f.DecisionID != "" {
-		q += ` AND decision_id = ?`
-		args = append(args, f.DecisionID)
-	}
-	q += ` ORDER BY id DESC`
+	q := statement{`SELECT body FROM trader_attempts WHERE tenant = ?`, []any{t.tenant}}
+	q.andEq("concern_id", f.ConcernID)
+	q.andEq("decision_id", f.DecisionID)
+	q.add(` ORDER BY id DESC`)
 	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
+		q.add(` LIMIT ?`, f.Limit)
 	}
-	rows, err := t.tx.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: trader attempts: %w", err)
-	}
-	defer rows.Close()
-	var out []trader.Attempt
-	for rows.Next() {
-		var body string
-		if err := rows.Scan(&body); err != nil {
-			return nil, fmt.Errorf("store: trader attempts: %w", err)
-		}
-		var a trader.Attempt
-		if err := json.Unmarshal([]byte(body), &a); err != nil {
-			return nil, fmt.Errorf("store: trader attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return appendRows(nil, queryRows(ctx, t.tx, "trader attempts", scanJSON[trader.Attempt], q.sql, q.args...))
 }
 
 func (t *traderTx) Instance(ctx context.Context, id string) (trader.Instance, bool, error) {
