@@ -86,11 +86,11 @@ func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
 	case ch == '[':
 		return c.array(out, depth)
 	case ch == '"':
-		s, err := c.str()
+		key, err := c.stringBytes()
 		if err != nil {
 			return err
 		}
-		writeString(out, s)
+		writeStringBytes(out, key)
 		return nil
 	case ch == '-' || ('0' <= ch && ch <= '9'):
 		return c.number(out)
@@ -135,7 +135,7 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 		if c.pos >= len(c.in) || c.in[c.pos] != '"' {
 			return c.bad("expected a string key")
 		}
-		key, err := c.key()
+		key, err := c.stringBytes()
 		if err != nil {
 			return err
 		}
@@ -192,9 +192,9 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 	return nil
 }
 
-// key reads an object key at c.pos: a slice of the input when it is plain
-// printable ASCII, else its decoded value.
-func (c *canonicalizer) key() ([]byte, error) {
+// stringBytes reads a string (an object key or a value) at c.pos: a slice of the
+// input when it is plain printable ASCII, else its decoded value.
+func (c *canonicalizer) stringBytes() ([]byte, error) {
 	start := c.pos + 1
 	for i := start; i < len(c.in); i++ {
 		ch := c.in[i]
