@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -95,6 +96,11 @@ func decodeDoc[T any](doc []byte, what string) (T, error) {
 }
 
 func encodeDoc(v any) ([]byte, error) {
+	if w, ok := v.(audit.CanonicalWriter); ok { // a receipt, once a request
+		var b bytes.Buffer
+		w.WriteCanonicalJSON(&b)
+		return b.Bytes(), nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("store: encode: %w", err)
