@@ -411,31 +411,3 @@ func (s *ShimSpend) Total(ctx context.Context, scope, period string) (int64, err
 	return n, nil
 }
 
-// Hold implements upstream.Holds: one upsert that only ever moves the end
-// of a hold later.
-func (s *ShimSpend) Hold(ctx context.Context, identity string, until time.Time) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO shim_holds (identity, until_at) VALUES (?, ?)
-		ON CONFLICT (identity) DO UPDATE SET until_at = excluded.until_at WHERE shim_holds.until_at < excluded.until_at`,
-		identity, Micros(until))
-	if err != nil {
-		return fmt.Errorf("store: hold: %w", err)
-	}
-	return nil
-}
-
-// HeldUntil implements upstream.Holds.
-func (s *ShimSpend) HeldUntil(ctx context.Context, identity string) (time.Time, error) {
-	var until int64
-	err := s.db.QueryRow(ctx, `SELECT until_at FROM shim_holds WHERE identity = ?`, identity).Scan(&until)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("store: hold: %w", err)
-	}
-	t := FromMicros(until)
-	if !t.After(s.db.Now()) {
-		return time.Time{}, nil
-	}
-	return t, nil
-}

@@ -63,6 +63,7 @@ type DB struct {
 
 	leaseOnce sync.Once
 	leases    *leaseBook // the shim's budget leases, made on first use
+	holds     holdBook   // the shim's model holds, as last read
 }
 
 // Querier is what both DB and Tx offer: statements with ? placeholders.
