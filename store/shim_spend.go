@@ -410,4 +410,3 @@ func (s *ShimSpend) Total(ctx context.Context, scope, period string) (int64, err
 	}
 	return n, nil
 }
-
