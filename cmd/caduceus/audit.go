@@ -107,9 +107,7 @@ chain was truncated, rewound or rewritten since.`,
 				return &exitError{1, err}
 			}
 			if out == "" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(cp)
+				return printJSON(a.stdout, cp)
 			}
 			if err := audit.WriteCheckpointFile(out, cp); err != nil {
 				return err
