@@ -108,11 +108,18 @@ func (v versioned[T]) createHandler() HandlerFunc {
 	}
 }
 
+// target reads what an update or delete names: the path's id (the call's
+// resource) and the If-Match version.
+func (v versioned[T]) target(r *http.Request, c *Call) (id string, version int64, err error) {
+	id = r.PathValue(v.param)
+	c.Resource = v.noun + "/" + clip(id, 100)
+	version, err = ifVersion(r)
+	return id, version, err
+}
+
 func (v versioned[T]) updateHandler() HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
-		id := r.PathValue(v.param)
-		c.Resource = v.noun + "/" + clip(id, 100)
-		ver, err := ifVersion(r)
+		id, ver, err := v.target(r, c)
 		if err != nil {
 			return err
 		}
@@ -130,9 +137,7 @@ func (v versioned[T]) updateHandler() HandlerFunc {
 
 func (v versioned[T]) deleteHandler() HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
-		id := r.PathValue(v.param)
-		c.Resource = v.noun + "/" + clip(id, 100)
-		ver, err := ifVersion(r)
+		id, ver, err := v.target(r, c)
 		if err != nil {
 			return err
 		}
