@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
 )
 
@@ -147,17 +148,13 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// withTrader opens the store and runs fn with the trader service over it;
-// the store is closed when fn returns.
+// withTrader runs fn with the trader service over the store (withStore).
 func (a *app) withTrader(ctx context.Context, fn func(*trader.Service) error) error {
-	db, err := a.openStore(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	svc, err := a.traderService(db)
-	if err != nil {
-		return err
-	}
-	return fn(svc)
+	return a.withStore(ctx, func(db *store.DB) error {
+		svc, err := a.traderService(db)
+		if err != nil {
+			return err
+		}
+		return fn(svc)
+	})
 }
