@@ -313,6 +313,16 @@ func (s *Sim) beginAccount(tool, number string) (a *account, timeout bool, err e
 	return a, timeout, err
 }
 
+// readAccount is beginAccount for a call that only reads the account, which
+// an injected timeout then fails outright.
+func (s *Sim) readAccount(tool, number string) (*account, error) {
+	a, timeout, err := s.beginAccount(tool, number)
+	if err == nil && timeout {
+		err = timeoutErr(tool)
+	}
+	return a, err
+}
+
 // Accounts implements broker.Broker.
 func (s *Sim) Accounts(ctx context.Context) ([]broker.Account, error) {
 	return do(s, ctx, func() ([]broker.Account, error) {
@@ -334,12 +344,9 @@ func (s *Sim) Accounts(ctx context.Context) ([]broker.Account, error) {
 // Portfolio implements broker.Broker.
 func (s *Sim) Portfolio(ctx context.Context, number string) (broker.Portfolio, error) {
 	return do(s, ctx, func() (broker.Portfolio, error) {
-		a, to, err := s.beginAccount("get_portfolio", number)
+		a, err := s.readAccount("get_portfolio", number)
 		if err != nil {
 			return broker.Portfolio{}, err
-		}
-		if to {
-			return broker.Portfolio{}, timeoutErr("get_portfolio")
 		}
 		return a.Portfolio, nil
 	})
@@ -348,12 +355,9 @@ func (s *Sim) Portfolio(ctx context.Context, number string) (broker.Portfolio, e
 // Positions implements broker.Broker.
 func (s *Sim) Positions(ctx context.Context, number string) ([]broker.Position, error) {
 	return do(s, ctx, func() ([]broker.Position, error) {
-		a, to, err := s.beginAccount("get_equity_positions", number)
+		a, err := s.readAccount("get_equity_positions", number)
 		if err != nil {
 			return nil, err
-		}
-		if to {
-			return nil, timeoutErr("get_equity_positions")
 		}
 		out := make([]broker.Position, 0, len(a.Positions))
 		for _, p := range a.Positions {
@@ -566,12 +570,8 @@ func (s *Sim) Cancel(ctx context.Context, number, orderID string) (broker.Order,
 // Orders implements broker.Broker.
 func (s *Sim) Orders(ctx context.Context, number string) ([]broker.Order, error) {
 	return do(s, ctx, func() ([]broker.Order, error) {
-		_, to, err := s.beginAccount("get_equity_orders", number)
-		if err != nil {
+		if _, err := s.readAccount("get_equity_orders", number); err != nil {
 			return nil, err
-		}
-		if to {
-			return nil, timeoutErr("get_equity_orders")
 		}
 		var out []broker.Order
 		for _, o := range s.st.Orders {
