@@ -48,6 +48,23 @@ func validJSON(b []byte) bool {
 	return ok && skipSpace(b, i) == len(b)
 }
 
+// validNext reads the ',' or the closing byte after an object member or
+// an array element ending at b[i]: next is just past it, done whether it
+// was closing.
+func validNext(b []byte, i int, closing byte) (next int, done, ok bool) {
+	i = skipSpace(b, i)
+	if i >= len(b) {
+		return 0, false, false
+	}
+	switch b[i] {
+	case closing:
+		return i + 1, true, true
+	case ',':
+		return i + 1, false, true
+	}
+	return 0, false, false
+}
+
 func validValue(b []byte, i, depth int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
@@ -64,7 +81,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		for {
-			if i >= len(b) || b[i] != '"' {
+			if i = skipSpace(b, i); i >= len(b) || b[i] != '"' {
 				return 0, false
 			}
 			var ok bool
@@ -78,17 +95,10 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = validValue(b, skipSpace(b, i+1), depth+1); !ok {
 				return 0, false
 			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return 0, false
+			var done bool
+			if i, done, ok = validNext(b, i, '}'); done || !ok {
+				return i, ok
 			}
-			if b[i] == '}' {
-				return i + 1, true
-			}
-			if b[i] != ',' {
-				return 0, false
-			}
-			i = skipSpace(b, i+1)
 		}
 	case c == '[':
 		if depth >= maxFastDepth {
@@ -99,21 +109,13 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		for {
-			var ok bool
-			if i, ok = validValue(b, i, depth+1); !ok {
+			var ok, done bool
+			if i, ok = validValue(b, skipSpace(b, i), depth+1); !ok {
 				return 0, false
 			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return 0, false
+			if i, done, ok = validNext(b, i, ']'); done || !ok {
+				return i, ok
 			}
-			if b[i] == ']' {
-				return i + 1, true
-			}
-			if b[i] != ',' {
-				return 0, false
-			}
-			i = skipSpace(b, i+1)
 		}
 	case c == 't':
 		return validWord(b, i, "true")
