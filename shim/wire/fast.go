@@ -48,23 +48,6 @@ func validJSON(b []byte) bool {
 	return ok && skipSpace(b, i) == len(b)
 }
 
-// validNext reads the ',' or the closing byte after an object member or
-// an array element ending at b[i]: next is just past it, done whether it
-// was closing.
-func validNext(b []byte, i int, closing byte) (next int, done, ok bool) {
-	i = skipSpace(b, i)
-	if i >= len(b) {
-		return 0, false, false
-	}
-	switch b[i] {
-	case closing:
-		return i + 1, true, true
-	case ',':
-		return i + 1, false, true
-	}
-	return 0, false, false
-}
-
 func validValue(b []byte, i, depth int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
@@ -96,7 +79,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 				return 0, false
 			}
 			var done bool
-			if i, done, ok = validNext(b, i, '}'); done || !ok {
+			if i, done, ok = nextItem(b, i, len(b), '}'); done || !ok {
 				return i, ok
 			}
 		}
@@ -113,7 +96,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = validValue(b, skipSpace(b, i), depth+1); !ok {
 				return 0, false
 			}
-			if i, done, ok = validNext(b, i, ']'); done || !ok {
+			if i, done, ok = nextItem(b, i, len(b), ']'); done || !ok {
 				return i, ok
 			}
 		}
