@@ -138,13 +138,7 @@ chain was truncated, rewound or rewritten since.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, r := range recs {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printJSONLines(a.stdout, recs)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "AT\tTENANT\tSEQ\tACTION\tOUTCOME\tRESOURCE\tREASON")

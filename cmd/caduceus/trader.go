@@ -126,13 +126,7 @@ func (a *app) traderCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				enc := json.NewEncoder(a.stdout)
-				for _, at := range list {
-					if err := enc.Encode(at); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printJSONLines(a.stdout, list)
 			})
 		},
 	}
@@ -146,6 +140,17 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printJSONLines writes each of list as one line of JSON.
+func printJSONLines[T any](w io.Writer, list []T) error {
+	enc := json.NewEncoder(w)
+	for _, v := range list {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // withTrader runs fn with the trader service over the store (withStore).
