@@ -104,10 +104,7 @@ type member struct {
 func compareMembers(a, b member) int { return bytes.Compare(a.key, b.key) }
 
 func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
-	c.pos++ // {
-	c.space()
-	if c.pos < len(c.in) && c.in[c.pos] == '}' {
-		c.pos++
+	if c.open('}') {
 		out.WriteString("{}")
 		return nil
 	}
@@ -192,11 +189,8 @@ func (c *canonicalizer) stringBytes() ([]byte, error) {
 }
 
 func (c *canonicalizer) array(out *bytes.Buffer, depth int) error {
-	c.pos++ // [
 	out.WriteByte('[')
-	c.space()
-	if c.pos < len(c.in) && c.in[c.pos] == ']' {
-		c.pos++
+	if c.open(']') {
 		out.WriteByte(']')
 		return nil
 	}

@@ -4,8 +4,8 @@ import "bytes"
 
 // scanner is the cursor the input rule's checker and the canonicalizer
 // share: the bytes, the offset, and the parts of the JSON grammar both read
-// alike (white space, literals, numbers, the separators of objects and
-// arrays).
+// alike (white space, literals, numbers, how objects and arrays open and
+// separate their members and elements).
 type scanner struct {
 	in  []byte
 	pos int
@@ -74,6 +74,18 @@ func (s *scanner) skipNumber() error {
 		}
 	}
 	return nil
+}
+
+// open consumes the '{' or '[' at s.pos and the space after it; empty
+// reports (and consumes) a closing byte right after.
+func (s *scanner) open(closing byte) (empty bool) {
+	s.pos++
+	s.space()
+	if s.pos < len(s.in) && s.in[s.pos] == closing {
+		s.pos++
+		return true
+	}
+	return false
 }
 
 // next consumes what follows an object member or an array element: a ','

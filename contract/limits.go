@@ -108,10 +108,7 @@ func (c *checker) value(depth int) error {
 
 func (c *checker) object(depth int) error {
 	start := c.pos
-	c.pos++ // {
-	c.space()
-	if c.pos < len(c.in) && c.in[c.pos] == '}' {
-		c.pos++
+	if c.open('}') {
 		return nil
 	}
 	// Keys are compared as their raw bytes (unescaped keys point into the
@@ -189,10 +186,7 @@ func clipKey(k string) string {
 }
 
 func (c *checker) array(depth int) error {
-	c.pos++ // [
-	c.space()
-	if c.pos < len(c.in) && c.in[c.pos] == ']' {
-		c.pos++
+	if c.open(']') {
 		return nil
 	}
 	for {
