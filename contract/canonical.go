@@ -27,14 +27,14 @@ func CanonicalJSON(v any) ([]byte, error) {
 			return nil, fmt.Errorf("contract: canonical json: %w", err)
 		}
 	}
-	c := canonicalizer{in: raw}
+	c := canonicalizer{scanner: scanner{in: raw}}
 	var buf bytes.Buffer
 	buf.Grow(len(raw))
-	c.skipSpace()
+	c.space()
 	if err := c.value(&buf, 0); err != nil {
 		return nil, err
 	}
-	c.skipSpace()
+	c.space()
 	if c.pos != len(c.in) {
 		return nil, Invalidf("bad_json", "not valid JSON: trailing data after the value at offset %d", c.pos)
 	}
@@ -49,29 +49,13 @@ func CanonicalJSON(v any) ([]byte, error) {
 // json.Unmarshal does; numbers are copied as written after a grammar
 // check). Duplicate keys keep the last value, as a map would.
 type canonicalizer struct {
-	in      []byte
-	pos     int
+	scanner
 	scratch []byte // see object
 }
 
 // maxDepth bounds the nesting CanonicalJSON accepts: MaxRecordDepth, the
 // input rule's limit plus room for the record that wraps an input.
 const maxDepth = MaxRecordDepth
-
-func (c *canonicalizer) bad(what string) error {
-	return Invalidf("bad_json", "not valid JSON: %s at offset %d", what, c.pos)
-}
-
-func (c *canonicalizer) skipSpace() {
-	for c.pos < len(c.in) {
-		switch c.in[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
-	}
-}
 
 func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
 	if depth > maxDepth {
@@ -93,14 +77,17 @@ func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
 		writeStringBytes(out, key)
 		return nil
 	case ch == '-' || ('0' <= ch && ch <= '9'):
-		return c.number(out)
+		// A number is copied as written, after its grammar is checked.
+		start := c.pos
+		if err := c.skipNumber(); err != nil {
+			return err
+		}
+		out.Write(c.in[start:c.pos])
+		return nil
 	default:
-		for _, lit := range [...]string{"true", "false", "null"} {
-			if bytes.HasPrefix(c.in[c.pos:], []byte(lit)) {
-				c.pos += len(lit)
-				out.WriteString(lit)
-				return nil
-			}
+		if lit := c.skipLiteral(); lit != "" {
+			out.WriteString(lit)
+			return nil
 		}
 		return c.bad(fmt.Sprintf("unexpected character %q", ch))
 	}
@@ -117,10 +104,7 @@ type member struct {
 func compareMembers(a, b member) int { return bytes.Compare(a.key, b.key) }
 
 func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
-	c.pos++ // {
-	c.skipSpace()
-	if c.pos < len(c.in) && c.in[c.pos] == '}' {
-		c.pos++
+	if c.open('}') {
 		out.WriteString("{}")
 		return nil
 	}
@@ -131,7 +115,7 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 	var small [16]member
 	members := small[:0]
 	for {
-		c.skipSpace()
+		c.space()
 		if c.pos >= len(c.in) || c.in[c.pos] != '"' {
 			return c.bad("expected a string key")
 		}
@@ -139,30 +123,24 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 		if err != nil {
 			return err
 		}
-		c.skipSpace()
+		c.space()
 		if c.pos >= len(c.in) || c.in[c.pos] != ':' {
 			return c.bad("expected ':' after an object key")
 		}
 		c.pos++
-		c.skipSpace()
+		c.space()
 		start := out.Len()
 		if err := c.value(out, depth+1); err != nil {
 			return err
 		}
 		members = append(members, member{key, start - objStart, out.Len() - objStart})
-		c.skipSpace()
-		if c.pos >= len(c.in) {
-			return c.bad("unexpected end of input in an object")
+		done, ok := c.next('}')
+		if !ok {
+			return c.badNext('}', " in an object")
 		}
-		if c.in[c.pos] == ',' {
-			c.pos++
-			continue
-		}
-		if c.in[c.pos] == '}' {
-			c.pos++
+		if done {
 			break
 		}
-		return c.bad("expected ',' or '}' in an object")
 	}
 	// Objects encoded from Go structs and maps mostly arrive sorted.
 	if !slices.IsSortedFunc(members, compareMembers) {
@@ -211,11 +189,8 @@ func (c *canonicalizer) stringBytes() ([]byte, error) {
 }
 
 func (c *canonicalizer) array(out *bytes.Buffer, depth int) error {
-	c.pos++ // [
 	out.WriteByte('[')
-	c.skipSpace()
-	if c.pos < len(c.in) && c.in[c.pos] == ']' {
-		c.pos++
+	if c.open(']') {
 		out.WriteByte(']')
 		return nil
 	}
@@ -223,24 +198,18 @@ func (c *canonicalizer) array(out *bytes.Buffer, depth int) error {
 		if n > 0 {
 			out.WriteByte(',')
 		}
-		c.skipSpace()
+		c.space()
 		if err := c.value(out, depth+1); err != nil {
 			return err
 		}
-		c.skipSpace()
-		if c.pos >= len(c.in) {
-			return c.bad("unexpected end of input in an array")
+		done, ok := c.next(']')
+		if !ok {
+			return c.badNext(']', " in an array")
 		}
-		if c.in[c.pos] == ',' {
-			c.pos++
-			continue
-		}
-		if c.in[c.pos] == ']' {
-			c.pos++
+		if done {
 			out.WriteByte(']')
 			return nil
 		}
-		return c.bad("expected ',' or ']' in an array")
 	}
 }
 
@@ -274,45 +243,6 @@ func (c *canonicalizer) str() (string, error) {
 		c.pos++
 	}
 	return "", Invalidf("bad_json", "not valid JSON: unterminated string at offset %d", start)
-}
-
-// number copies the JSON number at c.pos after checking its grammar:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (c *canonicalizer) number(out *bytes.Buffer) error {
-	start, in := c.pos, c.in
-	digits := func() int {
-		n := 0
-		for c.pos < len(in) && '0' <= in[c.pos] && in[c.pos] <= '9' {
-			c.pos++
-			n++
-		}
-		return n
-	}
-	if in[c.pos] == '-' {
-		c.pos++
-	}
-	if c.pos < len(in) && in[c.pos] == '0' {
-		c.pos++
-	} else if digits() == 0 {
-		return c.bad("bad number")
-	}
-	if c.pos < len(in) && in[c.pos] == '.' {
-		c.pos++
-		if digits() == 0 {
-			return c.bad("bad number")
-		}
-	}
-	if c.pos < len(in) && (in[c.pos] == 'e' || in[c.pos] == 'E') {
-		c.pos++
-		if c.pos < len(in) && (in[c.pos] == '+' || in[c.pos] == '-') {
-			c.pos++
-		}
-		if digits() == 0 {
-			return c.bad("bad number")
-		}
-	}
-	out.Write(in[start:c.pos])
-	return nil
 }
 
 func writeStringBytes(buf *bytes.Buffer, s []byte) {

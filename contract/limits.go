@@ -55,7 +55,7 @@ func CheckJSON(b []byte) error {
 		}
 		return Invalidf(CodeBadUTF8, "the JSON is not valid UTF-8 (first bad byte at offset %d)", off)
 	}
-	c := checker{in: b}
+	c := checker{scanner{in: b}}
 	c.space()
 	if err := c.value(1); err != nil {
 		return err
@@ -77,25 +77,8 @@ func IsJSONMediaType(contentType string) bool {
 	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
-type checker struct {
-	in  []byte
-	pos int
-}
-
-func (c *checker) bad(what string) error {
-	return Invalidf(CodeBadJSON, "not valid JSON: %s at offset %d", what, c.pos)
-}
-
-func (c *checker) space() {
-	for c.pos < len(c.in) {
-		switch c.in[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
-	}
-}
+// checker applies the input rule in one pass over the bytes.
+type checker struct{ scanner }
 
 func (c *checker) value(depth int) error {
 	if c.pos >= len(c.in) {
@@ -114,13 +97,10 @@ func (c *checker) value(depth int) error {
 		_, _, err := c.str()
 		return err
 	case ch == '-' || ('0' <= ch && ch <= '9'):
-		return c.number()
+		return c.skipNumber()
 	default:
-		for _, lit := range [...]string{"true", "false", "null"} {
-			if bytes.HasPrefix(c.in[c.pos:], []byte(lit)) {
-				c.pos += len(lit)
-				return nil
-			}
+		if c.skipLiteral() != "" {
+			return nil
 		}
 		return c.bad(fmt.Sprintf("unexpected character %q", ch))
 	}
@@ -128,10 +108,7 @@ func (c *checker) value(depth int) error {
 
 func (c *checker) object(depth int) error {
 	start := c.pos
-	c.pos++ // {
-	c.space()
-	if c.pos < len(c.in) && c.in[c.pos] == '}' {
-		c.pos++
+	if c.open('}') {
 		return nil
 	}
 	// Keys are compared as their raw bytes (unescaped keys point into the
@@ -187,18 +164,12 @@ func (c *checker) object(depth int) error {
 		if err := c.value(depth + 1); err != nil {
 			return err
 		}
-		c.space()
-		if c.pos >= len(c.in) {
-			return c.bad("unexpected end of input")
+		done, ok := c.next('}')
+		if !ok {
+			return c.badNext('}', "")
 		}
-		switch c.in[c.pos] {
-		case ',':
-			c.pos++
-		case '}':
-			c.pos++
+		if done {
 			return nil
-		default:
-			return c.bad("expected ',' or '}'")
 		}
 	}
 }
@@ -215,10 +186,7 @@ func clipKey(k string) string {
 }
 
 func (c *checker) array(depth int) error {
-	c.pos++ // [
-	c.space()
-	if c.pos < len(c.in) && c.in[c.pos] == ']' {
-		c.pos++
+	if c.open(']') {
 		return nil
 	}
 	for {
@@ -226,18 +194,12 @@ func (c *checker) array(depth int) error {
 		if err := c.value(depth + 1); err != nil {
 			return err
 		}
-		c.space()
-		if c.pos >= len(c.in) {
-			return c.bad("unexpected end of input")
+		done, ok := c.next(']')
+		if !ok {
+			return c.badNext(']', "")
 		}
-		switch c.in[c.pos] {
-		case ',':
-			c.pos++
-		case ']':
-			c.pos++
+		if done {
 			return nil
-		default:
-			return c.bad("expected ',' or ']'")
 		}
 	}
 }
@@ -299,40 +261,4 @@ func isHex4(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// number scans a JSON number per RFC 8259's grammar.
-func (c *checker) number() error {
-	if c.in[c.pos] == '-' {
-		c.pos++
-	}
-	digits := func() int {
-		n := 0
-		for c.pos < len(c.in) && '0' <= c.in[c.pos] && c.in[c.pos] <= '9' {
-			c.pos++
-			n++
-		}
-		return n
-	}
-	if c.pos < len(c.in) && c.in[c.pos] == '0' {
-		c.pos++
-	} else if digits() == 0 {
-		return c.bad("bad number")
-	}
-	if c.pos < len(c.in) && c.in[c.pos] == '.' {
-		c.pos++
-		if digits() == 0 {
-			return c.bad("bad number")
-		}
-	}
-	if c.pos < len(c.in) && (c.in[c.pos] == 'e' || c.in[c.pos] == 'E') {
-		c.pos++
-		if c.pos < len(c.in) && (c.in[c.pos] == '+' || c.in[c.pos] == '-') {
-			c.pos++
-		}
-		if digits() == 0 {
-			return c.bad("bad number")
-		}
-	}
-	return nil
 }

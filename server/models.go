@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
@@ -24,12 +25,9 @@ func (s *Server) shimModels(w http.ResponseWriter, r *http.Request, c *Call) err
 			DisplayName string `json:"display_name"`
 			CreatedAt   string `json:"created_at"`
 		}
-		data := []model{}
-		for _, m := range models {
-			if m.Kind == upstream.KindAnthropic {
-				data = append(data, model{Type: "model", ID: m.ID, DisplayName: m.ID, CreatedAt: modelsEpoch.Format(time.RFC3339)})
-			}
-		}
+		data := modelsOf(models, upstream.KindAnthropic, func(m gateway.Model) model {
+			return model{Type: "model", ID: m.ID, DisplayName: m.ID, CreatedAt: modelsEpoch.Format(time.RFC3339)}
+		})
 		var first, last *string
 		if len(data) > 0 {
 			first, last = &data[0].ID, &data[len(data)-1].ID
@@ -42,11 +40,20 @@ func (s *Server) shimModels(w http.ResponseWriter, r *http.Request, c *Call) err
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
 	}
-	data := []model{}
+	data := modelsOf(models, upstream.KindOpenAI, func(m gateway.Model) model {
+		return model{ID: m.ID, Object: "model", Created: modelsEpoch.Unix(), OwnedBy: m.OwnedBy}
+	})
+	return WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// modelsOf lists the models served over kind in an SDK's shape (never nil:
+// the list is an array even when empty).
+func modelsOf[T any](models []gateway.Model, kind upstream.Kind, shape func(gateway.Model) T) []T {
+	out := []T{}
 	for _, m := range models {
-		if m.Kind == upstream.KindOpenAI {
-			data = append(data, model{ID: m.ID, Object: "model", Created: modelsEpoch.Unix(), OwnedBy: m.OwnedBy})
+		if m.Kind == kind {
+			out = append(out, shape(m))
 		}
 	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	return out
 }

@@ -100,7 +100,7 @@ func (s *Server) routes() {
 		s.mux.Handle("POST /hooks/telegram/{bot}", s.cfg.Relay)
 	}
 	if s.cfg.Relay != nil {
-		for _, p := range relayPlatformRoutes {
+		for _, p := range s.cfg.RelayWebhooks {
 			s.mux.Handle(p, s.cfg.Relay)
 		}
 	}
@@ -148,15 +148,4 @@ func queryLimit(r *http.Request, def, max int) (int, error) {
 		return 0, contract.FieldError("limit", "bad_limit", "limit must be an integer from 1 to %d", max)
 	}
 	return n, nil
-}
-
-// relayPlatformRoutes are the relay's webhooks for Slack, Twilio, WhatsApp
-// Cloud and WeCom (relay/connector.PlatformRoutes).
-var relayPlatformRoutes = []string{
-	"POST /hooks/slack/{app}",
-	"POST /hooks/twilio/{account_sid}",
-	"GET /hooks/whatsapp/{phone_number_id}",
-	"POST /hooks/whatsapp/{phone_number_id}",
-	"GET /hooks/wecom/{corp_id}",
-	"POST /hooks/wecom/{corp_id}",
 }

@@ -61,6 +61,10 @@ type Config struct {
 	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
 	// gateways and platforms itself (HMAC tokens, platform signatures).
 	Relay http.Handler
+	// RelayWebhooks are the patterns of the relay's webhooks for the
+	// platforms after Discord and Telegram (relay/connector.PlatformRoutes),
+	// also served by Relay.
+	RelayWebhooks []string
 
 	// Console is the operator console (package console), served under
 	// /console with its own session cookie; nil: no console. The API

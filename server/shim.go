@@ -77,10 +77,7 @@ func (v versioned[T]) listHandler(field string) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
 		c.Resource = field
 		list, err := v.list(r.Context(), c.Caller)
-		if err != nil {
-			return err
-		}
-		return WriteJSON(w, http.StatusOK, map[string]any{field: list})
+		return answerOK(w, map[string]any{field: list}, err)
 	}
 }
 
@@ -111,11 +108,18 @@ func (v versioned[T]) createHandler() HandlerFunc {
 	}
 }
 
+// target reads what an update or delete names: the path's id (the call's
+// resource) and the If-Match version.
+func (v versioned[T]) target(r *http.Request, c *Call) (id string, version int64, err error) {
+	id = r.PathValue(v.param)
+	c.Resource = v.noun + "/" + clip(id, 100)
+	version, err = ifVersion(r)
+	return id, version, err
+}
+
 func (v versioned[T]) updateHandler() HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
-		id := r.PathValue(v.param)
-		c.Resource = v.noun + "/" + clip(id, 100)
-		ver, err := ifVersion(r)
+		id, ver, err := v.target(r, c)
 		if err != nil {
 			return err
 		}
@@ -133,9 +137,7 @@ func (v versioned[T]) updateHandler() HandlerFunc {
 
 func (v versioned[T]) deleteHandler() HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
-		id := r.PathValue(v.param)
-		c.Resource = v.noun + "/" + clip(id, 100)
-		ver, err := ifVersion(r)
+		id, ver, err := v.target(r, c)
 		if err != nil {
 			return err
 		}
@@ -181,10 +183,7 @@ func (s *Server) shimReceipts(w http.ResponseWriter, r *http.Request, c *Call) e
 	}
 	c.Resource = "receipts"
 	list, err := s.cfg.Shim.ListReceipts(r.Context(), c.Caller, limit, r.URL.Query().Get("before"))
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"receipts": list})
+	return answerOK(w, map[string]any{"receipts": list}, err)
 }
 
 // protocolOf reads ?protocol= (chat, responses or messages; default chat).
@@ -200,40 +199,37 @@ func protocolOf(r *http.Request) (wire.Protocol, error) {
 	return p, nil
 }
 
-func (s *Server) shimDryRun(w http.ResponseWriter, r *http.Request, c *Call) error {
+// requestOf reads the LLM request a dry run or preview evaluates: the body
+// and its ?protocol=.
+func requestOf(r *http.Request) (wire.Protocol, []byte, error) {
 	p, err := protocolOf(r)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	body, err := readBody(r)
+	return p, body, err
+}
+
+func (s *Server) shimDryRun(w http.ResponseWriter, r *http.Request, c *Call) error {
+	p, body, err := requestOf(r)
 	if err != nil {
 		return err
 	}
 	c.Resource = "dry-run/" + string(p)
 	res, err := s.cfg.Shim.DryRun(r.Context(), c.Caller, p, body)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, res)
+	return answerOK(w, res, err)
 }
 
 // shimPreview is public (no key, no audit record): it evaluates against
 // builtin rules only, persists nothing and calls no provider. Its body is
 // bounded and checked like any other.
 func (s *Server) shimPreview(w http.ResponseWriter, r *http.Request, c *Call) error {
-	p, err := protocolOf(r)
-	if err != nil {
-		return err
-	}
-	body, err := readBody(r)
+	p, body, err := requestOf(r)
 	if err != nil {
 		return err
 	}
 	res, err := s.cfg.Shim.Preview(r.Context(), p, body)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, res)
+	return answerOK(w, res, err)
 }
 
 var shimPreviewSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["request"],
@@ -286,10 +282,7 @@ func (s *Server) shimMemory(w http.ResponseWriter, r *http.Request, c *Call) err
 	}
 	c.Resource = "memory"
 	list, err := s.cfg.ShimMemory.Entities(r.Context(), c.Caller, projectOf(r), limit)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"entities": list})
+	return answerOK(w, map[string]any{"entities": list}, err)
 }
 
 func (s *Server) shimOutcomes(w http.ResponseWriter, r *http.Request, c *Call) error {
@@ -299,19 +292,13 @@ func (s *Server) shimOutcomes(w http.ResponseWriter, r *http.Request, c *Call) e
 	}
 	c.Resource = "outcomes"
 	list, err := s.cfg.ShimMemory.Outcomes(r.Context(), c.Caller, limit)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"outcomes": list})
+	return answerOK(w, map[string]any{"outcomes": list}, err)
 }
 
 func (s *Server) shimInsights(w http.ResponseWriter, r *http.Request, c *Call) error {
 	c.Resource = "insights"
 	ins, err := s.cfg.ShimMemory.Insights(r.Context(), c.Caller, projectOf(r))
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, ins)
+	return answerOK(w, ins, err)
 }
 
 // shimSyncHandler runs a governed sync from {"source": URL}; the server only

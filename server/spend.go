@@ -38,8 +38,5 @@ func (s *Server) shimSpend(w http.ResponseWriter, r *http.Request, c *Call) erro
 	}
 	c.Resource = "spend"
 	rows, err := s.cfg.ShimSpend.Spend(r.Context(), c.Caller.Identity.TenantSlot, key, since)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"since": contract.Timestamp(since), "spend": rows})
+	return answerOK(w, map[string]any{"since": contract.Timestamp(since), "spend": rows}, err)
 }

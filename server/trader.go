@@ -43,10 +43,7 @@ func (s *Server) traderDecision(w http.ResponseWriter, r *http.Request, c *Call)
 	id := r.PathValue("id")
 	c.Resource = "decision/" + clip(id, 100)
 	v, err := s.cfg.Trader.Decision(r.Context(), c.Caller.Identity.TenantSlot, id)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, v)
+	return answerOK(w, v, err)
 }
 
 func (s *Server) traderHistory(w http.ResponseWriter, r *http.Request, c *Call) error {
@@ -71,10 +68,7 @@ func (s *Server) traderListStrategies(w http.ResponseWriter, r *http.Request, c 
 	f := trader.StrategyFilter{ConcernID: q.Get("concern_id"), AccountID: q.Get("account_id"), MarketSymbol: q.Get("market_symbol"), Status: trader.Status(q.Get("status"))}
 	c.Resource = "strategies"
 	list, err := s.cfg.Trader.ListStrategies(r.Context(), c.Caller.Identity.TenantSlot, f)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, trader.StrategyList{Strategies: list})
+	return answerOK(w, trader.StrategyList{Strategies: list}, err)
 }
 
 func (s *Server) traderGetStrategy(w http.ResponseWriter, r *http.Request, c *Call) error {
@@ -91,10 +85,7 @@ func (s *Server) traderGetStrategy(w http.ResponseWriter, r *http.Request, c *Ca
 func (s *Server) traderListConcerns(w http.ResponseWriter, r *http.Request, c *Call) error {
 	c.Resource = "concerns"
 	list, err := s.cfg.Trader.ListConcerns(r.Context(), c.Caller.Identity.TenantSlot)
-	if err != nil {
-		return err
-	}
-	return WriteJSON(w, http.StatusOK, map[string]any{"concerns": list})
+	return answerOK(w, map[string]any{"concerns": list}, err)
 }
 
 // ifMatch reads If-Match as a revision; absent means 0 ("create only").
@@ -146,6 +137,15 @@ func putRequest[T any](r *http.Request, idField string, idOf func(*T) *string) (
 		return v, 0, contract.FieldError(idField, "id_mismatch", "the body's %s %q is not the path's %q", idField, *id, pathID)
 	}
 	return v, rev, nil
+}
+
+// answerOK writes v as the call's 200 JSON answer, or returns err when the
+// call that made v failed.
+func answerOK(w http.ResponseWriter, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	return WriteJSON(w, http.StatusOK, v)
 }
 
 // answerPut finishes a trader management write: whether the trader audited

@@ -134,10 +134,7 @@ func (m *documents[T, P]) locate(ctx context.Context, tenant contract.TenantSlot
 // schema or a rule names the field), conflict (exists).
 func (m *documents[T, P]) Create(ctx context.Context, caller contract.Caller, attested string, body []byte) (T, error) {
 	var zero T
-	if err := AuthorizeWrite(caller, attested); err != nil {
-		return zero, err
-	}
-	d, err := m.decode(body)
+	d, err := m.decodeWrite(caller, attested, body)
 	if err != nil {
 		return zero, err
 	}
@@ -153,6 +150,16 @@ func (m *documents[T, P]) Create(ctx context.Context, caller contract.Caller, at
 	}
 	m.wrote(tenant)
 	return out, nil
+}
+
+// decodeWrite authorizes a write by caller under the attested harness, then
+// decodes and validates its body.
+func (m *documents[T, P]) decodeWrite(caller contract.Caller, attested string, body []byte) (T, error) {
+	if err := AuthorizeWrite(caller, attested); err != nil {
+		var zero T
+		return zero, err
+	}
+	return m.decode(body)
 }
 
 // createTenant is where d may be created by caller: the builtin tenant for
@@ -182,10 +189,7 @@ func (m *documents[T, P]) createTenant(ctx context.Context, caller contract.Call
 // (version_conflict) — and nothing changes.
 func (m *documents[T, P]) Update(ctx context.Context, caller contract.Caller, attested, key string, ifVersion int64, body []byte) (T, error) {
 	var zero T
-	if err := AuthorizeWrite(caller, attested); err != nil {
-		return zero, err
-	}
-	d, err := m.decode(body)
+	d, err := m.decodeWrite(caller, attested, body)
 	if err != nil {
 		return zero, err
 	}

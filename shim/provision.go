@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -151,16 +150,9 @@ var (
 // shim names context, a direct answer has text), and fills defaults. It
 // returns an invalid *contract.Error naming the field otherwise.
 func DecodeProvision(b []byte) (Provision, error) {
-	if err := contract.CheckJSON(b); err != nil {
+	p, err := decodeValid[Provision](b, provisionSchema, "provision")
+	if err != nil {
 		return Provision{}, err
-	}
-	if err := provisionSchema.ValidateJSON(b); err != nil {
-		return Provision{}, err
-	}
-	var p Provision
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&p); err != nil {
-		return Provision{}, contract.Invalidf("bad_json", "shim: provision: %v", err)
 	}
 	if err := p.check(); err != nil {
 		return Provision{}, err
@@ -226,19 +218,30 @@ func (p *Provision) check() error {
 // defaults and the body's sha256. It returns an invalid *contract.Error
 // naming the field otherwise.
 func DecodeContextEntry(b []byte) (ContextEntry, error) {
-	if err := contract.CheckJSON(b); err != nil {
+	e, err := decodeValid[ContextEntry](b, contextSchema, "context entry")
+	if err != nil {
 		return ContextEntry{}, err
-	}
-	if err := contextSchema.ValidateJSON(b); err != nil {
-		return ContextEntry{}, err
-	}
-	var e ContextEntry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return ContextEntry{}, contract.Invalidf("bad_json", "shim: context entry: %v", err)
 	}
 	if e.Status == "" {
 		e.Status = "active"
 	}
 	e.SHA256 = contract.SHA256([]byte(e.Body))
 	return e, nil
+}
+
+// decodeValid decodes b as a T after the input rule and schema have
+// accepted it; noun names a T in the refusal of a value schema allows but
+// T cannot hold.
+func decodeValid[T any](b []byte, schema *contract.Schema, noun string) (T, error) {
+	var v T
+	if err := contract.CheckJSON(b); err != nil {
+		return v, err
+	}
+	if err := schema.ValidateJSON(b); err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, contract.Invalidf("bad_json", "shim: %s: %v", noun, err)
+	}
+	return v, nil
 }

@@ -461,28 +461,36 @@ func (rs *ruleset) lowerHits(s *signals, lower string) {
 		if k := wordKey(t); rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
 			continue
 		}
-		ks, ok := rs.index[t]
-		if !ok {
-			continue
-		}
-	next:
-		for _, k := range ks {
-			if s.hits[k.id] {
-				continue
-			}
-			at := en
-			for _, w := range k.rest {
-				ws, we := nextToken(lower, at)
-				if ws < 0 || lower[ws:we] != w {
-					continue next
-				}
-				at = we
-			}
-			s.hits[k.id] = true
-			s.hitIDs = append(s.hitIDs, k.id)
+		if ks, ok := rs.index[t]; ok {
+			s.mark(ks, lower, en, nextToken, equalWord)
 		}
 	}
 }
+
+// mark records the keywords of ks whose further words follow in text after
+// offset at: next finds each word's bounds and equal compares it with the
+// keyword's (lowered) word.
+func (s *signals) mark(ks []keyword, text string, at int, next func(string, int) (int, int), equal func(word, lowered string) bool) {
+keywords:
+	for _, k := range ks {
+		if s.hits[k.id] {
+			continue
+		}
+		end := at
+		for _, w := range k.rest {
+			ws, we := next(text, end)
+			if ws < 0 || !equal(text[ws:we], w) {
+				continue keywords
+			}
+			end = we
+		}
+		s.hits[k.id] = true
+		s.hitIDs = append(s.hitIDs, k.id)
+	}
+}
+
+// equalWord compares a word of lowered text with a keyword's word.
+func equalWord(word, lowered string) bool { return word == lowered }
 
 // wordByte256 is wordByte over every byte value (ASCII text only).
 var wordByte256 = func() (t [256]bool) {
@@ -495,21 +503,8 @@ var wordByte256 = func() (t [256]bool) {
 // lets through), which reads the same words as tokens(ToLower(text)).
 func (rs *ruleset) asciiHits(s *signals, text string) {
 	var buf [64]byte
-	next := func(i int) (int, int) {
-		for i < len(text) && !wordByte256[text[i]] {
-			i++
-		}
-		st := i
-		for i < len(text) && wordByte256[text[i]] {
-			i++
-		}
-		if st == i {
-			return -1, -1
-		}
-		return st, i
-	}
 	for i := 0; ; {
-		st, en := next(i)
+		st, en := nextASCIIToken(text, i)
 		if st < 0 {
 			return
 		}
@@ -528,26 +523,25 @@ func (rs *ruleset) asciiHits(s *signals, text string) {
 		} else {
 			ks, ok = rs.index[strings.ToLower(w)]
 		}
-		if !ok {
-			continue
-		}
-	next:
-		for _, k := range ks {
-			if s.hits[k.id] {
-				continue
-			}
-			at := en
-			for _, w := range k.rest {
-				ws, we := next(at)
-				if ws < 0 || !asciiEqualLower(text[ws:we], w) {
-					continue next
-				}
-				at = we
-			}
-			s.hits[k.id] = true
-			s.hitIDs = append(s.hitIDs, k.id)
+		if ok {
+			s.mark(ks, text, en, nextASCIIToken, asciiEqualLower)
 		}
 	}
+}
+
+// nextASCIIToken is nextToken for ASCII text.
+func nextASCIIToken(text string, i int) (int, int) {
+	for i < len(text) && !wordByte256[text[i]] {
+		i++
+	}
+	st := i
+	for i < len(text) && wordByte256[text[i]] {
+		i++
+	}
+	if st == i {
+		return -1, -1
+	}
+	return st, i
 }
 
 // asciiEqualLower reports whether ASCII t lowered equals w.

@@ -82,14 +82,8 @@ func (s *Service) putStrategy(ctx context.Context, caller contract.Caller, st St
 		if err != nil {
 			return err
 		}
-		switch {
-		case exists && ifMatch == 0:
-			refusal = contract.Conflictf("revision_mismatch", "trader: strategy %s exists at revision %d; send If-Match", st.ID, old.Revision)
-		case !exists && ifMatch != 0:
-			refusal = contract.Conflictf("revision_mismatch", "trader: strategy %s does not exist; send no If-Match to create it", st.ID)
-		case exists && old.Revision != ifMatch:
-			refusal = contract.Conflictf("revision_mismatch", "trader: strategy %s is at revision %d, not %d", st.ID, old.Revision, ifMatch)
-		case exists && (old.AccountID != st.AccountID || old.MarketSymbol != st.MarketSymbol):
+		refusal = revisionMismatch("strategy", st.ID, exists, old.Revision, ifMatch)
+		if refusal == nil && exists && (old.AccountID != st.AccountID || old.MarketSymbol != st.MarketSymbol) {
 			refusal = contract.FieldError("account_id", "immutable_field", "trader: a strategy's account_id and market_symbol cannot change (%s)", old.ConcernID())
 		}
 		if refusal != nil {
@@ -118,11 +112,7 @@ func (s *Service) putStrategy(ctx context.Context, caller contract.Caller, st St
 			}
 		}
 		out = st
-		payload := map[string]any{"strategy": st}
-		if exists {
-			payload["previous"] = old
-		}
-		_, err = tx.AppendAudit(ctx, s.entry(caller, AuditPutStrategy, "trader/strategy/"+st.ID, contract.OutcomeAllow, "put", now, contract.ActorOperator, payload))
+		_, err = tx.AppendAudit(ctx, s.entry(caller, AuditPutStrategy, "trader/strategy/"+st.ID, contract.OutcomeAllow, "put", now, contract.ActorOperator, putPayload("strategy", st, old, exists)))
 		return err
 	})
 	if refusal != nil {
@@ -189,15 +179,7 @@ func (s *Service) putConcern(ctx context.Context, caller contract.Caller, c Conc
 		if err != nil {
 			return err
 		}
-		switch {
-		case exists && ifMatch == 0:
-			refusal = contract.Conflictf("revision_mismatch", "trader: concern %s exists at revision %d; send If-Match", c.ConcernID, old.Revision)
-		case !exists && ifMatch != 0:
-			refusal = contract.Conflictf("revision_mismatch", "trader: concern %s does not exist; send no If-Match to create it", c.ConcernID)
-		case exists && old.Revision != ifMatch:
-			refusal = contract.Conflictf("revision_mismatch", "trader: concern %s is at revision %d, not %d", c.ConcernID, old.Revision, ifMatch)
-		}
-		if refusal != nil {
+		if refusal = revisionMismatch("concern", c.ConcernID, exists, old.Revision, ifMatch); refusal != nil {
 			return refusal
 		}
 		c.UpdatedAt = now
@@ -212,17 +194,38 @@ func (s *Service) putConcern(ctx context.Context, caller contract.Caller, c Conc
 			return err
 		}
 		out = c
-		payload := map[string]any{"concern": c}
-		if exists {
-			payload["previous"] = old
-		}
-		_, err = tx.AppendAudit(ctx, s.entry(caller, AuditPutConcern, "trader/concern/"+c.ConcernID, contract.OutcomeAllow, "put", now, contract.ActorOperator, payload))
+		_, err = tx.AppendAudit(ctx, s.entry(caller, AuditPutConcern, "trader/concern/"+c.ConcernID, contract.OutcomeAllow, "put", now, contract.ActorOperator, putPayload("concern", c, old, exists)))
 		return err
 	})
 	if refusal != nil {
 		return Concern{}, refusal
 	}
 	return out, err
+}
+
+// revisionMismatch is the refusal of a put of noun id whose If-Match
+// (ifMatch; 0: none) does not fit what is stored (whether it exists, at
+// which revision), or nil when it fits.
+func revisionMismatch(noun, id string, exists bool, stored, ifMatch contract.Revision) error {
+	switch {
+	case exists && ifMatch == 0:
+		return contract.Conflictf("revision_mismatch", "trader: %s %s exists at revision %d; send If-Match", noun, id, stored)
+	case !exists && ifMatch != 0:
+		return contract.Conflictf("revision_mismatch", "trader: %s %s does not exist; send no If-Match to create it", noun, id)
+	case exists && stored != ifMatch:
+		return contract.Conflictf("revision_mismatch", "trader: %s %s is at revision %d, not %d", noun, id, stored, ifMatch)
+	}
+	return nil
+}
+
+// putPayload is the audit payload of a put: the value written under noun
+// and, when it replaced one, the previous value.
+func putPayload(noun string, written, previous any, replaced bool) map[string]any {
+	payload := map[string]any{noun: written}
+	if replaced {
+		payload["previous"] = previous
+	}
+	return payload
 }
 
 // finishWrite turns a management write's error into the error returned,

@@ -148,13 +148,23 @@ func describe(ev *Event, rec audit.Record) {
 	case "relay.deliver", "relay.buffer", "relay.outbound", "relay.interrupt":
 		describeRelay(ev, rec)
 	case "shim.proxy":
-		describeShim(ev, rec)
+		describeAs(ev, rec, KindLLMTurn, describeShim)
 	case "trader.apply":
-		describeDecision(ev, rec)
+		describeAs(ev, rec, KindDecision, describeDecision)
 	case "executor.tick":
-		describeTick(ev, rec)
+		describeAs(ev, rec, KindTick, describeTick)
 	default:
 		ev.Kind = KindRequest
+	}
+}
+
+// describeAs gives ev its kind and, when rec's payload decodes as a P, the
+// summary and detail fill makes of it.
+func describeAs[P any](ev *Event, rec audit.Record, kind string, fill func(*Event, *P)) {
+	ev.Kind = kind
+	var p P
+	if decode(rec, &p) {
+		fill(ev, &p)
 	}
 }
 
@@ -210,12 +220,7 @@ func describeRelay(ev *Event, rec audit.Record) {
 	ev.Detail = d
 }
 
-func describeShim(ev *Event, rec audit.Record) {
-	ev.Kind = KindLLMTurn
-	var p shimPayload
-	if !decode(rec, &p) {
-		return
-	}
+func describeShim(ev *Event, p *shimPayload) {
 	fired := make([]string, 0, len(p.Fired))
 	for _, f := range p.Fired {
 		fired = append(fired, fmt.Sprintf("%s v%d (%s, tier %d, %s)", f.ID, f.Version, f.Action, f.Tier, f.Reason))
@@ -266,12 +271,7 @@ func describeShim(ev *Event, rec audit.Record) {
 	ev.Summary = s
 }
 
-func describeDecision(ev *Event, rec audit.Record) {
-	ev.Kind = KindDecision
-	var p traderPayload
-	if !decode(rec, &p) {
-		return
-	}
+func describeDecision(ev *Event, p *traderPayload) {
 	r := p.Response
 	d := map[string]any{
 		"attempt":     p.ID,
@@ -317,12 +317,7 @@ func describeDecision(ev *Event, rec audit.Record) {
 	ev.Summary = s
 }
 
-func describeTick(ev *Event, rec audit.Record) {
-	ev.Kind = KindTick
-	var p tickPayload
-	if !decode(rec, &p) {
-		return
-	}
+func describeTick(ev *Event, p *tickPayload) {
 	e := p.Envelope
 	actions := e.Actions
 	if actions == nil {

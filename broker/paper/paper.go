@@ -303,6 +303,26 @@ func (s *Sim) account(tool, number string) (*account, error) {
 	return nil, broker.Errorf(tool, 404, "account %q not found", number)
 }
 
+// beginAccount is begin, then the lookup of account number: how every
+// call on one account starts.
+func (s *Sim) beginAccount(tool, number string) (a *account, timeout bool, err error) {
+	if timeout, err = s.begin(tool); err != nil {
+		return nil, false, err
+	}
+	a, err = s.account(tool, number)
+	return a, timeout, err
+}
+
+// readAccount is beginAccount for a call that only reads the account, which
+// an injected timeout then fails outright.
+func (s *Sim) readAccount(tool, number string) (*account, error) {
+	a, timeout, err := s.beginAccount(tool, number)
+	if err == nil && timeout {
+		err = timeoutErr(tool)
+	}
+	return a, err
+}
+
 // Accounts implements broker.Broker.
 func (s *Sim) Accounts(ctx context.Context) ([]broker.Account, error) {
 	return do(s, ctx, func() ([]broker.Account, error) {
@@ -324,16 +344,9 @@ func (s *Sim) Accounts(ctx context.Context) ([]broker.Account, error) {
 // Portfolio implements broker.Broker.
 func (s *Sim) Portfolio(ctx context.Context, number string) (broker.Portfolio, error) {
 	return do(s, ctx, func() (broker.Portfolio, error) {
-		to, err := s.begin("get_portfolio")
+		a, err := s.readAccount("get_portfolio", number)
 		if err != nil {
 			return broker.Portfolio{}, err
-		}
-		a, err := s.account("get_portfolio", number)
-		if err != nil {
-			return broker.Portfolio{}, err
-		}
-		if to {
-			return broker.Portfolio{}, timeoutErr("get_portfolio")
 		}
 		return a.Portfolio, nil
 	})
@@ -342,16 +355,9 @@ func (s *Sim) Portfolio(ctx context.Context, number string) (broker.Portfolio, e
 // Positions implements broker.Broker.
 func (s *Sim) Positions(ctx context.Context, number string) ([]broker.Position, error) {
 	return do(s, ctx, func() ([]broker.Position, error) {
-		to, err := s.begin("get_equity_positions")
+		a, err := s.readAccount("get_equity_positions", number)
 		if err != nil {
 			return nil, err
-		}
-		a, err := s.account("get_equity_positions", number)
-		if err != nil {
-			return nil, err
-		}
-		if to {
-			return nil, timeoutErr("get_equity_positions")
 		}
 		out := make([]broker.Position, 0, len(a.Positions))
 		for _, p := range a.Positions {
@@ -387,11 +393,8 @@ func (s *Sim) Quotes(ctx context.Context, symbols []string) ([]broker.Quote, err
 func (s *Sim) Review(ctx context.Context, o broker.OrderRequest) (broker.Review, error) {
 	return do(s, ctx, func() (broker.Review, error) {
 		const tool = "review_equity_order"
-		to, err := s.begin(tool)
+		_, to, err := s.beginAccount(tool, o.AccountNumber)
 		if err != nil {
-			return broker.Review{}, err
-		}
-		if _, err := s.account(tool, o.AccountNumber); err != nil {
 			return broker.Review{}, err
 		}
 		q, ok := s.st.Quotes[o.Symbol]
@@ -539,11 +542,7 @@ func cents(x float64) float64 { return math.Round(x*100) / 100 }
 func (s *Sim) Cancel(ctx context.Context, number, orderID string) (broker.Order, error) {
 	return do(s, ctx, func() (broker.Order, error) {
 		const tool = "cancel_equity_order"
-		to, err := s.begin(tool)
-		if err != nil {
-			return broker.Order{}, err
-		}
-		a, err := s.account(tool, number)
+		a, to, err := s.beginAccount(tool, number)
 		if err != nil {
 			return broker.Order{}, err
 		}
@@ -571,15 +570,8 @@ func (s *Sim) Cancel(ctx context.Context, number, orderID string) (broker.Order,
 // Orders implements broker.Broker.
 func (s *Sim) Orders(ctx context.Context, number string) ([]broker.Order, error) {
 	return do(s, ctx, func() ([]broker.Order, error) {
-		to, err := s.begin("get_equity_orders")
-		if err != nil {
+		if _, err := s.readAccount("get_equity_orders", number); err != nil {
 			return nil, err
-		}
-		if _, err := s.account("get_equity_orders", number); err != nil {
-			return nil, err
-		}
-		if to {
-			return nil, timeoutErr("get_equity_orders")
 		}
 		var out []broker.Order
 		for _, o := range s.st.Orders {
@@ -596,11 +588,7 @@ func (s *Sim) Orders(ctx context.Context, number string) ([]broker.Order, error)
 func (s *Sim) RealizedPnL(ctx context.Context, number, span string) (broker.PnL, error) {
 	return do(s, ctx, func() (broker.PnL, error) {
 		const tool = "get_realized_pnl"
-		to, err := s.begin(tool)
-		if err != nil {
-			return broker.PnL{}, err
-		}
-		a, err := s.account(tool, number)
+		a, to, err := s.beginAccount(tool, number)
 		if err != nil {
 			return broker.PnL{}, err
 		}

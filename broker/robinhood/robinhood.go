@@ -209,8 +209,13 @@ func (f *flag) UnmarshalJSON(b []byte) error {
 
 func decimal(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
-// list decodes a list that may be bare or under one of keys.
-func list[T any](tool string, data json.RawMessage, keys ...string) ([]T, error) {
+// callList calls tool and reads its data as a list of T: bare, or under the
+// first of keys (then "results") it has.
+func callList[T any](ctx context.Context, c *Client, tool string, args map[string]any, keys ...string) ([]T, error) {
+	data, err := c.call(ctx, tool, args)
+	if err != nil {
+		return nil, err
+	}
 	var out []T
 	if err := json.Unmarshal(data, &out); err == nil {
 		return out, nil
@@ -228,6 +233,16 @@ func list[T any](tool string, data json.RawMessage, keys ...string) ([]T, error)
 		}
 	}
 	return nil, broker.Errorf(tool, 502, "reply has none of %v", keys)
+}
+
+// callDecode calls tool and decodes its data as a T.
+func callDecode[T any](ctx context.Context, c *Client, tool string, args map[string]any) (T, error) {
+	data, err := c.call(ctx, tool, args)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode[T](tool, data)
 }
 
 func decode[T any](tool string, data json.RawMessage) (T, error) {

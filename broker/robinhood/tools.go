@@ -17,11 +17,7 @@ type account struct {
 // Accounts implements broker.Broker.
 func (c *Client) Accounts(ctx context.Context) ([]broker.Account, error) {
 	const tool = "get_accounts"
-	data, err := c.call(ctx, tool, map[string]any{})
-	if err != nil {
-		return nil, err
-	}
-	as, err := list[account](tool, data, "accounts")
+	as, err := callList[account](ctx, c, tool, map[string]any{}, "accounts")
 	if err != nil {
 		return nil, err
 	}
@@ -52,16 +48,12 @@ func (b *buyingPower) UnmarshalJSON(raw []byte) error {
 // Portfolio implements broker.Broker.
 func (c *Client) Portfolio(ctx context.Context, acct string) (broker.Portfolio, error) {
 	const tool = "get_portfolio"
-	data, err := c.call(ctx, tool, map[string]any{"account_number": acct})
-	if err != nil {
-		return broker.Portfolio{}, err
-	}
-	p, err := decode[struct {
+	p, err := callDecode[struct {
 		TotalValue  *dec        `json:"total_value"`
 		Equity      dec         `json:"equity"`
 		BuyingPower buyingPower `json:"buying_power"`
 		Cash        dec         `json:"cash"`
-	}](tool, data)
+	}](ctx, c, tool, map[string]any{"account_number": acct})
 	if err != nil {
 		return broker.Portfolio{}, err
 	}
@@ -75,15 +67,11 @@ func (c *Client) Portfolio(ctx context.Context, acct string) (broker.Portfolio, 
 // Positions implements broker.Broker.
 func (c *Client) Positions(ctx context.Context, acct string) ([]broker.Position, error) {
 	const tool = "get_equity_positions"
-	data, err := c.call(ctx, tool, map[string]any{"account_number": acct})
-	if err != nil {
-		return nil, err
-	}
-	ps, err := list[struct {
+	ps, err := callList[struct {
 		Symbol    string `json:"symbol"`
 		Quantity  dec    `json:"quantity"`
 		Available dec    `json:"shares_available_for_sells"`
-	}](tool, data, "positions")
+	}](ctx, c, tool, map[string]any{"account_number": acct}, "positions")
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +96,7 @@ func (q quote) port() broker.Quote {
 // Quotes implements broker.Broker.
 func (c *Client) Quotes(ctx context.Context, symbols []string) ([]broker.Quote, error) {
 	const tool = "get_equity_quotes"
-	data, err := c.call(ctx, tool, map[string]any{"symbols": symbols})
-	if err != nil {
-		return nil, err
-	}
-	qs, err := list[*quote](tool, data, "quotes")
+	qs, err := callList[*quote](ctx, c, tool, map[string]any{"symbols": symbols}, "quotes")
 	if err != nil {
 		return nil, err
 	}
@@ -179,14 +163,10 @@ func (cs *checks) UnmarshalJSON(b []byte) error {
 // Review implements broker.Broker.
 func (c *Client) Review(ctx context.Context, o broker.OrderRequest) (broker.Review, error) {
 	const tool = "review_equity_order"
-	data, err := c.call(ctx, tool, orderArgs(o))
-	if err != nil {
-		return broker.Review{}, err
-	}
-	r, err := decode[struct {
+	r, err := callDecode[struct {
 		QuoteData   quote  `json:"quote_data"`
 		OrderChecks checks `json:"order_checks"`
-	}](tool, data)
+	}](ctx, c, tool, orderArgs(o))
 	if err != nil {
 		return broker.Review{}, err
 	}
@@ -232,7 +212,13 @@ func (o order) port() broker.Order {
 	}
 }
 
-func decodeOrder(tool string, data json.RawMessage) (broker.Order, error) {
+// callOrder calls tool and reads the order it answers, bare or under
+// "order".
+func callOrder(ctx context.Context, c *Client, tool string, args map[string]any) (broker.Order, error) {
+	data, err := c.call(ctx, tool, args)
+	if err != nil {
+		return broker.Order{}, err
+	}
 	w, err := decode[struct {
 		Order *order `json:"order"`
 	}](tool, data)
@@ -250,11 +236,7 @@ func decodeOrder(tool string, data json.RawMessage) (broker.Order, error) {
 // the server's side.
 func (c *Client) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, error) {
 	const tool = "place_equity_order"
-	data, err := c.call(ctx, tool, orderArgs(o))
-	if err != nil {
-		return broker.Order{}, err
-	}
-	ord, err := decodeOrder(tool, data)
+	ord, err := callOrder(ctx, c, tool, orderArgs(o))
 	if err != nil {
 		return broker.Order{}, err
 	}
@@ -270,11 +252,7 @@ func (c *Client) Place(ctx context.Context, o broker.OrderRequest) (broker.Order
 // Cancel implements broker.Broker.
 func (c *Client) Cancel(ctx context.Context, acct, id string) (broker.Order, error) {
 	const tool = "cancel_equity_order"
-	data, err := c.call(ctx, tool, map[string]any{"account_number": acct, "order_id": id})
-	if err != nil {
-		return broker.Order{}, err
-	}
-	ord, err := decodeOrder(tool, data)
+	ord, err := callOrder(ctx, c, tool, map[string]any{"account_number": acct, "order_id": id})
 	if err != nil {
 		return broker.Order{}, err
 	}
@@ -290,11 +268,7 @@ func (c *Client) Cancel(ctx context.Context, acct, id string) (broker.Order, err
 // Orders implements broker.Broker.
 func (c *Client) Orders(ctx context.Context, acct string) ([]broker.Order, error) {
 	const tool = "get_equity_orders"
-	data, err := c.call(ctx, tool, map[string]any{"account_number": acct})
-	if err != nil {
-		return nil, err
-	}
-	os, err := list[order](tool, data, "orders")
+	os, err := callList[order](ctx, c, tool, map[string]any{"account_number": acct}, "orders")
 	if err != nil {
 		return nil, err
 	}
@@ -343,13 +317,9 @@ func (e jsonError) Error() string { return string(e) }
 // RealizedPnL implements broker.Broker.
 func (c *Client) RealizedPnL(ctx context.Context, acct, span string) (broker.PnL, error) {
 	const tool = "get_realized_pnl"
-	data, err := c.call(ctx, tool, map[string]any{"account_number": acct, "span": span})
-	if err != nil {
-		return broker.PnL{}, err
-	}
-	r, err := decode[struct {
+	r, err := callDecode[struct {
 		TotalReturns *totalReturns `json:"total_returns"`
-	}](tool, data)
+	}](ctx, c, tool, map[string]any{"account_number": acct, "span": span})
 	if err != nil {
 		return broker.PnL{}, err
 	}

@@ -107,9 +107,7 @@ chain was truncated, rewound or rewritten since.`,
 				return &exitError{1, err}
 			}
 			if out == "" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(cp)
+				return printJSON(a.stdout, cp)
 			}
 			if err := audit.WriteCheckpointFile(out, cp); err != nil {
 				return err
@@ -140,13 +138,7 @@ chain was truncated, rewound or rewritten since.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, r := range recs {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return printJSONLines(a.stdout, recs)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "AT\tTENANT\tSEQ\tACTION\tOUTCOME\tRESOURCE\tREASON")

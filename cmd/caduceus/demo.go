@@ -258,6 +258,32 @@ func (d *demoRun) example(name string) ([]byte, error) {
 	return examples.FS.ReadFile(name)
 }
 
+// exampleYAML decodes the YAML example name into v.
+func (d *demoRun) exampleYAML(name string, v any) error {
+	raw, err := d.example(name)
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(raw, v)
+}
+
+// sendEach sends each item as the JSON body of a call (method, key, hdr,
+// want as for call) to path, followed by the item's idField unless that is
+// "".
+func (d *demoRun) sendEach(ctx context.Context, method, path, idField, key string, items []map[string]any, hdr map[string]string, want int) error {
+	for _, item := range items {
+		to := path
+		if idField != "" {
+			to += fmt.Sprint(item[idField])
+		}
+		b, _ := json.Marshal(item)
+		if err := d.call(ctx, method, to, key, b, hdr, want, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // newKey creates a key through POST /v1/admin/keys with the admin key.
 func (d *demoRun) newKey(ctx context.Context, spec map[string]any) (string, error) {
 	b, _ := json.Marshal(spec)
@@ -292,29 +318,19 @@ func (d *demoRun) keys(ctx context.Context) error {
 
 func (d *demoRun) trader(ctx context.Context) error {
 	d.stepf("Trader: import strategies, then the agent switches strategy through one audited write")
-	raw, err := d.example("trader/strategies.yaml")
-	if err != nil {
-		return err
-	}
 	var file struct {
 		Concerns   []map[string]any `yaml:"concerns"`
 		Strategies []map[string]any `yaml:"strategies"`
 	}
-	if err := yaml.Unmarshal(raw, &file); err != nil {
+	if err := d.exampleYAML("trader/strategies.yaml", &file); err != nil {
 		return err
 	}
 	d.sayf("loading examples/trader/strategies.yaml (what `caduceus trader import` does, over HTTP):")
-	for _, c := range file.Concerns {
-		b, _ := json.Marshal(c)
-		if err := d.call(ctx, "PUT", "/v1/trader/concerns/"+fmt.Sprint(c["concern_id"]), demoKeys.shim, b, nil, http.StatusOK, nil); err != nil {
-			return err
-		}
+	if err := d.sendEach(ctx, "PUT", "/v1/trader/concerns/", "concern_id", demoKeys.shim, file.Concerns, nil, http.StatusOK); err != nil {
+		return err
 	}
-	for _, s := range file.Strategies {
-		b, _ := json.Marshal(s)
-		if err := d.call(ctx, "PUT", "/v1/trader/strategies/"+fmt.Sprint(s["id"]), demoKeys.shim, b, nil, http.StatusOK, nil); err != nil {
-			return err
-		}
+	if err := d.sendEach(ctx, "PUT", "/v1/trader/strategies/", "id", demoKeys.shim, file.Strategies, nil, http.StatusOK); err != nil {
+		return err
 	}
 	decision, err := d.example("trader/switch.json")
 	if err != nil {
@@ -351,29 +367,19 @@ func (d *demoRun) shim(ctx context.Context) error {
 	}
 	d.sayf("refused: %v (writes need a key bound to a harness and X-Caduceus-Harness naming it)", problem["code"])
 	harness := map[string]string{"X-Caduceus-Harness": "claude-code"}
-	raw, err := d.example("shim/bundle.yaml")
-	if err != nil {
-		return err
-	}
 	var bundle struct {
 		Context    []map[string]any `yaml:"context"`
 		Provisions []map[string]any `yaml:"provisions"`
 	}
-	if err := yaml.Unmarshal(raw, &bundle); err != nil {
+	if err := d.exampleYAML("shim/bundle.yaml", &bundle); err != nil {
 		return err
 	}
 	d.sayf("examples/shim/bundle.yaml with the shim key (what `caduceus shim provisions apply` does):")
-	for _, c := range bundle.Context {
-		b, _ := json.Marshal(c)
-		if err := d.call(ctx, "POST", "/v1/context", demoKeys.shim, b, harness, http.StatusCreated, nil); err != nil {
-			return err
-		}
+	if err := d.sendEach(ctx, "POST", "/v1/context", "", demoKeys.shim, bundle.Context, harness, http.StatusCreated); err != nil {
+		return err
 	}
-	for _, p := range bundle.Provisions {
-		b, _ := json.Marshal(p)
-		if err := d.call(ctx, "POST", "/v1/provisions", demoKeys.shim, b, harness, http.StatusCreated, nil); err != nil {
-			return err
-		}
+	if err := d.sendEach(ctx, "POST", "/v1/provisions", "", demoKeys.shim, bundle.Provisions, harness, http.StatusCreated); err != nil {
+		return err
 	}
 	if err := d.call(ctx, "POST", "/v1/provisions", demoKeys.shim, prov, harness, http.StatusCreated, nil); err != nil {
 		return err

@@ -324,6 +324,16 @@ func (a *app) openStore(ctx context.Context) (*store.DB, error) {
 	return db, nil
 }
 
+// withStore opens the store, runs fn with it and closes it.
+func (a *app) withStore(ctx context.Context, fn func(*store.DB) error) error {
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
 func splitList(s string) []string {
 	var out []string
 	for p := range strings.SplitSeq(s, ",") {

@@ -16,6 +16,7 @@ import (
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/store"
 )
@@ -96,7 +97,7 @@ func (a *app) serve(ctx context.Context) error {
 				return err
 			}
 			defer closeRelay()
-			cfg.Relay = c.Handler()
+			cfg.Relay, cfg.RelayWebhooks = c.Handler(), connector.PlatformRoutes
 			relayConn, gateways = c, c
 		}
 	}

@@ -205,18 +205,15 @@ func (a *app) shimCmd() *cobra.Command {
 		if !contract.ValidTenantSlot(tenant) {
 			return &exitError{2, fmt.Errorf("--tenant %q must look like slot-N", tenant)}
 		}
-		db, err := a.openStore(ctx)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		g, err := a.shimService(db)
-		if err != nil {
-			return err
-		}
-		c := operatorCaller(contract.TenantSlot(tenant))
-		c.Harness = harness
-		return fn(g, db, c)
+		return a.withStore(ctx, func(db *store.DB) error {
+			g, err := a.shimService(db)
+			if err != nil {
+				return err
+			}
+			c := operatorCaller(contract.TenantSlot(tenant))
+			c.Harness = harness
+			return fn(g, db, c)
+		})
 	}
 
 	provisions := &cobra.Command{

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
 )
 
@@ -49,19 +50,16 @@ func (a *app) traderCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			svc, done, err := a.openTrader(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			res, err := svc.Import(cmd.Context(), c, data, format)
-			if err != nil {
-				if contract.KindOf(err) == contract.KindInvalid {
-					return &exitError{2, fmt.Errorf("%s: %s", args[0], userMessage(err))}
+			return a.withTrader(cmd.Context(), func(svc *trader.Service) error {
+				res, err := svc.Import(cmd.Context(), c, data, format)
+				if err != nil {
+					if contract.KindOf(err) == contract.KindInvalid {
+						return &exitError{2, fmt.Errorf("%s: %s", args[0], userMessage(err))}
+					}
+					return err
 				}
-				return err
-			}
-			return printJSON(a.stdout, res)
+				return printJSON(a.stdout, res)
+			})
 		},
 	}
 
@@ -89,22 +87,19 @@ func (a *app) traderCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			svc, done, err := a.openTrader(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			resp, err := svc.Apply(cmd.Context(), c, raw)
-			if err != nil {
-				return err
-			}
-			if err := printJSON(a.stdout, resp); err != nil {
-				return err
-			}
-			if resp.NotARequest() {
-				return &exitError{2, fmt.Errorf("%s is not a control decision request", payload)}
-			}
-			return nil
+			return a.withTrader(cmd.Context(), func(svc *trader.Service) error {
+				resp, err := svc.Apply(cmd.Context(), c, raw)
+				if err != nil {
+					return err
+				}
+				if err := printJSON(a.stdout, resp); err != nil {
+					return err
+				}
+				if resp.NotARequest() {
+					return &exitError{2, fmt.Errorf("%s is not a control decision request", payload)}
+				}
+				return nil
+			})
 		},
 	}
 	apply.Flags().StringVar(&payload, "payload", "", "the decision request JSON file, or - for stdin (required)")
@@ -126,22 +121,13 @@ func (a *app) traderCmd() *cobra.Command {
 			if err := a.storeMustExist(); err != nil {
 				return err
 			}
-			svc, done, err := a.openTrader(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			list, err := svc.History(cmd.Context(), c.Identity.TenantSlot, concern, limit)
-			if err != nil {
-				return err
-			}
-			enc := json.NewEncoder(a.stdout)
-			for _, at := range list {
-				if err := enc.Encode(at); err != nil {
+			return a.withTrader(cmd.Context(), func(svc *trader.Service) error {
+				list, err := svc.History(cmd.Context(), c.Identity.TenantSlot, concern, limit)
+				if err != nil {
 					return err
 				}
-			}
-			return nil
+				return printJSONLines(a.stdout, list)
+			})
 		},
 	}
 	history.Flags().StringVar(&concern, "concern", "", "only this concern (account_id:market_symbol)")
@@ -156,16 +142,24 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// openTrader opens the store and the trader service over it; done closes
-// the store.
-func (a *app) openTrader(ctx context.Context) (svc *trader.Service, done func(), err error) {
-	db, err := a.openStore(ctx)
-	if err != nil {
-		return nil, nil, err
+// printJSONLines writes each of list as one line of JSON.
+func printJSONLines[T any](w io.Writer, list []T) error {
+	enc := json.NewEncoder(w)
+	for _, v := range list {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
 	}
-	if svc, err = a.traderService(db); err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	return svc, func() { db.Close() }, nil
+	return nil
+}
+
+// withTrader runs fn with the trader service over the store (withStore).
+func (a *app) withTrader(ctx context.Context, fn func(*trader.Service) error) error {
+	return a.withStore(ctx, func(db *store.DB) error {
+		svc, err := a.traderService(db)
+		if err != nil {
+			return err
+		}
+		return fn(svc)
+	})
 }

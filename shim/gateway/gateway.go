@@ -586,11 +586,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			}
 			return outcome{outcome: "uncertain", status: resp.StatusCode, failure: upstream.Uncertain}
 		}
-		g.header(w, resp)
-		_, _ = w.Write(b)
-		if w.Hash != nil {
-			w.Hash.Write(b)
-		}
+		writeAnswer(w, resp.Header, resp.StatusCode, b)
 		return g.charged(resp.StatusCode, mt, b, price, id)
 	}
 	sr := wire.NewSSEReader(resp.Body)
@@ -606,7 +602,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		}
 		first = &ev
 	}
-	g.header(w, resp)
+	writeHeader(w, resp.Header, resp.StatusCode)
 	fl, _ := w.ResponseWriter.(http.Flusher)
 	if fl != nil {
 		fl.Flush()
@@ -665,9 +661,11 @@ func (g *Gateway) charged(status int, mt *meter, body []byte, price upstream.Pri
 	return o
 }
 
-func (g *Gateway) header(w Writer, resp *http.Response) {
+// writeHeader writes status with the upstream's header from (less
+// dropResponseHeaders), after w.BeforeHeader has seen it.
+func writeHeader(w Writer, from http.Header, status int) {
 	hdr := w.Header()
-	for k, v := range resp.Header {
+	for k, v := range from {
 		if !dropResponseHeaders[k] {
 			hdr[k] = v
 		}
@@ -675,24 +673,21 @@ func (g *Gateway) header(w Writer, resp *http.Response) {
 	if w.BeforeHeader != nil {
 		w.BeforeHeader(hdr)
 	}
-	w.WriteHeader(resp.StatusCode)
+	w.WriteHeader(status)
 }
 
 // passOn writes an upstream answer (an error, a token count) as it came.
 func (g *Gateway) passOn(w Writer, o outcome) {
-	hdr := w.Header()
-	for k, v := range o.errHeader {
-		if !dropResponseHeaders[k] {
-			hdr[k] = v
-		}
-	}
-	if w.BeforeHeader != nil {
-		w.BeforeHeader(hdr)
-	}
-	w.WriteHeader(o.status)
-	_, _ = w.Write(o.errAnswer)
+	writeAnswer(w, o.errHeader, o.status, o.errAnswer)
+}
+
+// writeAnswer writes a whole answer: writeHeader, then body, which w.Hash
+// also reads.
+func writeAnswer(w Writer, from http.Header, status int, body []byte) {
+	writeHeader(w, from, status)
+	_, _ = w.Write(body)
 	if w.Hash != nil {
-		w.Hash.Write(o.errAnswer)
+		w.Hash.Write(body)
 	}
 }
 

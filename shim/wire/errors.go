@@ -48,43 +48,44 @@ func WriteError(w http.ResponseWriter, p Protocol, status int, code, message str
 }
 
 func openAIErrorType(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 409:
-		return "conflict_error"
-	case status == 429:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	default:
-		return "invalid_request_error"
-	}
+	return errorType(status, openAIErrorTypes, "server_error")
 }
 
 func anthropicErrorType(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 413:
-		return "request_too_large"
-	case status == 429:
-		return "rate_limit_error"
-	case status == 529:
-		// Only for an overloaded provider: the SDKs retry it, and a
-		// refusal of ours (offline, no upstream) must not look like one.
-		return "overloaded_error"
-	case status >= 500:
-		return "api_error"
-	default:
-		return "invalid_request_error"
+	return errorType(status, anthropicErrorTypes, "api_error")
+}
+
+// errorType is the envelope's type name for status: the protocol's own
+// name for it, else the name both protocols give it, else serverError for a
+// 5xx and invalid_request_error for anything else.
+func errorType(status int, own map[int]string, serverError string) string {
+	if t, ok := own[status]; ok {
+		return t
 	}
+	if t, ok := sharedErrorTypes[status]; ok {
+		return t
+	}
+	if status >= 500 {
+		return serverError
+	}
+	return "invalid_request_error"
+}
+
+// sharedErrorTypes are the statuses OpenAI and Anthropic name alike.
+var sharedErrorTypes = map[int]string{
+	401: "authentication_error",
+	403: "permission_error",
+	404: "not_found_error",
+	429: "rate_limit_error",
+}
+
+var openAIErrorTypes = map[int]string{
+	409: "conflict_error",
+}
+
+var anthropicErrorTypes = map[int]string{
+	413: "request_too_large",
+	// Only for an overloaded provider: the SDKs retry it, and a refusal of
+	// ours (offline, no upstream) must not look like one.
+	529: "overloaded_error",
 }

@@ -64,7 +64,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		for {
-			if i >= len(b) || b[i] != '"' {
+			if i = skipSpace(b, i); i >= len(b) || b[i] != '"' {
 				return 0, false
 			}
 			var ok bool
@@ -78,17 +78,10 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = validValue(b, skipSpace(b, i+1), depth+1); !ok {
 				return 0, false
 			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return 0, false
+			var done bool
+			if i, done, ok = nextItem(b, i, len(b), '}'); done || !ok {
+				return i, ok
 			}
-			if b[i] == '}' {
-				return i + 1, true
-			}
-			if b[i] != ',' {
-				return 0, false
-			}
-			i = skipSpace(b, i+1)
 		}
 	case c == '[':
 		if depth >= maxFastDepth {
@@ -99,21 +92,13 @@ func validValue(b []byte, i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		for {
-			var ok bool
-			if i, ok = validValue(b, i, depth+1); !ok {
+			var ok, done bool
+			if i, ok = validValue(b, skipSpace(b, i), depth+1); !ok {
 				return 0, false
 			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return 0, false
+			if i, done, ok = nextItem(b, i, len(b), ']'); done || !ok {
+				return i, ok
 			}
-			if b[i] == ']' {
-				return i + 1, true
-			}
-			if b[i] != ',' {
-				return 0, false
-			}
-			i = skipSpace(b, i+1)
 		}
 	case c == 't':
 		return validWord(b, i, "true")

@@ -102,17 +102,13 @@ type member struct {
 
 // objectMembers lists the members of the object at b[s.Start:s.End].
 func objectMembers(b []byte, s span) ([]member, error) {
-	i := skipSpace(b, s.Start)
-	if i >= s.End || b[i] != '{' {
+	i, empty, ok := openItems(b, s, '{', '}')
+	if !ok {
 		return nil, fmt.Errorf("wire: expected an object")
 	}
-	i = skipSpace(b, i+1)
 	var out []member
-	if i < s.End && b[i] == '}' {
-		return out, nil
-	}
-	for i < s.End {
-		if b[i] != '"' {
+	for !empty {
+		if i = skipSpace(b, i); i >= s.End || b[i] != '"' {
 			return nil, errScan
 		}
 		ke, err := skipString(b, i)
@@ -130,47 +126,62 @@ func objectMembers(b []byte, s span) ([]member, error) {
 			return nil, err
 		}
 		out = append(out, member{Key: key, Value: span{vs, ve}})
-		i = skipSpace(b, ve)
-		if i < s.End && b[i] == ',' {
-			i = skipSpace(b, i+1)
-			continue
+		if i, empty, ok = nextItem(b, ve, s.End, '}'); !ok {
+			return nil, errScan
 		}
-		if i < s.End && b[i] == '}' {
-			return out, nil
-		}
-		return nil, errScan
 	}
-	return nil, errScan
+	return out, nil
 }
 
 // arrayElements lists the element spans of the array at b[s.Start:s.End].
 func arrayElements(b []byte, s span) ([]span, error) {
-	i := skipSpace(b, s.Start)
-	if i >= s.End || b[i] != '[' {
+	i, empty, ok := openItems(b, s, '[', ']')
+	if !ok {
 		return nil, fmt.Errorf("wire: expected an array")
 	}
-	i = skipSpace(b, i+1)
 	var out []span
-	if i < s.End && b[i] == ']' {
-		return out, nil
-	}
-	for i < s.End {
+	for !empty {
+		if i = skipSpace(b, i); i >= s.End {
+			return nil, errScan
+		}
 		ve, err := skipValue(b, i)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, span{i, ve})
-		i = skipSpace(b, ve)
-		if i < s.End && b[i] == ',' {
-			i = skipSpace(b, i+1)
-			continue
+		if i, empty, ok = nextItem(b, ve, s.End, ']'); !ok {
+			return nil, errScan
 		}
-		if i < s.End && b[i] == ']' {
-			return out, nil
-		}
-		return nil, errScan
 	}
-	return nil, errScan
+	return out, nil
+}
+
+// openItems reads the opening byte of the object or array at
+// b[s.Start:s.End]: next is just past it, empty whether closing follows.
+func openItems(b []byte, s span, opening, closing byte) (next int, empty, ok bool) {
+	i := skipSpace(b, s.Start)
+	if i >= s.End || b[i] != opening {
+		return 0, false, false
+	}
+	i = skipSpace(b, i+1)
+	return i, i < s.End && b[i] == closing, true
+}
+
+// nextItem reads the ',' or the closing byte after an object member or an
+// array element ending at b[i], before end: next is just past it, done
+// whether it was closing.
+func nextItem(b []byte, i, end int, closing byte) (next int, done, ok bool) {
+	i = skipSpace(b, i)
+	if i >= end {
+		return 0, false, false
+	}
+	switch b[i] {
+	case closing:
+		return i + 1, true, true
+	case ',':
+		return i + 1, false, true
+	}
+	return 0, false, false
 }
 
 // find returns the value span of key in members (the last one wins, as in
