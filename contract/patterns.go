@@ -17,22 +17,22 @@ var (
 )
 
 // ValidID reports whether s is a prefix-typed id.
-func ValidID(s string) bool { return idRE.MatchString(s) }
+func ValidID(s string) bool { return matchID(s) }
 
 // ValidUserRef reports whether s is a hashed subject (usr_<hex>).
-func ValidUserRef(s string) bool { return userRefRE.MatchString(s) }
+func ValidUserRef(s string) bool { return matchUserRef(s) }
 
 // ValidSHA256 reports whether s is "sha256:" and 64 lowercase hex digits.
-func ValidSHA256(s string) bool { return sha256RE.MatchString(s) }
+func ValidSHA256(s string) bool { return matchSHA256(s) }
 
 // ValidTenantSlot reports whether s is a tenant slot ("slot-N").
-func ValidTenantSlot(s string) bool { return tenantSlotRE.MatchString(s) }
+func ValidTenantSlot(s string) bool { return matchTenantSlot(s) }
 
 // ValidIdempotencyKey reports whether s is an acceptable idempotency key.
 func ValidIdempotencyKey(s string) bool { return idempotencyKeyRE.MatchString(s) }
 
 // ValidAction reports whether s is an audit action ("noun.verb").
-func ValidAction(s string) bool { return actionRE.MatchString(s) }
+func ValidAction(s string) bool { return matchAction(s) }
 
 // ValidContractVersion reports whether s is a 1.x.y contract version.
 func ValidContractVersion(s string) bool { return versionRE.MatchString(s) }

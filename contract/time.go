@@ -17,7 +17,7 @@ func Timestamp(t time.Time) string {
 // ParseTimestamp parses a schema timestamp. It returns an invalid Error for
 // anything the schema's pattern would refuse.
 func ParseTimestamp(s string) (time.Time, error) {
-	if !timestampRE.MatchString(s) {
+	if !matchTimestamp(s) {
 		return time.Time{}, Invalidf("bad_timestamp", "timestamp %q is not RFC 3339 UTC with a trailing Z", s)
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)

@@ -11,9 +11,9 @@ import (
 // TestGoValidatorsAgreeWithSchema proves it agrees with the schema.
 func (id Identity) Validate() error {
 	switch {
-	case !tenantSlotRE.MatchString(string(id.TenantSlot)):
+	case !matchTenantSlot(string(id.TenantSlot)):
 		return FieldError("/tenant_slot", "schema_invalid", "field tenant_slot: %q does not match ^slot-[0-9]{1,3}$", id.TenantSlot)
-	case !userRefRE.MatchString(id.Subject):
+	case !matchUserRef(id.Subject):
 		return FieldError("/subject", "schema_invalid", "field subject: %q does not match ^usr_[0-9a-f]{16,64}$", id.Subject)
 	case !validSurface(id.Surface):
 		return FieldError("/surface", "schema_invalid", "field surface: %q is not one of chat, worker, telegram, voice, api", id.Surface)
@@ -25,7 +25,7 @@ func (id Identity) Validate() error {
 
 // Validate checks the outcome against the common schema's audit_outcome def.
 func (o AuditOutcome) Validate() error {
-	if !timestampRE.MatchString(o.At) {
+	if !matchTimestamp(o.At) {
 		return FieldError("/at", "schema_invalid", "field at: %q is not an RFC 3339 UTC timestamp with a trailing Z", o.At)
 	}
 	if err := o.Identity.Validate(); err != nil {
@@ -35,7 +35,7 @@ func (o AuditOutcome) Validate() error {
 		return e
 	}
 	switch {
-	case !actionRE.MatchString(o.Action):
+	case !matchAction(o.Action):
 		return FieldError("/action", "schema_invalid", "field action: %q does not match ^[a-z_]+\\.[a-z_]+$", o.Action)
 	case utf8.RuneCountInString(o.Resource) > 200:
 		return FieldError("/resource", "schema_invalid", "field resource: longer than 200 characters")
@@ -89,11 +89,11 @@ func (p *Provenance) Validate() error {
 		return bad("actor.id", "must be 1 to 120 characters")
 	case runes(p.Actor.Display) > 120:
 		return bad("actor.display", "longer than 120 characters")
-	case !timestampRE.MatchString(p.RecordedAt):
+	case !matchTimestamp(p.RecordedAt):
 		return bad("recorded_at", "%q is not an RFC 3339 UTC timestamp with a trailing Z", p.RecordedAt)
 	case runes(p.SessionID) > 120:
 		return bad("session_id", "longer than 120 characters")
-	case p.ConversationID != "" && !idRE.MatchString(p.ConversationID):
+	case p.ConversationID != "" && !matchID(p.ConversationID):
 		return bad("conversation_id", "%q is not a prefix-typed id", p.ConversationID)
 	case runes(p.MessageID) > 120:
 		return bad("message_id", "longer than 120 characters")
@@ -116,7 +116,7 @@ func (p *Provenance) Validate() error {
 		switch {
 		case b.Commit != "" && !commitRE.MatchString(b.Commit):
 			return bad("build.commit", "%q is not 40 lowercase hex digits", b.Commit)
-		case b.ImageDigest != "" && !sha256RE.MatchString(b.ImageDigest):
+		case b.ImageDigest != "" && !matchSHA256(b.ImageDigest):
 			return bad("build.image_digest", "%q is not sha256:<64 hex>", b.ImageDigest)
 		}
 	}
