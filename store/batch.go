@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -16,10 +18,15 @@ import (
 // answered before the commit that holds their change, so an acknowledged
 // write is durable exactly as with one transaction per call.
 //
-// The batcher is the only user of the writer connection for transactions,
-// which also makes it the natural place to prepare cached statements.
+// The batcher pins the writer connection on its first transaction and runs
+// every write on its own goroutine. It begins and ends transactions itself
+// (BEGIN IMMEDIATE, COMMIT, ROLLBACK, savepoints) with statements prepared
+// once on that connection, as are the transactions' own (stmtCache):
+// database/sql's BeginTx parsed its BEGIN anew each time, and a statement
+// prepared on the pool had to be re-bound to each transaction.
 type batcher struct {
 	db   *DB
+	conn *sql.Conn // the writer connection, pinned on the first batch
 	reqs chan *txReq
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -63,6 +70,12 @@ func (b *batcher) do(ctx context.Context, fn func(*Tx) error) error {
 
 func (b *batcher) loop() {
 	defer b.wg.Done()
+	defer func() {
+		b.db.stmts.close()
+		if b.conn != nil {
+			b.conn.Close()
+		}
+	}()
 	for {
 		var first *txReq
 		select {
@@ -81,70 +94,100 @@ func (b *batcher) loop() {
 			}
 		}
 		b.run(batch)
-		b.db.stmts.prepareNow(context.Background(), b.db.w)
 	}
 }
 
 func (b *batcher) run(batch []*txReq) {
-	if len(batch) == 1 {
-		r := batch[0]
-		r.done <- b.db.inTx(context.WithoutCancel(r.ctx), r.fn)
-		return
-	}
 	ctx := context.Background()
 	fail := func(err error) {
 		for _, r := range batch {
-			r.done <- err
-		}
-	}
-	sqlTx, err := b.db.w.BeginTx(ctx, nil)
-	if err != nil {
-		fail(fmt.Errorf("store: begin: %w", err))
-		return
-	}
-	heads := auditHeads{}
-	t := &Tx{tx: sqlTx, dialect: b.db.dialect, db: b.db, heads: &heads}
-	errs := make([]error, len(batch))
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT caduceus_tx"); err != nil {
-			sqlTx.Rollback()
-			fail(fmt.Errorf("store: savepoint: %w", err))
-			return
-		}
-		// Statements run without the caller's cancellation: interrupting a
-		// write inside a shared transaction would roll back the others too.
-		before := heads.clone()
-		errs[i] = safe(r.fn)(&Tx{tx: t.tx, dialect: t.dialect, db: t.db, heads: t.heads})
-		if errs[i] != nil {
-			heads = before // its appends are rolled back with it
-			if _, err := sqlTx.ExecContext(ctx, "ROLLBACK TO caduceus_tx"); err != nil {
-				sqlTx.Rollback()
-				fail(fmt.Errorf("store: rollback to savepoint: %w", err))
-				return
+			if r.done != nil { // nil: already answered (see runEach)
+				r.done <- err
 			}
 		}
-		if _, err := sqlTx.ExecContext(ctx, "RELEASE caduceus_tx"); err != nil {
-			sqlTx.Rollback()
-			fail(fmt.Errorf("store: release savepoint: %w", err))
+	}
+	if b.conn == nil {
+		conn, err := b.db.w.Conn(ctx)
+		if err != nil {
+			fail(fmt.Errorf("store: writer connection: %w", err))
+			return
+		}
+		b.conn = conn
+	}
+	heads := auditHeads{}
+	t := &Tx{q: b.conn, conn: b.conn, dialect: b.db.dialect, db: b.db, heads: &heads}
+	if _, err := t.Exec(ctx, "BEGIN IMMEDIATE"); err != nil {
+		// A transaction a failed COMMIT and ROLLBACK left open would
+		// refuse every BEGIN after it: end it and begin once more.
+		t.Exec(ctx, "ROLLBACK")
+		if _, err := t.Exec(ctx, "BEGIN IMMEDIATE"); err != nil {
+			fail(fmt.Errorf("store: begin: %w", err))
 			return
 		}
 	}
-	if err := heads.write(ctx, t); err != nil {
-		sqlTx.Rollback()
+	rollback := func(err error) {
+		if _, rerr := t.Exec(ctx, "ROLLBACK"); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("store: rollback: %w", rerr))
+		}
 		fail(err)
+	}
+	if len(batch) == 1 {
+		// Alone: no savepoint; its failure rolls the transaction back.
+		if err := safe(batch[0].fn)(t); err != nil {
+			rollback(err)
+			return
+		}
+	} else if err := b.runEach(ctx, t, batch); err != nil {
+		rollback(err)
 		return
 	}
-	if err := sqlTx.Commit(); err != nil {
-		fail(fmt.Errorf("store: commit: %w", err))
+	if err := heads.write(ctx, t); err != nil {
+		rollback(err)
 		return
 	}
-	for i, r := range batch {
-		r.done <- errs[i]
+	if _, err := t.Exec(ctx, "COMMIT"); err != nil {
+		rollback(fmt.Errorf("store: commit: %w", err))
+		return
 	}
+	for _, r := range batch {
+		if r.done != nil {
+			r.done <- nil
+		}
+	}
+}
+
+// runEach runs each transaction of a batch in a savepoint of t. A failed
+// one is rolled back to its savepoint and answered at once (its done is
+// set to nil); an error returned fails the whole batch.
+func (b *batcher) runEach(ctx context.Context, t *Tx, batch []*txReq) error {
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- err
+			r.done = nil
+			continue
+		}
+		if _, err := t.Exec(ctx, "SAVEPOINT caduceus_tx"); err != nil {
+			return fmt.Errorf("store: savepoint: %w", err)
+		}
+		before := t.heads.clone()
+		// Statements run without the caller's cancellation: interrupting a
+		// write inside a shared transaction would roll back the others too.
+		err := safe(r.fn)(&Tx{q: t.q, conn: t.conn, dialect: t.dialect, db: t.db, heads: t.heads})
+		if err != nil {
+			*t.heads = before // its appends are rolled back with it
+			if _, err := t.Exec(ctx, "ROLLBACK TO caduceus_tx"); err != nil {
+				return fmt.Errorf("store: rollback to savepoint: %w", err)
+			}
+		}
+		if _, err := t.Exec(ctx, "RELEASE caduceus_tx"); err != nil {
+			return fmt.Errorf("store: release savepoint: %w", err)
+		}
+		if err != nil {
+			r.done <- err
+			r.done = nil
+		}
+	}
+	return nil
 }
 
 // safe turns a panic in fn into an error: fn runs on the batcher's

@@ -6,75 +6,39 @@ import (
 	"sync"
 )
 
-// stmtCache keeps prepared statements of the SQLite writer connection.
+// stmtCache keeps the statements prepared on SQLite's writer connection.
 // Parsing a statement is about a fifth of a small write transaction's cost
-// in modernc's SQLite; the writer has one connection, so a statement
-// prepared once serves every transaction.
-//
-// A statement cannot be prepared on the writer while a transaction holds its
-// only connection, so a query seen inside a transaction runs unprepared that
-// time and is prepared between batches (prepareNow). Queries
-// are the package's own constants plus a bounded set of built ones; past
-// maxStmts nothing more is cached.
+// in modernc's SQLite; the batcher owns the one writer connection (pinned
+// for the store's life) and runs every write on its goroutine, so a query
+// is prepared on that connection the first time it runs and serves every
+// transaction after. Queries are the package's own constants plus a
+// bounded set of built ones; past maxStmts nothing more is cached.
 type stmtCache struct {
-	mu      sync.Mutex
-	m       map[string]*sql.Stmt
-	pending map[string]bool
-	closed  bool
+	mu     sync.Mutex
+	m      map[string]*sql.Stmt
+	closed bool
 }
 
 const maxStmts = 256
 
-func (c *stmtCache) get(query string) *sql.Stmt {
+// get returns query's statement on conn, preparing it on first use, or nil
+// when it cannot be prepared (the caller then runs it unprepared, which
+// reports the error) or the cache is full.
+func (c *stmtCache) get(ctx context.Context, conn *sql.Conn, query string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st, ok := c.m[query]; ok {
+	if st, ok := c.m[query]; ok || c.closed || len(c.m) >= maxStmts {
 		return st
 	}
-	if !c.closed && len(c.m)+len(c.pending) < maxStmts {
-		if c.pending == nil {
-			c.pending = map[string]bool{}
-		}
-		c.pending[query] = true
+	st, err := conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
 	}
-	return nil
-}
-
-// prepareNow prepares the queries seen since the last call. The batcher
-// calls it between batches, when no transaction holds the writer; it never
-// holds c.mu while preparing.
-func (c *stmtCache) prepareNow(ctx context.Context, db *sql.DB) {
-	c.mu.Lock()
-	if c.closed || len(c.pending) == 0 {
-		c.mu.Unlock()
-		return
-	}
-	queries := make([]string, 0, len(c.pending))
-	for q := range c.pending {
-		queries = append(queries, q)
-	}
-	c.mu.Unlock()
-	prepared := map[string]*sql.Stmt{}
-	for _, q := range queries {
-		if st, err := db.PrepareContext(ctx, q); err == nil {
-			prepared[q] = st
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[string]*sql.Stmt{}
 	}
-	for _, q := range queries {
-		delete(c.pending, q)
-	}
-	for q, st := range prepared {
-		if c.closed {
-			st.Close()
-			continue
-		}
-		c.m[q] = st
-	}
+	c.m[query] = st
+	return st
 }
 
 func (c *stmtCache) close() {

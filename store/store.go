@@ -164,9 +164,8 @@ func (db *DB) Close() error {
 		db.leases.stop()
 	}
 	if db.batch != nil {
-		db.batch.close()
+		db.batch.close() // closes the writer's statements and gives its connection back
 	}
-	db.stmts.close()
 	db.rstmts.close()
 	err := db.w.Close()
 	if db.r != db.w {
@@ -187,9 +186,19 @@ func (db *DB) Ping(ctx context.Context) error {
 // Dialect reports the SQL flavour.
 func (db *DB) Dialect() Dialect { return db.dialect }
 
-// Exec runs a statement on the writer.
+// Exec runs a statement on the writer: on SQLite a transaction of its own
+// through the group commit (the batcher holds the one writer connection).
 func (db *DB) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return db.w.ExecContext(ctx, db.dialect.Rebind(query), args...)
+	if db.batch == nil {
+		return db.w.ExecContext(ctx, db.dialect.Rebind(query), args...)
+	}
+	var res sql.Result
+	err := db.batch.do(ctx, func(tx *Tx) error {
+		var err error
+		res, err = tx.Exec(ctx, query, args...)
+		return err
+	})
+	return res, err
 }
 
 // Query runs a read on the reader pool.
@@ -220,10 +229,20 @@ func (db *DB) readStmt(ctx context.Context, query string) *sql.Stmt {
 
 // Tx is a transaction on the writer.
 type Tx struct {
-	tx      *sql.Tx
+	q       execer // Postgres: the *sql.Tx; SQLite: the writer connection inside BEGIN
+	conn    *sql.Conn
 	dialect Dialect
 	db      *DB
 	heads   *auditHeads // SQLite: the chain heads appended to, written at commit
+}
+
+// execer is what a transaction runs its statements on: a *sql.Tx, or on
+// SQLite the batcher's writer connection, which has begun the transaction
+// itself.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Exec runs a statement in the transaction.
@@ -231,7 +250,7 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
-	return t.tx.ExecContext(ctx, t.dialect.Rebind(query), args...)
+	return t.q.ExecContext(ctx, t.dialect.Rebind(query), args...)
 }
 
 // Query runs a read in the transaction.
@@ -239,7 +258,7 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return t.tx.QueryContext(ctx, t.dialect.Rebind(query), args...)
+	return t.q.QueryContext(ctx, t.dialect.Rebind(query), args...)
 }
 
 // QueryRow runs a single-row read in the transaction.
@@ -247,21 +266,17 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return t.tx.QueryRowContext(ctx, t.dialect.Rebind(query), args...)
+	return t.q.QueryRowContext(ctx, t.dialect.Rebind(query), args...)
 }
 
-// stmt returns the cached prepared statement for query bound to this
-// transaction, or nil where there is no cache (Postgres: pgx caches
+// stmt returns the cached prepared statement for query on SQLite's writer
+// connection, or nil where there is no cache (Postgres: pgx caches
 // statements per connection itself).
 func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
-	if t.dialect != SQLite {
+	if t.conn == nil {
 		return nil
 	}
-	st := t.db.stmts.get(query)
-	if st == nil {
-		return nil
-	}
-	return t.tx.StmtContext(ctx, st)
+	return t.db.stmts.get(ctx, t.conn, query)
 }
 
 // Dialect reports the SQL flavour.
@@ -301,15 +316,8 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	t := &Tx{tx: sqlTx, dialect: db.dialect, db: db}
-	if db.dialect == SQLite {
-		t.heads = &auditHeads{}
-	}
+	t := &Tx{q: sqlTx, dialect: db.dialect, db: db}
 	if err := safe(fn)(t); err != nil {
-		_ = sqlTx.Rollback()
-		return err
-	}
-	if err := t.heads.write(ctx, t); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
