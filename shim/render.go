@@ -135,7 +135,7 @@ func (s *Service) render(ctx context.Context, tenant contract.TenantSlot, c *com
 	var missing []string
 	var body strings.Builder
 	for _, ref := range c.p.ContextRefs {
-		e, _, err := s.ctxDocs.locate(ctx, tenant, ref)
+		e, err := s.contextEntry(ctx, tenant, ref)
 		if c.builtin && err == nil && !e.SystemBuiltin {
 			// a builtin provision reads builtin context only, never a tenant's
 			e, err = s.store.GetContext(ctx, s.cfg.BuiltinTenant, ref)

@@ -155,6 +155,7 @@ type Service struct {
 
 	rules         sync.Map // contract.TenantSlot -> *cachedRules
 	compiledCache sync.Map // compiledKey -> *compiledEntry
+	contexts      sync.Map // contextKey -> *cachedContext
 	examples      sync.Map // embedder name + "\x00" + text -> []float32
 
 	provDocs documents[Provision, *Provision]
@@ -210,7 +211,8 @@ func New(cfg Config) *Service {
 	s.ctxDocs = documents[ContextEntry, *ContextEntry]{s: s, noun: "context entry", keyField: "ref",
 		immutable: "field system_builtin: a tenant entry cannot become a builtin",
 		decode:    DecodeContextEntry,
-		list:      st.ListContext, get: st.GetContext, create: st.CreateContext, update: st.UpdateContext, remove: st.DeleteContext}
+		list:      st.ListContext, get: st.GetContext, create: st.CreateContext, update: st.UpdateContext, remove: st.DeleteContext,
+		written: s.invalidate}
 	return s
 }
 
@@ -329,4 +331,39 @@ func sameSlice(a, b []Provision) bool {
 }
 
 // invalidate drops a tenant's cached provisions after a write.
-func (s *Service) invalidate(tenant contract.TenantSlot) { s.rules.Delete(tenant) }
+func (s *Service) invalidate(tenant contract.TenantSlot) {
+	s.rules.Delete(tenant)
+	// A context entry written to one tenant can be the builtin others fall
+	// back to; writes are rare, so every cached entry goes.
+	s.contexts.Clear()
+}
+
+type contextKey struct {
+	tenant contract.TenantSlot
+	ref    string
+}
+
+type cachedContext struct {
+	at    time.Time
+	entry ContextEntry
+	err   error // nil or not found
+}
+
+// contextEntry is the context entry ref as tenant sees it (its own, else
+// the builtin), for rendering: reused for RulesTTL like the provisions that
+// name it, and dropped at once by a write through this Service.
+func (s *Service) contextEntry(ctx context.Context, tenant contract.TenantSlot, ref string) (ContextEntry, error) {
+	now := s.now()
+	k := contextKey{tenant, ref}
+	if v, ok := s.contexts.Load(k); ok {
+		c := v.(*cachedContext)
+		if now.Sub(c.at) < s.cfg.RulesTTL && !now.Before(c.at) {
+			return c.entry, c.err
+		}
+	}
+	e, _, err := s.ctxDocs.locate(ctx, tenant, ref)
+	if err == nil || isNotFound(err) {
+		s.contexts.Store(k, &cachedContext{at: now, entry: e, err: err})
+	}
+	return e, err
+}
