@@ -110,6 +110,44 @@ func withIncludeUsage(body []byte) []byte {
 	return splice(body, i+1, i+1, []byte(`"stream_options":{"include_usage":true}`+sep))
 }
 
+// withoutNullUsage drops a chat completions chunk's "usage": null member,
+// which an upstream asked for include_usage writes into every chunk and a
+// client that did not ask never sees from the provider; every other byte is
+// kept. ok is false when the chunk has no such member (data returned as is).
+func withoutNullUsage(data []byte) (out []byte, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return data, false
+	}
+	open := int(dec.InputOffset()) // just after '{'
+	prevEnd := open
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return data, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return data, false
+		}
+		end := int(dec.InputOffset())
+		if k, _ := t.(string); k != "usage" || string(raw) != "null" {
+			prevEnd = end
+			continue
+		}
+		if prevEnd != open { // not the first member: drop from the comma before it
+			return splice(data, prevEnd, end, nil), true
+		}
+		// The first member: drop through the comma after it, if any.
+		rest := bytes.TrimLeft(data[end:], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ',' {
+			rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		}
+		return splice(data, open, len(data)-len(rest), nil), true
+	}
+	return data, false
+}
+
 // rawUsage is the usage object of the three protocols.
 type rawUsage struct {
 	PromptTokens        int64 `json:"prompt_tokens"`

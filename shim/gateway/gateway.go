@@ -623,6 +623,11 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		if mt.observe(ev.Data) && strip {
 			continue // the usage chunk the client did not ask for
 		}
+		if strip && ev.Name == "" && ev.ID == "" && bytes.Contains(ev.Data, []byte(`"usage"`)) {
+			if data, ok := withoutNullUsage(ev.Data); ok {
+				ev.Raw = wire.Event("", data)
+			}
+		}
 		if w.Hash != nil {
 			w.Hash.Write(ev.Raw)
 		}

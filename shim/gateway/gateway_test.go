@@ -191,12 +191,16 @@ func TestStreamUsageAskedUpstreamAndStrippedForTheClient(t *testing.T) {
 	if strings.Contains(rec.Body.String(), "prompt_tokens") || !strings.Contains(rec.Body.String(), "[DONE]") {
 		t.Fatalf("client stream:\n%s", rec.Body)
 	}
+	// Nor the "usage": null the provider writes in every chunk only when asked.
+	if want := "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"; !strings.Contains(rec.Body.String(), want) {
+		t.Fatalf("client stream keeps the null usage:\n%s", rec.Body)
+	}
 	if res.Settled != chatAnswerCost {
 		t.Fatalf("settled %d, want %d", res.Settled, chatAnswerCost)
 	}
 	// A client that asked for usage gets it.
 	body = `{"model":"gpt-4.1","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}`
-	if _, rec = r.forward(t, caller("pa/gpt-4.1"), body); !strings.Contains(rec.Body.String(), "prompt_tokens") {
+	if _, rec = r.forward(t, caller("pa/gpt-4.1"), body); !strings.Contains(rec.Body.String(), "prompt_tokens") || !strings.Contains(rec.Body.String(), `"usage":null`) {
 		t.Fatalf("the usage chunk the client asked for is missing:\n%s", rec.Body)
 	}
 }
