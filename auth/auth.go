@@ -50,6 +50,11 @@ type Store interface {
 	// RevokeKey marks a key revoked; not_found if there is none, conflict if
 	// it was already revoked.
 	RevokeKey(ctx context.Context, id string) error
+	// TenantGrants returns the grants every key of tenant holds, sorted.
+	TenantGrants(ctx context.Context, tenant contract.TenantSlot) ([]string, error)
+	// SetTenantGrants replaces the grants every key of tenant holds with
+	// grants, already checked, and tells every watcher (WatchKeys).
+	SetTenantGrants(ctx context.Context, tenant contract.TenantSlot, grants []string) error
 }
 
 // ReservedTenant holds system-wide rows (the shim's builtin provisions);
@@ -62,7 +67,7 @@ type Spec struct {
 	Scopes     []contract.Scope
 	Harness    string
 	RunContext contract.RunContext
-	// Grants: exact provider/model pairs (upstream.ParseGrants).
+	// Grants: exact provider/model pairs (checkGrants).
 	Grants []string
 }
 
@@ -105,13 +110,34 @@ func NewService(store Store, now func() time.Time, cacheTTL time.Duration) *Serv
 	return &Service{store: store, now: now, cacheTTL: cacheTTL, cache: map[string]cached{}}
 }
 
+// CheckTenant checks a tenant keys may be issued or grants set for: a slot
+// (slot-N), not ReservedTenant. It returns an invalid Error on field tenant.
+func CheckTenant(t contract.TenantSlot) error {
+	if !contract.ValidTenantSlot(string(t)) {
+		return contract.FieldError("tenant", "bad_tenant", "tenant %q must look like slot-N (1 to 3 digits)", t)
+	}
+	if t == ReservedTenant {
+		return contract.FieldError("tenant", "reserved_tenant", "tenant %s holds the builtin rules; no key is issued for it", t)
+	}
+	return nil
+}
+
+// checkGrants checks grants as a key or a tenant holds them
+// (upstream.CheckGrants: exact provider/model pairs, no wildcards, no
+// contributor-tier models) and returns them sorted and without duplicates.
+// A bad one is an invalid Error on field, bad_grant, naming it.
+func checkGrants(field string, grants []string) ([]string, error) {
+	out, err := upstream.CheckGrants(grants)
+	if err != nil {
+		return nil, contract.FieldError(field, "bad_grant", "%s", strings.TrimPrefix(err.Error(), "upstream: "))
+	}
+	return out, nil
+}
+
 // Validate checks a spec. It returns an invalid Error naming the bad field.
 func (s Spec) Validate() error {
-	if !contract.ValidTenantSlot(string(s.Tenant)) {
-		return contract.FieldError("tenant", "bad_tenant", "tenant %q must look like slot-N (1 to 3 digits)", s.Tenant)
-	}
-	if s.Tenant == ReservedTenant {
-		return contract.FieldError("tenant", "reserved_tenant", "tenant %s holds the builtin rules; no key is issued for it", s.Tenant)
+	if err := CheckTenant(s.Tenant); err != nil {
+		return err
 	}
 	if len(s.Scopes) == 0 {
 		return contract.FieldError("scopes", "bad_scopes", "a key needs at least one scope (route, configure, operate, admin)")
@@ -129,12 +155,8 @@ func (s Spec) Validate() error {
 	if len(s.Harness) > 64 || strings.ContainsAny(s.Harness, " \t\r\n,") {
 		return contract.FieldError("harness", "bad_harness", "harness %q must be at most 64 characters without spaces or commas", s.Harness)
 	}
-	for _, g := range s.Grants {
-		if err := upstream.CheckGrant(g); err != nil {
-			return contract.FieldError("models", "bad_grant", "%s", strings.TrimPrefix(err.Error(), "upstream: "))
-		}
-	}
-	return nil
+	_, err := checkGrants("models", s.Grants)
+	return err
 }
 
 var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -158,9 +180,7 @@ func (s *Service) Create(ctx context.Context, spec Spec) (token string, key Key,
 	scopes := slices.Clone(spec.Scopes)
 	slices.Sort(scopes)
 	scopes = slices.Compact(scopes)
-	grants := slices.Clone(spec.Grants)
-	slices.Sort(grants)
-	grants = slices.Compact(grants)
+	grants, _ := checkGrants("models", spec.Grants) // checked by Validate
 	key = Key{ID: id, Tenant: spec.Tenant, Scopes: scopes, Harness: spec.Harness, RunContext: spec.RunContext,
 		Grants: grants, SecretHash: hashSecret(sec), CreatedAt: s.now().UTC()}
 	if err := s.store.CreateKey(ctx, key); err != nil {
@@ -297,6 +317,37 @@ func (s *Service) Revoke(ctx context.Context, id string) error {
 	delete(s.cache, id)
 	s.mu.Unlock()
 	return nil
+}
+
+// TenantGrants returns the provider/model grants every key of tenant holds
+// besides its own, sorted. A tenant that is not a slot is an invalid Error
+// (CheckTenant).
+func (s *Service) TenantGrants(ctx context.Context, tenant contract.TenantSlot) ([]string, error) {
+	if err := CheckTenant(tenant); err != nil {
+		return nil, err
+	}
+	return s.store.TenantGrants(ctx, tenant)
+}
+
+// SetTenantGrants replaces the grants every key of tenant holds besides its
+// own (none: the tenant's keys keep only their own) and returns them as
+// held: sorted, without duplicates. Grants are checked like a key's; a bad
+// tenant or grant is an invalid Error naming it (fields tenant, grants) and
+// changes nothing. The change takes effect in this process at once, in
+// others when Watch hears of it.
+func (s *Service) SetTenantGrants(ctx context.Context, tenant contract.TenantSlot, grants []string) ([]string, error) {
+	if err := CheckTenant(tenant); err != nil {
+		return nil, err
+	}
+	grants, err := checkGrants("grants", grants)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.SetTenantGrants(ctx, tenant, grants); err != nil {
+		return nil, err
+	}
+	s.Invalidate()
+	return grants, nil
 }
 
 // List returns every key.

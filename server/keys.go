@@ -107,6 +107,79 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c *Call) erro
 	return contract.NotFoundf("key_not_found", "no key %s", id)
 }
 
+// tenantGrants is the body of the tenant grant routes.
+type tenantGrants struct {
+	Tenant contract.TenantSlot `json:"tenant"`
+	// Grants are exact provider/model pairs every key of the tenant holds
+	// besides its own.
+	Grants []string `json:"grants"`
+}
+
+// grantsTenant is the tenant of a grant route's path: a slot, and the
+// caller's own. Like createKey, an admin of one tenant cannot set or read
+// another's grants (the CLI, working on the data directory, can).
+func grantsTenant(r *http.Request, c *Call) (contract.TenantSlot, error) {
+	tenant := contract.TenantSlot(r.PathValue("tenant"))
+	c.Resource = "tenant/" + clip(string(tenant), 100) + "/grants"
+	if err := auth.CheckTenant(tenant); err != nil {
+		return "", err
+	}
+	if tenant != c.Caller.Identity.TenantSlot {
+		return "", contract.Denyf("cross_tenant", "an admin key of %s cannot manage the grants of %s", c.Caller.Identity.TenantSlot, tenant)
+	}
+	return tenant, nil
+}
+
+func (s *Server) getTenantGrants(w http.ResponseWriter, r *http.Request, c *Call) error {
+	tenant, err := grantsTenant(r, c)
+	if err != nil {
+		return err
+	}
+	grants, err := s.cfg.Auth.TenantGrants(r.Context(), tenant)
+	return answerOK(w, tenantGrants{Tenant: tenant, Grants: nonNil(grants)}, err)
+}
+
+// putTenantGrants replaces the tenant's grants with the body's
+// {"grants":[...]} ([] clears them), checked like a key's and answered as
+// held: sorted, without duplicates. The audit record's payload is the new
+// set.
+func (s *Server) putTenantGrants(w http.ResponseWriter, r *http.Request, c *Call) error {
+	tenant, err := grantsTenant(r, c)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Grants *[]string `json:"grants"`
+	}
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return contract.Invalidf("bad_json", "the body is not a grant request ({\"grants\":[\"openai/gpt-4.1\"]}): %v", err)
+	}
+	if req.Grants == nil {
+		return contract.FieldError("grants", "missing_grants", "the body needs \"grants\": a list of provider/model pairs ([] clears them)")
+	}
+	grants, err := s.cfg.Auth.SetTenantGrants(r.Context(), tenant, *req.Grants)
+	if err != nil {
+		return err
+	}
+	out := tenantGrants{Tenant: tenant, Grants: nonNil(grants)}
+	c.Payload = out
+	return answerOK(w, out, nil)
+}
+
+// nonNil answers an empty list as [] rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 func (s *Server) auditTail(w http.ResponseWriter, r *http.Request, c *Call) error {
 	limit, err := queryLimit(r, 50, 1000)
 	if err != nil {

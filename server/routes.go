@@ -22,6 +22,8 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/admin/keys", s.wrap("keys.create", contract.ScopeAdmin, s.createKey))
 	s.mux.Handle("GET /v1/admin/keys", s.wrap("keys.list", contract.ScopeAdmin, s.listKeys))
 	s.mux.Handle("DELETE /v1/admin/keys/{id}", s.wrap("keys.revoke", contract.ScopeAdmin, s.revokeKey))
+	s.mux.Handle("GET /v1/admin/tenants/{tenant}/grants", s.wrap("keys.get_grants", contract.ScopeAdmin, s.getTenantGrants))
+	s.mux.Handle("PUT /v1/admin/tenants/{tenant}/grants", s.wrap("keys.set_grants", contract.ScopeAdmin, s.putTenantGrants))
 	s.mux.Handle("GET /v1/audit", s.wrap("audit.read", contract.ScopeAdmin, s.auditTail))
 	s.mux.Handle("GET /v1/audit/checkpoint", s.wrap("audit.checkpoint", contract.ScopeAdmin, s.auditCheckpoint))
 

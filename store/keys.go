@@ -91,15 +91,16 @@ func (k *Keys) grants(ctx context.Context, tenant contract.TenantSlot, keyID str
 		`SELECT DISTINCT model FROM api_key_grants WHERE tenant = ? AND key_id IN ('', ?) ORDER BY model`, string(tenant), keyID))
 }
 
-// TenantGrants returns the grants every key of tenant holds.
+// TenantGrants implements auth.Store: the grants every key of tenant holds.
 func (k *Keys) TenantGrants(ctx context.Context, tenant contract.TenantSlot) ([]string, error) {
 	return k.grants(ctx, tenant, "")
 }
 
-// SetTenantGrants replaces the grants every key of tenant holds. Like a
-// revocation it bumps the key change counter (and notifies on Postgres), so
-// every process re-reads the keys it cached. The grants must be checked
-// (upstream.ParseGrants) by the caller.
+// SetTenantGrants implements auth.Store: it replaces the grants every key
+// of tenant holds. Like a revocation it bumps the key change counter (and
+// notifies on Postgres), so every process re-reads the keys it cached. The
+// grants must be checked
+// (upstream.CheckGrants) by the caller; auth.Service.SetTenantGrants does.
 func (k *Keys) SetTenantGrants(ctx context.Context, tenant contract.TenantSlot, grants []string) error {
 	return k.db.InTx(ctx, func(tx *Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM api_key_grants WHERE tenant = ? AND key_id = ''`, string(tenant)); err != nil {

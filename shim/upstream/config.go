@@ -134,17 +134,24 @@ func SplitIdentity(s string) (provider, model string, err error) {
 // ("openai/gpt-4.1,anthropic/claude-sonnet-4-5"), sorted and without
 // duplicates. Contributor-tier models are refused.
 func ParseGrants(s string) ([]string, error) {
-	var out []string
+	var parts []string
 	for part := range strings.SplitSeq(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
+		if part = strings.TrimSpace(part); part != "" {
+			parts = append(parts, part)
 		}
-		if err := CheckGrant(part); err != nil {
+	}
+	return CheckGrants(parts)
+}
+
+// CheckGrants checks every grant (CheckGrant) and returns them as they are
+// held: sorted and without duplicates. The first bad one is the error.
+func CheckGrants(grants []string) ([]string, error) {
+	for _, g := range grants {
+		if err := CheckGrant(g); err != nil {
 			return nil, err
 		}
-		out = append(out, part)
 	}
+	out := slices.Clone(grants)
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
