@@ -92,12 +92,14 @@ type auditHead struct {
 	row  bool
 }
 
-// auditHeads are the chains a SQLite transaction appended to, with their
-// new heads. The head rows are written once, when the transaction is about
-// to commit, instead of once per record: the appends of a group commit
-// read and write a tenant's head row once. SQLite's write lock, held from
-// BEGIN, keeps the cached heads exact; Postgres transactions have none
-// (nil) and lock the row on each append.
+// auditHeads are the chains a group commit's transaction appended to, with
+// their new heads. The head rows are written once, when the transaction is
+// about to commit, instead of once per record: the appends of a batch read
+// and write a tenant's head row once. The cached heads stay exact because
+// nothing else can append meanwhile: on SQLite the transaction holds the
+// write lock from BEGIN, on Postgres the first append of a tenant locks its
+// head row (lockAuditHead) until the commit. Transactions outside a group
+// commit have none (nil) and write the head on each append.
 type auditHeads map[string]auditHead
 
 func (h *auditHeads) get(tenant string) (auditHead, bool) {

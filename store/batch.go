@@ -98,6 +98,10 @@ func (b *batcher) loop() {
 }
 
 func (b *batcher) run(batch []*txReq) {
+	if b.db.dialect == Postgres {
+		b.runPostgres(batch)
+		return
+	}
 	ctx := context.Background()
 	fail := func(err error) {
 		for _, r := range batch {
@@ -115,7 +119,7 @@ func (b *batcher) run(batch []*txReq) {
 		b.conn = conn
 	}
 	heads := auditHeads{}
-	t := &Tx{q: b.conn, conn: b.conn, dialect: b.db.dialect, db: b.db, heads: &heads}
+	t := &Tx{q: b.conn, conn: b.conn, dialect: b.db.dialect, db: b.db, heads: &heads, shared: true}
 	if _, err := t.Exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 		// A transaction a failed COMMIT and ROLLBACK left open would
 		// refuse every BEGIN after it: end it and begin once more.
@@ -156,6 +160,53 @@ func (b *batcher) run(batch []*txReq) {
 	}
 }
 
+// runPostgres is the group commit on Postgres, where every commit waits for
+// a WAL flush and each tenant's audit head row is locked until it ends: the
+// transactions of a batch share one transaction, one head update per
+// tenant and one flush. A transaction alone runs as InTx does, retried on
+// a serialization failure or deadlock.
+func (b *batcher) runPostgres(batch []*txReq) {
+	if len(batch) == 1 {
+		r := batch[0]
+		r.done <- b.db.inTxRetried(context.WithoutCancel(r.ctx), r.fn)
+		return
+	}
+	ctx := context.Background()
+	fail := func(err error) {
+		for _, r := range batch {
+			if r.done != nil {
+				r.done <- err
+			}
+		}
+	}
+	sqlTx, err := b.db.w.BeginTx(ctx, nil)
+	if err != nil {
+		fail(fmt.Errorf("store: begin: %w", err))
+		return
+	}
+	heads := auditHeads{}
+	t := &Tx{q: sqlTx, dialect: Postgres, db: b.db, heads: &heads, shared: true}
+	if err := b.runEach(ctx, t, batch); err != nil {
+		sqlTx.Rollback()
+		fail(err)
+		return
+	}
+	if err := heads.write(ctx, t); err != nil {
+		sqlTx.Rollback()
+		fail(err)
+		return
+	}
+	if err := sqlTx.Commit(); err != nil {
+		fail(fmt.Errorf("store: commit: %w", err))
+		return
+	}
+	for _, r := range batch {
+		if r.done != nil {
+			r.done <- nil
+		}
+	}
+}
+
 // runEach runs each transaction of a batch in a savepoint of t. A failed
 // one is rolled back to its savepoint and answered at once (its done is
 // set to nil); an error returned fails the whole batch.
@@ -170,13 +221,22 @@ func (b *batcher) runEach(ctx context.Context, t *Tx, batch []*txReq) error {
 			return fmt.Errorf("store: savepoint: %w", err)
 		}
 		before := t.heads.clone()
-		// Statements run without the caller's cancellation: interrupting a
-		// write inside a shared transaction would roll back the others too.
-		err := safe(r.fn)(&Tx{q: t.q, conn: t.conn, dialect: t.dialect, db: t.db, heads: t.heads})
-		if err != nil {
-			*t.heads = before // its appends are rolled back with it
-			if _, err := t.Exec(ctx, "ROLLBACK TO caduceus_tx"); err != nil {
-				return fmt.Errorf("store: rollback to savepoint: %w", err)
+		// Statements run without the caller's cancellation (Tx.shared):
+		// interrupting a write inside a shared transaction would roll back
+		// the others too. On Postgres a serialization failure or deadlock
+		// is retried in the savepoint, up to three times, as InTx does.
+		var err error
+		for attempt := 0; ; attempt++ {
+			err = safe(r.fn)(&Tx{q: t.q, conn: t.conn, dialect: t.dialect, db: t.db, heads: t.heads, shared: true})
+			if err == nil {
+				break
+			}
+			*t.heads = before.clone() // its appends are rolled back with it
+			if _, rerr := t.Exec(ctx, "ROLLBACK TO caduceus_tx"); rerr != nil {
+				return fmt.Errorf("store: rollback to savepoint: %w", rerr)
+			}
+			if !retryable(err) || attempt == 3 {
+				break
 			}
 		}
 		if _, err := t.Exec(ctx, "RELEASE caduceus_tx"); err != nil {

@@ -155,7 +155,9 @@ func openPostgres(dsn string) (*DB, error) {
 	}
 	p.SetMaxOpenConns(16)
 	p.SetMaxIdleConns(16)
-	return &DB{w: p, r: p, dialect: Postgres, Now: time.Now, dsn: dsn}, nil
+	db := &DB{w: p, r: p, dialect: Postgres, Now: time.Now, dsn: dsn}
+	db.batch = newBatcher(db)
+	return db, nil
 }
 
 // Close closes the pools.
@@ -189,7 +191,7 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 // Exec runs a statement on the writer: on SQLite a transaction of its own
 // through the group commit (the batcher holds the one writer connection).
 func (db *DB) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if db.batch == nil {
+	if db.dialect != SQLite {
 		return db.w.ExecContext(ctx, db.dialect.Rebind(query), args...)
 	}
 	var res sql.Result
@@ -233,7 +235,8 @@ type Tx struct {
 	conn    *sql.Conn
 	dialect Dialect
 	db      *DB
-	heads   *auditHeads // SQLite: the chain heads appended to, written at commit
+	heads   *auditHeads // the chain heads appended to, written at commit (nil: each append writes its own)
+	shared  bool        // a group commit's transaction (see stmtContext)
 }
 
 // execer is what a transaction runs its statements on: a *sql.Tx, or on
@@ -247,6 +250,7 @@ type execer interface {
 
 // Exec runs a statement in the transaction.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = t.stmtContext(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -255,6 +259,7 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 
 // Query runs a read in the transaction.
 func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = t.stmtContext(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -263,10 +268,21 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 
 // QueryRow runs a single-row read in the transaction.
 func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = t.stmtContext(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return t.q.QueryRowContext(ctx, t.dialect.Rebind(query), args...)
+}
+
+// stmtContext is the context a statement runs with: in a transaction the
+// group commit shares, never the caller's cancellation, which would
+// interrupt (on Postgres, close the connection of) everyone's transaction.
+func (t *Tx) stmtContext(ctx context.Context) context.Context {
+	if t.shared {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // stmt returns the cached prepared statement for query on SQLite's writer
@@ -301,6 +317,12 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 	if db.batch != nil {
 		return db.batch.do(ctx, fn)
 	}
+	return db.inTxRetried(ctx, fn)
+}
+
+// inTxRetried is inTx, retried up to three times on a Postgres
+// serialization failure or deadlock.
+func (db *DB) inTxRetried(ctx context.Context, fn func(*Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
 		err = db.inTx(ctx, fn)
