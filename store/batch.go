@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// batcher is SQLite's group commit. SQLite has one writer at a time and most
+// batcher is the store's group commit (on Postgres, see runPostgres). SQLite has one writer at a time and most
 // of a small transaction's cost is its commit (one pwrite per dirty page into
 // the WAL), so transactions that arrive while another is running are run
 // together: each in a SAVEPOINT of one shared transaction, committed once.

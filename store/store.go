@@ -56,7 +56,7 @@ type DB struct {
 	dialect Dialect
 	stmts   stmtCache // SQLite writer statements, prepared once
 	rstmts  readStmts // SQLite reader statements, prepared once
-	batch   *batcher  // SQLite group commit
+	batch   *batcher  // group commit
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
 	dsn string // Postgres: for connections of its own (LISTEN)
@@ -304,10 +304,10 @@ func (t *Tx) DB() *DB { return t.db }
 
 // InTx runs fn in a transaction and commits it if fn returns nil.
 //
-// On SQLite, transactions take the write lock at BEGIN (immediate), so they
-// cannot deadlock upgrading, and transactions that arrive together share one
-// commit (group commit, see batcher): each runs in its own savepoint, so one
-// failing rolls back only itself. On Postgres a serialization failure or
+// Transactions that arrive together share one commit (group commit, see
+// batcher): each runs in its own savepoint, so one failing rolls back only
+// itself. On SQLite, transactions take the write lock at BEGIN (immediate),
+// so they cannot deadlock upgrading. On Postgres a serialization failure or
 // deadlock is retried up to three times. fn may run more than once and must
 // not keep side effects outside the transaction. Once fn has started, the
 // caller's cancellation no longer interrupts it: the answer always says
