@@ -9,10 +9,10 @@ import (
 	"sync"
 )
 
-// batcher is the store's group commit (on Postgres, see runPostgres). SQLite has one writer at a time and most
-// of a small transaction's cost is its commit (one pwrite per dirty page into
-// the WAL), so transactions that arrive while another is running are run
-// together: each in a SAVEPOINT of one shared transaction, committed once.
+// batcher is the store's group commit (on Postgres, see runPostgres).
+// SQLite has one writer at a time and most of a small transaction's cost is
+// its commit (one pwrite per dirty page into the WAL), so transactions that
+// arrive while another is running are run together: each in a SAVEPOINT of one shared transaction, committed once.
 // A transaction that fails rolls back to its savepoint and leaves the others
 // alone; a failed commit fails every transaction of the batch. Nobody is
 // answered before the commit that holds their change, so an acknowledged
