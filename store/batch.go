@@ -12,18 +12,19 @@ import (
 // batcher is the store's group commit (on Postgres, see runPostgres).
 // SQLite has one writer at a time and most of a small transaction's cost is
 // its commit (one pwrite per dirty page into the WAL), so transactions that
-// arrive while another is running are run together: each in a SAVEPOINT of one shared transaction, committed once.
-// A transaction that fails rolls back to its savepoint and leaves the others
-// alone; a failed commit fails every transaction of the batch. Nobody is
-// answered before the commit that holds their change, so an acknowledged
-// write is durable exactly as with one transaction per call.
+// arrive while another is running are run together: each in a SAVEPOINT of
+// one shared transaction, committed once. A transaction that fails rolls
+// back to its savepoint and leaves the others alone; a failed commit fails
+// every transaction of the batch. Nobody is answered before the commit that
+// holds their change, so an acknowledged write is durable exactly as with
+// one transaction per call.
 //
-// The batcher pins the writer connection on its first transaction and runs
-// every write on its own goroutine. It begins and ends transactions itself
-// (BEGIN IMMEDIATE, COMMIT, ROLLBACK, savepoints) with statements prepared
-// once on that connection, as are the transactions' own (stmtCache):
-// database/sql's BeginTx parsed its BEGIN anew each time, and a statement
-// prepared on the pool had to be re-bound to each transaction.
+// On SQLite the batcher pins the writer connection on its first
+// transaction and runs every write on its own goroutine. It begins and ends
+// transactions itself (BEGIN IMMEDIATE, COMMIT, ROLLBACK, savepoints) with
+// statements prepared once on that connection, as are the transactions' own
+// (stmtCache): database/sql's BeginTx parsed its BEGIN anew each time, and a
+// statement prepared on the pool had to be re-bound to each transaction.
 type batcher struct {
 	db   *DB
 	conn *sql.Conn // the writer connection, pinned on the first batch
