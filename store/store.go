@@ -55,7 +55,7 @@ type DB struct {
 	w, r    *sql.DB
 	dialect Dialect
 	stmts   stmtCache // SQLite writer statements, prepared once
-	rstmts  readStmts // SQLite reader statements, prepared once
+	rstmts  stmtCache // SQLite reader statements, prepared once
 	batch   *batcher  // group commit
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
@@ -226,7 +226,7 @@ func (db *DB) readStmt(ctx context.Context, query string) *sql.Stmt {
 	if db.dialect != SQLite {
 		return nil
 	}
-	return db.rstmts.get(ctx, db.r, query)
+	return db.rstmts.get(ctx, query, db.r.PrepareContext)
 }
 
 // Tx is a transaction on the writer.
@@ -292,7 +292,7 @@ func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
 	if t.conn == nil {
 		return nil
 	}
-	return t.db.stmts.get(ctx, t.conn, query)
+	return t.db.stmts.get(ctx, query, t.conn.PrepareContext)
 }
 
 // Dialect reports the SQL flavour.
