@@ -54,9 +54,10 @@ func (d Dialect) String() string {
 type DB struct {
 	w, r    *sql.DB
 	dialect Dialect
-	stmts   stmtCache // SQLite writer statements, prepared once
-	rstmts  stmtCache // SQLite reader statements, prepared once
-	batch   *batcher  // group commit
+	stmts   stmtCache     // SQLite writer statements, prepared once
+	rstmts  stmtCache     // SQLite reader statements, prepared once
+	batch   *batcher      // group commit
+	ckpt    *checkpointer // SQLite: the write-ahead log's checkpoints
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
 	dsn string // Postgres: for connections of its own (LISTEN)
@@ -123,7 +124,8 @@ func openSQLite(path string) (*DB, error) {
 		}
 	}
 	base := "file:" + path + "?_busy_timeout=10000&_foreign_keys=1&_synchronous=NORMAL&_journal_mode=WAL"
-	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	// The writer never checkpoints inside a commit: see CheckpointEvery.
+	w, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)")
 	if err != nil {
 		return nil, fmt.Errorf("store: open sqlite: %w", err)
 	}
@@ -145,6 +147,7 @@ func openSQLite(path string) (*DB, error) {
 	r.SetMaxIdleConns(4)
 	db := &DB{w: w, r: r, dialect: SQLite, Now: time.Now}
 	db.batch = newBatcher(db)
+	db.startCheckpoints()
 	return db, nil
 }
 
@@ -167,6 +170,9 @@ func (db *DB) Close() error {
 	}
 	if db.batch != nil {
 		db.batch.close() // closes the writer's statements and gives its connection back
+	}
+	if db.ckpt != nil {
+		db.ckpt.close()
 	}
 	db.rstmts.close()
 	err := db.w.Close()
