@@ -34,9 +34,10 @@ type batcher struct {
 }
 
 type txReq struct {
-	ctx  context.Context
-	fn   func(*Tx) error
-	done chan error
+	ctx      context.Context
+	fn       func(*Tx) error
+	done     chan error
+	answered bool // the batcher has sent on done (its goroutine's field)
 }
 
 // maxBatch bounds how many transactions share one commit.
@@ -95,6 +96,11 @@ func (b *batcher) loop() {
 			}
 		}
 		b.run(batch)
+		if c := b.db.ckpt; c != nil && b.conn != nil && c.restart.Swap(false) {
+			// See restartFrames. A failure leaves the log to grow until
+			// the next request.
+			b.conn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(RESTART)")
+		}
 	}
 }
 
@@ -106,7 +112,7 @@ func (b *batcher) run(batch []*txReq) {
 	ctx := context.Background()
 	fail := func(err error) {
 		for _, r := range batch {
-			if r.done != nil { // nil: already answered (see runEach)
+			if !r.answered { // see runEach
 				r.done <- err
 			}
 		}
@@ -155,7 +161,7 @@ func (b *batcher) run(batch []*txReq) {
 		return
 	}
 	for _, r := range batch {
-		if r.done != nil {
+		if !r.answered {
 			r.done <- nil
 		}
 	}
@@ -175,7 +181,7 @@ func (b *batcher) runPostgres(batch []*txReq) {
 	ctx := context.Background()
 	fail := func(err error) {
 		for _, r := range batch {
-			if r.done != nil {
+			if !r.answered {
 				r.done <- err
 			}
 		}
@@ -202,20 +208,20 @@ func (b *batcher) runPostgres(batch []*txReq) {
 		return
 	}
 	for _, r := range batch {
-		if r.done != nil {
+		if !r.answered {
 			r.done <- nil
 		}
 	}
 }
 
 // runEach runs each transaction of a batch in a savepoint of t. A failed
-// one is rolled back to its savepoint and answered at once (its done is
-// set to nil); an error returned fails the whole batch.
+// one is rolled back to its savepoint and answered at once (answered); an
+// error returned fails the whole batch.
 func (b *batcher) runEach(ctx context.Context, t *Tx, batch []*txReq) error {
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.done <- err
-			r.done = nil
+			r.answered = true
 			continue
 		}
 		if _, err := t.Exec(ctx, "SAVEPOINT caduceus_tx"); err != nil {
@@ -245,7 +251,7 @@ func (b *batcher) runEach(ctx context.Context, t *Tx, batch []*txReq) error {
 		}
 		if err != nil {
 			r.done <- err
-			r.done = nil
+			r.answered = true
 		}
 	}
 	return nil

@@ -21,13 +21,14 @@ const CheckpointEvery = 100 * time.Millisecond
 
 // checkpointer runs the background checkpoints of one SQLite store.
 type checkpointer struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
-	runs atomic.Int64 // checkpoints that ran without an error
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	restart atomic.Bool // the log is long: the batcher starts it over
 }
 
 func (db *DB) startCheckpoints() {
 	c := &checkpointer{stop: make(chan struct{})}
+	db.ckpt = c
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -39,32 +40,33 @@ func (db *DB) startCheckpoints() {
 				return
 			case <-t.C:
 				db.checkpoint(context.Background())
-				c.runs.Add(1)
 			}
 		}
 	}()
-	db.ckpt = c
 }
 
 // restartFrames is the log's length (in pages, 16 MiB of 4 KiB pages) past
-// which a checkpoint also has SQLite start the log over. Under a steady
-// stream of commits a PASSIVE checkpoint never finds the log all copied
-// when a transaction begins, so the log would only grow; RESTART waits for
-// a moment between transactions (busy_timeout bounds the wait), copies the
-// little a PASSIVE one left and lets the next transaction write the log from
-// its start. It briefly holds up the writer, once per restartFrames pages,
-// where the writer's own checkpoints held up a commit every 1,000.
+// which SQLite is made to start the log over. Under a steady stream of
+// commits a PASSIVE checkpoint never finds the log all copied when a
+// transaction begins, so the log would only grow. Past restartFrames the
+// batcher itself, between two batches (when it holds no transaction and so
+// cannot be in its own way), runs a RESTART checkpoint: it copies the little
+// the PASSIVE ones left, waits for readers to leave the log, and lets the
+// next transaction write the log from its start. That holds up the writer
+// once per restartFrames pages, where its own checkpoints held up a commit
+// every 1,000.
 const restartFrames = 4096
 
 // checkpoint copies the log into the database file without waiting for
-// anyone, and starts the log over once it is restartFrames long.
+// anyone, and asks the batcher to start the log over once it is
+// restartFrames long.
 func (db *DB) checkpoint(ctx context.Context) {
 	var busy, log, done int64
 	if err := db.r.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done); err != nil {
 		return
 	}
 	if log >= restartFrames {
-		db.r.ExecContext(ctx, "PRAGMA wal_checkpoint(RESTART)")
+		db.ckpt.restart.Store(true)
 	}
 }
 

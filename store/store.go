@@ -146,8 +146,8 @@ func openSQLite(path string) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	db := &DB{w: w, r: r, dialect: SQLite, Now: time.Now}
+	db.startCheckpoints() // before the batcher, which reads db.ckpt
 	db.batch = newBatcher(db)
-	db.startCheckpoints()
 	return db, nil
 }
 
