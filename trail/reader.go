@@ -180,21 +180,10 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 	if err != nil {
 		return verdict{}, err
 	}
-	var anchor *audit.End
 	v := verdict{from: 1, to: -1}
-	if r.opt.Checkpoint != nil {
-		cp, err := r.opt.Checkpoint(ctx)
-		if err != nil {
-			return verdict{}, fmt.Errorf("trail: checkpoint: %w", err)
-		}
-		if cp != nil {
-			for _, h := range cp.Heads {
-				if h.Tenant == tenant {
-					anchor = &h
-					v.checkpoint = cp.Name()
-				}
-			}
-		}
+	anchor, err := r.anchor(ctx, tenant, &v)
+	if err != nil {
+		return verdict{}, err
 	}
 	prev, next := audit.Genesis, int64(1)
 	// Where the pass up to the anchor found the chain to end, when it ends
@@ -202,47 +191,93 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 	lastSeen, lastSeenHash := int64(-1), ""
 	if anchor != nil {
 		if first <= anchor.Seq {
-			// Up to the anchor: a record verifies when every link from it
-			// to the checkpoint's record holds and that record has the
-			// hash the checkpoint signed. One pass in chain order keeps
-			// the highest seq where that fails: it and every earlier
-			// record are unverified.
-			var bad int64
-			fail := func(seq int64, reason string) { bad, v.reason = seq, reason }
-			prevHash, want := "", first
-			if err := r.src.ScanRange(ctx, tenant, first, anchor.Seq, func(row audit.Row) error {
-				if row.Seq != want {
-					fail(row.Seq-1, fmt.Sprintf("records from seq %d to %d are missing", want, row.Seq-1))
-				} else if want > first && row.PrevHash != prevHash {
-					fail(row.Seq-1, fmt.Sprintf("record %s at seq %d: its prev_hash does not match the previous record's hash", row.ID, row.Seq))
-				}
-				if reason := checkRow(row, row.PrevHash, row.Seq); reason != "" {
-					fail(row.Seq, fmt.Sprintf("record %s at seq %d: %s", row.ID, row.Seq, reason))
-				}
-				prevHash, want = row.Hash, row.Seq+1
-				return nil
-			}); err != nil {
+			if lastSeen, lastSeenHash, err = r.verifyToAnchor(ctx, tenant, first, anchor, &v); err != nil {
 				return verdict{}, err
 			}
-			switch {
-			case want <= anchor.Seq:
-				fail(anchor.Seq, fmt.Sprintf("records from seq %d to the checkpoint's seq %d are missing", want, anchor.Seq))
-				lastSeen, lastSeenHash = want-1, prevHash
-			case prevHash != anchor.Hash:
-				fail(anchor.Seq, fmt.Sprintf("the record at seq %d does not have the hash the checkpoint signed: the history was rewritten", anchor.Seq))
-			}
-			v.from = max(first, bad+1)
 		} else {
 			v.from = anchor.Seq + 1
 		}
 		prev, next = anchor.Hash, anchor.Seq+1
 	}
-	// Forwards to the head.
-	last, lastHash := next-1, prev
-	if lastSeen >= 0 {
+	last, lastHash, err := r.verifyForward(ctx, tenant, prev, next, &v)
+	if err != nil {
+		return verdict{}, err
+	}
+	if lastSeen >= 0 && last == next-1 {
+		// Nothing followed the anchor: the chain ends where the pass up to
+		// the anchor found it to end.
 		last, lastHash = lastSeen, lastSeenHash
 	}
-	err = r.src.ScanRange(ctx, tenant, next, 0, func(row audit.Row) error {
+	if v.to < 0 {
+		v.checkHead(headFound, headSeq, headHash, last, lastHash)
+	}
+	return v, nil
+}
+
+// anchor is the latest checkpoint's head of tenant, if any (noting the
+// checkpoint in v).
+func (r *reader) anchor(ctx context.Context, tenant contract.TenantSlot, v *verdict) (*audit.End, error) {
+	if r.opt.Checkpoint == nil {
+		return nil, nil
+	}
+	cp, err := r.opt.Checkpoint(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("trail: checkpoint: %w", err)
+	}
+	var anchor *audit.End
+	if cp != nil {
+		for _, h := range cp.Heads {
+			if h.Tenant == tenant {
+				anchor = &h
+				v.checkpoint = cp.Name()
+			}
+		}
+	}
+	return anchor, nil
+}
+
+// verifyToAnchor verifies first up to the anchor: a record verifies when
+// every link from it to the checkpoint's record holds and that record has
+// the hash the checkpoint signed. One pass in chain order keeps the highest
+// seq where that fails: it and every earlier record are unverified. It
+// returns where the chain ends when it ends before the anchor (seq -1: it
+// reaches the anchor).
+func (r *reader) verifyToAnchor(ctx context.Context, tenant contract.TenantSlot, first int64, anchor *audit.End, v *verdict) (int64, string, error) {
+	var bad int64
+	fail := func(seq int64, reason string) { bad, v.reason = seq, reason }
+	prevHash, want := "", first
+	if err := r.src.ScanRange(ctx, tenant, first, anchor.Seq, func(row audit.Row) error {
+		if row.Seq != want {
+			fail(row.Seq-1, fmt.Sprintf("records from seq %d to %d are missing", want, row.Seq-1))
+		} else if want > first && row.PrevHash != prevHash {
+			fail(row.Seq-1, fmt.Sprintf("record %s at seq %d: its prev_hash does not match the previous record's hash", row.ID, row.Seq))
+		}
+		if reason := checkRow(row, row.PrevHash, row.Seq); reason != "" {
+			fail(row.Seq, fmt.Sprintf("record %s at seq %d: %s", row.ID, row.Seq, reason))
+		}
+		prevHash, want = row.Hash, row.Seq+1
+		return nil
+	}); err != nil {
+		return 0, "", err
+	}
+	lastSeen, lastSeenHash := int64(-1), ""
+	switch {
+	case want <= anchor.Seq:
+		fail(anchor.Seq, fmt.Sprintf("records from seq %d to the checkpoint's seq %d are missing", want, anchor.Seq))
+		lastSeen, lastSeenHash = want-1, prevHash
+	case prevHash != anchor.Hash:
+		fail(anchor.Seq, fmt.Sprintf("the record at seq %d does not have the hash the checkpoint signed: the history was rewritten", anchor.Seq))
+	}
+	v.from = max(first, bad+1)
+	return lastSeen, lastSeenHash, nil
+}
+
+// verifyForward verifies the chain from next (linked to prev) to its end,
+// setting v.to before the first record that fails; it returns the last
+// record it read (next-1 and prev when none).
+func (r *reader) verifyForward(ctx context.Context, tenant contract.TenantSlot, prev string, next int64, v *verdict) (int64, string, error) {
+	last, lastHash := next-1, prev
+	err := r.src.ScanRange(ctx, tenant, next, 0, func(row audit.Row) error {
 		if reason := checkRow(row, prev, next); reason != "" {
 			v.to = row.Seq - 1
 			if v.reason == "" {
@@ -255,28 +290,30 @@ func (r *reader) verify(ctx context.Context, tenant contract.TenantSlot, first i
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return verdict{}, err
+		return 0, "", err
 	}
-	if v.to < 0 {
-		// What the head says; the first reason found is kept.
-		reason := ""
-		switch {
-		case !headFound && last > 0:
-			reason = "the chain has no head row: the head was removed"
-		case headFound && last > headSeq:
-			v.to = headSeq
-			reason = fmt.Sprintf("head is seq %d but the chain goes on to seq %d: the head was rewound", headSeq, last)
-		case headFound && last < headSeq:
-			reason = fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", last, headSeq)
-		case headFound && last > 0 && lastHash != headHash:
-			v.to = last - 1
-			reason = "the head's hash disagrees with the chain's last record"
-		}
-		if v.reason == "" {
-			v.reason = reason
-		}
+	return last, lastHash, nil
+}
+
+// checkHead compares the chain's end with what its head says; the first
+// reason found is kept.
+func (v *verdict) checkHead(headFound bool, headSeq int64, headHash string, last int64, lastHash string) {
+	reason := ""
+	switch {
+	case !headFound && last > 0:
+		reason = "the chain has no head row: the head was removed"
+	case headFound && last > headSeq:
+		v.to = headSeq
+		reason = fmt.Sprintf("head is seq %d but the chain goes on to seq %d: the head was rewound", headSeq, last)
+	case headFound && last < headSeq:
+		reason = fmt.Sprintf("chain ends at seq %d but its head is seq %d: records were removed", last, headSeq)
+	case headFound && last > 0 && lastHash != headHash:
+		v.to = last - 1
+		reason = "the head's hash disagrees with the chain's last record"
 	}
-	return v, nil
+	if v.reason == "" {
+		v.reason = reason
+	}
 }
 
 var errStop = errors.New("stop")
