@@ -110,17 +110,10 @@ func (b *batcher) run(batch []*txReq) {
 		return
 	}
 	ctx := context.Background()
-	fail := func(err error) {
-		for _, r := range batch {
-			if !r.answered { // see runEach
-				r.done <- err
-			}
-		}
-	}
 	if b.conn == nil {
 		conn, err := b.db.w.Conn(ctx)
 		if err != nil {
-			fail(fmt.Errorf("store: writer connection: %w", err))
+			answer(batch, fmt.Errorf("store: writer connection: %w", err))
 			return
 		}
 		b.conn = conn
@@ -132,7 +125,7 @@ func (b *batcher) run(batch []*txReq) {
 		// refuse every BEGIN after it: end it and begin once more.
 		t.Exec(ctx, "ROLLBACK")
 		if _, err := t.Exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-			fail(fmt.Errorf("store: begin: %w", err))
+			answer(batch, fmt.Errorf("store: begin: %w", err))
 			return
 		}
 	}
@@ -140,7 +133,7 @@ func (b *batcher) run(batch []*txReq) {
 		if _, rerr := t.Exec(ctx, "ROLLBACK"); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("store: rollback: %w", rerr))
 		}
-		fail(err)
+		answer(batch, err)
 	}
 	if len(batch) == 1 {
 		// Alone: no savepoint; its failure rolls the transaction back.
@@ -160,11 +153,7 @@ func (b *batcher) run(batch []*txReq) {
 		rollback(fmt.Errorf("store: commit: %w", err))
 		return
 	}
-	for _, r := range batch {
-		if !r.answered {
-			r.done <- nil
-		}
-	}
+	answer(batch, nil)
 }
 
 // runPostgres is the group commit on Postgres, where every commit waits for
@@ -179,37 +168,36 @@ func (b *batcher) runPostgres(batch []*txReq) {
 		return
 	}
 	ctx := context.Background()
-	fail := func(err error) {
-		for _, r := range batch {
-			if !r.answered {
-				r.done <- err
-			}
-		}
-	}
 	sqlTx, err := b.db.w.BeginTx(ctx, nil)
 	if err != nil {
-		fail(fmt.Errorf("store: begin: %w", err))
+		answer(batch, fmt.Errorf("store: begin: %w", err))
 		return
 	}
 	heads := auditHeads{}
 	t := &Tx{q: sqlTx, dialect: Postgres, db: b.db, heads: &heads, shared: true}
 	if err := b.runEach(ctx, t, batch); err != nil {
 		sqlTx.Rollback()
-		fail(err)
+		answer(batch, err)
 		return
 	}
 	if err := heads.write(ctx, t); err != nil {
 		sqlTx.Rollback()
-		fail(err)
+		answer(batch, err)
 		return
 	}
 	if err := sqlTx.Commit(); err != nil {
-		fail(fmt.Errorf("store: commit: %w", err))
+		answer(batch, fmt.Errorf("store: commit: %w", err))
 		return
 	}
+	answer(batch, nil)
+}
+
+// answer tells every transaction of batch not yet answered (see runEach)
+// how its batch ended: nil when it committed.
+func answer(batch []*txReq, err error) {
 	for _, r := range batch {
 		if !r.answered {
-			r.done <- nil
+			r.done <- err
 		}
 	}
 }
