@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,71 @@ func TestConversationIDStable(t *testing.T) {
 	}
 	if got := conversationID("conv_0123456789abcdef", caller, &wire.Request{}); got != "conv_0123456789abcdef" {
 		t.Errorf("a conv_ id in the header is not kept: %s", got)
+	}
+}
+
+// FuzzASCIIScansAgree checks tier 1's ASCII scans against the generic
+// ones on any ASCII text: the keyword scan (word starts from 64-byte word
+// masks, filtered by first byte) against the tokens of the lowered text,
+// and the regex literal scan (byte pairs at even offsets) against the
+// scan of every offset of the lowered copy. kws and lit add keywords and a
+// literal of the input's own to a fixed set.
+func FuzzASCIIScansAgree(f *testing.F) {
+	f.Add([]byte("line 1 of the build log: now please Deploy it, ERR0007 err0107"), "deploy", "err0007")
+	f.Add([]byte(strings.Repeat("ab_c9 ", 30)+"term 5 beta"), "term 5 beta", "_c9 a")
+	f.Add([]byte(strings.Repeat("x", 63)+" deploy"), "xx", "xxx")
+	f.Add([]byte(strings.Repeat("y", 64)+"Deploy"), "deploy ydeploy", "ydep")
+	f.Fuzz(func(t *testing.T, text []byte, kws, lit string) {
+		for i := range text {
+			text[i] &= 0x7f
+		}
+		keywords := []string{"deploy", "term 5 beta", "kw1alpha", "_x", "a", "e1234"}
+		keywords = append(keywords, strings.Fields(kws)...)
+		provs := []Provision{{ID: "K", Status: StatusActive, Triggers: Triggers{Keyword: &Keywords{Any: keywords}}}}
+		for i, l := range []string{"err0007", "abc", "aab", "ydep", lit} {
+			provs = append(provs, Provision{ID: fmt.Sprint("L", i), Status: StatusActive,
+				Triggers: Triggers{Regex: []Regex{{Pattern: "(?i)" + regexp.QuoteMeta(l)}}}})
+		}
+		rs := compile(provs, nil)
+		s := string(text)
+		fast := rs.signals(s, nil, nil)
+		slow := &signals{hits: make([]bool, len(rs.words))}
+		rs.lowerHits(slow, strings.ToLower(s))
+		if !reflect.DeepEqual(fast.hits, slow.hits) {
+			t.Fatalf("%q: keywords %v, generic %v", s, fast.hits, slow.hits)
+		}
+		if got, want := rs.literalHitsASCII(s), rs.literalHits(strings.ToLower(s)); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: literals %v, generic %v", s, got, want)
+		}
+		for off := 0; off < len(s); off += 64 {
+			c := s[off:min(off+64, len(s))]
+			var want uint64
+			for i := 0; i < len(c); i++ {
+				if wordByte[c[i]] {
+					want |= 1 << i
+				}
+			}
+			if got := wordMask(c); got != want {
+				t.Fatalf("%q: word mask %b, want %b", c, got, want)
+			}
+		}
+	})
+}
+
+// TestWordMaskEveryByte checks the word mask of every ASCII byte at every
+// lane of an 8-byte word.
+func TestWordMaskEveryByte(t *testing.T) {
+	for c := 0; c < 0x80; c++ {
+		for lane := range 8 {
+			b := []byte("........")
+			b[lane] = byte(c)
+			var want uint64
+			if wordByte[c] {
+				want = 1 << lane
+			}
+			if got := wordMask(string(b)); got != want {
+				t.Fatalf("byte %#x at lane %d: mask %b, want %b", c, lane, got, want)
+			}
+		}
 	}
 }

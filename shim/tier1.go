@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"math/bits"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -62,6 +63,7 @@ type ruleset struct {
 	first2   [1 << 16 / 64]uint64
 	byFirst2 map[uint16][]int
 	first3   [1 << 16 / 64]uint64 // a hash of their first three bytes
+	pairs    [1 << 16 / 64]uint64 // their byte pairs at offsets 0 and 1
 
 	// the candidate index (see candidates): rules to visit on every
 	// request, and the simple rules each trigger signal can wake
@@ -73,6 +75,7 @@ type ruleset struct {
 	quiet     int      // quiet rules: always evaluated, rarely visited
 	quietFree int      // quiet rules that need no admission call
 	maybeWord [1 << 16 / 64]uint64
+	firstByte [256]bool // the first bytes of the indexed words, in either ASCII case
 }
 
 func (rs *ruleset) literal(lit string) int {
@@ -93,6 +96,9 @@ func (rs *ruleset) literal(lit string) int {
 	rs.byFirst2[k] = append(rs.byFirst2[k], id)
 	k3 := key3(lit[0], lit[1], lit[2]) // requiredLiteral: 3 bytes or more
 	rs.first3[k3/64] |= 1 << (k3 % 64)
+	k1 := uint16(lit[1])<<8 | uint16(lit[2])
+	rs.pairs[k/64] |= 1 << (k % 64)
+	rs.pairs[k1/64] |= 1 << (k1 % 64)
 	return id
 }
 
@@ -196,6 +202,10 @@ func (rs *ruleset) index1() {
 	for w := range rs.index {
 		k := wordKey(w)
 		rs.maybeWord[k/64] |= 1 << (k % 64)
+		rs.firstByte[w[0]] = true
+		if c := w[0]; 'a' <= c && c <= 'z' {
+			rs.firstByte[c-'a'+'A'] = true
+		}
 	}
 }
 
@@ -331,29 +341,40 @@ var lowerTable = func() (t [256]byte) {
 }()
 
 // literalHitsASCII is literalHits(strings.ToLower(t)) for ASCII t, without
-// the lowered copy.
+// the lowered copy. It reads the byte pairs at even offsets only: a
+// literal (3 bytes or more) at offset p shows its first pair at p when p
+// is even and its second at p+1 when p is odd, so a pair in rs.pairs at i
+// is where a literal may start at i or i-1, and only there are the
+// literals compared.
 func (rs *ruleset) literalHitsASCII(t string) []bool {
 	hits := make([]bool, len(rs.lits))
-	if len(t) < 2 {
-		return hits
-	}
-	a, b := lowerTable[t[0]], lowerTable[t[1]]
-	for i := 2; i < len(t); i++ {
-		c := lowerTable[t[i]]
-		k3 := key3(a, b, c)
-		k := uint16(a)<<8 | uint16(b)
-		a, b = b, c
-		if rs.first3[k3/64]&(1<<(k3%64)) == 0 {
+	for i := 0; i+1 < len(t); i += 2 {
+		if k := uint16(lowerTable[t[i]])<<8 | uint16(lowerTable[t[i+1]]); rs.pairs[k/64]&(1<<(k%64)) == 0 {
 			continue
 		}
-		at := t[i-2:]
-		for _, id := range rs.byFirst2[k] {
-			if !hits[id] && hasLowerPrefix(at, rs.lits[id]) {
-				hits[id] = true
-			}
+		if i > 0 {
+			rs.literalsAt(hits, t, i-1)
 		}
+		rs.literalsAt(hits, t, i)
 	}
 	return hits
+}
+
+// literalsAt marks the literals that ASCII t, lowered, holds at offset p.
+func (rs *ruleset) literalsAt(hits []bool, t string, p int) {
+	if p+2 >= len(t) {
+		return
+	}
+	a, b, c := lowerTable[t[p]], lowerTable[t[p+1]], lowerTable[t[p+2]]
+	if k3 := key3(a, b, c); rs.first3[k3/64]&(1<<(k3%64)) == 0 {
+		return
+	}
+	at := t[p:]
+	for _, id := range rs.byFirst2[uint16(a)<<8|uint16(b)] {
+		if !hits[id] && hasLowerPrefix(at, rs.lits[id]) {
+			hits[id] = true
+		}
+	}
 }
 
 // hasLowerPrefix reports whether ASCII t lowered starts with lit.
@@ -371,8 +392,8 @@ func hasLowerPrefix(t, lit string) bool {
 
 func isASCII(s string) bool {
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7] >= 0x80 {
+	for ; i+32 <= len(s); i += 32 {
+		if (load64(s[i:])|load64(s[i+8:])|load64(s[i+16:])|load64(s[i+24:]))&highs8 != 0 {
 			return false
 		}
 	}
@@ -499,34 +520,90 @@ var wordByte256 = func() (t [256]bool) {
 }()
 
 // asciiHits is signals' keyword scan for ASCII text: the words are found
-// in text itself and lowered one by one (only those the maybeWord filter
-// lets through), which reads the same words as tokens(ToLower(text)).
+// in text itself and lowered one by one (only those the filters let
+// through), which reads the same words as tokens(ToLower(text)). The words'
+// starts are found 64 bytes at a time, from a mask of the word bytes (a
+// word byte after a non-word byte starts a word), and only the words whose
+// first byte starts a keyword are read further.
 func (rs *ruleset) asciiHits(s *signals, text string) {
-	var buf [64]byte
-	for i := 0; ; {
-		st, en := nextASCIIToken(text, i)
-		if st < 0 {
-			return
-		}
-		i = en
-		k := uint16(lowerASCII(text[st]))<<8 ^ uint16(lowerASCII(text[en-1])) ^ uint16(en-st)<<4
-		if rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
-			continue
-		}
-		var ks []keyword
-		var ok bool
-		if w := text[st:en]; len(w) <= len(buf) {
-			for j := 0; j < len(w); j++ {
-				buf[j] = lowerASCII(w[j])
+	var in uint64 // 1 when the byte before the chunk is a word byte
+	for off := 0; off < len(text); off += 64 {
+		w := wordMask(text[off:min(off+64, len(text))])
+		starts := w &^ (w<<1 | in)
+		in = w >> 63
+		for starts != 0 {
+			st := off + bits.TrailingZeros64(starts)
+			starts &= starts - 1
+			if rs.firstByte[text[st]] {
+				rs.asciiWord(s, text, st)
 			}
-			ks, ok = rs.index[string(buf[:len(w)])]
-		} else {
-			ks, ok = rs.index[strings.ToLower(w)]
-		}
-		if ok {
-			s.mark(ks, text, en, nextASCIIToken, asciiEqualLower)
 		}
 	}
+}
+
+// asciiWord reads the word of ASCII text that starts at st, looks it up in
+// the keyword index (after the maybeWord filter) and marks what it finds.
+func (rs *ruleset) asciiWord(s *signals, text string, st int) {
+	en := st
+	for en < len(text) && wordByte256[text[en]] {
+		en++
+	}
+	k := uint16(lowerASCII(text[st]))<<8 ^ uint16(lowerASCII(text[en-1])) ^ uint16(en-st)<<4
+	if rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
+		return
+	}
+	var buf [64]byte
+	var ks []keyword
+	var ok bool
+	if w := text[st:en]; len(w) <= len(buf) {
+		for j := 0; j < len(w); j++ {
+			buf[j] = lowerASCII(w[j])
+		}
+		ks, ok = rs.index[string(buf[:len(w)])]
+	} else {
+		ks, ok = rs.index[strings.ToLower(w)]
+	}
+	if ok {
+		s.mark(ks, text, en, nextASCIIToken, asciiEqualLower)
+	}
+}
+
+// SWAR constants: a byte of ones, the high bit of every byte.
+const (
+	ones8  = 0x0101010101010101
+	highs8 = 0x8080808080808080
+)
+
+// wordMask returns the word bytes (wordByte) of ASCII c, at most 64
+// bytes long, as a mask: bit i for c[i]. Eight bytes at a time, the high
+// bit of each is set when the byte is a letter (lowered by |0x20), a
+// digit or '_' (no byte below 0x80 carries into the next when the bounds
+// are added), and the eight high bits are gathered into eight mask bits.
+func wordMask(c string) uint64 {
+	var m uint64
+	i := 0
+	for ; i+8 <= len(c); i += 8 {
+		x := load64(c[i:])
+		l := x | 0x20*ones8
+		f := (l+(0x80-'a')*ones8)&^(l+(0x7f-'z')*ones8) |
+			(x+(0x80-'0')*ones8)&^(x+(0x7f-'9')*ones8) |
+			(x+(0x80-'_')*ones8)&^(x+(0x7f-'_')*ones8)
+		// byte j's high bit lands on bit 56+j
+		m |= (f & highs8 >> 7) * 0x0102040810204080 >> 56 << i
+	}
+	for ; i < len(c); i++ {
+		if wordByte256[c[i]] {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// load64 reads the first 8 bytes of s, little-endian (one load).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // nextASCIIToken is nextToken for ASCII text.
