@@ -159,7 +159,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
 		return
 	}
-	req, err := wire.Parse(p, body)
+	req, err := wire.ParseChecked(p, body) // CheckJSON accepted body above
 	if err != nil {
 		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, err.Error())
 		return
@@ -184,7 +184,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		}
 	}
 	t.key = conversationKey(r.Header.Get(HeaderConversation), req)
-	t.conv = conversationID(r.Header.Get(HeaderConversation), caller, req)
+	t.conv = conversationIDOf(t.key, caller, req)
 	t.rc.ConversationID = t.conv
 
 	ctx := r.Context()
@@ -563,7 +563,12 @@ func conversationKey(header string, req *wire.Request) string {
 // else "conv_" and a digest of the tenant, subject, protocol, system text
 // and first user message — stable across the turns of one conversation.
 func conversationID(header string, caller contract.Caller, req *wire.Request) string {
-	if key := conversationKey(header, req); key != "" {
+	return conversationIDOf(conversationKey(header, req), caller, req)
+}
+
+// conversationIDOf is conversationID of the request's conversationKey.
+func conversationIDOf(key string, caller contract.Caller, req *wire.Request) string {
+	if key != "" {
 		return contract.ConversationFor(caller.Identity.TenantSlot, key)
 	}
 	h := sha256.New()

@@ -3,10 +3,13 @@ package wire
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/caduceus-dev/caduceus/contract"
 )
 
 var fastSeeds = []string{
@@ -39,7 +42,7 @@ func FuzzFastParse(f *testing.F) {
 			t.Fatalf("validJSON accepts what json.Valid refuses: %q", b)
 		}
 		var fast chatIn
-		if !parseChatFast(b, &fast) {
+		if !parseChatFast(b, &fast, false) {
 			return
 		}
 		var slow chatIn
@@ -60,11 +63,11 @@ func FuzzFastParse(f *testing.F) {
 
 func TestFastParseTakesTheCommonCase(t *testing.T) {
 	var in chatIn
-	if !parseChatFast([]byte(fastSeeds[1]), &in) || in.Model != "gpt-4o" || !in.Stream || len(in.Messages) != 2 || len(in.Tools) != 1 {
+	if !parseChatFast([]byte(fastSeeds[1]), &in, false) || in.Model != "gpt-4o" || !in.Stream || len(in.Messages) != 2 || len(in.Tools) != 1 {
 		t.Fatalf("fast path declined or misread the common request: %+v", in)
 	}
 	for _, s := range fastSeeds[3:9] {
-		if parseChatFast([]byte(s), &in) {
+		if parseChatFast([]byte(s), &in, false) {
 			t.Errorf("fast path took %s, which needs encoding/json", s)
 		}
 	}
@@ -165,6 +168,59 @@ func TestSWAR(t *testing.T) {
 		}
 		if validJSON(raw) != json.Valid(raw) {
 			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", raw, validJSON(raw), json.Valid(raw))
+		}
+	}
+}
+
+// FuzzParseChecked checks ParseChecked against Parse on every body
+// contract.CheckJSON accepts, for each protocol: the same request or the
+// same error. The validator the checked path skips must accept every such
+// body.
+func FuzzParseChecked(f *testing.F) {
+	for _, s := range fastSeeds {
+		f.Add([]byte(s))
+	}
+	for _, ss := range fuzzSeeds {
+		for _, s := range ss {
+			f.Add([]byte(s))
+		}
+	}
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"caf\u00e9 é \ufffd` + "\xef\xbf\xbd" + ` \u2028 x"}]}`))
+	f.Add([]byte(`{"model":"m","system":"é","input":"ü","messages":[{"role":"user","content":"\\\"é"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if contract.CheckJSON(b) != nil {
+			return
+		}
+		if !validJSON(b) {
+			t.Fatalf("validJSON refuses what CheckJSON accepts: %q", b)
+		}
+		for _, p := range []Protocol{ChatCompletions, Responses, Messages} {
+			want, werr := Parse(p, b)
+			got, gerr := ParseChecked(p, b)
+			if fmt.Sprint(gerr) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s %q:\nchecked %+v, %v\nparse   %+v, %v", p, b, got, gerr, want, werr)
+			}
+		}
+	})
+}
+
+// TestPeekModel: the model of a body as encoding/json decodes the member
+// named exactly "model" (the last one), "" when it is absent or no string.
+func TestPeekModel(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"model":"gpt-4o","messages":[]}`:     "gpt-4o",
+		`{"model":"caf\u00e9\n","x":1}`:        "café\n",
+		"{\"model\":\"\xff\"}":                 "\ufffd",
+		`{"model":1}`:                          "",
+		`{"model":null}`:                       "",
+		`{"Model":"m"}`:                        "",
+		`{"model":"a","model":"b"}`:            "b",
+		`{"messages":[{"model":"x"}]}`:         "",
+		`[1]`:                                  "",
+		`{"model":"ok", "x": [1, {"y": "z"}]}`: "ok",
+	} {
+		if got := PeekModel([]byte(body)); got != want {
+			t.Errorf("PeekModel(%q) = %q, want %q", body, got, want)
 		}
 	}
 }

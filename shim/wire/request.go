@@ -78,7 +78,16 @@ func (r *Request) AllText() string {
 // Parse reads body as a request of protocol p. It returns an error naming
 // what is wrong when the body is not JSON, is not an object, or has a field
 // of the wrong type; it never panics on any input.
-func Parse(p Protocol, body []byte) (*Request, error) {
+func Parse(p Protocol, body []byte) (*Request, error) { return parse(p, body, false) }
+
+// ParseChecked is Parse of a body that contract.CheckJSON has accepted
+// (one JSON value, valid UTF-8, no control byte in a string, at most
+// contract.MaxJSONDepth deep), with the same result: the chat completions
+// fast path skips its own validation pass, and a string with no escape is
+// read as it stands (valid UTF-8 decodes to itself).
+func ParseChecked(p Protocol, body []byte) (*Request, error) { return parse(p, body, true) }
+
+func parse(p Protocol, body []byte, checked bool) (*Request, error) {
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
 		if !json.Valid(body) {
 			return nil, fmt.Errorf("wire: request body is not valid JSON")
@@ -91,11 +100,11 @@ func Parse(p Protocol, body []byte) (*Request, error) {
 	)
 	switch p {
 	case ChatCompletions:
-		r, err = parseChat(body)
+		r, err = parseChat(body, checked)
 	case Responses:
-		r, err = parseResponses(body)
+		r, err = parseResponses(body, checked)
 	case Messages:
-		r, err = parseMessages(body)
+		r, err = parseMessages(body, checked)
 	default:
 		return nil, fmt.Errorf("wire: unknown protocol %q", p)
 	}
@@ -120,13 +129,10 @@ func PeekModel(body []byte) string {
 		return ""
 	}
 	v, ok := find(ms, "model")
-	if !ok || body[v.Start] != '"' {
+	if !ok {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(body[v.Start:v.End], &s) != nil {
-		return ""
-	}
+	s, _ := fastString(body, v) // "" when not a string
 	return s
 }
 
@@ -167,24 +173,44 @@ func jsonKind(t reflect.Type) string {
 	return "a value"
 }
 
+// fieldName names a content field in an error: name, or name[i].content
+// when i >= 0. It is formatted only when there is an error to name.
+type fieldName struct {
+	name string
+	i    int
+}
+
+func (f fieldName) String() string {
+	if f.i < 0 {
+		return f.name
+	}
+	return fmt.Sprintf("%s[%d].content", f.name, f.i)
+}
+
 // contentText reads a content value that is a string or an array of parts
 // with a "text" member. It reports whether any part is a tool result.
-func contentText(raw json.RawMessage, field string) (text string, toolResult bool, calls []string, paths []string, err error) {
+// checked says the body passed contract.CheckJSON (see ParseChecked).
+func contentText(raw json.RawMessage, f fieldName, checked bool) (text string, toolResult bool, calls []string, paths []string, err error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false, nil, nil, nil
 	}
 	if raw[0] == '"' {
+		if checked {
+			if s, ok := unescapedString(raw); ok {
+				return s, false, nil, nil, nil
+			}
+		}
 		if s, ok := plainString(raw); ok {
 			return s, false, nil, nil, nil
 		}
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", false, nil, nil, typeErr(field, err)
+			return "", false, nil, nil, typeErr(f.String(), err)
 		}
 		return text, false, nil, nil, nil
 	}
 	if raw[0] != '[' {
-		return "", false, nil, nil, fmt.Errorf("wire: field %s must be a string or an array of parts", field)
+		return "", false, nil, nil, fmt.Errorf("wire: field %s must be a string or an array of parts", f)
 	}
 	var parts []struct {
 		Type  string          `json:"type"`
@@ -193,7 +219,7 @@ func contentText(raw json.RawMessage, field string) (text string, toolResult boo
 		Input json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", false, nil, nil, typeErr(field, err)
+		return "", false, nil, nil, typeErr(f.String(), err)
 	}
 	var b strings.Builder
 	for _, p := range parts {
@@ -239,6 +265,16 @@ func plainString(raw []byte) (string, bool) {
 	return string(body), true
 }
 
+// unescapedString returns the value of a JSON string, from a body that
+// contract.CheckJSON accepted, that has no escape: its bytes as they stand
+// (no control byte, valid UTF-8, which encoding/json decodes to itself).
+func unescapedString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || bytes.IndexByte(raw[1:len(raw)-1], '\\') >= 0 {
+		return "", false
+	}
+	return string(raw[1 : len(raw)-1]), true
+}
+
 // chatIn is what parseChat decodes from a chat completions body.
 type chatIn struct {
 	Model    string          `json:"model"`
@@ -262,9 +298,9 @@ type chatInMessage struct {
 	} `json:"tool_calls"`
 }
 
-func parseChat(body []byte) (*Request, error) {
+func parseChat(body []byte, checked bool) (*Request, error) {
 	var in chatIn
-	if !parseChatFast(body, &in) {
+	if !parseChatFast(body, &in, checked) {
 		in = chatIn{}
 		if err := json.Unmarshal(body, &in); err != nil {
 			return nil, typeErr("body", err)
@@ -275,7 +311,7 @@ func parseChat(body []byte) (*Request, error) {
 	}
 	r := &Request{Model: in.Model, Stream: in.Stream}
 	for i, m := range in.Messages {
-		text, tr, calls, paths, err := contentText(m.Content, fmt.Sprintf("messages[%d].content", i))
+		text, tr, calls, paths, err := contentText(m.Content, fieldName{"messages", i}, checked)
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +335,7 @@ func parseChat(body []byte) (*Request, error) {
 	return r, nil
 }
 
-func parseResponses(body []byte) (*Request, error) {
+func parseResponses(body []byte, checked bool) (*Request, error) {
 	var in struct {
 		Model        string          `json:"model"`
 		Stream       bool            `json:"stream"`
@@ -359,7 +395,7 @@ func parseResponses(body []byte) (*Request, error) {
 		case strings.HasSuffix(it.Type, "_output"):
 			r.Messages = append(r.Messages, Message{Role: "user", ToolResult: true})
 		case it.Type == "" || it.Type == "message":
-			text, tr, calls, paths, err := contentText(it.Content, fmt.Sprintf("input[%d].content", i))
+			text, tr, calls, paths, err := contentText(it.Content, fieldName{"input", i}, checked)
 			if err != nil {
 				return nil, err
 			}
@@ -375,7 +411,7 @@ func parseResponses(body []byte) (*Request, error) {
 	return r, nil
 }
 
-func parseMessages(body []byte) (*Request, error) {
+func parseMessages(body []byte, checked bool) (*Request, error) {
 	var in struct {
 		Model    string          `json:"model"`
 		Stream   bool            `json:"stream"`
@@ -396,13 +432,13 @@ func parseMessages(body []byte) (*Request, error) {
 		return nil, fmt.Errorf("wire: field messages is required")
 	}
 	r := &Request{Model: in.Model, Stream: in.Stream}
-	sys, _, _, _, err := contentText(in.System, "system")
+	sys, _, _, _, err := contentText(in.System, fieldName{"system", -1}, checked)
 	if err != nil {
 		return nil, err
 	}
 	r.System = sys
 	for i, m := range in.Messages {
-		text, tr, calls, paths, err := contentText(m.Content, fmt.Sprintf("messages[%d].content", i))
+		text, tr, calls, paths, err := contentText(m.Content, fieldName{"messages", i}, checked)
 		if err != nil {
 			return nil, err
 		}
