@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"time"
@@ -53,8 +54,31 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 	r := s.newEvalRun(ctx, rs, caller, req, mode)
 	defer r.stop()
 	visit := r.candidates()
-	for i, c := range rs.rules {
-		woken := visit[i/64]&(1<<(i%64)) != 0
+	// A rule that no signal woke and that is counted without a visit is
+	// skipped: only the others (woken, or in unquiet) are read, in order.
+	unquiet := rs.unquiet
+	if r.admit != nil {
+		unquiet = rs.unquietAdmit
+	}
+	for wi, word := range visit {
+		r.visitWord(wi, word|unquiet[wi], visit[wi])
+	}
+	return r.ev
+}
+
+// visitWord runs evaluate over the rules of the bitset word wi that
+// rules marks, in order; visit is the word of the rules woken.
+func (r *evalRun) visitWord(wi int, rules, visit uint64) {
+	s, rs, caller, req := r.s, r.rs, r.caller, r.req
+	for rules != 0 {
+		b := bits.TrailingZeros64(rules)
+		rules &= rules - 1
+		i := wi*64 + b
+		if i >= len(rs.rules) {
+			return // past the last rule (a full scan sets every bit)
+		}
+		c := rs.rules[i]
+		woken := visit&(1<<b) != 0
 		counted := !s.fullScan && c.quiet && (r.admit == nil || c.noAdmit)
 		if !woken && counted {
 			continue
@@ -84,7 +108,6 @@ func (s *Service) evaluate(ctx context.Context, rs *ruleset, caller contract.Cal
 		r.ev.Fired = append(r.ev.Fired, fired)
 		r.ev.fired = append(r.ev.fired, c)
 	}
-	return r.ev
 }
 
 // evalRun is one evaluation: the request's tier-1 signals, the admission
@@ -96,6 +119,7 @@ type evalRun struct {
 	rs       *ruleset
 	caller   contract.Caller
 	mode     evalMode
+	req      *wire.Request
 	text     string
 	sig      *signals
 	admit    func(ctx context.Context, caller contract.Caller, p Provision) (bool, string)
@@ -113,7 +137,7 @@ type evalRun struct {
 
 func (s *Service) newEvalRun(ctx context.Context, rs *ruleset, caller contract.Caller, req *wire.Request, mode evalMode) evalRun {
 	text := req.LastUserText()
-	r := evalRun{s: s, ctx: ctx, rs: rs, caller: caller, mode: mode, text: text,
+	r := evalRun{s: s, ctx: ctx, rs: rs, caller: caller, req: req, mode: mode, text: text,
 		sig:   rs.signals(text, req.Used, req.AllPaths),
 		admit: s.cfg.Admit, embedder: s.embedder,
 		// the budget bounds tiers 2 and 3 from the start of the evaluation

@@ -76,6 +76,11 @@ type ruleset struct {
 	quietFree int      // quiet rules that need no admission call
 	maybeWord [1 << 16 / 64]uint64
 	firstByte [256]bool // the first bytes of the indexed words, in either ASCII case
+
+	// the rules evaluate visits even when no signal woke them (see its
+	// counted), as bitsets: the rules that are not quiet (no admission
+	// hook), and those or the rules the hook sees (with one)
+	unquiet, unquietAdmit []uint64
 }
 
 func (rs *ruleset) literal(lit string) int {
@@ -167,6 +172,8 @@ func compile(tenant, builtin []Provision) *ruleset {
 // index1 builds the candidate index over the sorted rules.
 func (rs *ruleset) index1() {
 	rs.always = make([]uint64, (len(rs.rules)+63)/64)
+	rs.unquiet = make([]uint64, len(rs.always))
+	rs.unquietAdmit = make([]uint64, len(rs.always))
 	rs.kwOwner = make([]int, len(rs.words))
 	rs.litRules = make([][]int, len(rs.lits))
 	for i, c := range rs.rules {
@@ -199,6 +206,7 @@ func (rs *ruleset) index1() {
 			}
 		}
 	}
+	rs.markUnquiet()
 	for w := range rs.index {
 		k := wordKey(w)
 		rs.maybeWord[k/64] |= 1 << (k % 64)
@@ -219,6 +227,21 @@ func (rs *ruleset) admitOnly(only func(Provision) bool) {
 		c.noAdmit = !only(c.p)
 		if c.quiet && c.noAdmit {
 			rs.quietFree++
+		}
+	}
+	rs.markUnquiet()
+}
+
+// markUnquiet sets the unquiet and unquietAdmit bitsets from the rules.
+func (rs *ruleset) markUnquiet() {
+	clear(rs.unquiet)
+	clear(rs.unquietAdmit)
+	for i, c := range rs.rules {
+		if !c.quiet {
+			rs.unquiet[i/64] |= 1 << (i % 64)
+		}
+		if !c.quiet || !c.noAdmit {
+			rs.unquietAdmit[i/64] |= 1 << (i % 64)
 		}
 	}
 }
@@ -521,10 +544,11 @@ var wordByte256 = func() (t [256]bool) {
 
 // asciiHits is signals' keyword scan for ASCII text: the words are found
 // in text itself and lowered one by one (only those the filters let
-// through), which reads the same words as tokens(ToLower(text)). The words'
-// starts are found 64 bytes at a time, from a mask of the word bytes (a
-// word byte after a non-word byte starts a word), and only the words whose
-// first byte starts a keyword are read further.
+// through), which reads the same words as tokens(ToLower(text)). The words
+// are found 64 bytes at a time, from a mask of the word bytes (a word byte
+// after a non-word byte starts a word, the next non-word byte ends it), so
+// the loop runs once per word, and only the words whose first byte starts
+// a keyword are read further.
 func (rs *ruleset) asciiHits(s *signals, text string) {
 	var in uint64 // 1 when the byte before the chunk is a word byte
 	for off := 0; off < len(text); off += 64 {
@@ -532,26 +556,32 @@ func (rs *ruleset) asciiHits(s *signals, text string) {
 		starts := w &^ (w<<1 | in)
 		in = w >> 63
 		for starts != 0 {
-			st := off + bits.TrailingZeros64(starts)
+			b := bits.TrailingZeros64(starts)
 			starts &= starts - 1
-			if rs.firstByte[text[st]] {
-				rs.asciiWord(s, text, st)
+			st := off + b
+			if !rs.firstByte[text[st]] {
+				continue
+			}
+			// the mask has no bit past the text's end: a word ends in the
+			// chunk unless it runs to the chunk's last byte
+			en := off + 64
+			if rest := ^w >> b; rest != 0 {
+				en = st + bits.TrailingZeros64(rest)
+			} else {
+				for en < len(text) && wordByte256[text[en]] {
+					en++
+				}
+			}
+			if k := uint16(lowerTable[text[st]])<<8 ^ uint16(lowerTable[text[en-1]]) ^ uint16(en-st)<<4; rs.maybeWord[k/64]&(1<<(k%64)) != 0 {
+				rs.asciiWord(s, text, st, en)
 			}
 		}
 	}
 }
 
-// asciiWord reads the word of ASCII text that starts at st, looks it up in
-// the keyword index (after the maybeWord filter) and marks what it finds.
-func (rs *ruleset) asciiWord(s *signals, text string, st int) {
-	en := st
-	for en < len(text) && wordByte256[text[en]] {
-		en++
-	}
-	k := uint16(lowerASCII(text[st]))<<8 ^ uint16(lowerASCII(text[en-1])) ^ uint16(en-st)<<4
-	if rs.maybeWord[k/64]&(1<<(k%64)) == 0 {
-		return
-	}
+// asciiWord looks up the word text[st:en] of ASCII text in the keyword
+// index and marks what it finds.
+func (rs *ruleset) asciiWord(s *signals, text string, st, en int) {
 	var buf [64]byte
 	var ks []keyword
 	var ok bool
