@@ -20,10 +20,13 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	t.hash(&t.rc.ForwardedSHA256, body)
 	h := sha256.New()
 	t.rc.OverheadMicros = t.overhead()
+	// A whole answer is held back and sent, with its length, once its
+	// receipt is recorded (as passAnswer does); a stream is not held.
+	var held *heldAnswer
 	res := s.cfg.Gateway.Forward(t.r.Context(), gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
 		hdr.Set(HeaderReceipt, t.rc.ID)
 		hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-	}}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
+	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
 	attempts := res.Attempts
 	if attempts == nil {
 		attempts = []gateway.Attempt{}
@@ -55,6 +58,11 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
 	t.rc.ResponseSHA256 = sum(h)
 	s.finish(t)
+	if held != nil {
+		w.Header().Set("Content-Length", strconv.Itoa(len(held.body)))
+		w.WriteHeader(held.status)
+		_, _ = w.Write(held.body)
+	}
 	if res.Final != nil {
 		// The stream's last event goes out once its receipt is stored.
 		_, _ = w.Write(res.Final)
@@ -62,4 +70,10 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 			fl.Flush()
 		}
 	}
+}
+
+// heldAnswer is a whole gateway answer waiting for its receipt.
+type heldAnswer struct {
+	status int
+	body   []byte
 }

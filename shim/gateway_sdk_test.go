@@ -33,8 +33,9 @@ func init() {
 }
 
 // newGatewayEnv is newEnv whose forwarding goes through a gateway over a
-// SQLite ledger: one route per provider to the fake upstream, one plan.
-func newGatewayEnv(t *testing.T, budgets gwconf.Budgets) (*env, *store.DB) {
+// SQLite ledger: one route per provider to the fake upstream, one plan;
+// tweaks change the shim's configuration further.
+func newGatewayEnv(t *testing.T, budgets gwconf.Budgets, tweaks ...func(*shim.Config)) (*env, *store.DB) {
 	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +63,9 @@ func newGatewayEnv(t *testing.T, budgets gwconf.Budgets) (*env, *store.DB) {
 		}
 		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(),
 			Keys: map[string]string{"openai": "sk-route-openai", "anthropic": "sk-route-anthropic"}})
+		for _, tw := range tweaks {
+			tw(c)
+		}
 	})
 	return e, db
 }

@@ -411,31 +411,59 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	}
 	hdr.Set(HeaderReceipt, t.rc.ID)
 	hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-	w.WriteHeader(resp.StatusCode)
 	h := sha256.New()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		s.passAnswer(w, t, resp, h)
+		return
+	}
+	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
 	if fl != nil {
 		fl.Flush() // the client has the headers before the first event arrives
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		sr := wire.NewSSEReader(resp.Body)
-		for {
-			ev, err := sr.Next()
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					s.log.Warn("shim: upstream stream ended badly", "receipt", t.rc.ID, "err", err)
-				}
-				break
+	sr := wire.NewSSEReader(resp.Body)
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.log.Warn("shim: upstream stream ended badly", "receipt", t.rc.ID, "err", err)
 			}
-			h.Write(ev.Raw)
-			if _, err := w.Write(ev.Raw); err != nil {
-				break
-			}
-			if fl != nil {
-				fl.Flush()
-			}
+			break
 		}
-	} else {
+		h.Write(ev.Raw)
+		if _, err := w.Write(ev.Raw); err != nil {
+			break
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	t.rc.ResponseSHA256 = sum(h)
+	s.finish(t)
+}
+
+// maxHeldAnswer bounds the JSON answer that passAnswer holds back whole.
+const maxHeldAnswer = 1 << 20
+
+// passAnswer passes on a JSON (not streamed) upstream answer. Up to
+// maxHeldAnswer it is read whole, its receipt committed (finish), and only
+// then sent, with its length, in one write — as a reverse proxy sends it,
+// and never before its receipt. A larger one (or one whose reading fails)
+// is sent chunked as it comes; its last chunk, which ends the answer for
+// the client, still leaves only after finish.
+func (s *Service) passAnswer(w http.ResponseWriter, t *turn, resp *http.Response, h hash.Hash) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHeldAnswer+1))
+	h.Write(body)
+	if err == nil && len(body) <= maxHeldAnswer {
+		t.rc.ResponseSHA256 = sum(h)
+		s.finish(t)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+		return
+	}
+	w.WriteHeader(resp.StatusCode)
+	if _, werr := w.Write(body); werr == nil && err == nil {
 		_, _ = io.Copy(io.MultiWriter(w, h), resp.Body)
 	}
 	t.rc.ResponseSHA256 = sum(h)

@@ -198,6 +198,12 @@ type Writer struct {
 	http.ResponseWriter
 	BeforeHeader func(http.Header)
 	Hash         io.Writer
+	// Hold, when set, takes a whole (not streamed) answer instead of the
+	// response: its headers are set on the response (BeforeHeader run),
+	// and its status and body go to Hold for the caller to send — the
+	// shim sends them once the turn's receipt is recorded. A stream is
+	// written as it comes whatever Hold is.
+	Hold func(status int, body []byte)
 }
 
 // kindOf is the wire a protocol needs.
@@ -669,6 +675,13 @@ func (g *Gateway) charged(status int, mt *meter, body []byte, price upstream.Pri
 // writeHeader writes status with the upstream's header from (less
 // dropResponseHeaders), after w.BeforeHeader has seen it.
 func writeHeader(w Writer, from http.Header, status int) {
+	setHeader(w, from)
+	w.WriteHeader(status)
+}
+
+// setHeader sets the answer's headers on w: from's, less the hop-by-hop
+// ones, then w.BeforeHeader's.
+func setHeader(w Writer, from http.Header) {
 	hdr := w.Header()
 	for k, v := range from {
 		if !dropResponseHeaders[k] {
@@ -678,7 +691,6 @@ func writeHeader(w Writer, from http.Header, status int) {
 	if w.BeforeHeader != nil {
 		w.BeforeHeader(hdr)
 	}
-	w.WriteHeader(status)
 }
 
 // passOn writes an upstream answer (an error, a token count) as it came.
@@ -687,13 +699,18 @@ func (g *Gateway) passOn(w Writer, o outcome) {
 }
 
 // writeAnswer writes a whole answer: writeHeader, then body, which w.Hash
-// also reads.
+// also reads; or, with w.Hold, sets its headers and hands it to Hold.
 func writeAnswer(w Writer, from http.Header, status int, body []byte) {
-	writeHeader(w, from, status)
-	_, _ = w.Write(body)
 	if w.Hash != nil {
 		w.Hash.Write(body)
 	}
+	if w.Hold != nil {
+		setHeader(w, from)
+		w.Hold(status, body)
+		return
+	}
+	writeHeader(w, from, status)
+	_, _ = w.Write(body)
 }
 
 // Model is a model a caller may ask for.
