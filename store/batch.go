@@ -9,7 +9,8 @@ import (
 	"sync"
 )
 
-// batcher is the store's group commit (on Postgres, see runPostgres).
+// batcher is the store's group commit (on Postgres, see runPostgres: a
+// batch runs first without savepoints).
 // SQLite has one writer at a time and most of a small transaction's cost is
 // its commit (one pwrite per dirty page into the WAL), so transactions that
 // arrive while another is running are run together: each in a SAVEPOINT of
@@ -161,12 +162,64 @@ func (b *batcher) run(batch []*txReq) {
 // transactions of a batch share one transaction, one head update per
 // tenant and one flush. A transaction alone runs as InTx does, retried on
 // a serialization failure or deadlock.
+//
+// Every statement is a round trip to the server, and a savepoint around
+// each transaction costs two more. So a batch first runs without them
+// (runWhole): if every transaction succeeds, that is its commit. If one
+// fails, that pass is rolled back and the batch runs again with a savepoint
+// each (runSaved), where a failure stays with its own transaction. Running
+// a transaction's function again is what a Postgres transaction must allow
+// anyway: InTx retries it on a serialization failure or deadlock.
 func (b *batcher) runPostgres(batch []*txReq) {
 	if len(batch) == 1 {
 		r := batch[0]
 		r.done <- b.db.inTxRetried(context.WithoutCancel(r.ctx), r.fn)
 		return
 	}
+	if b.runWhole(batch) {
+		return
+	}
+	b.runSaved(batch)
+}
+
+// runWhole runs batch's transactions in one Postgres transaction with no
+// savepoint and commits it. It reports false, having rolled back and
+// answered nobody, when a transaction failed (or its context had ended):
+// the batch must run again in savepoints. A failed commit is answered.
+func (b *batcher) runWhole(batch []*txReq) bool {
+	for _, r := range batch {
+		if r.ctx.Err() != nil {
+			return false
+		}
+	}
+	ctx := context.Background()
+	sqlTx, err := b.db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return false
+	}
+	heads := auditHeads{}
+	t := &Tx{q: sqlTx, dialect: Postgres, db: b.db, heads: &heads, shared: true, whole: true}
+	for _, r := range batch {
+		if err := safe(r.fn)(t); err != nil {
+			sqlTx.Rollback()
+			return false
+		}
+	}
+	if err := heads.write(ctx, t); err != nil {
+		sqlTx.Rollback()
+		return false
+	}
+	if err := sqlTx.Commit(); err != nil {
+		answer(batch, fmt.Errorf("store: commit: %w", err))
+		return true
+	}
+	answer(batch, nil)
+	return true
+}
+
+// runSaved runs batch's transactions in one Postgres transaction, each in
+// a savepoint (runEach), and commits it.
+func (b *batcher) runSaved(batch []*txReq) {
 	ctx := context.Background()
 	sqlTx, err := b.db.w.BeginTx(ctx, nil)
 	if err != nil {

@@ -289,6 +289,16 @@ func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, 
 		if len(memory) == 0 {
 			return nil
 		}
+		if !tx.Savepoints() {
+			// A Postgres group commit's first pass: a failed memory write
+			// fails the pass, and the batch runs again with savepoints.
+			for _, w := range memory {
+				if err := recordMemory(ctx, tx, w); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		// A failed memory write rolls back to here and leaves the receipt
 		// and its audit record to commit.
 		if _, err := tx.Exec(ctx, "SAVEPOINT caduceus_memory"); err != nil {

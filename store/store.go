@@ -243,7 +243,18 @@ type Tx struct {
 	db      *DB
 	heads   *auditHeads // the chain heads appended to, written at commit (nil: each append writes its own)
 	shared  bool        // a group commit's transaction (see stmtContext)
+	// whole: a Postgres group commit's first pass, with no savepoint
+	// around each transaction (batcher.runWhole). A savepoint inside one
+	// is not needed either: an error fails the pass, and the batch runs
+	// again with savepoints, where Savepoints reports true.
+	whole bool
 }
+
+// Savepoints reports whether a savepoint inside t can isolate a failure
+// from the rest of t. False only in a Postgres group commit's first pass
+// (batcher.runWhole), where a failing statement is returned instead: the
+// pass is rolled back and t's function runs again, with savepoints.
+func (t *Tx) Savepoints() bool { return !t.whole }
 
 // execer is what a transaction runs its statements on: a *sql.Tx, or on
 // SQLite the batcher's writer connection, which has begun the transaction
