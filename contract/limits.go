@@ -2,12 +2,13 @@ package contract
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"mime"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/caduceus-dev/caduceus/internal/swar"
 )
 
 // The input rule every edge shares (HTTP routes, MCP tool arguments, the
@@ -213,7 +214,7 @@ func (c *checker) str() (raw []byte, escaped bool, err error) {
 	for c.pos < len(c.in) {
 		// The common run of plain bytes, scanned on locals.
 		in, i := c.in, c.pos
-		for i+8 <= len(in) && !special8(binary.LittleEndian.Uint64(in[i:])) {
+		for i+8 <= len(in) && !swar.Special(swar.Load(in[i:])) {
 			i += 8
 		}
 		for i < len(in) && in[i] >= 0x20 && in[i] != '"' && in[i] != '\\' {
@@ -256,21 +257,6 @@ func (c *checker) str() (raw []byte, escaped bool, err error) {
 		}
 	}
 	return nil, false, c.bad("unterminated string")
-}
-
-// SWAR byte tests over 8 bytes at once (each exact as to whether any byte
-// qualifies, not as to which).
-const (
-	ones8  = 0x0101010101010101
-	highs8 = 0x8080808080808080
-)
-
-func hasZero8(x uint64) bool { return (x-ones8)&^x&highs8 != 0 }
-
-// special8 reports whether any of the 8 bytes in x is '"', '\\' or a
-// control byte (< 0x20): the bytes a string scan must stop at.
-func special8(x uint64) bool {
-	return (x-0x20*ones8)&^x&highs8 != 0 || hasZero8(x^('"'*ones8)) || hasZero8(x^('\\'*ones8))
 }
 
 func isHex4(b []byte) bool {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/caduceus-dev/caduceus/internal/swar"
 )
 
 // Input bounds of tier 1.
@@ -416,7 +418,7 @@ func hasLowerPrefix(t, lit string) bool {
 func isASCII(s string) bool {
 	i := 0
 	for ; i+32 <= len(s); i += 32 {
-		if (load64(s[i:])|load64(s[i+8:])|load64(s[i+16:])|load64(s[i+24:]))&highs8 != 0 {
+		if (load64(s[i:])|load64(s[i+8:])|load64(s[i+16:])|load64(s[i+24:]))&swar.Highs != 0 {
 			return false
 		}
 	}
@@ -598,12 +600,6 @@ func (rs *ruleset) asciiWord(s *signals, text string, st, en int) {
 	}
 }
 
-// SWAR constants: a byte of ones, the high bit of every byte.
-const (
-	ones8  = 0x0101010101010101
-	highs8 = 0x8080808080808080
-)
-
 // wordMask returns the word bytes (wordByte) of ASCII c, at most 64
 // bytes long, as a mask: bit i for c[i]. Eight bytes at a time, the high
 // bit of each is set when the byte is a letter (lowered by |0x20), a
@@ -614,12 +610,12 @@ func wordMask(c string) uint64 {
 	i := 0
 	for ; i+8 <= len(c); i += 8 {
 		x := load64(c[i:])
-		l := x | 0x20*ones8
-		f := (l+(0x80-'a')*ones8)&^(l+(0x7f-'z')*ones8) |
-			(x+(0x80-'0')*ones8)&^(x+(0x7f-'9')*ones8) |
-			(x+(0x80-'_')*ones8)&^(x+(0x7f-'_')*ones8)
+		l := x | 0x20*swar.Ones
+		f := (l+(0x80-'a')*swar.Ones)&^(l+(0x7f-'z')*swar.Ones) |
+			(x+(0x80-'0')*swar.Ones)&^(x+(0x7f-'9')*swar.Ones) |
+			(x+(0x80-'_')*swar.Ones)&^(x+(0x7f-'_')*swar.Ones)
 		// byte j's high bit lands on bit 56+j
-		m |= (f & highs8 >> 7) * 0x0102040810204080 >> 56 << i
+		m |= (f & swar.Highs >> 7) * 0x0102040810204080 >> 56 << i
 	}
 	for ; i < len(c); i++ {
 		if wordByte256[c[i]] {

@@ -1,9 +1,10 @@
 package wire
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/internal/swar"
 )
 
 // The fast path below reads the common request in one validating pass
@@ -21,21 +22,6 @@ var strPlain = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// SWAR byte tests over 8 bytes at once (each exact as to whether any
-// byte qualifies).
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
-
-func hasZero8(x uint64) bool { return (x-ones)&^x&highs != 0 }
-
-// special8 reports whether any of the 8 bytes in x is '"', '\\' or a
-// control byte (< 0x20): the bytes a string scan must stop at.
-func special8(x uint64) bool {
-	return (x-0x20*ones)&^x&highs != 0 || hasZero8(x^('"'*ones)) || hasZero8(x^('\\'*ones))
-}
 
 // maxFastDepth bounds the validator's recursion; deeper input takes the
 // encoding/json path.
@@ -122,7 +108,7 @@ func validWord(b []byte, i int, w string) (int, bool) {
 func validString(b []byte, i int) (int, bool) {
 	i++
 	for i < len(b) {
-		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+		for i+8 <= len(b) && !swar.Special(swar.Load(b[i:])) {
 			i += 8
 		}
 		for i < len(b) && strPlain[b[i]] {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/internal/swar"
 )
 
 // Message is one turn of a request, reduced to what rules read.
@@ -253,7 +255,7 @@ func plainString(raw []byte) (string, bool) {
 	i := 0
 	for ; i+8 <= len(body); i += 8 {
 		x := binary.LittleEndian.Uint64(body[i:])
-		if x&highs != 0 || special8(x) {
+		if x&swar.Highs != 0 || swar.Special(x) {
 			return "", false
 		}
 	}
