@@ -87,11 +87,25 @@ func newForwardBench(b *testing.B) forwardBench {
 	}
 }
 
+// runFresh is run on a store of its own, migrated anew for every round
+// of the benchmark, with the handler h makes on it.
+func (f forwardBench) runFresh(b *testing.B, name string, h func(*store.DB) http.Handler) {
+	b.Run(name, func(b *testing.B) {
+		f.measure(b, h(storetest.OpenSQLite(b)))
+	})
+}
+
 // run benchmarks one chat request through h as f's caller and reports the
 // median latency (p50-µs).
 func (f forwardBench) run(b *testing.B, name string, h http.Handler) {
+	b.Run(name, func(b *testing.B) { f.measure(b, h) })
+}
+
+// measure sends the request b.N times through h and reports the median
+// latency (p50-µs).
+func (f forwardBench) measure(b *testing.B, h http.Handler) {
 	body := []byte(`{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"hello there, how are you today?"}]}`)
-	b.Run(name, func(b *testing.B) {
+	{
 		lat := make([]time.Duration, 0, b.N)
 		for b.Loop() {
 			req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body)).WithContext(contract.WithCaller(b.Context(), f.caller))
@@ -105,5 +119,5 @@ func (f forwardBench) run(b *testing.B, name string, h http.Handler) {
 		}
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
-	})
+	}
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -88,27 +89,34 @@ func (keepNothing) HeldUntil(context.Context, string) (time.Time, error)        
 // without a budget, with budgets served from leases, with budgets reserved
 // per attempt in the store; "holds-only" keeps nothing but checks the
 // store's holds. p50-µs is the median request latency; the difference to
-// keep-nothing is what the ledger (and the hold check) add.
+// keep-nothing is what the ledger (and the hold check) add. Each case runs
+// on a store of its own, so no case pays for the rows an earlier one left.
 func BenchmarkShimForwardLedger(b *testing.B) {
 	f := newForwardBench(b)
-	db := f.db
-	sp := db.ShimSpend()
 	for _, tc := range []struct {
 		name   string
 		conf   upstream.Config
-		ledger upstream.Ledger
-		holds  upstream.Holds
+		ledger func(*store.DB) upstream.Ledger
+		holds  func(*store.DB) upstream.Holds
 	}{
-		{"keep-nothing", f.budgeted, keepNothing{}, keepNothing{}},
-		{"holds-only", f.budgeted, keepNothing{}, sp},
-		{"no-budget", f.conf, sp, sp},
-		{"budget-leased", f.budgeted, sp, sp},
-		{"budget-per-attempt", f.budgeted, sp.PerAttempt(), sp},
+		{"keep-nothing", f.budgeted, nothing, nothingHeld},
+		{"holds-only", f.budgeted, nothing, storeHolds},
+		{"no-budget", f.conf, storeLedger, storeHolds},
+		{"budget-leased", f.budgeted, storeLedger, storeHolds},
+		{"budget-per-attempt", f.budgeted, func(db *store.DB) upstream.Ledger { return db.ShimSpend().PerAttempt() }, storeHolds},
 	} {
-		// The store's ledger settles in the receipt's transaction; one that
-		// keeps nothing has nothing to settle there.
-		_, keeps := tc.ledger.(*store.ShimSpend)
-		gw := gateway.New(gateway.Config{Upstream: tc.conf, Ledger: tc.ledger, Holds: tc.holds, Client: f.client, DeferClose: keeps})
-		f.run(b, tc.name, shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: f.client, Gateway: gw}).Handler(wire.ChatCompletions))
+		f.runFresh(b, tc.name, func(db *store.DB) http.Handler {
+			ledger := tc.ledger(db)
+			// The store's ledger settles in the receipt's transaction; one
+			// that keeps nothing has nothing to settle there.
+			_, keeps := ledger.(*store.ShimSpend)
+			gw := gateway.New(gateway.Config{Upstream: tc.conf, Ledger: ledger, Holds: tc.holds(db), Client: f.client, DeferClose: keeps})
+			return shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: f.client, Gateway: gw}).Handler(wire.ChatCompletions)
+		})
 	}
 }
+
+func nothing(*store.DB) upstream.Ledger     { return keepNothing{} }
+func nothingHeld(*store.DB) upstream.Holds  { return keepNothing{} }
+func storeLedger(db *store.DB) upstream.Ledger { return db.ShimSpend() }
+func storeHolds(db *store.DB) upstream.Holds   { return db.ShimSpend() }
