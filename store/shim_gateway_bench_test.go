@@ -87,11 +87,32 @@ func newForwardBench(b *testing.B) forwardBench {
 	}
 }
 
-// runFresh is run on a store of its own, migrated anew for every round
-// of the benchmark, with the handler h makes on it.
-func (f forwardBench) runFresh(b *testing.B, name string, h func(*store.DB) http.Handler) {
+// runPaired benchmarks the handler h makes against the one base makes,
+// each on a store of its own migrated anew for every round: every
+// iteration sends the request through both, in turns (base first on even
+// iterations, h first on odd ones), so a slow spell of this shared machine
+// falls on both alike. It reports each one's median latency (p50-µs,
+// base-p50-µs) and their difference (added-p50-µs): what h adds to base.
+func (f forwardBench) runPaired(b *testing.B, name string, base, h func(*store.DB) http.Handler) {
 	b.Run(name, func(b *testing.B) {
-		f.measure(b, h(storetest.OpenSQLite(b)))
+		hs := [2]http.Handler{base(storetest.OpenSQLite(b)), h(storetest.OpenSQLite(b))}
+		var lat [2][]time.Duration
+		i := 0
+		for b.Loop() {
+			for k := range 2 {
+				which := (i + k) % 2
+				lat[which] = append(lat[which], f.send(b, hs[which]))
+			}
+			i++
+		}
+		p50 := func(l []time.Duration) float64 {
+			slices.Sort(l)
+			return float64(l[len(l)/2].Nanoseconds()) / 1000
+		}
+		bp, hp := p50(lat[0]), p50(lat[1])
+		b.ReportMetric(hp, "p50-µs")
+		b.ReportMetric(bp, "base-p50-µs")
+		b.ReportMetric(hp-bp, "added-p50-µs")
 	})
 }
 
@@ -104,20 +125,27 @@ func (f forwardBench) run(b *testing.B, name string, h http.Handler) {
 // measure sends the request b.N times through h and reports the median
 // latency (p50-µs).
 func (f forwardBench) measure(b *testing.B, h http.Handler) {
-	body := []byte(`{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"hello there, how are you today?"}]}`)
-	{
-		lat := make([]time.Duration, 0, b.N)
-		for b.Loop() {
-			req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(body)).WithContext(contract.WithCaller(b.Context(), f.caller))
-			rec := httptest.NewRecorder()
-			start := time.Now()
-			h.ServeHTTP(rec, req)
-			lat = append(lat, time.Since(start))
-			if rec.Code != 200 {
-				b.Fatalf("%d %s", rec.Code, rec.Body)
-			}
-		}
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
+	lat := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		lat = append(lat, f.send(b, h))
 	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1000, "p50-µs")
+}
+
+// forwardBody is the chat request the forwarding benchmarks send.
+var forwardBody = []byte(`{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"hello there, how are you today?"}]}`)
+
+// send sends the request once through h as f's caller and returns how long
+// h took to answer it.
+func (f forwardBench) send(b *testing.B, h http.Handler) time.Duration {
+	req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader(forwardBody)).WithContext(contract.WithCaller(b.Context(), f.caller))
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	h.ServeHTTP(rec, req)
+	took := time.Since(start)
+	if rec.Code != 200 {
+		b.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	return took
 }

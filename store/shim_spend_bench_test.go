@@ -84,39 +84,42 @@ func (keepNothing) HeldUntil(context.Context, string) (time.Time, error)        
 
 // BenchmarkShimForwardLedger sends one chat request through the whole shim
 // on SQLite (receipt and audit record committed per request, settlement in
-// that transaction) to a local fake provider, through the gateway with a
-// ledger and holds that keep nothing ("keep-nothing") and with the store's:
-// without a budget, with budgets served from leases, with budgets reserved
-// per attempt in the store; "holds-only" keeps nothing but checks the
-// store's holds. p50-µs is the median request latency; the difference to
-// keep-nothing is what the ledger (and the hold check) add. Each case runs
-// on a store of its own, so no case pays for the rows an earlier one left.
+// that transaction) to a local fake provider, through the gateway with the
+// store's ledger and holds — without a budget, with budgets served from
+// leases, with budgets reserved per attempt in the store — or ("holds-only")
+// a ledger that keeps nothing and the store's holds, each paired with the
+// same gateway whose ledger and holds keep nothing (see runPaired).
+// added-p50-µs is what the ledger (and the hold check) add to the median
+// request.
 func BenchmarkShimForwardLedger(b *testing.B) {
 	f := newForwardBench(b)
+	handler := func(conf upstream.Config, ledger func(*store.DB) upstream.Ledger, holds func(*store.DB) upstream.Holds) func(*store.DB) http.Handler {
+		return func(db *store.DB) http.Handler {
+			l := ledger(db)
+			// The store's ledger settles in the receipt's transaction; one
+			// that keeps nothing has nothing to settle there.
+			_, keeps := l.(*store.ShimSpend)
+			gw := gateway.New(gateway.Config{Upstream: conf, Ledger: l, Holds: holds(db), Client: f.client, DeferClose: keeps})
+			return shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: f.client, Gateway: gw}).Handler(wire.ChatCompletions)
+		}
+	}
+	base := handler(f.budgeted, nothing, nothingHeld)
 	for _, tc := range []struct {
 		name   string
 		conf   upstream.Config
 		ledger func(*store.DB) upstream.Ledger
 		holds  func(*store.DB) upstream.Holds
 	}{
-		{"keep-nothing", f.budgeted, nothing, nothingHeld},
 		{"holds-only", f.budgeted, nothing, storeHolds},
 		{"no-budget", f.conf, storeLedger, storeHolds},
 		{"budget-leased", f.budgeted, storeLedger, storeHolds},
 		{"budget-per-attempt", f.budgeted, func(db *store.DB) upstream.Ledger { return db.ShimSpend().PerAttempt() }, storeHolds},
 	} {
-		f.runFresh(b, tc.name, func(db *store.DB) http.Handler {
-			ledger := tc.ledger(db)
-			// The store's ledger settles in the receipt's transaction; one
-			// that keeps nothing has nothing to settle there.
-			_, keeps := ledger.(*store.ShimSpend)
-			gw := gateway.New(gateway.Config{Upstream: tc.conf, Ledger: ledger, Holds: tc.holds(db), Client: f.client, DeferClose: keeps})
-			return shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Turns: db.Shim(), Client: f.client, Gateway: gw}).Handler(wire.ChatCompletions)
-		})
+		f.runPaired(b, tc.name, base, handler(tc.conf, tc.ledger, tc.holds))
 	}
 }
 
-func nothing(*store.DB) upstream.Ledger     { return keepNothing{} }
-func nothingHeld(*store.DB) upstream.Holds  { return keepNothing{} }
+func nothing(*store.DB) upstream.Ledger        { return keepNothing{} }
+func nothingHeld(*store.DB) upstream.Holds     { return keepNothing{} }
 func storeLedger(db *store.DB) upstream.Ledger { return db.ShimSpend() }
 func storeHolds(db *store.DB) upstream.Holds   { return db.ShimSpend() }
