@@ -34,6 +34,10 @@ const (
 	// leaseAttempts sizes a lease: this many attempts of the largest amount
 	// carved from the total since its last lease.
 	leaseAttempts = 16
+	// refillAt: once a lease holds less than this part of what it was last
+	// granted, it is topped up in the background, so that an attempt
+	// rarely waits for a lease write (see refill).
+	refillAt = 2 // half
 	// leaseIdle: a lease nothing was carved from for this long is given
 	// back to the store.
 	leaseIdle = time.Minute
@@ -68,11 +72,13 @@ func bookOf(db *DB) *leaseBook {
 // returned stay with the store until the stale sweep releases them.
 func (b *leaseBook) stop() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.quiet++
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}
+	b.mu.Unlock()
+	b.refills.Wait()
 }
 
 // leaseBook is one process's leases on one store.
@@ -84,10 +90,17 @@ type leaseBook struct {
 	// one lease row per total, and a waiting attempt finds the lease the
 	// one before it took.
 	leasing sync.Mutex
+	// refills are the background top-ups in flight; writes counts the
+	// lease writes an attempt waited for (the tests read it).
+	refills sync.WaitGroup
+	writes  atomic.Int64
 	mu      sync.Mutex // guards what follows
 	leases  map[leaseKey]*lease
 	day     string // the UTC day of the last reservation
 	timer   *time.Timer
+	// quiet: no refill starts (ReturnLeases is giving everything back, or
+	// the store is closing).
+	quiet int
 }
 
 type leaseKey struct{ scope, period string }
@@ -113,10 +126,14 @@ type lease struct {
 	id   string // its row; "" before the first lease
 	free int64  // not carved yet
 	// maxSeen is the largest amount carved since the last lease.
-	maxSeen    int64
-	used       time.Time // last carved from
-	written    time.Time // its row last written by this process
-	tightUntil time.Time
+	maxSeen int64
+	// size is what the last lease or top-up granted; limit the budget of
+	// the total when last carved.
+	size, limit int64
+	refilling   bool      // a background top-up is in flight
+	used        time.Time // last carved from
+	written     time.Time // its row last written by this process
+	tightUntil  time.Time
 }
 
 // errTight: a budget has too little left to lease.
@@ -140,6 +157,7 @@ func (b *leaseBook) carve(t *upstream.Ticket, ps [4]spendTotal, now time.Time, p
 			b.leases[k] = l
 		}
 		l.maxSeen = max(l.maxSeen, amount)
+		l.limit = p.limit
 		if l.id != "" && l.free >= amount && now.Sub(l.written) < leaseMaxAge {
 			l.free -= amount
 			l.used = now
@@ -177,6 +195,9 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 		}
 	}
 	_, short, _ := b.carve(t, ps, now, false)
+	if !short {
+		b.refillLow(ps, now)
+	}
 	b.mu.Unlock()
 	if !short {
 		return true, nil
@@ -185,18 +206,12 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 	defer b.leasing.Unlock()
 	b.mu.Lock()
 	need, short, tight := b.carve(t, ps, now, true)
-	type ask struct {
-		i           int
-		k           leaseKey
-		id          string
-		want, limit int64
-	}
-	var asks []ask
+	var asks []leaseAsk
 	for i, p := range ps {
 		if need[i] {
 			k := leaseKey{p.scope, p.period}
 			l := b.leases[k]
-			asks = append(asks, ask{i: i, k: k, id: l.id, want: leaseAttempts * l.maxSeen, limit: p.limit})
+			asks = append(asks, leaseAsk{i: i, k: k, id: l.id, want: leaseAttempts * l.maxSeen, limit: p.limit})
 		}
 	}
 	if tight {
@@ -210,11 +225,80 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 		return false, nil
 	}
 	amount := int64(t.Amount)
-	type grant struct {
-		id     string
-		amount int64
+	b.writes.Add(1)
+	grants, tightAt, err := b.take(ctx, asks, func(int) int64 { return amount }, now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if errors.Is(err, errTight) {
+		if l := b.leases[asks[tightAt].k]; l != nil {
+			l.tightUntil = now.Add(tightFor)
+		}
+		// What was carved for the other totals goes back.
+		b.uncarve(t, ps)
+		return false, nil
 	}
-	grants := make([]grant, len(asks))
+	if err != nil {
+		b.uncarve(t, ps)
+		return false, err
+	}
+	for j, a := range asks {
+		l := b.leases[a.k]
+		if l == nil {
+			l = &lease{}
+			b.leases[a.k] = l
+		}
+		if l.id != grants[j].id {
+			// A new row: what memory held for a released one is gone.
+			l.id, l.free = grants[j].id, 0
+		}
+		l.free += grants[j].amount - amount
+		l.size = grants[j].amount
+		l.written, l.used, l.maxSeen = now, now, amount
+		t.Leases[a.i] = l.id
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(leaseIdle, b.tick)
+	}
+	return true, nil
+}
+
+// uncarve gives t's amount back to the leases it was carved from. b.mu is
+// held.
+func (b *leaseBook) uncarve(t *upstream.Ticket, ps [4]spendTotal) {
+	for i, p := range ps {
+		if t.Leases[i] == "" {
+			continue
+		}
+		if l := b.leases[leaseKey{p.scope, p.period}]; l != nil && l.id == t.Leases[i] {
+			l.free += int64(t.Amount)
+		}
+		t.Leases[i] = ""
+	}
+}
+
+// leaseAsk is one total a lease write takes or tops up a lease of: want
+// is what it asks for, limit the total's budget; i is the total's place
+// in a ticket, id the lease row to top up ("": none yet).
+type leaseAsk struct {
+	i           int
+	k           leaseKey
+	id          string
+	want, limit int64
+}
+
+// leaseGrant is what one leaseAsk got: its lease row and the amount.
+type leaseGrant struct {
+	id     string
+	amount int64
+}
+
+// take writes the leases asks ask for in one transaction: each total
+// grows by the grant, never more than half of what remains of its budget,
+// and the lease row (topped up, or a new one when there is none or the
+// stale sweep released it) records it. A grant below least(j) for the
+// j-th ask fails the whole write with errTight and reports j.
+func (b *leaseBook) take(ctx context.Context, asks []leaseAsk, least func(j int) int64, now time.Time) ([]leaseGrant, int, error) {
+	grants := make([]leaseGrant, len(asks))
 	tightAt := -1
 	err := b.db.InTx(ctx, func(tx *Tx) error {
 		tightAt = -1
@@ -231,7 +315,7 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 			// Never more than half of what remains: as much is always
 			// left for the other processes.
 			g := min(a.want, (a.limit-cur)/2)
-			if g < amount {
+			if g < least(j) {
 				tightAt = j
 				return errTight
 			}
@@ -258,55 +342,103 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 					return fmt.Errorf("store: lease: %w", err)
 				}
 			}
-			grants[j] = grant{id: id, amount: g}
+			grants[j] = leaseGrant{id: id, amount: g}
 		}
 		return nil
 	})
+	return grants, tightAt, err
+}
+
+// refillLow starts a background top-up of the leases of ps that hold less
+// than 1/refillAt of their last grant, so the attempts after this one find
+// enough in them and do not wait for a lease write. A lease already being
+// topped up, one whose budget was found tight a moment ago, and any while
+// the leases are being returned, are left alone. b.mu is held.
+func (b *leaseBook) refillLow(ps [4]spendTotal, now time.Time) {
+	if b.quiet > 0 {
+		return
+	}
+	var low []leaseKey
+	for _, p := range ps {
+		if p.limit == unbounded {
+			continue
+		}
+		k := leaseKey{p.scope, p.period}
+		l := b.leases[k]
+		if l == nil || l.id == "" || l.refilling || l.free >= l.size/refillAt || now.Before(l.tightUntil) {
+			continue
+		}
+		l.refilling = true
+		low = append(low, k)
+	}
+	if len(low) == 0 {
+		return
+	}
+	b.refills.Add(1)
+	go b.refill(low)
+}
+
+// refill tops up the leases of the totals ks in one write, in the
+// background: each by leaseAttempts times the largest amount carved from it
+// since its last lease, within half of what remains of its budget. A total
+// with less than one such attempt left to lease is tight: nothing is
+// written, and its attempts reserve in the store for tightFor. A failure
+// leaves the leases as they were (an attempt that finds too little leases
+// itself, as without refills).
+func (b *leaseBook) refill(ks []leaseKey) {
+	defer b.refills.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// One lease writer at a time: a waiting attempt then finds the top-up.
+	b.leasing.Lock()
+	defer b.leasing.Unlock()
+	now := b.db.Now()
+	b.mu.Lock()
+	var asks []leaseAsk
+	var ls []*lease
+	var least []int64
+	for _, k := range ks {
+		l := b.leases[k]
+		if l == nil || !l.refilling {
+			continue
+		}
+		l.refilling = false
+		if l.id == "" || l.free >= l.size/refillAt {
+			continue // topped up meanwhile by an attempt that could not wait
+		}
+		asks = append(asks, leaseAsk{k: k, id: l.id, want: leaseAttempts * max(l.maxSeen, 1), limit: l.limit})
+		ls = append(ls, l)
+		least = append(least, max(l.maxSeen, 1))
+	}
+	b.mu.Unlock()
+	if len(asks) == 0 {
+		return
+	}
+	grants, tightAt, err := b.take(ctx, asks, func(j int) int64 { return least[j] }, now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if errors.Is(err, errTight) {
-		if l := b.leases[asks[tightAt].k]; l != nil {
-			l.tightUntil = now.Add(tightFor)
-		}
-		// What was carved for the other totals goes back.
-		b.uncarve(t, ps)
-		return false, nil
+		ls[tightAt].tightUntil = now.Add(tightFor)
+		return
 	}
 	if err != nil {
-		b.uncarve(t, ps)
-		return false, err
+		return
 	}
 	for j, a := range asks {
-		l := b.leases[a.k]
-		if l == nil {
-			l = &lease{}
+		l := ls[j]
+		if b.leases[a.k] != l {
+			// Given back and forgotten meanwhile is not possible (that
+			// takes b.leasing); keep what was granted where it can be
+			// given back.
 			b.leases[a.k] = l
 		}
 		if l.id != grants[j].id {
-			// A new row: what memory held for a released one is gone.
+			// The sweep released the row: what memory held for it is gone.
 			l.id, l.free = grants[j].id, 0
 		}
-		l.free += grants[j].amount - amount
-		l.written, l.used, l.maxSeen = now, now, amount
-		t.Leases[a.i] = l.id
-	}
-	if b.timer == nil {
-		b.timer = time.AfterFunc(leaseIdle, b.tick)
-	}
-	return true, nil
-}
-
-// uncarve gives t's amount back to the leases it was carved from. b.mu is
-// held.
-func (b *leaseBook) uncarve(t *upstream.Ticket, ps [4]spendTotal) {
-	for i, p := range ps {
-		if t.Leases[i] == "" {
-			continue
-		}
-		if l := b.leases[leaseKey{p.scope, p.period}]; l != nil && l.id == t.Leases[i] {
-			l.free += int64(t.Amount)
-		}
-		t.Leases[i] = ""
+		l.free += grants[j].amount
+		l.size = grants[j].amount
+		l.written, l.maxSeen = now, 0
 	}
 }
 
@@ -348,6 +480,9 @@ func (b *leaseBook) giveBack(ctx context.Context, pick func(leaseKey, *lease) bo
 		free int64
 	}
 	var items []back
+	// No lease write (an attempt's, a refill) runs meanwhile.
+	b.leasing.Lock()
+	defer b.leasing.Unlock()
 	b.mu.Lock()
 	for k, l := range b.leases {
 		if !pick(k, l) {
@@ -420,11 +555,18 @@ func (s *ShimSpend) ReturnLeases(ctx context.Context) (int64, error) {
 	}
 	b := s.book
 	b.mu.Lock()
+	b.quiet++
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}
 	b.mu.Unlock()
+	b.refills.Wait()
+	defer func() {
+		b.mu.Lock()
+		b.quiet--
+		b.mu.Unlock()
+	}()
 	return b.giveBack(ctx, func(leaseKey, *lease) bool { return true }, true)
 }
 

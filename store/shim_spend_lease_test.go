@@ -145,6 +145,72 @@ func TestLeaseServesAttemptsAndReturnsOnClose(t *testing.T) {
 	})
 }
 
+// TestLeaseRefillsAheadOfTheAttempts: once half of a lease is carved, it
+// is topped up in the background, so only the first attempt waits for a
+// lease write; every top-up stays within the budget, and near its end the
+// attempts still use all of it.
+func TestLeaseRefillsAheadOfTheAttempts(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := db.ShimSpend()
+		const amount = 1000
+		n := 0
+		reserve := func(key string, lim upstream.Limit) (upstream.Ticket, error) {
+			n++
+			tk, err := sp.Reserve(ctx, upstream.Reservation{ID: fmt.Sprintf("rct_%d-0", n), Tenant: "slot-1", KeyID: key,
+				Identity: "openai/gpt-4.1", Amount: amount, KeyLimit: lim})
+			sp.WaitRefills()
+			return tk, err
+		}
+		// A large budget: 100 attempts, one lease write waited for.
+		for range 100 {
+			if tk, err := reserve("k1", upstream.Limit{Day: 1_000_000_000}); err != nil || tk.Stored {
+				t.Fatalf("%+v, %v", tk, err)
+			}
+		}
+		if w := sp.LeaseWaits(); w != 1 {
+			t.Fatalf("%d attempts waited for a lease write, want only the first", w)
+		}
+		held := spendTotal(t, sp, "key:k1", "2026-11-29")
+		if held < 100*amount+leaseHalf(amount) || held > 100*amount+16*amount {
+			t.Fatalf("key day total %d after 100 attempts: want them and at least half a lease, at most a whole one", held)
+		}
+		// A budget of 20 attempts: the top-ups shrink as it runs out and
+		// never pass it, and the 20 attempts all fit.
+		const budget = 20 * amount
+		accepted := 0
+		for {
+			tk, err := reserve("k2", upstream.Limit{Day: budget})
+			if errors.Is(err, upstream.ErrBudgetExceeded) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			accepted++
+			if total := spendTotal(t, sp, "key:k2", "2026-11-29"); total > budget {
+				t.Fatalf("key day total %d passed the budget %d after %d attempts (%+v)", total, budget, accepted, tk)
+			}
+		}
+		if accepted != 20 {
+			t.Fatalf("%d attempts fit a budget of 20", accepted)
+		}
+		if _, err := sp.ReturnLeases(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if total := spendTotal(t, sp, "key:k1", "2026-11-29"); total != 100*amount {
+			t.Fatalf("key day total %d once the leases are back, want the 100 attempts in flight", total)
+		}
+		if total := spendTotal(t, sp, "key:k2", "2026-11-29"); total != budget {
+			t.Fatalf("key day total %d once the leases are back, want the 20 attempts in flight", total)
+		}
+	})
+}
+
+func leaseHalf(amount int64) int64 { return 8 * amount }
+
 // TestLeaseNearTheEndOfABudget: when half of what remains is less than an
 // attempt, it reserves in the store on its own; when that is refused while
 // this process's own lease holds the difference, the lease goes back and
