@@ -224,19 +224,19 @@ func closeTicket(ctx context.Context, tx *Tx, now time.Time, t upstream.Ticket, 
 		}
 	}
 	q.Reset()
-	args = append(args[:0], amount, Micros(now), leaseOpen)
+	args = append(args[:0], amount, leaseOpen)
 	for _, id := range t.Leases {
 		if id == "" {
 			continue
 		}
-		if len(args) == 3 {
-			q.WriteString(`UPDATE shim_spend_leases SET amount = amount - ?, updated_at = ? WHERE state = ? AND id IN (?`)
+		if len(args) == 2 {
+			q.WriteString(`UPDATE shim_spend_leases SET amount = amount - ? WHERE state = ? AND id IN (?`)
 		} else {
 			q.WriteString(`, ?`)
 		}
 		args = append(args, id)
 	}
-	if len(args) == 3 {
+	if len(args) == 2 {
 		return nil
 	}
 	q.WriteString(`)`)
@@ -244,7 +244,7 @@ func closeTicket(ctx context.Context, tx *Tx, now time.Time, t upstream.Ticket, 
 	if err != nil {
 		return fmt.Errorf("store: %s reservation: %w", state, err)
 	}
-	if n, _ := res.RowsAffected(); int(n) == len(args)-3 || amount == 0 {
+	if n, _ := res.RowsAffected(); int(n) == len(args)-2 || amount == 0 {
 		return nil
 	}
 	for i, id := range t.Leases {
