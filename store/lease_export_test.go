@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // What the external tests read of a store's leases.
 
 // WaitRefills waits for the background lease top-ups in flight.
@@ -15,4 +17,27 @@ func (s *ShimSpend) LeaseWaits() int64 {
 		return 0
 	}
 	return s.book.writes.Load()
+}
+
+// HoldJournal keeps this store's deferred settlements pending until
+// something asks for them (a read of the spend or a total, a return of the
+// leases, Close).
+func (s *ShimSpend) HoldJournal() {
+	j := journalOf(s.db)
+	j.mu.Lock()
+	j.batch, j.delay = 1<<30, time.Hour
+	j.mu.Unlock()
+}
+
+// DropJournal forgets the deferred settlements not written yet, as a
+// process killed before writing them would.
+func (s *ShimSpend) DropJournal() {
+	j := journalOf(s.db)
+	j.mu.Lock()
+	j.pending, j.n = nil, 0
+	if j.timer != nil {
+		j.timer.Stop()
+		j.timer = nil
+	}
+	j.mu.Unlock()
 }

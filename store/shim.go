@@ -12,6 +12,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 )
 
 // Shim is the shim gate's tables (migration 300_shim); it implements
@@ -271,18 +272,30 @@ func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, 
 	if err != nil {
 		return err
 	}
+	// The gateway's settlements: the receipt carries those the spend
+	// journal writes after the commit; the others join the commit.
+	var deferred []ledgerEntry
+	var inCommit []gateway.Attempt
+	var ledger []byte
+	if rc.Spend != nil {
+		deferred, inCommit = splitCloses(rc.Spend.Attempts, s.db.Now())
+		if len(deferred) > 0 {
+			if ledger, err = json.Marshal(deferred); err != nil {
+				return err
+			}
+		}
+	}
 	var memErr error
 	err = s.db.InTx(ctx, func(tx *Tx) error {
 		memErr = nil
 		if _, err := AppendPrepared(ctx, tx, sealable); err != nil {
 			return err
 		}
-		if err := insertReceipt(ctx, tx, tenant, rc.ID, rc.At, rc.Decision, doc); err != nil {
+		if err := insertReceiptLedger(ctx, tx, tenant, rc.ID, rc.At, rc.Decision, doc, ledger); err != nil {
 			return err
 		}
-		if rc.Spend != nil {
-			// The gateway's settlements join the receipt's commit.
-			if err := closeAttempts(ctx, tx, s.db.Now(), rc.Spend.Attempts); err != nil {
+		if len(inCommit) > 0 {
+			if err := closeAttempts(ctx, tx, s.db.Now(), inCommit); err != nil {
 				return err
 			}
 		}
@@ -318,6 +331,9 @@ func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, 
 	if err != nil {
 		return err
 	}
+	if len(deferred) > 0 {
+		journalOf(s.db).add(tenant, rc.ID, deferred)
+	}
 	if memErr != nil {
 		return fmt.Errorf("%w: %v", shim.ErrMemoryNotRecorded, memErr)
 	}
@@ -338,8 +354,18 @@ func addReceipt(ctx context.Context, q Querier, tenant contract.TenantSlot, r sh
 }
 
 func insertReceipt(ctx context.Context, q Querier, tenant contract.TenantSlot, id, at string, decision shim.Decision, doc []byte) error {
-	_, err := q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc) VALUES (?, ?, ?, ?, ?)`,
-		string(tenant), id, at, string(decision), string(doc))
+	return insertReceiptLedger(ctx, q, tenant, id, at, decision, doc, nil)
+}
+
+// insertReceiptLedger inserts a receipt carrying the deferred closes ledger
+// (JSON; nil: none).
+func insertReceiptLedger(ctx context.Context, q Querier, tenant contract.TenantSlot, id, at string, decision shim.Decision, doc, ledger []byte) error {
+	var l sql.NullString
+	if ledger != nil {
+		l = sql.NullString{String: string(ledger), Valid: true}
+	}
+	_, err := q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc, ledger) VALUES (?, ?, ?, ?, ?, ?)`,
+		string(tenant), id, at, string(decision), string(doc), l)
 	if IsUniqueViolation(err) {
 		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", id)
 	}

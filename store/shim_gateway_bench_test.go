@@ -22,7 +22,8 @@ import (
 // SQLite (its receipt and audit record committed per request) to a local
 // fake provider: "upstreams" through the ungoverned pass-through, "gateway"
 // through a plan with its grant check, hold check, reservation and
-// settlement (in the receipt's transaction), "gateway-budget" the same with
+// settlement (recorded in the receipt's transaction, written by the spend
+// journal), "gateway-budget" the same with
 // key and tenant budgets, "gateway-budget-settle-apart" with the
 // settlement in a transaction of its own.
 // p50-µs is the median request latency; the difference between the cases

@@ -21,7 +21,8 @@ import (
 // An attempt under a budget is served from a lease: a slice of each
 // budgeted running total this process took from the store in one write
 // (see leaseBook). An attempt without any budget reserves nothing: its
-// spend is written when it settles, in the receipt's transaction.
+// spend is written when it settles (through the receipt's transaction and
+// the spend journal, see shim_spend_journal.go).
 type ShimSpend struct {
 	db   *DB
 	book *leaseBook // nil: every budgeted attempt reserves in the store
@@ -130,7 +131,7 @@ func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) (upstre
 // four totals, each bounded one only while it stays within its budget.
 func (s *ShimSpend) reserveStored(ctx context.Context, r upstream.Reservation, ps [4]spendTotal, now time.Time) error {
 	amount := int64(r.Amount)
-	return s.db.InTx(ctx, func(tx *Tx) error {
+	return s.db.ledgerTx(ctx, func(tx *Tx) error {
 		for _, p := range ps {
 			res, err := tx.Exec(ctx, `INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, ?)
 				ON CONFLICT (scope, period) DO UPDATE SET amount = shim_spend_totals.amount + excluded.amount
@@ -160,14 +161,14 @@ func (s *ShimSpend) Settle(ctx context.Context, t upstream.Ticket, actual upstre
 	if actual < 0 {
 		return contract.Invalidf("bad_settlement", "a settlement is never negative")
 	}
-	return s.db.InTx(ctx, func(tx *Tx) error {
+	return s.db.ledgerTx(ctx, func(tx *Tx) error {
 		return closeTicket(ctx, tx, s.db.Now(), t, spendSettled, int64(actual))
 	})
 }
 
 // Release implements upstream.Ledger.
 func (s *ShimSpend) Release(ctx context.Context, t upstream.Ticket) error {
-	return s.db.InTx(ctx, func(tx *Tx) error {
+	return s.db.ledgerTx(ctx, func(tx *Tx) error {
 		return closeTicket(ctx, tx, s.db.Now(), t, spendReleased, 0)
 	})
 }
@@ -194,6 +195,12 @@ func closeTicket(ctx context.Context, tx *Tx, now time.Time, t upstream.Ticket, 
 	if err != nil {
 		return fmt.Errorf("store: %s reservation: %w", state, err)
 	}
+	return moveTotals(ctx, tx, t, state, final)
+}
+
+// moveTotals moves the totals and leases of an attempt closed without a
+// stored reservation (see closeTicket).
+func moveTotals(ctx context.Context, tx *Tx, t upstream.Ticket, state string, final int64) error {
 	// The totals first, then the leases, as every transaction locks them:
 	// assume each lease is open (it held the amount already) and correct
 	// a total whose lease the sweep released (it took the amount out).
@@ -323,7 +330,9 @@ func closeAttempts(ctx context.Context, tx *Tx, now time.Time, attempts []gatewa
 // ReleaseStale releases every attempt still reserved that was made before
 // cutoff (a process that died mid-call leaves its reservation open) and
 // every lease last written before cutoff (its process died holding it),
-// and reports how many it released.
+// writes the settlements receipts still carry a minute after their turn
+// began (their process died before its spend journal wrote them), and
+// reports how many it released and wrote.
 func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error) {
 	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend WHERE state = ? AND created_at < ?`, spendReserved, Micros(cutoff))
 	if err != nil {
@@ -341,7 +350,7 @@ func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, er
 	rows.Close()
 	n := 0
 	for _, id := range ids {
-		err := s.db.InTx(ctx, func(tx *Tx) error {
+		err := s.db.ledgerTx(ctx, func(tx *Tx) error {
 			return closeReservation(ctx, tx, s.db.Now(), id, spendReleased, 0)
 		})
 		if contract.KindOf(err) == contract.KindConflict {
@@ -353,7 +362,11 @@ func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, er
 		n++
 	}
 	m, err := s.releaseStaleLeases(ctx, cutoff)
-	return n + m, err
+	if err != nil {
+		return n + m, err
+	}
+	k, err := s.recoverJournal(ctx, s.db.Now().Add(-journalStale))
+	return n + m + k, err
 }
 
 // SpendRow is one key's spend on one model identity.
@@ -372,6 +385,9 @@ type SpendRow struct {
 // Spend reports a tenant's spend per key and model identity since the given
 // time (keyID "": every key of the tenant), ordered by key and model.
 func (s *ShimSpend) Spend(ctx context.Context, tenant contract.TenantSlot, keyID string, since time.Time) ([]SpendRow, error) {
+	if err := s.flushJournal(ctx); err != nil {
+		return nil, err
+	}
 	q := `SELECT key_id, model, COUNT(*), SUM(reserved), SUM(COALESCE(settled, 0)),
 		SUM(CASE WHEN state = 'reserved' THEN reserved ELSE 0 END)
 		FROM shim_spend WHERE tenant = ? AND created_at >= ?`
@@ -400,6 +416,9 @@ func (s *ShimSpend) Spend(ctx context.Context, tenant contract.TenantSlot, keyID
 // Total is what a scope ("key:<id>", "tenant:<slot>") has spent and holds
 // reserved in a period ("2026-11-30", "2026-11").
 func (s *ShimSpend) Total(ctx context.Context, scope, period string) (int64, error) {
+	if err := s.flushJournal(ctx); err != nil {
+		return 0, err
+	}
 	var n int64
 	err := s.db.QueryRow(ctx, `SELECT amount FROM shim_spend_totals WHERE scope = ? AND period = ?`, scope, period).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {

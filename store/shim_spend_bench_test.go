@@ -96,7 +96,7 @@ func BenchmarkShimForwardLedger(b *testing.B) {
 	handler := func(conf upstream.Config, ledger func(*store.DB) upstream.Ledger, holds func(*store.DB) upstream.Holds) func(*store.DB) http.Handler {
 		return func(db *store.DB) http.Handler {
 			l := ledger(db)
-			// The store's ledger settles in the receipt's transaction; one
+			// The store's ledger settles through the receipt's transaction; one
 			// that keeps nothing has nothing to settle there.
 			_, keeps := l.(*store.ShimSpend)
 			gw := gateway.New(gateway.Config{Upstream: conf, Ledger: l, Holds: holds(db), Client: f.client, DeferClose: keeps})

@@ -21,8 +21,9 @@ import (
 // lease adds its amount to the total (shim_spend_totals), so every other
 // process sees it as reserved, and records it in shim_spend_leases; an
 // attempt then carves its maximum cost from the lease in memory, with no
-// write before the call. Its settlement, in the receipt's transaction, takes
-// the carved amount out of the lease and adds the actual cost to the total.
+// write before the call. Its settlement (written by the spend journal, see
+// shim_spend_journal.go) takes the carved amount out of the lease and adds
+// the actual cost to the total.
 // For every total, at every moment:
 //
 //	total = settled + reserved per attempt + what the open leases hold
@@ -300,7 +301,7 @@ type leaseGrant struct {
 func (b *leaseBook) take(ctx context.Context, asks []leaseAsk, least func(j int) int64, now time.Time) ([]leaseGrant, int, error) {
 	grants := make([]leaseGrant, len(asks))
 	tightAt := -1
-	err := b.db.InTx(ctx, func(tx *Tx) error {
+	err := b.db.ledgerTx(ctx, func(tx *Tx) error {
 		tightAt = -1
 		for j, a := range asks {
 			if _, err := tx.Exec(ctx, `INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, 0)
@@ -502,7 +503,7 @@ func (b *leaseBook) giveBack(ctx context.Context, pick func(leaseKey, *lease) bo
 	}
 	slices.SortFunc(items, func(x, y back) int { return x.k.compare(y.k) })
 	now := b.db.Now()
-	err := b.db.InTx(ctx, func(tx *Tx) error {
+	err := b.db.ledgerTx(ctx, func(tx *Tx) error {
 		for _, it := range items {
 			// The total first, then the lease, as every transaction
 			// locks them.
@@ -567,6 +568,11 @@ func (s *ShimSpend) ReturnLeases(ctx context.Context) (int64, error) {
 		b.quiet--
 		b.mu.Unlock()
 	}()
+	// The settlements still in the journal first: what they leave of the
+	// leases is what goes back.
+	if err := s.flushJournal(ctx); err != nil {
+		return 0, err
+	}
 	return b.giveBack(ctx, func(leaseKey, *lease) bool { return true }, true)
 }
 
@@ -601,7 +607,7 @@ func (s *ShimSpend) releaseStaleLeases(ctx context.Context, cutoff time.Time) (i
 	n := 0
 	for _, id := range ids {
 		released := false
-		err := s.db.InTx(ctx, func(tx *Tx) error {
+		err := s.db.ledgerTx(ctx, func(tx *Tx) error {
 			released = false
 			var scope, period, state string
 			var amount, updated int64

@@ -62,9 +62,11 @@ type DB struct {
 	Now func() time.Time
 	dsn string // Postgres: for connections of its own (LISTEN)
 
-	leaseOnce sync.Once
-	leases    *leaseBook // the shim's budget leases, made on first use
-	holds     holdBook   // the shim's model holds, as last read
+	leaseOnce   sync.Once
+	leases      *leaseBook // the shim's budget leases, made on first use
+	journalOnce sync.Once
+	journal     *spendJournal // the shim's deferred settlements, made on first use
+	holds       holdBook      // the shim's model holds, as last read
 }
 
 // Querier is what both DB and Tx offer: statements with ? placeholders.
@@ -167,6 +169,11 @@ func openPostgres(dsn string) (*DB, error) {
 func (db *DB) Close() error {
 	if db.leases != nil {
 		db.leases.stop()
+	}
+	if db.journal != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		db.journal.close(ctx)
+		cancel()
 	}
 	if db.batch != nil {
 		db.batch.close() // closes the writer's statements and gives its connection back

@@ -62,7 +62,8 @@ func (a *app) logGateway() {
 const staleReservation = 6 * time.Hour
 
 // releaseStale sweeps the store every five minutes until ctx ends,
-// releasing reservations open for longer than staleReservation.
+// releasing reservations and leases left for longer than staleReservation
+// and writing the settlements dead processes left in their receipts.
 func (a *app) releaseStale(ctx context.Context, db *store.DB) {
 	t := time.NewTicker(5 * time.Minute)
 	defer t.Stop()
@@ -70,9 +71,9 @@ func (a *app) releaseStale(ctx context.Context, db *store.DB) {
 		n, err := db.ShimSpend().ReleaseStale(ctx, time.Now().Add(-staleReservation))
 		switch {
 		case err != nil && ctx.Err() == nil:
-			a.log.Warn("shim: stale reservations not released", "err", err)
+			a.log.Warn("shim: stale ledger not swept", "err", err)
 		case n > 0:
-			a.log.Info("shim: released stale reservations", "count", n, "older_than", staleReservation)
+			a.log.Info("shim: swept the stale ledger (reservations and leases released, settlements written)", "count", n, "older_than", staleReservation)
 		}
 		select {
 		case <-ctx.Done():

@@ -35,7 +35,7 @@ func (freeLedger) HeldUntil(context.Context, string) (time.Time, error)         
 // per-request latencies, so the difference between the cases is what
 // reservation and settlement add. The settlement is a commit of its own
 // here; "-deferred" leaves it out of the timed request, as the shim does by
-// settling in the receipt's transaction (BenchmarkShimForwardLedger in
+// recording it in the receipt's transaction (BenchmarkShimForwardLedger in
 // store measures that whole); "-no-hold-check" leaves the store's hold
 // check out too, so only the reservation is measured.
 func BenchmarkForwardLedger(b *testing.B) {
