@@ -280,9 +280,7 @@ func (s *Shim) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt, 
 	if rc.Spend != nil {
 		deferred, inCommit = splitCloses(rc.Spend.Attempts, s.db.Now())
 		if len(deferred) > 0 {
-			if ledger, err = json.Marshal(deferred); err != nil {
-				return err
-			}
+			ledger = encodeLedger(deferred)
 		}
 	}
 	var memErr error

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +62,48 @@ type ledgerEntry struct {
 	State  string    `json:"state"`
 	Final  int64     `json:"final"`
 	At     int64     `json:"at"` // when it closed, microseconds
+}
+
+// encodeLedger is the JSON of entries, as encoding/json writes it (the
+// field names of ledgerEntry's tags, in its order), written by hand: it is
+// on every forwarded request's path, where encoding/json took ~4 µs.
+func encodeLedger(entries []ledgerEntry) []byte {
+	var b bytes.Buffer
+	b.Grow(256 * len(entries))
+	b.WriteByte('[')
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		str := func(key, v string) {
+			b.WriteString(key)
+			contract.WriteJSONString(&b, v)
+		}
+		num := func(key string, v int64) {
+			b.WriteString(key)
+			b.Write(strconv.AppendInt(b.AvailableBuffer(), v, 10))
+		}
+		str(`{"id":`, e.ID)
+		str(`,"key":`, e.KeyID)
+		str(`,"model":`, e.Model)
+		str(`,"day":`, e.Day)
+		str(`,"month":`, e.Month)
+		num(`,"amount":`, e.Amount)
+		b.WriteString(`,"leases":[`)
+		for j, l := range e.Leases {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			contract.WriteJSONString(&b, l)
+		}
+		b.WriteByte(']')
+		str(`,"state":`, e.State)
+		num(`,"final":`, e.Final)
+		num(`,"at":`, e.At)
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return b.Bytes()
 }
 
 // ticket is the attempt's ticket in tenant.
