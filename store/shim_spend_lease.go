@@ -304,24 +304,38 @@ func (b *leaseBook) take(ctx context.Context, asks []leaseAsk, least func(j int)
 	err := b.db.ledgerTx(ctx, func(tx *Tx) error {
 		tightAt = -1
 		for j, a := range asks {
-			if _, err := tx.Exec(ctx, `INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, 0)
-				ON CONFLICT (scope, period) DO NOTHING`, a.k.scope, a.k.period); err != nil {
-				return fmt.Errorf("store: lease: %w", err)
-			}
-			var cur int64
-			if err := tx.QueryRow(ctx, `SELECT amount FROM shim_spend_totals WHERE scope = ? AND period = ?`+tx.Dialect().ForUpdate(),
-				a.k.scope, a.k.period).Scan(&cur); err != nil {
-				return fmt.Errorf("store: lease: %w", err)
-			}
 			// Never more than half of what remains: as much is always
-			// left for the other processes.
-			g := min(a.want, (a.limit-cur)/2)
-			if g < least(j) {
-				tightAt = j
-				return errTight
+			// left for the other processes. Most writes find that half
+			// larger than what they want, and take it in one conditional
+			// update; the others read what remains first.
+			g, whole := a.want, false
+			if a.want >= least(j) && a.want <= a.limit/2 {
+				res, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ? AND amount <= ?`,
+					a.want, a.k.scope, a.k.period, a.limit-2*a.want)
+				if err != nil {
+					return fmt.Errorf("store: lease: %w", err)
+				}
+				n, _ := res.RowsAffected()
+				whole = n == 1
 			}
-			if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, g, a.k.scope, a.k.period); err != nil {
-				return fmt.Errorf("store: lease: %w", err)
+			if !whole {
+				if _, err := tx.Exec(ctx, `INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, 0)
+					ON CONFLICT (scope, period) DO NOTHING`, a.k.scope, a.k.period); err != nil {
+					return fmt.Errorf("store: lease: %w", err)
+				}
+				var cur int64
+				if err := tx.QueryRow(ctx, `SELECT amount FROM shim_spend_totals WHERE scope = ? AND period = ?`+tx.Dialect().ForUpdate(),
+					a.k.scope, a.k.period).Scan(&cur); err != nil {
+					return fmt.Errorf("store: lease: %w", err)
+				}
+				g = min(a.want, (a.limit-cur)/2)
+				if g < least(j) {
+					tightAt = j
+					return errTight
+				}
+				if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, g, a.k.scope, a.k.period); err != nil {
+					return fmt.Errorf("store: lease: %w", err)
+				}
 			}
 			id := a.id
 			topped := false
