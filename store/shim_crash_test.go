@@ -53,13 +53,22 @@ func TestShimCrashChild(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(contract.WithCaller(r.Context(), shimCrashCaller)))
 	}))
+	ackReceipts(srv.URL, func(c, i int) string {
+		return fmt.Sprintf(`{"model":"gpt-4o","messages":[{"role":"user","content":"deploy build %d-%d to staging"}]}`, c, i)
+	})
+}
+
+// ackReceipts is a crash test child's clients: 8 of them post the chat
+// completion body(client, i) to url in turn, and print "acked <receipt id>"
+// for each answer they have read in full, until the process is killed; an
+// error prints "error …" and exits.
+func ackReceipts(url string, body func(c, i int) string) {
 	var out sync.Mutex
 	var wg sync.WaitGroup
 	for c := range 8 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				body := fmt.Sprintf(`{"model":"gpt-4o","messages":[{"role":"user","content":"deploy build %d-%d to staging"}]}`, c, i)
-				resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+				resp, err := http.Post(url, "application/json", strings.NewReader(body(c, i)))
 				if err != nil {
 					fmt.Printf("error %v\n", err)
 					os.Exit(1)

@@ -8,8 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,30 +57,9 @@ func TestSpendCrashChild(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(contract.WithCaller(r.Context(), spendCrashCaller)))
 	}))
-	var out sync.Mutex
-	var wg sync.WaitGroup
-	for c := range 8 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				body := fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"question %d-%d"}]}`, c, i)
-				resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
-				if err != nil {
-					fmt.Printf("error %v\n", err)
-					os.Exit(1)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					fmt.Printf("error status %d\n", resp.StatusCode)
-					os.Exit(1)
-				}
-				out.Lock()
-				fmt.Printf("acked %s\n", resp.Header.Get(shim.HeaderReceipt))
-				out.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	ackReceipts(srv.URL, func(c, i int) string {
+		return fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"question %d-%d"}]}`, c, i)
+	})
 }
 
 // TestSpendCrash: a child process forwarding requests under budgets is
