@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -195,81 +194,15 @@ func closeTicket(ctx context.Context, tx *Tx, now time.Time, t upstream.Ticket, 
 	if err != nil {
 		return fmt.Errorf("store: %s reservation: %w", state, err)
 	}
-	return moveTotals(ctx, tx, t, state, final)
+	return moveTotals(ctx, tx, t, final)
 }
 
 // moveTotals moves the totals and leases of an attempt closed without a
 // stored reservation (see closeTicket).
-func moveTotals(ctx context.Context, tx *Tx, t upstream.Ticket, state string, final int64) error {
-	// The totals first, then the leases, as every transaction locks them:
-	// assume each lease is open (it held the amount already) and correct
-	// a total whose lease the sweep released (it took the amount out).
-	// One statement each.
-	amount := int64(t.Amount)
-	tots := ticketTotals(t)
-	var q strings.Builder
-	var args []any
-	for i, p := range tots {
-		delta := final
-		if t.Leases[i] != "" {
-			delta -= amount
-		}
-		if delta == 0 {
-			continue
-		}
-		if len(args) == 0 {
-			q.WriteString(`INSERT INTO shim_spend_totals (scope, period, amount) VALUES (?, ?, ?)`)
-		} else {
-			q.WriteString(`, (?, ?, ?)`)
-		}
-		args = append(args, p[0], p[1], delta)
-	}
-	if len(args) > 0 {
-		q.WriteString(` ON CONFLICT (scope, period) DO UPDATE SET amount = shim_spend_totals.amount + excluded.amount`)
-		if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("store: %s reservation: %w", state, err)
-		}
-	}
-	q.Reset()
-	args = append(args[:0], amount, leaseOpen)
-	for _, id := range t.Leases {
-		if id == "" {
-			continue
-		}
-		if len(args) == 2 {
-			q.WriteString(`UPDATE shim_spend_leases SET amount = amount - ? WHERE state = ? AND id IN (?`)
-		} else {
-			q.WriteString(`, ?`)
-		}
-		args = append(args, id)
-	}
-	if len(args) == 2 {
-		return nil
-	}
-	q.WriteString(`)`)
-	res, err := tx.Exec(ctx, q.String(), args...)
-	if err != nil {
-		return fmt.Errorf("store: %s reservation: %w", state, err)
-	}
-	if n, _ := res.RowsAffected(); int(n) == len(args)-2 || amount == 0 {
-		return nil
-	}
-	for i, id := range t.Leases {
-		if id == "" {
-			continue
-		}
-		var st string
-		if err := tx.QueryRow(ctx, `SELECT state FROM shim_spend_leases WHERE id = ?`, id).Scan(&st); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("store: %s reservation: %w", state, err)
-		}
-		if st == leaseOpen {
-			continue
-		}
-		if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, amount, tots[i][0], tots[i][1]); err != nil {
-			return fmt.Errorf("store: %s reservation: %w", state, err)
-		}
-	}
-	return nil
+func moveTotals(ctx context.Context, tx *Tx, t upstream.Ticket, final int64) error {
+	var m ledgerMoves
+	m.add(t, final)
+	return m.write(ctx, tx)
 }
 
 // ticketTotals are the four totals of t, in the order of t.Leases.

@@ -265,10 +265,7 @@ func writeJournal(ctx context.Context, tx *Tx, batch []journaled) error {
 			return fmt.Errorf("store: spend journal: %w", err)
 		}
 	}
-	totals := map[leaseKey]int64{} // how much each total moves
-	leased := map[string]int64{}   // how much leaves each lease
-	leaseOf := map[string]leaseKey{}
-	ofLease := map[leaseKey]bool{} // the totals of those leases
+	var m ledgerMoves
 	for _, r := range batch {
 		for _, e := range r.entries {
 			t := e.ticket(r.tenant)
@@ -276,39 +273,63 @@ func writeJournal(ctx context.Context, tx *Tx, batch []journaled) error {
 				return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
 			}
 			settled := sql.NullInt64{Int64: e.Final, Valid: e.State == spendSettled}
-			at := Micros(FromMicros(e.At))
 			res, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-				t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, e.Amount, settled, e.State, at, at)
+				t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, e.Amount, settled, e.State, e.At, e.At)
 			if err != nil {
 				return fmt.Errorf("store: spend journal: %w", err)
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
 				continue // written already
 			}
-			for i, p := range ticketTotals(t) {
-				k := leaseKey{p[0], p[1]}
-				delta := e.Final
-				if id := e.Leases[i]; id != "" {
-					delta -= e.Amount
-					leased[id] += e.Amount
-					leaseOf[id], ofLease[k] = k, true
-				}
-				totals[k] += delta
-			}
+			m.add(t, e.Final)
 		}
 	}
-	keys := make([]leaseKey, 0, len(totals))
-	for k := range totals {
-		keys = append(keys, k)
+	return m.write(ctx, tx)
+}
+
+// ledgerMoves is what closing attempts without a stored reservation does
+// to the totals and the leases: each total moves by the attempts' costs,
+// less, for a total an attempt's lease held, its reservation, which leaves
+// that lease.
+type ledgerMoves struct {
+	totals  map[leaseKey]int64 // how much each total moves
+	leased  map[string]int64   // how much leaves each lease
+	leaseOf map[string]leaseKey
+	ofLease map[leaseKey]bool // the totals of those leases
+}
+
+// add counts the close of t at final.
+func (m *ledgerMoves) add(t upstream.Ticket, final int64) {
+	if m.totals == nil {
+		m.totals, m.leased, m.leaseOf, m.ofLease = map[leaseKey]int64{}, map[string]int64{}, map[string]leaseKey{}, map[leaseKey]bool{}
 	}
-	slices.SortFunc(keys, leaseKey.compare)
+	amount := int64(t.Amount)
+	for i, p := range ticketTotals(t) {
+		k := leaseKey{p[0], p[1]}
+		delta := final
+		if id := t.Leases[i]; id != "" {
+			delta -= amount
+			m.leased[id] += amount
+			m.leaseOf[id], m.ofLease[k] = k, true
+		}
+		m.totals[k] += delta
+	}
+}
+
+// write moves the totals and the leases inside tx, each once, in the
+// order every ledger transaction locks them: the totals as
+// leaseKey.compare sorts them (one statement), then the leases by id. A
+// lease the stale sweep released took what it held out of its total
+// already: the reservations carved from it leave that total once.
+func (m *ledgerMoves) write(ctx context.Context, tx *Tx) error {
+	keys := slices.SortedFunc(maps.Keys(m.totals), leaseKey.compare)
 	var q strings.Builder
 	var args []any
 	for _, k := range keys {
 		// A total of a lease moves even by nothing: its row is locked
-		// before the lease's, as every transaction locks them.
-		if totals[k] == 0 && !ofLease[k] {
+		// before the lease's.
+		if m.totals[k] == 0 && !m.ofLease[k] {
 			continue
 		}
 		if len(args) == 0 {
@@ -316,28 +337,25 @@ func writeJournal(ctx context.Context, tx *Tx, batch []journaled) error {
 		} else {
 			q.WriteString(`, (?, ?, ?)`)
 		}
-		args = append(args, k.scope, k.period, totals[k])
+		args = append(args, k.scope, k.period, m.totals[k])
 	}
 	if len(args) > 0 {
 		q.WriteString(` ON CONFLICT (scope, period) DO UPDATE SET amount = shim_spend_totals.amount + excluded.amount`)
 		if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("store: spend journal: %w", err)
+			return fmt.Errorf("store: ledger totals: %w", err)
 		}
 	}
-	ids := slices.Sorted(maps.Keys(leased))
-	for _, id := range ids {
-		res, err := tx.Exec(ctx, `UPDATE shim_spend_leases SET amount = amount - ? WHERE id = ? AND state = ?`, leased[id], id, leaseOpen)
+	for _, id := range slices.Sorted(maps.Keys(m.leased)) {
+		res, err := tx.Exec(ctx, `UPDATE shim_spend_leases SET amount = amount - ? WHERE id = ? AND state = ?`, m.leased[id], id, leaseOpen)
 		if err != nil {
-			return fmt.Errorf("store: spend journal: %w", err)
+			return fmt.Errorf("store: ledger leases: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			continue
 		}
-		// Released by the stale sweep, which took what it held out of
-		// the total already: the attempts' reservations leave it once.
-		k := leaseOf[id]
-		if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, leased[id], k.scope, k.period); err != nil {
-			return fmt.Errorf("store: spend journal: %w", err)
+		k := m.leaseOf[id]
+		if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, m.leased[id], k.scope, k.period); err != nil {
+			return fmt.Errorf("store: ledger totals: %w", err)
 		}
 	}
 	return nil
