@@ -174,7 +174,7 @@ func TestLeaseRefillsAheadOfTheAttempts(t *testing.T) {
 			t.Fatalf("%d attempts waited for a lease write, want only the first", w)
 		}
 		held := spendTotal(t, sp, "key:k1", "2026-11-29")
-		if held < 100*amount+leaseHalf(amount) || held > 100*amount+16*amount {
+		if held < 100*amount+8*amount || held > 100*amount+16*amount {
 			t.Fatalf("key day total %d after 100 attempts: want them and at least half a lease, at most a whole one", held)
 		}
 		// A budget of 20 attempts: the top-ups shrink as it runs out and
@@ -208,8 +208,6 @@ func TestLeaseRefillsAheadOfTheAttempts(t *testing.T) {
 		}
 	})
 }
-
-func leaseHalf(amount int64) int64 { return 8 * amount }
 
 // TestLeaseNearTheEndOfABudget: when half of what remains is less than an
 // attempt, it reserves in the store on its own; when that is refused while
