@@ -3,12 +3,16 @@ package store_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caduceus-dev/caduceus/store"
 )
 
 // killAfterAcks runs this test binary as a child running only test child
@@ -48,4 +52,25 @@ func killAfterAcks(t *testing.T, child, env, ack string, max, min int, within ti
 		t.Fatalf("the child acknowledged only %d: %s", len(acked), stderr.String())
 	}
 	return acked
+}
+
+// crashOnStore makes an empty store at a new SQLite file, runs child on
+// it (its env variable envName set to the file's path) and kills it as
+// killAfterAcks does, then opens the store again. It returns the store and
+// the ids acknowledged before the kill.
+func crashOnStore(t *testing.T, child, envName string, max, min int) (*store.DB, []string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "crash.db")
+	db, err := store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	acked := killAfterAcks(t, child, envName+"="+path, "acked", max, min, 30*time.Second)
+	db, err = store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, acked
 }

@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -95,19 +93,7 @@ func TestShimCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	path := filepath.Join(t.TempDir(), "shim-crash.db")
-	db, err := store.Open(context.Background(), "sqlite:"+path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	acked := killAfterAcks(t, "TestShimCrashChild", envShimCrashChild+"="+path, "acked", 300, 20, 30*time.Second)
-
-	db, err = store.Open(context.Background(), "sqlite:"+path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, acked := crashOnStore(t, "TestShimCrashChild", envShimCrashChild, 300, 20)
 	rs, err := db.Shim().ListReceipts(context.Background(), "slot-1", 100000, "")
 	if err != nil {
 		t.Fatal(err)

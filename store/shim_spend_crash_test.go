@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -72,19 +71,7 @@ func TestSpendCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	path := filepath.Join(t.TempDir(), "spend-crash.db")
-	db, err := store.Open(context.Background(), "sqlite:"+path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	acked := killAfterAcks(t, "TestSpendCrashChild", envSpendCrashChild+"="+path, "acked", 400, 40, 30*time.Second)
-
-	db, err = store.Open(context.Background(), "sqlite:"+path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, acked := crashOnStore(t, "TestSpendCrashChild", envSpendCrashChild, 400, 40)
 	ctx := t.Context()
 	pending := count(t, db, `SELECT COUNT(*) FROM shim_receipts WHERE ledger IS NOT NULL`)
 	// The next process's sweep, a few minutes on: the dead process's
