@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -83,14 +84,15 @@ func (keepNothing) Hold(context.Context, string, time.Time) error               
 func (keepNothing) HeldUntil(context.Context, string) (time.Time, error)                 { return time.Time{}, nil }
 
 // BenchmarkShimForwardLedger sends one chat request through the whole shim
-// on SQLite (receipt and audit record committed per request, settlement in
-// that transaction) to a local fake provider, through the gateway with the
-// store's ledger and holds — without a budget, with budgets served from
-// leases, with budgets reserved per attempt in the store — or ("holds-only")
-// a ledger that keeps nothing and the store's holds, each paired with the
-// same gateway whose ledger and holds keep nothing (see runPaired).
-// added-p50-µs is what the ledger (and the hold check) add to the median
-// request.
+// to a local fake provider, on SQLite (receipt and audit record committed
+// per request, the settlement recorded in the receipt for the spend
+// journal) and, when the tests have a Postgres server, on Postgres: through
+// the gateway with the store's ledger and holds — without a budget, with
+// budgets served from leases, with budgets reserved per attempt in the
+// store — or ("holds-only") a ledger that keeps nothing and the store's
+// holds, each paired with the same gateway whose ledger and holds keep
+// nothing (see runPaired). added-p50-µs is what the ledger (and the hold
+// check) add to the median request.
 func BenchmarkShimForwardLedger(b *testing.B) {
 	f := newForwardBench(b)
 	handler := func(conf upstream.Config, ledger func(*store.DB) upstream.Ledger, holds func(*store.DB) upstream.Holds) func(*store.DB) http.Handler {
@@ -115,7 +117,14 @@ func BenchmarkShimForwardLedger(b *testing.B) {
 		{"budget-leased", f.budgeted, storeLedger, storeHolds},
 		{"budget-per-attempt", f.budgeted, func(db *store.DB) upstream.Ledger { return db.ShimSpend().PerAttempt() }, storeHolds},
 	} {
-		f.runPaired(b, tc.name, base, handler(tc.conf, tc.ledger, tc.holds))
+		f.runPaired(b, tc.name, storetest.OpenSQLite, base, handler(tc.conf, tc.ledger, tc.holds))
+	}
+	// On Postgres (when the tests have one) the two cases an operator
+	// chooses between; each store is a schema of its own.
+	if dsn := os.Getenv(storetest.EnvPostgres); dsn != "" {
+		open := func(tb testing.TB) *store.DB { return storetest.OpenPostgres(tb, dsn) }
+		f.runPaired(b, "postgres/no-budget", open, base, handler(f.conf, storeLedger, storeHolds))
+		f.runPaired(b, "postgres/budget-leased", open, base, handler(f.budgeted, storeLedger, storeHolds))
 	}
 }
 
