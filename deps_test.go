@@ -2,53 +2,128 @@ package caduceus_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/caduceus-dev/caduceus"
 
-// TestDomainPackagesStayInTheMiddle keeps the house's arrows pointing down:
-// a domain package (trader, executor, shim, relay and their sub-packages)
-// never imports the store, the server, the console, auth, the command, another domain, a
-// broker implementation, or a database driver.
-func TestDomainPackagesStayInTheMiddle(t *testing.T) {
+// gates are the gate packages; each one's sub-packages belong to it.
+var gates = []string{"trader", "executor", "shim", "relay"}
+
+// adapters are the packages that hold a gate's SQL over the store core:
+// they import the core and their own gate, never another gate.
+var adapters = map[string]string{
+	"store/tradersql":   "trader",
+	"store/executorsql": "executor",
+	"store/shimsql":     "shim",
+	"store/relaysql":    "relay",
+	"shim/ledger":       "shim",
+}
+
+// core are the packages under every gate: they import no gate.
+var core = []string{"contract", "audit", "auth", "store", "store/storetest", "trail", "internal/swar"}
+
+// gateOf is the gate rel belongs to ("" for none): its own tree, or the
+// gate an adapter serves.
+func gateOf(rel string) string {
+	if g, ok := adapters[rel]; ok {
+		return g
+	}
+	top, _, _ := strings.Cut(rel, "/")
+	if slices.Contains(gates, top) {
+		return top
+	}
+	return ""
+}
+
+// imports lists every package of the module with its transitive
+// dependencies (tests excluded).
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Deps " "}}`, "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	domains := []string{"trader", "executor", "shim", "relay"}
-	forbiddenAlways := []string{module + "/store", module + "/server", module + "/console", module + "/auth", module + "/cmd", "database/sql", "modernc.org/sqlite", "github.com/jackc/pgx"}
-	checked := 0
+	deps := map[string][]string{}
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		pkg, deps, _ := strings.Cut(line, "|")
+		pkg, ds, _ := strings.Cut(line, "|")
 		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
-		domain := strings.Split(rel, "/")[0]
-		isDomain := false
-		for _, d := range domains {
-			if domain == d {
-				isDomain = true
+		for d := range strings.FieldsSeq(ds) {
+			if strings.HasPrefix(d, module+"/") {
+				deps[rel] = append(deps[rel], strings.TrimPrefix(d, module+"/"))
+			} else {
+				deps[rel] = append(deps[rel], d)
 			}
 		}
-		// Test helpers (tradertest, ...) may use what tests need.
-		if !isDomain || strings.HasSuffix(rel, "test") {
+		if _, ok := deps[rel]; !ok {
+			deps[rel] = nil
+		}
+	}
+	return deps
+}
+
+// TestCoreKnowsNoGate: the core (contract, audit, auth, the store core,
+// the trail) imports no gate package and no gate's adapter.
+func TestCoreKnowsNoGate(t *testing.T) {
+	deps := imports(t)
+	for _, c := range core {
+		ds, ok := deps[c]
+		if !ok {
+			t.Fatalf("core package %s not found", c)
+		}
+		for _, d := range ds {
+			if gateOf(d) != "" {
+				t.Errorf("core package %s imports %s (gate %s)", c, d, gateOf(d))
+			}
+		}
+	}
+}
+
+// TestNoGateImportsAnother: no package of a gate (its tree or its
+// adapters) imports another gate's.
+func TestNoGateImportsAnother(t *testing.T) {
+	checked := 0
+	for pkg, ds := range imports(t) {
+		g := gateOf(pkg)
+		if g == "" || strings.HasSuffix(pkg, "test") {
 			continue
 		}
 		checked++
-		for dep := range strings.FieldsSeq(deps) {
-			// A domain sees the broker port only; picking an implementation
-			// is wiring (cmd/caduceus).
-			if strings.HasPrefix(dep, module+"/broker/") {
-				t.Errorf("%s imports a broker implementation: %s", rel, dep)
+		for _, d := range ds {
+			if o := gateOf(d); o != "" && o != g {
+				t.Errorf("%s (gate %s) imports %s (gate %s)", pkg, g, d, o)
 			}
-			for _, f := range forbiddenAlways {
-				if dep == f || strings.HasPrefix(dep, f+"/") {
-					t.Errorf("%s imports %s", rel, dep)
-				}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no gate package found")
+	}
+}
+
+// TestDomainPackagesStayInTheMiddle keeps the house's arrows pointing down:
+// a gate's domain package (trader, executor, shim, relay and their
+// sub-packages, but for the adapters) never imports the store, the server,
+// the console, auth, the command, a broker implementation, or a database
+// driver. Test helpers (tradertest, ...) may use what tests need.
+func TestDomainPackagesStayInTheMiddle(t *testing.T) {
+	forbidden := []string{"store", "server", "console", "auth", "cmd", "database/sql", "modernc.org/sqlite", "github.com/jackc/pgx"}
+	checked := 0
+	for pkg, ds := range imports(t) {
+		if _, adapter := adapters[pkg]; adapter || gateOf(pkg) == "" || strings.HasSuffix(pkg, "test") {
+			continue
+		}
+		checked++
+		for _, d := range ds {
+			// A domain sees the broker port only; picking an
+			// implementation is wiring (cmd/caduceus).
+			if strings.HasPrefix(d, "broker/") {
+				t.Errorf("%s imports a broker implementation: %s", pkg, d)
 			}
-			for _, other := range domains {
-				if other != domain && (dep == module+"/"+other || strings.HasPrefix(dep, module+"/"+other+"/")) {
-					t.Errorf("%s imports another domain: %s", rel, dep)
+			for _, f := range forbidden {
+				if d == f || strings.HasPrefix(d, f+"/") {
+					t.Errorf("%s imports %s", pkg, d)
 				}
 			}
 		}

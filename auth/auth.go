@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
 // Key is a stored API key (without its secret).
@@ -123,13 +122,13 @@ func CheckTenant(t contract.TenantSlot) error {
 }
 
 // checkGrants checks grants as a key or a tenant holds them
-// (upstream.CheckGrants: exact provider/model pairs, no wildcards, no
+// (contract.CheckGrants: exact provider/model pairs, no wildcards, no
 // contributor-tier models) and returns them sorted and without duplicates.
 // A bad one is an invalid Error on field, bad_grant, naming it.
 func checkGrants(field string, grants []string) ([]string, error) {
-	out, err := upstream.CheckGrants(grants)
+	out, err := contract.CheckGrants(grants)
 	if err != nil {
-		return nil, contract.FieldError(field, "bad_grant", "%s", strings.TrimPrefix(err.Error(), "upstream: "))
+		return nil, contract.FieldError(field, "bad_grant", "%s", err.Error())
 	}
 	return out, nil
 }

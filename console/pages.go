@@ -16,6 +16,9 @@ import (
 	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/relaysql"
+	"github.com/caduceus-dev/caduceus/store/shimsql"
+	"github.com/caduceus-dev/caduceus/store/tradersql"
 	"github.com/caduceus-dev/caduceus/trader"
 	"github.com/caduceus-dev/caduceus/trail"
 )
@@ -111,7 +114,7 @@ func (c *Console) receipts(w http.ResponseWriter, r *http.Request, s scope) erro
 	}
 	var all []shim.Receipt
 	for _, t := range ts {
-		rs, err := c.cfg.DB.Shim().ListReceipts(r.Context(), t, listLimit, "")
+		rs, err := shimsql.New(c.cfg.DB).ListReceipts(r.Context(), t, listLimit, "")
 		if err != nil {
 			return err
 		}
@@ -134,7 +137,7 @@ func (c *Console) decisions(w http.ResponseWriter, r *http.Request, s scope) err
 	}
 	var all []attempt
 	for _, t := range ts {
-		err := c.cfg.DB.Trader().InTx(r.Context(), t, func(tx trader.Tx) error {
+		err := tradersql.New(c.cfg.DB).InTx(r.Context(), t, func(tx trader.Tx) error {
 			as, err := tx.Attempts(r.Context(), trader.AttemptFilter{Limit: listLimit})
 			for _, a := range as {
 				all = append(all, attempt{a, t})
@@ -192,7 +195,7 @@ type relayView struct {
 }
 
 type bufferedView struct {
-	store.BufferedEvent
+	relaysql.BufferedEvent
 	Summary string
 }
 
@@ -201,7 +204,7 @@ func (c *Console) relay(w http.ResponseWriter, r *http.Request, s scope) error {
 	if c.cfg.Relay != nil {
 		v.Gateways = c.cfg.Relay.OpenConnections(s.tenant())
 	}
-	bs, err := c.cfg.DB.Relay().Buffered(r.Context(), s.tenant(), listLimit)
+	bs, err := relaysql.New(c.cfg.DB).Buffered(r.Context(), s.tenant(), listLimit)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/shimsql"
 )
 
 // slowEnv is a Server with the shim gate on SQLite behind a real TCP
@@ -49,7 +50,7 @@ func newSlowEnv(t *testing.T, bodyTimeout, upstreamDelay time.Duration) *slowEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Upstreams: map[string]shim.Upstream{"openai": {BaseURL: up.URL}}})
+	svc := shim.New(shim.Config{Store: shimsql.New(db), Audit: db.Audit(), Upstreams: map[string]shim.Upstream{"openai": {BaseURL: up.URL}}})
 	srv := New(Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Shim: svc, BodyReadTimeout: bodyTimeout})
 	e := &slowEnv{key: token, srv: srv, closed: make(chan struct{}, 1024)}
 	hs := httptest.NewUnstartedServer(srv)

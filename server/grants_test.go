@@ -13,9 +13,11 @@ import (
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/shimsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
@@ -50,7 +52,7 @@ func newGrantsEnv(t *testing.T, db *store.DB) *grantsEnv {
 	if err := conf.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend()})
+	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db)})
 	// Cached keys: a grant change must reach the next request at once.
 	keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
 	e := &grantsEnv{db: db}
@@ -64,7 +66,7 @@ func newGrantsEnv(t *testing.T, db *store.DB) *grantsEnv {
 		}
 		*k.token = token
 	}
-	svc := shim.New(shim.Config{Store: db.Shim(), Audit: db.Audit(), Gateway: gw})
+	svc := shim.New(shim.Config{Store: shimsql.New(db), Audit: db.Audit(), Gateway: gw})
 	e.srv = server.New(server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Shim: svc, Gateway: gw})
 	return e
 }

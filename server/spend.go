@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 )
 
-// SpendReader reports the shim gateway's spend (store.ShimSpend).
+// SpendReader reports the shim gateway's spend (ledger.Ledger).
 type SpendReader interface {
-	Spend(ctx context.Context, tenant contract.TenantSlot, keyID string, since time.Time) ([]store.SpendRow, error)
+	Spend(ctx context.Context, tenant contract.TenantSlot, keyID string, since time.Time) ([]ledger.SpendRow, error)
 }
 
 // shimSpend answers GET /v1/spend: the caller's tenant's spend per key and

@@ -20,6 +20,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	gwconf "github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
@@ -61,7 +62,7 @@ func newGatewayEnv(t *testing.T, budgets gwconf.Budgets, tweaks ...func(*shim.Co
 		if err := conf.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(),
+		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db),
 			Keys: map[string]string{"openai": "sk-route-openai", "anthropic": "sk-route-anthropic"}})
 		for _, tw := range tweaks {
 			tw(c)
@@ -105,7 +106,7 @@ func TestGatewayThroughTheSDKs(t *testing.T) {
 			})
 		}
 	}
-	rows, err := db.ShimSpend().Spend(t.Context(), "slot-1", "kg", time.Time{})
+	rows, err := ledger.Of(db).Spend(t.Context(), "slot-1", "kg", time.Time{})
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("spend rows %+v, %v", rows, err)
 	}
@@ -390,7 +391,7 @@ func TestGatewayUncertainFailoverWithTheSDK(t *testing.T) {
 		if err := conf.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend()})
+		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db)})
 	})
 	res, err := call(t, e, "key-both", wire.Messages, true, "claude-sonnet-4-5", "hello", nil)
 	if err != nil || res.text != upstreamText || flakyCalls.Load() != 1 {
@@ -423,7 +424,7 @@ func TestGatewayUncertainFailoverWithTheSDK(t *testing.T) {
 	if res, err = call(t, e, "key-both", wire.Messages, false, "claude-sonnet-4-5", "hello", nil); err != nil || res.text != upstreamText || flakyCalls.Load() != calls {
 		t.Fatalf("while held: %v, flaky called %d more", err, flakyCalls.Load()-calls)
 	}
-	if until, _ := db.ShimSpend().HeldUntil(t.Context(), "anthropic/claude-sonnet-4-5"); time.Until(until) < 20*time.Second {
+	if until, _ := ledger.Of(db).HeldUntil(t.Context(), "anthropic/claude-sonnet-4-5"); time.Until(until) < 20*time.Second {
 		t.Fatalf("held until %v, want about 30s from now", until)
 	}
 }

@@ -18,6 +18,9 @@ type AuditLog struct{ db *DB }
 // Audit returns the store's audit log.
 func (db *DB) Audit() *AuditLog { return &AuditLog{db: db} }
 
+// DB is the store the log writes to.
+func (l *AuditLog) DB() *DB { return l.db }
+
 var (
 	_ audit.Log        = (*AuditLog)(nil)
 	_ audit.Source     = (*AuditLog)(nil)
@@ -191,7 +194,7 @@ func lockAuditHead(ctx context.Context, tx *Tx, tenant string) (seq int64, prev 
 func (l *AuditLog) Tenants(ctx context.Context) ([]contract.TenantSlot, error) {
 	// From the records themselves, so a removed head cannot hide a chain;
 	// and from the heads, so a chain whose every record is gone is found.
-	return appendRows(nil, queryRows(ctx, l.db, "audit tenants", scanValue[contract.TenantSlot],
+	return AppendRows(nil, QueryRows(ctx, l.db, "audit tenants", ScanValue[contract.TenantSlot],
 		`SELECT DISTINCT tenant FROM audit_records UNION SELECT tenant FROM audit_heads ORDER BY 1`))
 }
 
@@ -218,7 +221,7 @@ func (l *AuditLog) FindHead(ctx context.Context, t contract.TenantSlot) (int64, 
 
 // Scan implements audit.Source: the tenant's rows in chain order.
 func (l *AuditLog) Scan(ctx context.Context, t contract.TenantSlot, fn func(audit.Row) error) error {
-	return eachRow(queryRows(ctx, l.db, "audit scan", scanAuditRow,
+	return EachRow(QueryRows(ctx, l.db, "audit scan", scanAuditRow,
 		`SELECT `+rowColumns+` FROM audit_records WHERE tenant = ? ORDER BY seq`, string(t)), fn)
 }
 
@@ -236,17 +239,17 @@ func (l *AuditLog) Tail(ctx context.Context, f AuditFilter) ([]audit.Record, err
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	q := statement{sql: `SELECT body, prev_hash, hash FROM audit_records WHERE 1 = 1`}
-	q.andEq("tenant", string(f.Tenant))
-	q.andEq("action", f.Action)
-	q.andEq("resource", f.Resource)
-	q.add(` ORDER BY id DESC LIMIT ?`, f.Limit)
-	return appendRows(nil, queryRows(ctx, l.db, "audit tail", scanRecord, q.sql, q.args...))
+	q := Statement{SQL: `SELECT body, prev_hash, hash FROM audit_records WHERE 1 = 1`}
+	q.AndEq("tenant", string(f.Tenant))
+	q.AndEq("action", f.Action)
+	q.AndEq("resource", f.Resource)
+	q.Add(` ORDER BY id DESC LIMIT ?`, f.Limit)
+	return AppendRows(nil, QueryRows(ctx, l.db, "audit tail", scanRecord, q.SQL, q.Args...))
 }
 
 // scanRecord scans a row of body, prev_hash and hash into the record the
 // body holds.
-func scanRecord(row scanner) (audit.Record, error) {
+func scanRecord(row Scanner) (audit.Record, error) {
 	var body, prev, hash string
 	if err := row.Scan(&body, &prev, &hash); err != nil {
 		return audit.Record{}, err

@@ -283,7 +283,7 @@ func (b *batcher) runEach(ctx context.Context, t *Tx, batch []*txReq) error {
 			if _, rerr := t.Exec(ctx, "ROLLBACK TO caduceus_tx"); rerr != nil {
 				return fmt.Errorf("store: rollback to savepoint: %w", rerr)
 			}
-			if !retryable(err) || attempt == 3 {
+			if !IsRetryable(err) || attempt == 3 {
 				break
 			}
 		}

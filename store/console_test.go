@@ -10,6 +10,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/relaysql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
@@ -64,19 +65,19 @@ func TestAuditRecordAndRelayBuffered(t *testing.T) {
 
 		now := time.Now()
 		for i, tenant := range []contract.TenantSlot{"slot-1", "slot-2", "slot-1"} {
-			ok, err := db.Relay().Enqueue(ctx, relay.Buffered{ID: "rbuf_" + string(rune('a'+i)), Tenant: tenant, Platform: "telegram", Bot: "b", SessionKey: "k", Event: []byte(`{"type":"message","text":"hi"}`), CreatedAt: now}, 0)
+			ok, err := relaysql.New(db).Enqueue(ctx, relay.Buffered{ID: "rbuf_" + string(rune('a'+i)), Tenant: tenant, Platform: "telegram", Bot: "b", SessionKey: "k", Event: []byte(`{"type":"message","text":"hi"}`), CreatedAt: now}, 0)
 			if err != nil || !ok {
 				t.Fatal(ok, err)
 			}
 		}
-		if _, err := db.Relay().Lease(ctx, "slot-1", "rbuf_a", "rconn_1", now, now.Add(time.Minute)); err != nil {
+		if _, err := relaysql.New(db).Lease(ctx, "slot-1", "rbuf_a", "rconn_1", now, now.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		one, err := db.Relay().Buffered(ctx, "slot-1", 0)
+		one, err := relaysql.New(db).Buffered(ctx, "slot-1", 0)
 		if err != nil || len(one) != 2 || one[0].ID != "rbuf_a" || one[0].LeaseOwner != "rconn_1" || one[1].LeaseOwner != "" || !one[1].LeaseUntil.IsZero() {
 			t.Fatalf("Buffered(slot-1) = %+v %v", one, err)
 		}
-		all, err := db.Relay().Buffered(ctx, "", 0)
+		all, err := relaysql.New(db).Buffered(ctx, "", 0)
 		if err != nil || len(all) != 3 {
 			t.Fatalf("Buffered(all) = %d %v", len(all), err)
 		}

@@ -49,7 +49,7 @@ func (k *Keys) CreateKey(ctx context.Context, key auth.Key) error {
 
 const keyColumns = `id, tenant, secret_hash, scopes, harness, run_context, created_at, revoked_at`
 
-func scanKey(row scanner) (auth.Key, error) {
+func scanKey(row Scanner) (auth.Key, error) {
 	var key auth.Key
 	var tenant, scopes, runCtx string
 	var created int64
@@ -87,7 +87,7 @@ func (k *Keys) Key(ctx context.Context, id string) (auth.Key, error) {
 // grants returns the grants of keyID and of every key of tenant, sorted
 // and without duplicates (keyID "": the tenant's alone).
 func (k *Keys) grants(ctx context.Context, tenant contract.TenantSlot, keyID string) ([]string, error) {
-	return appendRows(nil, queryRows(ctx, k.db, "grants", scanValue[string],
+	return AppendRows(nil, QueryRows(ctx, k.db, "grants", ScanValue[string],
 		`SELECT DISTINCT model FROM api_key_grants WHERE tenant = ? AND key_id IN ('', ?) ORDER BY model`, string(tenant), keyID))
 }
 
@@ -100,7 +100,7 @@ func (k *Keys) TenantGrants(ctx context.Context, tenant contract.TenantSlot) ([]
 // of tenant holds. Like a revocation it bumps the key change counter (and
 // notifies on Postgres), so every process re-reads the keys it cached. The
 // grants must be checked
-// (upstream.CheckGrants) by the caller; auth.Service.SetTenantGrants does.
+// (contract.CheckGrants) by the caller; auth.Service.SetTenantGrants does.
 func (k *Keys) SetTenantGrants(ctx context.Context, tenant contract.TenantSlot, grants []string) error {
 	return k.db.InTx(ctx, func(tx *Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM api_key_grants WHERE tenant = ? AND key_id = ''`, string(tenant)); err != nil {
@@ -126,7 +126,7 @@ func (k *Keys) SetTenantGrants(ctx context.Context, tenant contract.TenantSlot, 
 
 // ListKeys implements auth.Store.
 func (k *Keys) ListKeys(ctx context.Context) ([]auth.Key, error) {
-	keys, err := appendRows(nil, queryRows(ctx, k.db, "list keys", scanKey, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`))
+	keys, err := AppendRows(nil, QueryRows(ctx, k.db, "list keys", scanKey, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`))
 	if err != nil {
 		return nil, err
 	}

@@ -5,29 +5,78 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
 	"strings"
+	"sync"
 )
 
-// migrations are applied in file-name order, each once, each in its own
-// transaction. Ranges: 000-099 core, 100-199 trader, 200-299 executor,
-// 300-399 shim, 400-499 relay, 500-599 console. A file, once released, is never edited:
-// changes are new files.
+// Migrations are applied in file-name order across every registered set,
+// each file once, each in its own transaction. The core's files are here
+// (000-099 keys, audit and idempotency; 500-599 the console); each gate's
+// store adapter registers its own set (RegisterMigrations) with its range:
+// 100-199 trader, 200-299 executor, 300-399 shim, 400-499 relay. A file,
+// once released, is never edited: changes are new files. A file's name is
+// what schema_migrations records, so a file moves between packages freely.
 //
 //go:embed migrations/*.sql
-var migrations embed.FS
+var coreMigrations embed.FS
+
+var (
+	migrationsMu sync.Mutex
+	migrationSet = map[string]migration{} // by name
+)
+
+type migration struct {
+	name, owner string
+	body        []byte
+}
+
+func init() { mustRegister("store", coreMigrations, "migrations") }
+
+// RegisterMigrations adds the *.sql files at the root of fsys to the
+// migrations every Open applies. A gate's store adapter calls it from an
+// init function, so a program that uses the adapter has its tables; owner
+// names it in errors. Two files of one name panic: a wiring bug.
+func RegisterMigrations(owner string, fsys fs.FS) { mustRegister(owner, fsys, ".") }
+
+func mustRegister(owner string, fsys fs.FS, dir string) {
+	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
+	if err != nil {
+		panic(err)
+	}
+	migrationsMu.Lock()
+	defer migrationsMu.Unlock()
+	for _, p := range names {
+		body, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			panic(err)
+		}
+		name := strings.TrimSuffix(path.Base(p), ".sql")
+		if prev, ok := migrationSet[name]; ok {
+			panic(fmt.Sprintf("store: migration %s registered by %s and %s", name, prev.owner, owner))
+		}
+		migrationSet[name] = migration{name: name, owner: owner, body: body}
+	}
+}
+
+// registeredMigrations returns the registered migrations in name order.
+func registeredMigrations() []migration {
+	migrationsMu.Lock()
+	defer migrationsMu.Unlock()
+	out := make([]migration, 0, len(migrationSet))
+	for _, m := range migrationSet {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
 
 // migrationLock is the Postgres advisory lock key held while migrating, so
 // processes starting together on one database migrate one at a time.
 const migrationLock = 0x6361_6475_6365 // "caduce"
 
 func (db *DB) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-
 	conn, err := db.w.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
@@ -42,21 +91,16 @@ func (db *DB) migrate(ctx context.Context) error {
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
-	for _, path := range names {
-		name := strings.TrimSuffix(strings.TrimPrefix(path, "migrations/"), ".sql")
-		body, err := migrations.ReadFile(path)
-		if err != nil {
-			return err
-		}
+	for _, m := range registeredMigrations() {
 		// The check is inside the transaction: on SQLite the immediate
 		// transaction holds the write lock, on Postgres the advisory lock
 		// is held, so two processes never both apply one file.
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("store: migrate %s: %w", name, err)
+			return fmt.Errorf("store: migrate %s: %w", m.name, err)
 		}
 		var n int
-		if err := tx.QueryRowContext(ctx, db.dialect.Rebind("SELECT COUNT(*) FROM schema_migrations WHERE name = ?"), name).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, db.dialect.Rebind("SELECT COUNT(*) FROM schema_migrations WHERE name = ?"), m.name).Scan(&n); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("store: migrate: %w", err)
 		}
@@ -64,16 +108,16 @@ func (db *DB) migrate(ctx context.Context) error {
 			tx.Rollback()
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		if _, err := tx.ExecContext(ctx, string(m.body)); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("store: migrate %s: %w", name, err)
+			return fmt.Errorf("store: migrate %s (%s): %w", m.name, m.owner, err)
 		}
-		if _, err := tx.ExecContext(ctx, db.dialect.Rebind("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)"), name, Micros(db.Now())); err != nil {
+		if _, err := tx.ExecContext(ctx, db.dialect.Rebind("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)"), m.name, Micros(db.Now())); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("store: migrate %s: %w", name, err)
+			return fmt.Errorf("store: migrate %s: %w", m.name, err)
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("store: migrate %s: %w", name, err)
+			return fmt.Errorf("store: migrate %s: %w", m.name, err)
 		}
 	}
 	return nil

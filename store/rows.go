@@ -8,14 +8,14 @@ import (
 	"iter"
 )
 
-// scanner is one row to scan: a *sql.Row, or the current row of a *sql.Rows.
-type scanner interface{ Scan(...any) error }
+// Scanner is one row to scan: a *sql.Row, or the current row of a *sql.Rows.
+type Scanner interface{ Scan(...any) error }
 
-// queryRows runs a read on q and yields its rows in order, each made a T by
+// QueryRows runs a read on q and yields its rows in order, each made a T by
 // scan. A failure of the read, of a scan or of the iteration is yielded once,
 // wrapped "store: what: ...", and ends the sequence. The rows are closed when
 // the sequence ends or the loop over it stops early.
-func queryRows[T any](ctx context.Context, q Querier, what string, scan func(scanner) (T, error), query string, args ...any) iter.Seq2[T, error] {
+func QueryRows[T any](ctx context.Context, q Querier, what string, scan func(Scanner) (T, error), query string, args ...any) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		fail := func(err error) {
 			var zero T
@@ -43,9 +43,9 @@ func queryRows[T any](ctx context.Context, q Querier, what string, scan func(sca
 	}
 }
 
-// eachRow hands the rows of seq to fn in order and stops at the first error,
+// EachRow hands the rows of seq to fn in order and stops at the first error,
 // seq's or fn's, which it returns as it is.
-func eachRow[T any](seq iter.Seq2[T, error], fn func(T) error) error {
+func EachRow[T any](seq iter.Seq2[T, error], fn func(T) error) error {
 	for x, err := range seq {
 		if err == nil {
 			err = fn(x)
@@ -57,11 +57,11 @@ func eachRow[T any](seq iter.Seq2[T, error], fn func(T) error) error {
 	return nil
 }
 
-// appendRows appends the rows of seq to out and returns it: with no rows,
+// AppendRows appends the rows of seq to out and returns it: with no rows,
 // out as given (nil, or an empty slice for a list that must encode as []).
 // On a failure it returns nil and the error.
-func appendRows[T any](out []T, seq iter.Seq2[T, error]) ([]T, error) {
-	err := eachRow(seq, func(x T) error {
+func AppendRows[T any](out []T, seq iter.Seq2[T, error]) ([]T, error) {
+	err := EachRow(seq, func(x T) error {
 		out = append(out, x)
 		return nil
 	})
@@ -71,15 +71,15 @@ func appendRows[T any](out []T, seq iter.Seq2[T, error]) ([]T, error) {
 	return out, nil
 }
 
-// scanValue scans a row of one column into a T.
-func scanValue[T any](row scanner) (T, error) {
+// ScanValue scans a row of one column into a T.
+func ScanValue[T any](row Scanner) (T, error) {
 	var v T
 	err := row.Scan(&v)
 	return v, err
 }
 
-// scanJSON scans a row of one column, a JSON document, into a T.
-func scanJSON[T any](row scanner) (T, error) {
+// ScanJSON scans a row of one column, a JSON document, into a T.
+func ScanJSON[T any](row Scanner) (T, error) {
 	var v T
 	var doc string
 	if err := row.Scan(&doc); err != nil {
@@ -88,9 +88,9 @@ func scanJSON[T any](row scanner) (T, error) {
 	return v, json.Unmarshal([]byte(doc), &v)
 }
 
-// rowsAffected is the number of rows a statement changed, from the two
+// RowsAffected is the number of rows a statement changed, from the two
 // results of its Exec.
-func rowsAffected(res sql.Result, err error) (int64, error) {
+func RowsAffected(res sql.Result, err error) (int64, error) {
 	if err != nil {
 		return 0, err
 	}

@@ -1,22 +1,22 @@
 package store
 
-// statement is SQL built a clause at a time, with its arguments in order:
+// Statement is SQL built a clause at a time, with its arguments in order:
 // a read whose filters apply only when given.
-type statement struct {
-	sql  string
-	args []any
+type Statement struct {
+	SQL  string
+	Args []any
 }
 
-// add appends clause and the arguments of its placeholders.
-func (s *statement) add(clause string, args ...any) {
-	s.sql += clause
-	s.args = append(s.args, args...)
+// Add appends clause and the arguments of its placeholders.
+func (s *Statement) Add(clause string, args ...any) {
+	s.SQL += clause
+	s.Args = append(s.Args, args...)
 }
 
-// andEq appends " AND column = ?" for value, or nothing when value is
+// AndEq appends " AND column = ?" for value, or nothing when value is
 // empty (no filter on column).
-func (s *statement) andEq(column, value string) {
+func (s *Statement) AndEq(column, value string) {
 	if value != "" {
-		s.add(" AND "+column+" = ?", value)
+		s.Add(" AND "+column+" = ?", value)
 	}
 }

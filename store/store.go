@@ -15,6 +15,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,11 +63,31 @@ type DB struct {
 	Now func() time.Time
 	dsn string // Postgres: for connections of its own (LISTEN)
 
-	leaseOnce   sync.Once
-	leases      *leaseBook // the shim's budget leases, made on first use
-	journalOnce sync.Once
-	journal     *spendJournal // the shim's deferred settlements, made on first use
-	holds       holdBook      // the shim's model holds, as last read
+	// parts are the objects attached to this store (Part), closed
+	// before it in the reverse order of their making.
+	partsMu sync.Mutex
+	parts   map[any]io.Closer
+	order   []io.Closer
+}
+
+// Part returns the object attached to db under key, made by make on first
+// use: state a gate keeps per store and per process (the shim ledger's
+// leases and journal), closed by Close before the store's connections, in
+// the reverse order of their making. key is a value of an unexported type
+// of the package that attaches it, as for context keys.
+func (db *DB) Part(key any, make func() io.Closer) io.Closer {
+	db.partsMu.Lock()
+	defer db.partsMu.Unlock()
+	if p, ok := db.parts[key]; ok {
+		return p
+	}
+	if db.parts == nil {
+		db.parts = map[any]io.Closer{}
+	}
+	p := make()
+	db.parts[key] = p
+	db.order = append(db.order, p)
+	return p
 }
 
 // Querier is what both DB and Tx offer: statements with ? placeholders.
@@ -165,15 +186,15 @@ func openPostgres(dsn string) (*DB, error) {
 	return db, nil
 }
 
-// Close closes the pools.
+// Close closes the attached parts (Part), then the pools.
 func (db *DB) Close() error {
-	if db.leases != nil {
-		db.leases.stop()
-	}
-	if db.journal != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		db.journal.close(ctx)
-		cancel()
+	db.partsMu.Lock()
+	parts := db.order
+	db.parts, db.order = nil, nil
+	db.partsMu.Unlock()
+	var err error
+	for i := len(parts) - 1; i >= 0; i-- {
+		err = errors.Join(err, parts[i].Close())
 	}
 	if db.batch != nil {
 		db.batch.close() // closes the writer's statements and gives its connection back
@@ -182,7 +203,7 @@ func (db *DB) Close() error {
 		db.ckpt.close()
 	}
 	db.rstmts.close()
-	err := db.w.Close()
+	err = errors.Join(err, db.w.Close())
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())
 	}
@@ -344,13 +365,25 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 	return db.inTxRetried(ctx, fn)
 }
 
+// InSeparateTx runs fn in a transaction of its own on Postgres, outside
+// the group commit, retried as InTx retries; on SQLite, where one writer
+// runs every transaction in turn, it joins the group commit. For writes
+// that lock shared rows (a budget's totals) which a group commit's other
+// transactions must not hold while they wait on theirs.
+func (db *DB) InSeparateTx(ctx context.Context, fn func(*Tx) error) error {
+	if db.dialect == Postgres {
+		return db.inTxRetried(ctx, fn)
+	}
+	return db.InTx(ctx, fn)
+}
+
 // inTxRetried is inTx, retried up to three times on a Postgres
 // serialization failure or deadlock.
 func (db *DB) inTxRetried(ctx context.Context, fn func(*Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
 		err = db.inTx(ctx, fn)
-		if err == nil || !retryable(err) {
+		if err == nil || !IsRetryable(err) {
 			return err
 		}
 	}
@@ -416,7 +449,9 @@ func IsUniqueViolation(err error) bool {
 	return false
 }
 
-func retryable(err error) bool {
+// IsRetryable reports whether err is a Postgres serialization failure or
+// deadlock: the transaction may succeed when run again.
+func IsRetryable(err error) bool {
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		return pe.Code == "40001" || pe.Code == "40P01"
 	}

@@ -21,7 +21,7 @@ var _ trail.Source = (*TrailLog)(nil)
 const rowColumns = `tenant, id, seq, at, action, resource, outcome, body, prev_hash, hash`
 
 // scanAuditRow scans a row of rowColumns.
-func scanAuditRow(row scanner) (audit.Row, error) {
+func scanAuditRow(row Scanner) (audit.Row, error) {
 	var r audit.Row
 	var tenant, body string
 	err := row.Scan(&tenant, &r.ID, &r.Seq, &r.At, &r.Action, &r.Resource, &r.Outcome, &body, &r.PrevHash, &r.Hash)
@@ -32,7 +32,7 @@ func scanAuditRow(row scanner) (audit.Row, error) {
 // ConversationRecords implements trail.Source: the records filed under
 // conversation id in tenant, in chain order.
 func (l *TrailLog) ConversationRecords(ctx context.Context, tenant contract.TenantSlot, id string) ([]audit.Row, error) {
-	return appendRows(nil, queryRows(ctx, l.db, "conversation records", scanAuditRow,
+	return AppendRows(nil, QueryRows(ctx, l.db, "conversation records", scanAuditRow,
 		`SELECT `+rowColumns+` FROM audit_records WHERE tenant = ? AND conversation_id = ? ORDER BY seq`, string(tenant), id))
 }
 
@@ -40,12 +40,12 @@ func (l *TrailLog) ConversationRecords(ctx context.Context, tenant contract.Tena
 // of the conversation named id (a conv_ id, or a session key as recorded
 // in session_id), the one with the newest record first.
 func (l *TrailLog) ConversationTenants(ctx context.Context, id string) ([]trail.Match, error) {
-	return appendRows(nil, queryRows(ctx, l.db, "conversation tenants", scanMatch,
+	return AppendRows(nil, QueryRows(ctx, l.db, "conversation tenants", scanMatch,
 		`SELECT tenant, conversation_id, MAX(seq) FROM audit_records
 		WHERE conversation_id = ? OR session_id = ? GROUP BY tenant, conversation_id ORDER BY MAX(at) DESC, tenant`, id, contract.SessionIDFor(id)))
 }
 
-func scanMatch(row scanner) (trail.Match, error) {
+func scanMatch(row Scanner) (trail.Match, error) {
 	var m trail.Match
 	var tenant string
 	var last int64
@@ -57,10 +57,10 @@ func scanMatch(row scanner) (trail.Match, error) {
 // Conversations implements trail.Source: the conversations with the
 // newest last record first, of tenant ("" every tenant), at most limit.
 func (l *TrailLog) Conversations(ctx context.Context, tenant contract.TenantSlot, limit int) ([]trail.Head, error) {
-	q := statement{sql: `SELECT tenant, conversation_id, MAX(session_id), MIN(at), MAX(at), COUNT(*) FROM audit_records WHERE conversation_id IS NOT NULL`}
-	q.andEq("tenant", string(tenant))
-	q.add(` GROUP BY tenant, conversation_id ORDER BY MAX(at) DESC, tenant, conversation_id LIMIT ?`, limit)
-	out, err := appendRows(nil, queryRows(ctx, l.db, "conversations", scanHead, q.sql, q.args...))
+	q := Statement{SQL: `SELECT tenant, conversation_id, MAX(session_id), MIN(at), MAX(at), COUNT(*) FROM audit_records WHERE conversation_id IS NOT NULL`}
+	q.AndEq("tenant", string(tenant))
+	q.Add(` GROUP BY tenant, conversation_id ORDER BY MAX(at) DESC, tenant, conversation_id LIMIT ?`, limit)
+	out, err := AppendRows(nil, QueryRows(ctx, l.db, "conversations", scanHead, q.SQL, q.Args...))
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (l *TrailLog) Conversations(ctx context.Context, tenant contract.TenantSlot
 	return out, nil
 }
 
-func scanHead(row scanner) (trail.Head, error) {
+func scanHead(row Scanner) (trail.Head, error) {
 	var h trail.Head
 	var t string
 	var session *string
@@ -87,17 +87,17 @@ func scanHead(row scanner) (trail.Head, error) {
 }
 
 func (l *TrailLog) conversationActions(ctx context.Context, tenant contract.TenantSlot, id string) ([]string, error) {
-	return appendRows(nil, queryRows(ctx, l.db, "conversation actions", scanValue[string],
+	return AppendRows(nil, QueryRows(ctx, l.db, "conversation actions", ScanValue[string],
 		`SELECT DISTINCT action FROM audit_records WHERE tenant = ? AND conversation_id = ? ORDER BY action`, string(tenant), id))
 }
 
 // ScanRange implements trail.Source: tenant's rows with from <= seq (and
 // seq <= to when to > 0), in chain order.
 func (l *TrailLog) ScanRange(ctx context.Context, tenant contract.TenantSlot, from, to int64, fn func(audit.Row) error) error {
-	q := statement{`SELECT ` + rowColumns + ` FROM audit_records WHERE tenant = ? AND seq >= ?`, []any{string(tenant), from}}
+	q := Statement{SQL: `SELECT ` + rowColumns + ` FROM audit_records WHERE tenant = ? AND seq >= ?`, Args: []any{string(tenant), from}}
 	if to > 0 {
-		q.add(` AND seq <= ?`, to)
+		q.Add(` AND seq <= ?`, to)
 	}
-	q.add(` ORDER BY seq`)
-	return eachRow(queryRows(ctx, l.db, "audit scan", scanAuditRow, q.sql, q.args...), fn)
+	q.Add(` ORDER BY seq`)
+	return EachRow(QueryRows(ctx, l.db, "audit scan", scanAuditRow, q.SQL, q.Args...), fn)
 }

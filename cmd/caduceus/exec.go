@@ -10,6 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/store/executorsql"
 )
 
 // EnvRobinhoodToken names the environment variable holding the bearer token
@@ -87,7 +88,7 @@ are per tenant and kept at least 24 hours.
 				return err
 			}
 			defer db.Close()
-			o.Store = db.ExecutorState()
+			o.Store = executorsql.New(db)
 			o.Audit = db.Audit()
 			env, err := runTick(cmd.Context(), o)
 			if err != nil {

@@ -15,7 +15,10 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/server"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/executorsql"
+	"github.com/caduceus-dev/caduceus/store/tradersql"
 	"github.com/caduceus-dev/caduceus/trader"
 )
 
@@ -34,7 +37,7 @@ func operatorCaller(tenant contract.TenantSlot) contract.Caller {
 func (a *app) gateOn(name string) bool { return slices.Contains(a.cfg.Gates, name) }
 
 func (a *app) traderService(db *store.DB) (*trader.Service, error) {
-	return trader.New(db.Trader(), trader.Options{Logger: a.log})
+	return trader.New(tradersql.New(db), trader.Options{Logger: a.log})
 }
 
 // gates builds the services of the enabled gates into the server config.
@@ -53,7 +56,7 @@ func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error
 		}
 		cfg.Shim, cfg.ShimMemory, cfg.ShimSync = g.svc, g.mem, g.syncer(a, db, false)
 		if g.gw != nil {
-			cfg.ShimSpend, cfg.Gateway = db.ShimSpend(), g.gw
+			cfg.ShimSpend, cfg.Gateway = ledger.Of(db), g.gw
 		}
 	}
 	if a.gateOn("executor") {
@@ -110,7 +113,7 @@ func errExecutorNotConfigured() error {
 // flag or file.
 func (a *app) executor(ctx context.Context, db *store.DB) (*executor.Executor, error) {
 	c := a.cfg.Executor
-	ex := &executor.Executor{Store: db.ExecutorState(), Audit: db.Audit(), Skills: c.Skills}
+	ex := &executor.Executor{Store: executorsql.New(db), Audit: db.Audit(), Skills: c.Skills}
 	if ex.Skills == "" {
 		ex.Skills = filepath.Join(a.cfg.Data, "skills")
 	}
@@ -139,7 +142,7 @@ func (a *app) executor(ctx context.Context, db *store.DB) (*executor.Executor, e
 		if len(sc.Accounts) == 0 {
 			return nil, refuse("--scenario %s has no accounts", c.Scenario)
 		}
-		brokers, err := paper.Brokers(db.ExecutorState(), b)
+		brokers, err := paper.Brokers(executorsql.New(db), b)
 		if err != nil {
 			return nil, refuse("--scenario %s: %s", c.Scenario, userMessage(err))
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
@@ -29,10 +30,10 @@ func (a *app) gateway(db *store.DB) *gateway.Gateway {
 			keys[name] = k
 		}
 	}
-	// The shim records turns with db.Shim(), whose transaction settles the
+	// The shim records turns with shimsql.New(db), whose transaction settles the
 	// reservations too: one commit fewer per request.
 	timeout, _ := a.cfg.Shim.attemptTimeout() // checked at startup
-	return gateway.New(gateway.Config{Upstream: c, Keys: keys, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Logger: a.log,
+	return gateway.New(gateway.Config{Upstream: c, Keys: keys, Ledger: ledger.Of(db), Holds: ledger.Of(db), Logger: a.log,
 		DeferClose: true, HeaderTimeout: timeout})
 }
 
@@ -68,7 +69,7 @@ func (a *app) releaseStale(ctx context.Context, db *store.DB) {
 	t := time.NewTicker(5 * time.Minute)
 	defer t.Stop()
 	for {
-		n, err := db.ShimSpend().ReleaseStale(ctx, time.Now().Add(-staleReservation))
+		n, err := ledger.Of(db).ReleaseStale(ctx, time.Now().Add(-staleReservation))
 		switch {
 		case err != nil && ctx.Err() == nil:
 			a.log.Warn("shim: stale ledger not swept", "err", err)

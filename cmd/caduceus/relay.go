@@ -10,6 +10,7 @@ import (
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/relaysql"
 )
 
 // relayConfigured reports whether the config names any gateway or platform.
@@ -26,7 +27,7 @@ func (a *app) relayConnector(db *store.DB) (c *connector.Connector, close func()
 	if err != nil {
 		return nil, nil, &exitError{2, fmt.Errorf("%s", userMessage(err))}
 	}
-	rc.Store, rc.Audit, rc.Logger = db.Relay(), db.Audit(), a.log
+	rc.Store, rc.Audit, rc.Logger = relaysql.New(db), db.Audit(), a.log
 	var nc *nats.Conn
 	if a.cfg.NATS != "" {
 		if nc, err = nats.Connect(a.cfg.NATS, nats.Name("caduceus-relay")); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/server"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
@@ -134,7 +135,7 @@ func (a *app) serve(ctx context.Context) error {
 	if a.gateOn("shim") && a.cfg.Shim.Gateway.Enabled() {
 		// The budget slices this process leased and did not use go back
 		// to the store for the other processes.
-		if n, err := db.ShimSpend().ReturnLeases(sctx); err != nil {
+		if n, err := ledger.Of(db).ReturnLeases(sctx); err != nil {
 			a.log.Warn("shim: budget leases not returned; the stale sweep releases them", "err", err)
 		} else if n > 0 {
 			a.log.Info("shim: budget leases returned", "microdollars", n)

@@ -18,6 +18,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/shimsql"
 )
 
 // shimConfig is the shim section of the config file.
@@ -110,7 +111,7 @@ type shimGate struct {
 // syncer returns a Syncer for the server (allowlisted URLs only) or the CLI
 // (any source, directories included).
 func (g shimGate) syncer(a *app, db *store.DB, cli bool) *provsync.Syncer {
-	cfg := provsync.Config{Governor: g.gov, Ledger: db.ShimMemory(), MaxChars: a.cfg.Shim.MaxCharsCeiling, AllowDir: cli}
+	cfg := provsync.Config{Governor: g.gov, Ledger: shimsql.NewMemory(db), MaxChars: a.cfg.Shim.MaxCharsCeiling, AllowDir: cli}
 	if !cli {
 		allow := a.cfg.Shim.SyncAllow
 		cfg.AllowURL = func(u *url.URL) bool {
@@ -137,9 +138,9 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 		gov.Cohorts[contract.TenantSlot(t)] = cohorts
 	}
 	cfg := shim.Config{
-		Store:      db.Shim(),
+		Store:      shimsql.New(db),
 		Audit:      db.Audit(),
-		Turns:      db.Shim(), // receipt and audit record in one transaction
+		Turns:      shimsql.New(db), // receipt and audit record in one transaction
 		Upstreams:  map[string]shim.Upstream{},
 		Offline:    c.Offline,
 		EdgeSecret: a.getenv("CADUCEUS_EDGE_SECRET"),
@@ -170,7 +171,7 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 	if c.EmbeddingsURL != "" {
 		cfg.Embedder = &shim.OpenAIEmbedder{BaseURL: c.EmbeddingsURL, Model: c.EmbeddingsModel, APIKey: a.getenv("CADUCEUS_EMBEDDINGS_API_KEY")}
 	}
-	mem := memory.New(memory.Config{Store: db.ShimMemory(), Rules: db.Shim(),
+	mem := memory.New(memory.Config{Store: shimsql.NewMemory(db), Rules: shimsql.New(db),
 		Logf: func(format string, args ...any) { a.log.Warn(fmt.Sprintf(format, args...)) }})
 	cfg.Observers = append(cfg.Observers, mem)
 	if err := shim.CheckConfig(cfg); err != nil {

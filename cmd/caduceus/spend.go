@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
@@ -37,7 +38,7 @@ func (a *app) spendCmd() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			rows, err := db.ShimSpend().Spend(cmd.Context(), contract.TenantSlot(tenant), key, from)
+			rows, err := ledger.Of(db).Spend(cmd.Context(), contract.TenantSlot(tenant), key, from)
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
@@ -63,11 +64,11 @@ func BenchmarkForwardLedger(b *testing.B) {
 		gw   *gateway.Gateway
 	}{
 		{"no-ledger", gateway.New(gateway.Config{Upstream: c, Ledger: freeLedger{}, Holds: freeLedger{}, Client: client})},
-		{"sqlite-ledger", gateway.New(gateway.Config{Upstream: c, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})},
-		{"sqlite-ledger-budget", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client})},
-		{"sqlite-ledger-budget-deferred", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: db.ShimSpend(), Client: client, DeferClose: true})},
-		{"sqlite-ledger-budget-deferred-no-hold-check", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend(), Holds: freeLedger{}, Client: client, DeferClose: true})},
-		{"sqlite-per-attempt-budget-deferred", gateway.New(gateway.Config{Upstream: budgeted, Ledger: db.ShimSpend().PerAttempt(), Holds: db.ShimSpend(), Client: client, DeferClose: true})},
+		{"sqlite-ledger", gateway.New(gateway.Config{Upstream: c, Ledger: ledger.Of(db), Holds: ledger.Of(db), Client: client})},
+		{"sqlite-ledger-budget", gateway.New(gateway.Config{Upstream: budgeted, Ledger: ledger.Of(db), Holds: ledger.Of(db), Client: client})},
+		{"sqlite-ledger-budget-deferred", gateway.New(gateway.Config{Upstream: budgeted, Ledger: ledger.Of(db), Holds: ledger.Of(db), Client: client, DeferClose: true})},
+		{"sqlite-ledger-budget-deferred-no-hold-check", gateway.New(gateway.Config{Upstream: budgeted, Ledger: ledger.Of(db), Holds: freeLedger{}, Client: client, DeferClose: true})},
+		{"sqlite-per-attempt-budget-deferred", gateway.New(gateway.Config{Upstream: budgeted, Ledger: ledger.Of(db).PerAttempt(), Holds: ledger.Of(db), Client: client, DeferClose: true})},
 	}
 	who := caller("openai/gpt-4.1")
 	for _, tc := range cases {

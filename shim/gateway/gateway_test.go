@@ -17,6 +17,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
@@ -97,7 +98,7 @@ func newRigOn(t *testing.T, db *store.DB, failover upstream.Failover, urls ...st
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	gw := gateway.New(gateway.Config{Upstream: c, Ledger: db.ShimSpend(), Holds: db.ShimSpend(),
+	gw := gateway.New(gateway.Config{Upstream: c, Ledger: ledger.Of(db), Holds: ledger.Of(db),
 		Client: &http.Client{}, HeaderTimeout: 300 * time.Millisecond, Keys: map[string]string{"a": "sk-a"}})
 	return &rig{gw: gw, db: db, conf: c}
 }
@@ -163,7 +164,7 @@ func TestReserveAndSettleFromUsage(t *testing.T) {
 	if res.Reserved != wantReserved || res.Settled != chatAnswerCost {
 		t.Fatalf("reserved %d settled %d; want %d and %d", res.Reserved, res.Settled, wantReserved, chatAnswerCost)
 	}
-	rows, err := r.db.ShimSpend().Spend(t.Context(), "slot-1", "k1", time.Time{})
+	rows, err := ledger.Of(r.db).Spend(t.Context(), "slot-1", "k1", time.Time{})
 	if err != nil || len(rows) != 1 || rows[0].Settled != chatAnswerCost || rows[0].Open != 0 || rows[0].Model != "pa/gpt-4.1" {
 		t.Fatalf("spend = %+v, %v", rows, err)
 	}
@@ -287,7 +288,7 @@ func TestRateLimitHoldsTheModelEverywhere(t *testing.T) {
 	if rec.Code != 200 || outcomes(res) != "rate_limited answered" {
 		t.Fatalf("first request: %d %s", rec.Code, outcomes(res))
 	}
-	until, err := r.db.ShimSpend().HeldUntil(t.Context(), "pa/gpt-4.1")
+	until, err := ledger.Of(r.db).HeldUntil(t.Context(), "pa/gpt-4.1")
 	if err != nil || time.Until(until) < 100*time.Second {
 		t.Fatalf("held until %v, %v; want about two minutes", until, err)
 	}
@@ -315,7 +316,7 @@ func TestBudgetExceededRefusesBeforeTheCall(t *testing.T) {
 	up := newFake(t, answerChat)
 	r := newRig(t, upstream.FailoverNone, up.URL)
 	r.conf.Budgets.Key = upstream.Limit{Day: 1000}
-	r.gw = gateway.New(gateway.Config{Upstream: r.conf, Ledger: r.db.ShimSpend(), Holds: r.db.ShimSpend(), Client: &http.Client{}})
+	r.gw = gateway.New(gateway.Config{Upstream: r.conf, Ledger: ledger.Of(r.db), Holds: ledger.Of(r.db), Client: &http.Client{}})
 	big := `{"model":"gpt-4.1","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
 	res, _ := r.forward(t, caller("pa/gpt-4.1"), big)
 	if res.Refusal == nil || res.Refusal.Status != 429 || res.Refusal.Code != "budget_exceeded" || res.Refusal.Retry {
@@ -349,7 +350,7 @@ func TestFailoverStepAsksForItsOwnModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r := &rig{gw: gateway.New(gateway.Config{Upstream: c, Ledger: db.ShimSpend(), Holds: db.ShimSpend()}), db: db}
+	r := &rig{gw: gateway.New(gateway.Config{Upstream: c, Ledger: ledger.Of(db), Holds: ledger.Of(db)}), db: db}
 	res, rec := r.forward(t, caller("openai/gpt-4.1", "backup/gpt-4.1-mini"), chatBody)
 	if rec.Code != 200 {
 		t.Fatalf("%d %s %+v", rec.Code, outcomes(res), res.Refusal)

@@ -113,19 +113,11 @@ func Parse(b []byte) (Config, error) {
 // Identity is provider/model.
 func Identity(provider, model string) string { return provider + "/" + model }
 
-// SplitIdentity splits provider/model at the first slash (model names may
-// hold slashes). It returns an error naming s when either side is empty or
-// s holds a space or control character.
+// SplitIdentity is contract.SplitIdentity, its error prefixed "upstream: ".
 func SplitIdentity(s string) (provider, model string, err error) {
-	provider, model, ok := strings.Cut(s, "/")
-	if !ok || provider == "" || model == "" {
-		return "", "", fmt.Errorf("upstream: %q is not provider/model", s)
-	}
-	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) || len(s) > 200 {
-		return "", "", fmt.Errorf("upstream: %q is not provider/model (no spaces or control characters, at most 200 bytes)", s)
-	}
-	if !validName(provider) {
-		return "", "", fmt.Errorf("upstream: provider %q in %q must be lowercase letters, digits, '-' or '_'", provider, s)
+	provider, model, err = contract.SplitIdentity(s)
+	if err != nil {
+		return "", "", fmt.Errorf("upstream: %w", err)
 	}
 	return provider, model, nil
 }
@@ -143,49 +135,26 @@ func ParseGrants(s string) ([]string, error) {
 	return CheckGrants(parts)
 }
 
-// CheckGrants checks every grant (CheckGrant) and returns them as they are
-// held: sorted and without duplicates. The first bad one is the error.
+// CheckGrants is contract.CheckGrants, its error prefixed "upstream: ".
 func CheckGrants(grants []string) ([]string, error) {
-	for _, g := range grants {
-		if err := CheckGrant(g); err != nil {
-			return nil, err
-		}
+	out, err := contract.CheckGrants(grants)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
 	}
-	out := slices.Clone(grants)
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return out, nil
 }
 
-// CheckGrant checks one grant: an exact provider/model pair, no wildcard,
-// no contributor-tier model.
+// CheckGrant is contract.CheckGrant, its error prefixed "upstream: ".
 func CheckGrant(g string) error {
-	_, model, err := SplitIdentity(g)
-	if err != nil {
-		return err
-	}
-	if strings.Contains(g, "*") {
-		return fmt.Errorf("upstream: grant %q: grants name exact provider/model pairs, no wildcards", g)
-	}
-	if contributor(model) {
-		return fmt.Errorf("upstream: grant %q: contributor-tier models are refused", g)
+	if err := contract.CheckGrant(g); err != nil {
+		return fmt.Errorf("upstream: %w", err)
 	}
 	return nil
 }
 
 func contributor(model string) bool { return strings.Contains(strings.ToLower(model), "contributor") }
 
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string) bool { return contract.ValidName(s) }
 
 // ProviderOf is a route's identity namespace.
 func (r Route) ProviderOf() string {

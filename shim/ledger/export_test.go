@@ -1,0 +1,43 @@
+package ledger
+
+import "time"
+
+// What the external tests read of a store's leases.
+
+// WaitRefills waits for the background lease top-ups in flight.
+func (s *Ledger) WaitRefills() {
+	if s.book != nil {
+		s.book.refills.Wait()
+	}
+}
+
+// LeaseWaits is how many lease writes an attempt waited for.
+func (s *Ledger) LeaseWaits() int64 {
+	if s.book == nil {
+		return 0
+	}
+	return s.book.writes.Load()
+}
+
+// HoldJournal keeps this store's deferred settlements pending until
+// something asks for them (a read of the spend or a total, a return of the
+// leases, Close).
+func (s *Ledger) HoldJournal() {
+	j := journalOf(s.db)
+	j.mu.Lock()
+	j.batch, j.delay = 1<<30, time.Hour
+	j.mu.Unlock()
+}
+
+// DropJournal forgets the deferred settlements not written yet, as a
+// process killed before writing them would.
+func (s *Ledger) DropJournal() {
+	j := journalOf(s.db)
+	j.mu.Lock()
+	j.pending, j.n = nil, 0
+	if j.timer != nil {
+		j.timer.Stop()
+		j.timer = nil
+	}
+	j.mu.Unlock()
+}

@@ -1,0 +1,89 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// HoldRefresh bounds how late this process learns of a hold another process
+// placed: the holds are read from the table at most this long ago. A hold
+// this process places is seen by it at once.
+//
+// Reading the table on every attempt cost a read transaction per forwarded
+// request, most of what the gateway added to one; a hold is a provider's
+// "retry after" of seconds to minutes, so a quarter of a second late in
+// another process means at most a few more requests meet the provider's
+// limit, which holds them again.
+const HoldRefresh = 250 * time.Millisecond
+
+// holdBook is a DB's copy of shim_holds: the holds still running when it was
+// read, and when that was (by the DB's clock).
+type holdBook struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+	read  time.Time
+}
+
+// Hold implements upstream.Holds: one upsert that only ever moves the end
+// of a hold later, then this process's copy.
+func (s *Ledger) Hold(ctx context.Context, identity string, until time.Time) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO shim_holds (identity, until_at) VALUES (?, ?)
+		ON CONFLICT (identity) DO UPDATE SET until_at = excluded.until_at WHERE shim_holds.until_at < excluded.until_at`,
+		identity, store.Micros(until))
+	if err != nil {
+		return fmt.Errorf("store: hold: %w", err)
+	}
+	b := &processOf(s.db).holds
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.until != nil && until.After(b.until[identity]) {
+		b.until[identity] = until
+	}
+	return nil
+}
+
+// HeldUntil implements upstream.Holds from this process's copy of the
+// holds, read again when it is HoldRefresh old.
+func (s *Ledger) HeldUntil(ctx context.Context, identity string) (time.Time, error) {
+	now := s.db.Now()
+	b := &processOf(s.db).holds
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.until == nil || now.Sub(b.read) >= HoldRefresh || now.Before(b.read) {
+		until, err := s.readHolds(ctx, now)
+		if err != nil {
+			return time.Time{}, err
+		}
+		b.until, b.read = until, now
+	}
+	t := b.until[identity]
+	if !t.After(now) {
+		return time.Time{}, nil
+	}
+	return t, nil
+}
+
+// readHolds reads the holds that run past now.
+func (s *Ledger) readHolds(ctx context.Context, now time.Time) (map[string]time.Time, error) {
+	type hold struct {
+		identity string
+		until    int64
+	}
+	rows := store.QueryRows(ctx, s.db, "hold", func(r store.Scanner) (h hold, err error) {
+		err = r.Scan(&h.identity, &h.until)
+		return h, err
+	}, `SELECT identity, until_at FROM shim_holds WHERE until_at > ?`, store.Micros(now))
+	until := map[string]time.Time{}
+	err := store.EachRow(rows, func(h hold) error {
+		until[h.identity] = store.FromMicros(h.until)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return until, nil
+}

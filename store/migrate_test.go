@@ -1,0 +1,57 @@
+package store_test
+
+import (
+	"slices"
+	"testing"
+	"testing/fstest"
+
+	"github.com/caduceus-dev/caduceus/store"
+	_ "github.com/caduceus-dev/caduceus/store/executorsql"
+	_ "github.com/caduceus-dev/caduceus/store/relaysql"
+	_ "github.com/caduceus-dev/caduceus/store/shimsql"
+	"github.com/caduceus-dev/caduceus/store/storetest"
+	_ "github.com/caduceus-dev/caduceus/store/tradersql"
+)
+
+// released are the migrations of every release so far, by the name
+// schema_migrations records. A database made by an older release holds
+// these names: a file renamed (or moved under another name) would run its
+// DDL again on that database and fail on the tables it already has.
+var released = []string{
+	"000_core", "010_key_changes", "020_key_grants", "030_audit_conversations",
+	"100_trader", "200_executor", "210_executor_broker_version",
+	"300_shim", "310_shim_memory", "320_shim_spend", "330_shim_spend_leases", "340_shim_receipts_ledger",
+	"400_relay", "500_console",
+}
+
+// TestMigrationsKeepTheirNames: with every gate's adapter linked in (as in
+// the binary), a new store records each released migration under its
+// released name, in name order, whichever package now holds its file.
+func TestMigrationsKeepTheirNames(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		names, err := store.AppendRows([]string(nil), store.QueryRows(t.Context(), db, "migrations", store.ScanValue[string],
+			`SELECT name FROM schema_migrations ORDER BY applied_at, name`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range released {
+			if !slices.Contains(names, want) {
+				t.Errorf("released migration %s was not applied under its name (applied: %v)", want, names)
+			}
+		}
+		if !slices.IsSorted(names) {
+			t.Errorf("migrations applied out of name order: %v", names)
+		}
+	})
+}
+
+// TestRegisterMigrationsRefusesADuplicateName: two packages registering a
+// file of one name is a wiring bug, caught when the program starts.
+func TestRegisterMigrationsRefusesADuplicateName(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second 100_trader.sql was registered")
+		}
+	}()
+	store.RegisterMigrations("test", fstest.MapFS{"100_trader.sql": {Data: []byte("SELECT 1")}})
+}
