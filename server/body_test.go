@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -13,7 +13,9 @@ import (
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimgate"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/shimsql"
 )
@@ -24,7 +26,7 @@ type slowEnv struct {
 	url    string
 	addr   string
 	key    string
-	srv    *Server
+	srv    *server.Server
 	closed chan struct{}
 }
 
@@ -51,7 +53,7 @@ func newSlowEnv(t *testing.T, bodyTimeout, upstreamDelay time.Duration) *slowEnv
 		t.Fatal(err)
 	}
 	svc := shim.New(shim.Config{Store: shimsql.New(db), Audit: db.Audit(), Upstreams: map[string]shim.Upstream{"openai": {BaseURL: up.URL}}})
-	srv := New(Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Shim: svc, BodyReadTimeout: bodyTimeout})
+	srv := server.New(server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Routes: shimgate.New(shimgate.Config{Service: svc}).Routes(), BodyReadTimeout: bodyTimeout})
 	e := &slowEnv{key: token, srv: srv, closed: make(chan struct{}, 1024)}
 	hs := httptest.NewUnstartedServer(srv)
 	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {

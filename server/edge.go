@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // HeaderEdgeAuth carries the secret shared with the proxy in front
@@ -15,14 +14,6 @@ const HeaderEdgeAuth = "X-Edge-Auth"
 // CodeEdgeAuth is the refusal of a request that did not come through the
 // edge.
 const CodeEdgeAuth = "edge_auth_required"
-
-// llmProtocols are the LLM routes, which refuse in their protocol's own
-// envelope.
-var llmProtocols = map[string]wire.Protocol{
-	"/v1/chat/completions": wire.ChatCompletions,
-	"/v1/responses":        wire.Responses,
-	"/v1/messages":         wire.Messages,
-}
 
 // throughEdge reports whether r may be served when an edge secret is set:
 // it carries the secret, or it is a liveness or readiness probe (which
@@ -37,8 +28,8 @@ func (s *Server) throughEdge(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("X-Should-Retry", "false")
-	if p, ok := llmProtocols[r.URL.Path]; ok {
-		wire.WriteError(w, p, http.StatusForbidden, CodeEdgeAuth, "requests must come through the edge")
+	if env, ok := s.envelopes[r.URL.Path]; ok {
+		env(w, http.StatusForbidden, CodeEdgeAuth, "requests must come through the edge")
 		return false
 	}
 	WriteProblem(w, r, contract.Denyf(CodeEdgeAuth, "requests must come through the edge"))

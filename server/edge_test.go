@@ -10,19 +10,24 @@ import (
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/server"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimgate"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/shimsql"
 )
 
 // TestEdgeSecretGuardsEveryRoute: with an edge secret, every route but the
 // probes refuses a request without it, in the LLM protocols' envelopes on
-// their routes, and tells SDKs not to retry.
+// their routes (the shim gate's here), and tells SDKs not to retry.
 func TestEdgeSecretGuardsEveryRoute(t *testing.T) {
 	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "edge.db"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	srv := server.New(server.Config{Auth: auth.NewService(db.Keys(), nil, 0), Audit: db.Audit(), Records: db.Audit(), Store: db, EdgeSecret: "edge-s3cret"})
+	shimGate := shimgate.New(shimgate.Config{Service: shim.New(shim.Config{Store: shimsql.New(db), Audit: db.Audit()})})
+	srv := server.New(server.Config{Auth: auth.NewService(db.Keys(), nil, 0), Audit: db.Audit(), Records: db.Audit(), Store: db,
+		Routes: shimGate.Routes(), EdgeSecret: "edge-s3cret"})
 	do := func(method, path, edge string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(`{}`))
 		if edge != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
+	"github.com/caduceus-dev/caduceus/shim/shimgate"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
@@ -67,7 +68,8 @@ func newGrantsEnv(t *testing.T, db *store.DB) *grantsEnv {
 		*k.token = token
 	}
 	svc := shim.New(shim.Config{Store: shimsql.New(db), Audit: db.Audit(), Gateway: gw})
-	e.srv = server.New(server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Shim: svc, Gateway: gw})
+	e.srv = server.New(server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db,
+		Routes: shimgate.New(shimgate.Config{Service: svc, Gateway: gw}).Routes()})
 	return e
 }
 

@@ -45,7 +45,7 @@ type createKeyRequest struct {
 // createKey makes a key in the caller's own tenant; an admin of one tenant
 // cannot mint keys for another (the CLI, working on the data directory, can).
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *Call) error {
-	body, err := readBody(r)
+	body, err := ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c *Call) error
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c *Call) error {
 	id := r.PathValue("id")
-	c.Resource = "key/" + clip(id, 100)
+	c.Resource = "key/" + Clip(id, 100)
 	keys, err := s.cfg.Auth.List(r.Context())
 	if err != nil {
 		return err
@@ -120,7 +120,7 @@ type tenantGrants struct {
 // another's grants (the CLI, working on the data directory, can).
 func grantsTenant(r *http.Request, c *Call) (contract.TenantSlot, error) {
 	tenant := contract.TenantSlot(r.PathValue("tenant"))
-	c.Resource = "tenant/" + clip(string(tenant), 100) + "/grants"
+	c.Resource = "tenant/" + Clip(string(tenant), 100) + "/grants"
 	if err := auth.CheckTenant(tenant); err != nil {
 		return "", err
 	}
@@ -136,7 +136,7 @@ func (s *Server) getTenantGrants(w http.ResponseWriter, r *http.Request, c *Call
 		return err
 	}
 	grants, err := s.cfg.Auth.TenantGrants(r.Context(), tenant)
-	return answerOK(w, tenantGrants{Tenant: tenant, Grants: nonNil(grants)}, err)
+	return AnswerOK(w, tenantGrants{Tenant: tenant, Grants: nonNil(grants)}, err)
 }
 
 // putTenantGrants replaces the tenant's grants with the body's
@@ -148,7 +148,7 @@ func (s *Server) putTenantGrants(w http.ResponseWriter, r *http.Request, c *Call
 	if err != nil {
 		return err
 	}
-	body, err := readBody(r)
+	body, err := ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (s *Server) putTenantGrants(w http.ResponseWriter, r *http.Request, c *Call
 	}
 	out := tenantGrants{Tenant: tenant, Grants: nonNil(grants)}
 	c.Payload = out
-	return answerOK(w, out, nil)
+	return AnswerOK(w, out, nil)
 }
 
 // nonNil answers an empty list as [] rather than null.
@@ -181,7 +181,7 @@ func nonNil(s []string) []string {
 }
 
 func (s *Server) auditTail(w http.ResponseWriter, r *http.Request, c *Call) error {
-	limit, err := queryLimit(r, 50, 1000)
+	limit, err := QueryLimit(r, 50, 1000)
 	if err != nil {
 		return err
 	}

@@ -59,10 +59,10 @@ func (s *Server) mcpHandler() HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, c *Call) error {
 		if o := r.Header.Get("Origin"); o != "" && !slices.ContainsFunc(s.cfg.MCPAllowedOrigins, func(a string) bool { return strings.EqualFold(strings.TrimSuffix(a, "/"), o) }) {
 			c.Resource = "mcp"
-			return contract.Denyf("origin_refused", "origin %q may not call /mcp (not in the allowed origins)", clip(o, 100))
+			return contract.Denyf("origin_refused", "origin %q may not call /mcp (not in the allowed origins)", Clip(o, 100))
 		}
 		if r.Method == http.MethodPost {
-			body, err := readBody(r)
+			body, err := ReadBody(r)
 			if err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ func peekRPC(body []byte) (method, tool string) {
 		return "batch_or_invalid", ""
 	}
 	if msg.Method == "tools/call" {
-		return msg.Method, clip(msg.Params.Name, 100)
+		return msg.Method, Clip(msg.Params.Name, 100)
 	}
 	return msg.Method, ""
 }

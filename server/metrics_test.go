@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"encoding/json"
@@ -7,13 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caduceus-dev/caduceus/server"
 	dto "github.com/prometheus/client_model/go"
 )
 
 // requestCount reads caduceus_http_requests_total and the request latency
 // histogram's sample count for one route and outcome from the server's
 // registry; the two must agree.
-func requestCount(t *testing.T, s *Server, route, outcome string) int {
+func requestCount(t *testing.T, s *server.Server, route, outcome string) int {
 	t.Helper()
 	families, err := s.Registry().Gather()
 	if err != nil {
@@ -76,7 +77,7 @@ func post(t *testing.T, url, path, body string, hdr ...string) (int, map[string]
 // completions, Anthropic's typed error for messages), the preview's as
 // problems.
 func TestLLMRoutesCountedOnce(t *testing.T) {
-	e := newSlowEnv(t, DefaultBodyReadTimeout, 0)
+	e := newSlowEnv(t, server.DefaultBodyReadTimeout, 0)
 	const chat = "POST /v1/chat/completions"
 	const okBody = `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`
 	for range 3 {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // Call is what the wrapper hands a handler: the authenticated caller and the
@@ -38,17 +37,6 @@ type Call struct {
 // returns an error otherwise; the wrapper turns the error into a problem
 // (unless the handler already wrote) and records the outcome.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, c *Call) error
-
-// Mount is a route the command adds to the server (the executor gate's
-// answer when it is not configured): a ServeMux pattern, the audit action
-// and the scope it needs; it goes through the wrapper like every keyed
-// route.
-type Mount struct {
-	Pattern string
-	Action  string         // "noun.verb"
-	Scope   contract.Scope // "" = any valid key
-	Handler HandlerFunc
-}
 
 // statusWriter records the status and whether anything was written, and
 // passes Flush through so streaming responses stay unbuffered.
@@ -83,6 +71,15 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// StatusOf is the status a handler's w has answered with so far (0: none
+// yet), for a handler that passes the writing to another handler.
+func StatusOf(w http.ResponseWriter) int {
+	if sw, ok := w.(*statusWriter); ok {
+		return sw.status
+	}
+	return 0
+}
 
 var (
 	errNavigation = &contract.Error{Kind: contract.KindDeny, Code: "browser_refused", Message: "browser navigations are refused: call the API with a key"}
@@ -124,67 +121,82 @@ func (s *Server) authenticate(r *http.Request) (contract.Caller, error) {
 	return caller, err
 }
 
-// route is how the wrapper serves one route.
-type route struct {
-	action string         // the audit action, "noun.verb"
-	scope  contract.Scope // "" = any valid key
-	// public routes take no key and write no audit record (POST
+// Envelope writes a refusal in an LLM protocol's own error envelope, the
+// shape its official SDK parses (shim/wire.WriteError of one protocol).
+type Envelope func(w http.ResponseWriter, status int, code, message string)
+
+// Route is one route of the server: a gate's (Config.Routes) or the
+// core's. Every route but a Raw one goes through the one wrapper (serve).
+type Route struct {
+	// Pattern is the http.ServeMux pattern ("POST /v1/trader/decisions").
+	Pattern string
+	// Action is the audit action, "noun.verb".
+	Action string
+	// Scope is the scope the key needs ("" = any valid key).
+	Scope contract.Scope
+	// Public routes take no key and write no audit record (POST
 	// /api/preview): anyone may call them.
-	public bool
-	// protocol is set on the LLM routes: every refusal is answered in that
-	// protocol's error envelope instead of a problem, the body is bounded by
-	// MaxLLMBodyBytes and left unread for the handler (the shim reads it
-	// once and checks it), and the audit resource is the protocol.
-	protocol wire.Protocol
-	// resource is the audit resource of a refusal before the handler runs
-	// (default: the protocol, else the path).
-	resource string
+	Public bool
+	// Envelope is set on the LLM routes: every refusal is answered in that
+	// protocol's error envelope instead of a problem (the edge check's
+	// too), and the body is bounded by MaxLLMBodyBytes and left unread for
+	// the handler (the shim reads it once and checks it).
+	Envelope Envelope
+	// Resource is the audit resource of a refusal before the handler runs
+	// (default: the path).
+	Resource string
+	// Handler serves the route.
+	Handler HandlerFunc
+	// Raw, when set, is served as it is, outside the wrapper: a route that
+	// authenticates itself (the relay's gateways with HMAC tokens, its
+	// platforms with their signatures). Only Pattern is read with it.
+	Raw http.Handler
 }
 
-// wrap is the wrapper of an authenticated management route: refusals are
-// problems.
-func (s *Server) wrap(action string, scope contract.Scope, h HandlerFunc) http.Handler {
-	return s.serve(route{action: action, scope: scope}, h)
+// handler is the http.Handler the mux serves for rt: rt.Raw as it is, else
+// rt.Handler inside the wrapper.
+func (s *Server) handler(rt Route) http.Handler {
+	if rt.Raw != nil {
+		return rt.Raw
+	}
+	return s.serve(rt, rt.Handler)
 }
 
 // serve turns a HandlerFunc into the http.Handler of rt, the one wrapper
-// every route of the server but the relay's goes through: authenticate,
+// every route of the server but the Raw ones goes through: authenticate,
 // check the scope, check the input, run, answer errors (as problems or in
 // the LLM protocol's envelope), write one audit record, count the request.
-func (s *Server) serve(rt route, h HandlerFunc) http.Handler {
+func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 	maxBody, check, answer := s.cfg.MaxBodyBytes, checkInput, WriteProblem
-	if rt.protocol != "" {
-		maxBody, check, answer = s.cfg.MaxLLMBodyBytes, checkLLMHeaders, envelopeWriter(rt.protocol)
+	if rt.Envelope != nil {
+		maxBody, check, answer = s.cfg.MaxLLMBodyBytes, checkLLMHeaders, envelopeWriter(rt.Envelope)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		c := &Call{Resource: r.URL.Path}
-		switch {
-		case rt.resource != "":
-			c.Resource = rt.resource
-		case rt.protocol != "":
-			c.Resource = string(rt.protocol)
+		if rt.Resource != "" {
+			c.Resource = rt.Resource
 		}
 		var caller contract.Caller
 		var err error
-		if !rt.public {
+		if !rt.Public {
 			caller, err = s.authenticate(r)
 			c.Caller = caller
 		}
-		if err == nil && rt.scope != "" {
-			err = caller.RequireScope("this route", rt.scope)
+		if err == nil && rt.Scope != "" {
+			err = caller.RequireScope("this route", rt.Scope)
 		}
 		if err == nil {
 			r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
 			err = check(r)
 		}
-		if err == nil && !rt.public {
+		if err == nil && !rt.Public {
 			caller.Trace, err = traceOf(r)
 			c.Caller = caller
 		}
 		if err == nil {
-			if !rt.public {
+			if !rt.Public {
 				r = r.WithContext(contract.WithCaller(r.Context(), caller))
 			}
 			err = h(sw, r, c)
@@ -209,9 +221,9 @@ func (s *Server) serve(rt route, h HandlerFunc) http.Handler {
 			outcome = c.Outcome
 		}
 		if caller.Identity.TenantSlot != "" && !c.Audited {
-			s.record(r.Context(), caller, rt.action, c, outcome)
+			s.record(r.Context(), caller, rt.Action, c, outcome)
 		}
-		if err != nil && !rt.public && caller.Identity.TenantSlot == "" {
+		if err != nil && !rt.Public && caller.Identity.TenantSlot == "" {
 			s.log.Info("refused unauthenticated request", "path", r.URL.Path, "reason", contract.AsError(err).Code, "remote", r.RemoteAddr)
 		}
 		pattern := r.Pattern
@@ -228,7 +240,7 @@ func (s *Server) serve(rt route, h HandlerFunc) http.Handler {
 // but for an internal error, X-Should-Retry: false (the SDKs' retry would be
 // refused the same way). The code leads the message: not every protocol's
 // envelope has a field for it. Internal errors say only "internal error".
-func envelopeWriter(p wire.Protocol) func(http.ResponseWriter, *http.Request, error) {
+func envelopeWriter(env Envelope) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		e := contract.AsError(err)
 		msg := e.Message
@@ -240,7 +252,7 @@ func envelopeWriter(p wire.Protocol) func(http.ResponseWriter, *http.Request, er
 		if e.Code != "" {
 			msg = e.Code + ": " + msg
 		}
-		wire.WriteError(w, p, ProblemOf(e, "").Status, e.Code, msg)
+		env(w, ProblemOf(e, "").Status, e.Code, msg)
 	}
 }
 
@@ -269,9 +281,9 @@ func (s *Server) record(ctx context.Context, caller contract.Caller, action stri
 			At:       contract.Timestamp(time.Now()),
 			Identity: caller.Identity,
 			Action:   action,
-			Resource: clip(strings.ToValidUTF8(c.Resource, "\uFFFD"), 200),
+			Resource: Clip(strings.ToValidUTF8(c.Resource, "\uFFFD"), 200),
 			Outcome:  outcome,
-			Reason:   clip(strings.ToValidUTF8(c.Reason, "\uFFFD"), 200),
+			Reason:   Clip(strings.ToValidUTF8(c.Reason, "\uFFFD"), 200),
 		},
 		Payload: c.Payload,
 	}
@@ -281,29 +293,6 @@ func (s *Server) record(ctx context.Context, caller contract.Caller, action stri
 	if _, err := s.cfg.Audit.Append(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Error("audit append failed", "action", action, "err", err)
 	}
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut on a rune boundary.
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
-}
-
-// readBody reads a request body (bounded by the wrapper's MaxBytesReader).
-func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, err
-		}
-		return nil, contract.Invalidf("bad_body", "cannot read the request body: %v", err)
-	}
-	return b, nil
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
@@ -346,7 +335,7 @@ func checkInput(r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	body, err := readBody(r)
+	body, err := ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -359,7 +348,7 @@ func checkInput(r *http.Request) error {
 		return contract.Invalidf("unexpected_body", "%s %s takes no request body", r.Method, r.URL.Path)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !contract.IsJSONMediaType(ct) {
-		return contract.Invalidf(contract.CodeUnsupportedMedia, "the body must be JSON (Content-Type: application/json), not %q", clip(strings.ToValidUTF8(ct, "?"), 100))
+		return contract.Invalidf(contract.CodeUnsupportedMedia, "the body must be JSON (Content-Type: application/json), not %q", Clip(strings.ToValidUTF8(ct, "?"), 100))
 	}
 	return contract.CheckJSON(body)
 }
@@ -372,6 +361,24 @@ func checkText(where, s string) error {
 	}
 	if strings.IndexByte(s, 0) >= 0 {
 		return contract.Invalidf(contract.CodeNULCharacter, "the request %s holds a NUL character", where)
+	}
+	return nil
+}
+
+// checkLLMHeaders applies the input rule of checkInput to what an LLM route's
+// headers say (path, query, headers, content type); the body is checked by
+// the shim in its one read (contract.CheckJSON), and every refusal is written
+// in the route's protocol.
+func checkLLMHeaders(r *http.Request) error {
+	body := r.Body
+	r.Body = http.NoBody
+	err := checkInput(r)
+	r.Body = body
+	if err != nil {
+		return err
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !contract.IsJSONMediaType(ct) {
+		return contract.Invalidf(contract.CodeUnsupportedMedia, "the body must be JSON (Content-Type: application/json)")
 	}
 	return nil
 }

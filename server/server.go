@@ -8,19 +8,14 @@ import (
 	"crypto/ed25519"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
-	"github.com/caduceus-dev/caduceus/executor"
-	"github.com/caduceus-dev/caduceus/shim"
-	"github.com/caduceus-dev/caduceus/shim/gateway"
-	"github.com/caduceus-dev/caduceus/shim/memory"
-	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/trader"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 
@@ -34,8 +29,8 @@ type AuditReader interface {
 	Tail(ctx context.Context, f store.AuditFilter) ([]audit.Record, error)
 }
 
-// Config is what a Server is built from: the services of the gates it
-// serves, and the routes and tools the command adds (Mounts, Tools).
+// Config is what a Server is built from: the core's services and the
+// routes and tools of the gates it serves.
 type Config struct {
 	Auth    *auth.Service
 	Audit   audit.Log
@@ -43,28 +38,10 @@ type Config struct {
 	Store   Pinger
 	Logger  *slog.Logger
 	Version string
-	// Gates: a nil service means the gate is not served.
-	Trader   *trader.Service
-	Executor *executor.Executor
-	Shim     *shim.Service
-	// ShimMemory and ShimSync serve entity memory, rule outcomes, insights
-	// and governed sync; nil when the shim gate is off.
-	ShimMemory *memory.Memory
-	ShimSync   *provsync.Syncer
-	// ShimSpend serves GET /v1/spend; nil when no gateway routes are
-	// configured.
-	ShimSpend SpendReader
-	// Gateway serves GET /v1/models (the models a key may use); nil when no
-	// gateway routes are configured.
-	Gateway *gateway.Gateway
-	// Relay is the relay connector's handler (GET /relay, POST
-	// /hooks/discord/{app}, POST /hooks/telegram/{bot}); it authenticates
-	// gateways and platforms itself (HMAC tokens, platform signatures).
-	Relay http.Handler
-	// RelayWebhooks are the patterns of the relay's webhooks for the
-	// platforms after Discord and Telegram (relay/connector.PlatformRoutes),
-	// also served by Relay.
-	RelayWebhooks []string
+	// Routes and Tools are the enabled gates' (gate.Routes, gate.Tools),
+	// registered after the core's, each the one way (Route).
+	Routes []Route
+	Tools  []Tool
 
 	// Console is the operator console (package console), served under
 	// /console with its own session cookie; nil: no console. The API
@@ -73,12 +50,6 @@ type Config struct {
 	// Trails serve GET /v1/conversations[/{id}]; nil: not served.
 	Trails trail.Reader
 
-	// Mounts are routes the command adds, registered after the gates'
-	// (the executor gate's answer when it is not configured).
-	Mounts []Mount
-	// Tools are MCP tools the command adds to the gates' (the same
-	// answer's execute_intents); whoami is always there.
-	Tools []Tool
 	// AuditSigner signs the checkpoints GET /v1/audit/checkpoint serves,
 	// made from AuditSource (the store's chains); nil: no checkpoints.
 	AuditSigner ed25519.PrivateKey
@@ -110,6 +81,9 @@ type Server struct {
 	metrics *metrics
 	reg     *prometheus.Registry
 	tools   []Tool
+	// envelopes are the LLM routes' error envelopes by path, for the
+	// refusals made before a route is matched (the edge check).
+	envelopes map[string]Envelope
 }
 
 // New builds a server and its routes.
@@ -134,17 +108,14 @@ func New(cfg Config) *Server {
 		reg:     reg,
 		metrics: newMetrics(reg),
 	}
-	s.tools = []Tool{whoamiTool()}
-	if cfg.Trader != nil {
-		s.tools = append(s.tools, s.traderTools()...)
+	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
+	s.envelopes = map[string]Envelope{}
+	for _, rt := range cfg.Routes {
+		if rt.Envelope != nil {
+			_, path, _ := strings.Cut(rt.Pattern, " ")
+			s.envelopes[path] = rt.Envelope
+		}
 	}
-	if cfg.Executor != nil {
-		s.tools = append(s.tools, s.executorTools()...)
-	}
-	if cfg.Shim != nil {
-		s.tools = append(s.tools, s.shimTools()...)
-	}
-	s.tools = append(s.tools, cfg.Tools...)
 	s.routes()
 	return s
 }

@@ -69,11 +69,11 @@ func TestTokenFrom(t *testing.T) {
 
 func TestClipKeepsRunes(t *testing.T) {
 	s := strings.Repeat("é", 150) // 300 bytes
-	c := clip(s, 201)
+	c := Clip(s, 201)
 	if len(c) != 200 || !strings.HasPrefix(s, c) {
 		t.Errorf("clip cut a rune: %d bytes", len(c))
 	}
-	if clip("short", 200) != "short" {
+	if Clip("short", 200) != "short" {
 		t.Error("clip changed a short string")
 	}
 }

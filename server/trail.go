@@ -26,7 +26,7 @@ func trailTenant(r *http.Request, c *Call) (string, error) {
 		return string(c.Caller.Identity.TenantSlot), nil
 	}
 	if q != "" && !contract.ValidTenantSlot(q) {
-		return "", contract.FieldError("tenant", "bad_tenant", "tenant %q is not a tenant slot (slot-N)", clip(q, 40))
+		return "", contract.FieldError("tenant", "bad_tenant", "tenant %q is not a tenant slot (slot-N)", Clip(q, 40))
 	}
 	return q, nil
 }
@@ -36,7 +36,7 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request, c *Ca
 	if err != nil {
 		return err
 	}
-	limit, err := queryLimit(r, 50, trail.MaxList)
+	limit, err := QueryLimit(r, 50, trail.MaxList)
 	if err != nil {
 		return err
 	}
@@ -57,14 +57,14 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request, c *Call
 		return err
 	}
 	id := r.PathValue("id")
-	c.Resource = "conversation/" + clip(id, 150)
+	c.Resource = "conversation/" + Clip(id, 150)
 	if err := contract.CheckConversation("the conversation id", id); err != nil {
 		return err
 	}
 	tr, err := s.cfg.Trails.Get(r.Context(), tenant, id)
 	switch {
 	case errors.Is(err, trail.ErrNotFound):
-		return contract.NotFoundf("conversation_not_found", "no conversation %q", clip(id, 120))
+		return contract.NotFoundf("conversation_not_found", "no conversation %q", Clip(id, 120))
 	case err != nil:
 		if contract.KindOf(err) == contract.KindInvalid {
 			return err

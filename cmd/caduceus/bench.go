@@ -84,10 +84,12 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	defer db.Close()
 	keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
-	cfg, err := a.serverConfig(ctx, db, keys, nil)
+	gates, closeGates, err := a.gates(ctx, db)
 	if err != nil {
 		return err
 	}
+	defer closeGates()
+	cfg := a.serverConfig(db, keys, nil, gates)
 	token, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute}})
 	if err != nil {
 		return err

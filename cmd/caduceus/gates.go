@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,12 +12,16 @@ import (
 	"github.com/caduceus-dev/caduceus/broker/robinhood"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
-	"github.com/caduceus-dev/caduceus/server"
+	"github.com/caduceus-dev/caduceus/executor/executorgate"
+	"github.com/caduceus-dev/caduceus/gate"
+	"github.com/caduceus-dev/caduceus/relay/relaygate"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
+	"github.com/caduceus-dev/caduceus/shim/shimgate"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/executorsql"
 	"github.com/caduceus-dev/caduceus/store/tradersql"
 	"github.com/caduceus-dev/caduceus/trader"
+	"github.com/caduceus-dev/caduceus/trader/tradergate"
 )
 
 // operatorCaller is who a CLI command acts as: the operator at the data
@@ -40,46 +42,61 @@ func (a *app) traderService(db *store.DB) (*trader.Service, error) {
 	return trader.New(tradersql.New(db), trader.Options{Logger: a.log})
 }
 
-// gates builds the services of the enabled gates into the server config.
-func (a *app) gates(ctx context.Context, db *store.DB, cfg *server.Config) error {
+// gates builds the enabled gates, in the order of allGates. closeAll
+// releases what they hold (the relay's sockets and NATS connection); call
+// it once the server has stopped.
+func (a *app) gates(ctx context.Context, db *store.DB) (gs []gate.Gate, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
 	if a.gateOn("trader") {
 		svc, err := a.traderService(db)
 		if err != nil {
-			return err
+			return nil, closeAll, err
 		}
-		cfg.Trader = svc
-	}
-	if a.gateOn("shim") {
-		g, err := a.shimService(db)
-		if err != nil {
-			return err
-		}
-		cfg.Shim, cfg.ShimMemory, cfg.ShimSync = g.svc, g.mem, g.syncer(a, db, false)
-		if g.gw != nil {
-			cfg.ShimSpend, cfg.Gateway = ledger.Of(db), g.gw
-		}
+		gs = append(gs, tradergate.New(svc))
 	}
 	if a.gateOn("executor") {
 		if !a.executorConfigured() {
 			a.log.Info("executor gate: not configured (no --skills, --broker, --scenario or --mcp-url, no DATA/skills); not serving executor ticks")
-			cfg.Mounts = append(cfg.Mounts, server.Mount{Pattern: "POST /v1/executor/ticks", Action: "executor.tick", Scope: contract.ScopeOperate,
-				Handler: func(http.ResponseWriter, *http.Request, *server.Call) error { return errExecutorNotConfigured() }})
-			cfg.Tools = append(cfg.Tools, server.Tool{
-				Name: "execute_intents", Description: "The executor gate is not configured on this server; every call answers what to configure.",
-				Scope: contract.ScopeOperate, InputSchema: executor.TickInputSchema,
-				Call: func(context.Context, contract.Caller, json.RawMessage) (any, error) {
-					return nil, errExecutorNotConfigured()
-				},
-			})
-			return nil
+			gs = append(gs, executorgate.NotConfigured(errExecutorNotConfigured()))
+		} else {
+			ex, err := a.executor(ctx, db)
+			if err != nil {
+				return nil, closeAll, err
+			}
+			gs = append(gs, executorgate.New(ex))
 		}
-		ex, err := a.executor(ctx, db)
-		if err != nil {
-			return err
-		}
-		cfg.Executor = ex
 	}
-	return nil
+	if a.gateOn("shim") {
+		g, err := a.shimService(db)
+		if err != nil {
+			return nil, closeAll, err
+		}
+		cfg := shimgate.Config{Service: g.svc, Memory: g.mem, Sync: g.syncer(a, db, false)}
+		if g.gw != nil {
+			cfg.Spend, cfg.Gateway = ledger.Of(db), g.gw
+			cfg.Jobs = []gate.Job{{Name: "ledger", Run: func(ctx context.Context) { a.ledgerJob(ctx, db) }}}
+		}
+		gs = append(gs, shimgate.New(cfg))
+	}
+	if a.gateOn("relay") && a.relayConfigured() {
+		c, closeRelay, err := a.relayConnector(db)
+		if err != nil {
+			return nil, closeAll, err
+		}
+		closers = append(closers, closeRelay)
+		gs = append(gs, relaygate.New(c))
+	}
+	return gs, closeAll, nil
 }
 
 // executorConfigured reports whether the operator asked for the executor

@@ -62,6 +62,20 @@ func (a *app) logGateway() {
 // not expected), and it would otherwise count against its budgets forever.
 const staleReservation = 6 * time.Hour
 
+// ledgerJob is the shim gateway's background work: the stale sweep
+// (releaseStale) until ctx ends, then the budget slices this process
+// leased and did not use go back to the store for the other processes.
+func (a *app) ledgerJob(ctx context.Context, db *store.DB) {
+	a.releaseStale(ctx, db)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if n, err := ledger.Of(db).ReturnLeases(rctx); err != nil {
+		a.log.Warn("shim: budget leases not returned; the stale sweep releases them", "err", err)
+	} else if n > 0 {
+		a.log.Info("shim: budget leases returned", "microdollars", n)
+	}
+}
+
 // releaseStale sweeps the store every five minutes until ctx ends,
 // releasing reservations and leases left for longer than staleReservation
 // and writing the settlements dead processes left in their receipts.

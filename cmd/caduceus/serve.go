@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,9 +17,10 @@ import (
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/relay/connector"
+	"github.com/caduceus-dev/caduceus/relay/relaygate"
 	"github.com/caduceus-dev/caduceus/server"
-	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
@@ -73,33 +75,32 @@ func (a *app) serve(ctx context.Context) error {
 	if err := a.bootstrapAdmin(ctx, keys); err != nil {
 		return err
 	}
-	// Revocations made by other processes (the CLI, other servers) reach
-	// this one's key cache at once.
-	go keys.Watch(ctx)
+	// The background work: the core's (revocations made by other processes
+	// reach this one's key cache at once; the audit checkpoints) and the
+	// gates'. It runs until the server has stopped, and the store closes
+	// only after it has all returned.
+	jobs, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
+	var core sync.WaitGroup
+	defer func() { stopJobs(); core.Wait() }()
+	core.Go(func() { keys.Watch(jobs) })
 	signer, err := a.signingKey(true)
 	if err != nil {
 		return err
 	}
-	go a.checkpointer(ctx, db.Audit(), signer)
-	if a.gateOn("shim") && a.cfg.Shim.Gateway.Enabled() {
-		go a.releaseStale(ctx, db)
-	}
+	core.Go(func() { a.checkpointer(jobs, db.Audit(), signer) })
 
-	cfg, err := a.serverConfig(ctx, db, keys, signer)
+	gates, closeGates, err := a.gates(ctx, db)
 	if err != nil {
 		return err
 	}
-	var relayConn interface{ Close() error }
+	defer closeGates()
+	cfg := a.serverConfig(db, keys, signer, gates)
 	var gateways console.Gateways
-	if a.gateOn("relay") {
-		if a.relayConfigured() {
-			c, closeRelay, err := a.relayConnector(db)
-			if err != nil {
-				return err
-			}
-			defer closeRelay()
-			cfg.Relay, cfg.RelayWebhooks = c.Handler(), connector.PlatformRoutes
-			relayConn, gateways = c, c
+	var relay *connector.Connector
+	for _, g := range gates {
+		if r, ok := g.(*relaygate.Gate); ok {
+			relay = r.Connector()
+			gateways = relay
 		}
 	}
 	con, err := a.consoleHandler(ctx, db, cfg.Trails, gateways, signer)
@@ -117,10 +118,12 @@ func (a *app) serve(ctx context.Context) error {
 	a.logStartup(db, ln.Addr().String())
 	fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
 
-	if relayConn != nil {
+	if relay != nil {
 		// http.Server.Shutdown does not wait for WebSockets: close them.
-		hs.RegisterOnShutdown(func() { relayConn.Close() })
+		hs.RegisterOnShutdown(func() { relay.Close() })
 	}
+	waitGates := gate.Start(jobs, a.log, gates)
+	defer func() { stopJobs(); waitGates() }()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -132,24 +135,18 @@ func (a *app) serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = hs.Shutdown(sctx)
-	if a.gateOn("shim") && a.cfg.Shim.Gateway.Enabled() {
-		// The budget slices this process leased and did not use go back
-		// to the store for the other processes.
-		if n, err := ledger.Of(db).ReturnLeases(sctx); err != nil {
-			a.log.Warn("shim: budget leases not returned; the stale sweep releases them", "err", err)
-		} else if n > 0 {
-			a.log.Info("shim: budget leases returned", "microdollars", n)
-		}
-	}
+	// The requests have finished: the background work ends, and the
+	// deferred waits hold the store open until it has.
+	stopJobs()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
-// serverConfig is the server configuration of serve over db: the store's
-// audit log and the enabled gates (the relay is added by serve).
-func (a *app) serverConfig(ctx context.Context, db *store.DB, keys *auth.Service, signer ed25519.PrivateKey) (server.Config, error) {
+// serverConfig is the server configuration of serve over db: the core's
+// services and the routes and tools of gates.
+func (a *app) serverConfig(db *store.DB, keys *auth.Service, signer ed25519.PrivateKey, gates []gate.Gate) server.Config {
 	ver, _ := buildInfo()
 	cfg := server.Config{
 		Auth:    keys,
@@ -158,6 +155,8 @@ func (a *app) serverConfig(ctx context.Context, db *store.DB, keys *auth.Service
 		Store:   db,
 		Logger:  a.log,
 		Version: ver,
+		Routes:  gate.Routes(gates),
+		Tools:   gate.Tools(gates),
 
 		AuditSigner:       signer,
 		AuditSource:       db.Audit(),
@@ -169,8 +168,7 @@ func (a *app) serverConfig(ctx context.Context, db *store.DB, keys *auth.Service
 		trusted = signer.Public().(ed25519.PublicKey)
 	}
 	cfg.Trails = a.trails(db, a.cfg.Audit.CheckpointFile, trusted)
-	err := a.gates(ctx, db, &cfg)
-	return cfg, err
+	return cfg
 }
 
 // httpServer is serve's http.Server around h.

@@ -1,4 +1,4 @@
-package server
+package shimgate
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/wire"
@@ -22,8 +23,8 @@ const HeaderTokenCount = "X-Caduceus-Token-Count"
 // nothing is reserved), or — without gateway routes, as in offline mode —
 // estimated as a quarter of the request's text bytes, rounded up, and
 // marked with X-Caduceus-Token-Count: estimate.
-func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, c *Call) error {
-	body, err := readBody(r)
+func (g *Gate) countTokens(w http.ResponseWriter, r *http.Request, c *server.Call) error {
+	body, err := server.ReadBody(r)
 	if err != nil {
 		return err
 	}
@@ -33,8 +34,8 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, c *Call) er
 	if shim.IsContributorModel(wire.PeekModel(body)) {
 		return contract.Denyf(shim.CodeContributorRefused, "contributor-tier models are refused")
 	}
-	if s.cfg.Gateway != nil {
-		res := s.cfg.Gateway.CountTokens(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Messages,
+	if g.cfg.Gateway != nil {
+		res := g.cfg.Gateway.CountTokens(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Messages,
 			Caller: c.Caller, Body: body, Header: r.Header, RawQuery: r.URL.RawQuery})
 		if f := res.Refusal; f != nil {
 			// The gateway's refusals carry their own status (429, 502, ...).
@@ -42,10 +43,10 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, c *Call) er
 				w.Header().Set("X-Should-Retry", "false")
 			}
 			wire.WriteError(w, wire.Messages, f.Status, f.Code, f.Message)
-			c.Outcome, c.Reason = outcomeOfStatus(f.Status), f.Code
+			c.Outcome, c.Reason = server.OutcomeOfStatus(f.Status), f.Code
 			return nil
 		}
-		c.Outcome = outcomeOfStatus(res.Status)
+		c.Outcome = server.OutcomeOfStatus(res.Status)
 		return nil
 	}
 	req, err := wire.Parse(wire.Messages, body)

@@ -1,9 +1,10 @@
-package server
+package shimgate
 
 import (
 	"net/http"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
@@ -15,9 +16,9 @@ var modelsEpoch = time.Unix(0, 0).UTC()
 // shimModels answers GET /v1/models: the models the caller's key may use
 // through the gateway, in the shape of the SDK asking — Anthropic's
 // (anthropic-version header: its models) or OpenAI's (its models).
-func (s *Server) shimModels(w http.ResponseWriter, r *http.Request, c *Call) error {
+func (g *Gate) models(w http.ResponseWriter, r *http.Request, c *server.Call) error {
 	c.Resource = "models"
-	models := s.cfg.Gateway.Models(c.Caller)
+	models := g.cfg.Gateway.Models(c.Caller)
 	if r.Header.Get("Anthropic-Version") != "" {
 		type model struct {
 			Type        string `json:"type"`
@@ -32,7 +33,7 @@ func (s *Server) shimModels(w http.ResponseWriter, r *http.Request, c *Call) err
 		if len(data) > 0 {
 			first, last = &data[0].ID, &data[len(data)-1].ID
 		}
-		return WriteJSON(w, http.StatusOK, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
+		return server.WriteJSON(w, http.StatusOK, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
 	}
 	type model struct {
 		ID      string `json:"id"`
@@ -43,7 +44,7 @@ func (s *Server) shimModels(w http.ResponseWriter, r *http.Request, c *Call) err
 	data := modelsOf(models, upstream.KindOpenAI, func(m gateway.Model) model {
 		return model{ID: m.ID, Object: "model", Created: modelsEpoch.Unix(), OwnedBy: m.OwnedBy}
 	})
-	return WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	return server.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 // modelsOf lists the models served over kind in an SDK's shape (never nil:

@@ -1,4 +1,4 @@
-package server
+package shimgate
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 )
 
@@ -18,14 +19,14 @@ type SpendReader interface {
 // model identity, in microdollars. An admin key sees every key of its tenant
 // (or one, with ?key=); any other key sees only its own. ?since= (RFC 3339)
 // bounds the attempts counted (default: the start of the current UTC month).
-func (s *Server) shimSpend(w http.ResponseWriter, r *http.Request, c *Call) error {
+func (g *Gate) spend(w http.ResponseWriter, r *http.Request, c *server.Call) error {
 	q := r.URL.Query()
 	now := time.Now().UTC()
 	since := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			return contract.FieldError("since", "bad_since", "since %q: want an RFC 3339 time, e.g. 2026-11-01T00:00:00Z", clip(v, 64))
+			return contract.FieldError("since", "bad_since", "since %q: want an RFC 3339 time, e.g. 2026-11-01T00:00:00Z", server.Clip(v, 64))
 		}
 		since = t
 	}
@@ -37,6 +38,6 @@ func (s *Server) shimSpend(w http.ResponseWriter, r *http.Request, c *Call) erro
 		key = c.Caller.KeyID
 	}
 	c.Resource = "spend"
-	rows, err := s.cfg.ShimSpend.Spend(r.Context(), c.Caller.Identity.TenantSlot, key, since)
-	return answerOK(w, map[string]any{"since": contract.Timestamp(since), "spend": rows}, err)
+	rows, err := g.cfg.Spend.Spend(r.Context(), c.Caller.Identity.TenantSlot, key, since)
+	return server.AnswerOK(w, map[string]any{"since": contract.Timestamp(since), "spend": rows}, err)
 }
