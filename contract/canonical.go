@@ -271,14 +271,11 @@ func writeString(buf *bytes.Buffer, s string) {
 		buf.WriteByte('"')
 		return
 	}
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)           // a Go string always encodes
-	buf.Truncate(buf.Len() - 1) // Encode appends a newline
+	buf.Write(AppendJSONString(buf.AvailableBuffer(), s))
 }
 
 // plainString reports whether s encodes as itself between quotes: printable
-// ASCII without '"' or '\\'. Anything else takes encoding/json's path, which
+// ASCII without '"' or '\\'. Anything else takes AppendJSONString, which
 // also escapes U+2028, U+2029 and invalid UTF-8.
 func plainString(s string) bool {
 	for i := 0; i < len(s); i++ {

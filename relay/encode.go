@@ -6,68 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/caduceus-dev/caduceus/contract"
 )
 
 // The hand-written appenders below produce exactly the bytes encoding/json
 // (with HTML escaping off) produced for the same values; encode_test.go
 // proves it against the reflective encoders they replaced.
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string the way encoding/json does
-// without HTML escaping: \" \\ \b \f \n \r \t, \u00XX for other control
-// bytes, \ufffd for each invalid UTF-8 byte, \u2028 and \u2029 escaped.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
 
 // appendKey appends "k": (k is a constant without characters to escape),
 // preceded by a comma unless it opens the object.
@@ -83,7 +28,7 @@ func appendKey(dst []byte, k string, first bool) []byte {
 // appendMember appends a member's opening (`{"k":` or `,"k":`, written out
 // by the caller) and v as a JSON string.
 func appendMember(dst []byte, opening, v string) []byte {
-	return appendString(append(dst, opening...), v)
+	return contract.AppendJSONString(append(dst, opening...), v)
 }
 
 // appendNullableMember is appendMember with null for an empty v.
@@ -92,7 +37,7 @@ func appendNullableMember(dst []byte, opening, v string) []byte {
 	if v == "" {
 		return append(dst, "null"...)
 	}
-	return appendString(dst, v)
+	return contract.AppendJSONString(dst, v)
 }
 
 // optional is a string member written only when its value is not empty.
@@ -104,7 +49,7 @@ func appendOptional(dst []byte, ms ...optional) []byte {
 	for _, m := range ms {
 		if m.v != "" {
 			dst = appendKey(dst, m.k, false)
-			dst = appendString(dst, m.v)
+			dst = contract.AppendJSONString(dst, m.v)
 		}
 	}
 	return dst
@@ -162,7 +107,7 @@ func (e MessageEvent) AppendJSON(dst []byte) []byte {
 	dst = e.Source.AppendJSON(dst)
 	dst = appendNullableMember(dst, `,"message_id":`, e.MessageID)
 	dst = appendNullableMember(dst, `,"reply_to_message_id":`, e.ReplyToMessageID)
-	dst = appendArray(dst, `,"media_urls":[`, e.MediaURLs, appendString)
+	dst = appendArray(dst, `,"media_urls":[`, e.MediaURLs, contract.AppendJSONString)
 	if r := e.ReplyTo; r != nil {
 		dst = appendMember(dst, `,"reply_to":{"text":`, r.Text)
 		dst = appendMember(dst, `,"author":`, r.Author)
@@ -285,7 +230,7 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		if f.Reason == nil {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendString(dst, *f.Reason)
+			dst = contract.AppendJSONString(dst, *f.Reason)
 		}
 		return append(dst, '}'), nil
 	case FrameInterruptInbound:

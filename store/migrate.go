@@ -32,15 +32,13 @@ type migration struct {
 	body        []byte
 }
 
-func init() { mustRegister("store", coreMigrations, "migrations") }
+func init() { RegisterMigrations("store", coreMigrations, "migrations") }
 
-// RegisterMigrations adds the *.sql files at the root of fsys to the
-// migrations every Open applies. A gate's store adapter calls it from an
-// init function, so a program that uses the adapter has its tables; owner
-// names it in errors. Two files of one name panic: a wiring bug.
-func RegisterMigrations(owner string, fsys fs.FS) { mustRegister(owner, fsys, ".") }
-
-func mustRegister(owner string, fsys fs.FS, dir string) {
+// RegisterMigrations adds the *.sql files in dir of fsys to the migrations
+// every Open applies. A gate's store adapter calls it from an init
+// function, so a program that uses the adapter has its tables; owner names
+// it in errors. Two files of one name panic: a wiring bug.
+func RegisterMigrations(owner string, fsys fs.FS, dir string) {
 	names, err := fs.Glob(fsys, path.Join(dir, "*.sql"))
 	if err != nil {
 		panic(err)

@@ -53,5 +53,5 @@ func TestRegisterMigrationsRefusesADuplicateName(t *testing.T) {
 			t.Fatal("a second 100_trader.sql was registered")
 		}
 	}()
-	store.RegisterMigrations("test", fstest.MapFS{"100_trader.sql": {Data: []byte("SELECT 1")}})
+	store.RegisterMigrations("test", fstest.MapFS{"100_trader.sql": {Data: []byte("SELECT 1")}}, ".")
 }

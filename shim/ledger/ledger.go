@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"sync"
 	"time"
@@ -24,13 +23,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-func init() {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	store.RegisterMigrations("shim/ledger", sub)
-}
+func init() { store.RegisterMigrations("shim/ledger", migrations, "migrations") }
 
 // Ledger is the shim gateway's ledger (spend reservations, settlements,
 // budgets) and its rate-limit holds; it implements upstream.Ledger and

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/caduceus-dev/caduceus/contract"
 )
 
 // Inject returns body with text added where DESIGN §7 places shimmed
@@ -143,10 +145,4 @@ func isResponsesUserMessage(el []byte) bool {
 }
 
 // quote encodes s as a JSON string without HTML escaping.
-func quote(s string) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	return bytes.TrimRight(b.Bytes(), "\n")
-}
+func quote(s string) []byte { return contract.AppendJSONString(nil, s) }

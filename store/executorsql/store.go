@@ -8,7 +8,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 	"unicode/utf8"
 
@@ -21,13 +20,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-func init() {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	store.RegisterMigrations("executorsql", sub)
-}
+func init() { store.RegisterMigrations("executorsql", migrations, "migrations") }
 
 // Store is the executor's state in SQL; it implements
 // executor.Store. Every statement filters on the tenant.

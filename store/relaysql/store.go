@@ -8,7 +8,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -19,13 +18,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-func init() {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	store.RegisterMigrations("relaysql", sub)
-}
+func init() { store.RegisterMigrations("relaysql", migrations, "migrations") }
 
 // Store is the relay connector's state; it implements relay.Store. Every
 // statement filters on tenant, except Prune's deletions of expired rows.

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/shim/ledger"
@@ -26,13 +25,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-func init() {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	store.RegisterMigrations("shimsql", sub)
-}
+func init() { store.RegisterMigrations("shimsql", migrations, "migrations") }
 
 // Store is the shim gate's tables (migration 300_shim); it implements
 // shim.Store. Every statement filters on the tenant.

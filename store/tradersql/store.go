@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -30,13 +29,7 @@ var _ trader.Store = (*Store)(nil)
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-func init() {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	store.RegisterMigrations("tradersql", sub)
-}
+func init() { store.RegisterMigrations("tradersql", migrations, "migrations") }
 
 // InTx implements trader.Store. A unique-key violation, a conditional update
 // that matched no row, and a serialization failure or deadlock that outlived
