@@ -11,12 +11,11 @@ import (
 // routes registers every route of the server: the core ones here, the gates'
 // from Config.Routes (each gate's module lists them).
 func (s *Server) routes() {
-	for _, rt := range s.coreRoutes() {
-		s.mux.Handle(rt.Pattern, s.handler(rt))
-	}
-	// The gates' routes (trader, executor, shim, relay): each gate's module
-	// lists its own (package gate).
-	for _, rt := range s.cfg.Routes {
+	// The core's, the public face's, and the gates' routes (trader,
+	// executor, shim, relay): each gate's module lists its own (package
+	// gate). The table is also what GET /openapi.json describes.
+	s.table = append(append(s.coreRoutes(), s.discoveryRoutes()...), s.cfg.Routes...)
+	for _, rt := range s.table {
 		s.mux.Handle(rt.Pattern, s.handler(rt))
 	}
 	// Anything else under /v1 is a problem, not the mux's text 404.

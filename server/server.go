@@ -81,6 +81,8 @@ type Server struct {
 	metrics *metrics
 	reg     *prometheus.Registry
 	tools   []Tool
+	// table is every route the server serves (routes).
+	table []Route
 	// envelopes are the LLM routes' error envelopes by path, for the
 	// refusals made before a route is matched (the edge check).
 	envelopes map[string]Envelope
