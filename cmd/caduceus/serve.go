@@ -161,7 +161,7 @@ func (a *app) serverConfig(ctx context.Context, db *store.DB, keys *auth.Service
 		AuditSigner:       signer,
 		AuditSource:       db.Audit(),
 		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
-		EdgeSecret:        a.getenv("CADUCEUS_EDGE_SECRET"),
+		EdgeSecret:        a.edgeSecret(),
 	}
 	var trusted ed25519.PublicKey
 	if signer != nil {
