@@ -18,7 +18,8 @@
 //     get_equity_positions (after one retry on 5xx) aborts
 //     broker_unavailable, like get_portfolio; nothing was placed yet.
 //   - no_buying_power (total value, buying power or cash missing or zero)
-//     skips buys only; sells and cancels go on, as with the breaker.
+//     skips every action, sells and cancels too, as 1.2 says ("mark every
+//     action"); a buy the breaker already dropped keeps that reason.
 //   - The per-name cap (2.4) applies to buys; a sell reduces the position.
 //   - A review that fails (4xx, or 5xx twice) or returns no usable price is
 //     a review_anomaly with a REVIEW_REFUSED / REVIEW_UNAVAILABLE /
