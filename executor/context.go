@@ -50,31 +50,40 @@ func ParseRunContext(s string) (RunContext, error) {
 }
 
 // DetectContext determines the run context of a local run from the
-// environment, never from the payload:
+// environment and the strategist's context_hint (seed 001, run-context
+// detection):
 //
-//   - cron when HERMES_CRON_RUN_ID is set and there is no TTY;
+//   - cron when HERMES_CRON_RUN_ID is set or hint is "cron", and there is
+//     no TTY;
 //   - chat when a TTY is present and HERMES_SESSION_TYPE=chat;
 //   - otherwise claude-code.
 //
-// A cron run id seen together with a TTY is ambiguous and resolves to the
+// A cron signal seen together with a TTY is ambiguous and resolves to the
 // strictest context that still applies (chat when the session says so, else
 // claude-code). stricter, when not empty, is an operator's --context flag:
-// it can only make the result stricter, never looser. DetectContext returns
-// an invalid error only for an unknown stricter value.
-func DetectContext(env func(string) string, isTTY bool, stricter string) (RunContext, error) {
-	c, _, err := DetectContextSource(env, isTTY, stricter)
+// it can only make the result stricter, never looser. Any other hint is
+// applied by Tick (HintedContext), which makes the context stricter only.
+// DetectContext returns an invalid error only for an unknown stricter value.
+func DetectContext(env func(string) string, isTTY bool, stricter, hint string) (RunContext, error) {
+	c, _, err := DetectContextSource(env, isTTY, stricter, hint)
 	return c, err
 }
 
 // DetectContextSource is DetectContext plus the sentence saying what the
-// context was decided from (which variables were set, whether standard input
-// is a terminal, whether --context made it stricter). The sentence goes into
-// the envelope's notes when the context keeps a tick from placing.
-func DetectContextSource(env func(string) string, isTTY bool, stricter string) (RunContext, string, error) {
+// context was decided from (which variables were set, whether the hint said
+// cron, whether standard input is a terminal, whether --context made it
+// stricter). The sentence goes into the envelope's notes when the context
+// keeps a tick from placing.
+func DetectContextSource(env func(string) string, isTTY bool, stricter, hint string) (RunContext, string, error) {
 	if env == nil {
 		env = func(string) string { return "" }
 	}
 	cronID := env("HERMES_CRON_RUN_ID") != ""
+	cronSignal := cronID || hint == string(ContextCron)
+	signal := "HERMES_CRON_RUN_ID is set"
+	if !cronID {
+		signal = "context_hint is cron"
+	}
 	chat := env("HERMES_SESSION_TYPE") == "chat"
 	tty := "standard input is not a terminal"
 	if isTTY {
@@ -83,15 +92,15 @@ func DetectContextSource(env func(string) string, isTTY bool, stricter string) (
 	var c RunContext
 	var src string
 	switch {
-	case cronID && !isTTY && chat:
-		// Scheduled run id but the session says chat: ambiguous.
-		c, src = ContextChat, "HERMES_CRON_RUN_ID is set but HERMES_SESSION_TYPE=chat"
-	case cronID && !isTTY:
-		c, src = ContextCron, "HERMES_CRON_RUN_ID is set and "+tty
+	case cronSignal && !isTTY && chat:
+		// Scheduled run but the session says chat: ambiguous.
+		c, src = ContextChat, signal+" but HERMES_SESSION_TYPE=chat"
+	case cronSignal && !isTTY:
+		c, src = ContextCron, signal+" and "+tty
 	case isTTY && chat:
 		c, src = ContextChat, "HERMES_SESSION_TYPE=chat and "+tty
-	case cronID:
-		c, src = ContextClaudeCode, "HERMES_CRON_RUN_ID is set but "+tty+" and HERMES_SESSION_TYPE is not chat"
+	case cronSignal:
+		c, src = ContextClaudeCode, signal+" but "+tty+" and HERMES_SESSION_TYPE is not chat"
 	case isTTY:
 		c, src = ContextClaudeCode, "HERMES_CRON_RUN_ID is not set, "+tty+" and HERMES_SESSION_TYPE is not chat"
 	default:
@@ -108,6 +117,30 @@ func DetectContextSource(env func(string) string, isTTY bool, stricter string) (
 		}
 	}
 	return c, src, nil
+}
+
+// HintedContext applies a payload's context_hint to the run context c
+// decided from source (the environment or the calling key), which stays
+// authoritative: a hint naming another run context yields the stricter of
+// the two (seed 001: an ambiguous detection takes the strictest mode that
+// applies), a hint that is no run context changes nothing. note, when not
+// empty, says what happened, naming both.
+func HintedContext(c RunContext, source, hint string) (RunContext, string) {
+	if hint == "" {
+		return c, ""
+	}
+	h, err := ParseRunContext(hint)
+	if err != nil {
+		return c, fmt.Sprintf("context_hint %q is not cron, chat or claude-code; ignored", hint)
+	}
+	if h == c {
+		return c, ""
+	}
+	if source == "" {
+		source = "the request"
+	}
+	s := Stricter(c, h)
+	return s, fmt.Sprintf("context_hint %q disagrees with run context %s (from: %s); the stricter %s applies", hint, c, source, s)
 }
 
 // ContextFromCaller is the run context of an HTTP or MCP call: the calling

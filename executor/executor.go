@@ -18,7 +18,8 @@
 //     get_equity_positions (after one retry on 5xx) aborts
 //     broker_unavailable, like get_portfolio; nothing was placed yet.
 //   - no_buying_power (total value, buying power or cash missing or zero)
-//     skips buys only; sells and cancels go on, as with the breaker.
+//     skips every action, sells and cancels too, as 1.2 says ("mark every
+//     action"); a buy the breaker already dropped keeps that reason.
 //   - The per-name cap (2.4) applies to buys; a sell reduces the position.
 //   - A review that fails (4xx, or 5xx twice) or returns no usable price is
 //     a review_anomaly with a REVIEW_REFUSED / REVIEW_UNAVAILABLE /
@@ -35,8 +36,10 @@
 //     one no longer open order_not_open.
 //   - A placement that timed out twice is looked up by its ref_id in the
 //     account's orders before it is reported place_failed.
-//   - payload.context_hint never changes the context; a disagreeing hint is
-//     noted in the envelope.
+//   - payload.context_hint names cron for a local run without a TTY (seed
+//     001, DetectContext); otherwise the detected or key's context stays
+//     authoritative and a disagreeing hint can only make it stricter, with
+//     a note naming both (HintedContext); an unknown hint is noted.
 //   - When the run context keeps an intent from being placed, the envelope
 //     notes the context and what it was detected from.
 //   - ref_ids are derived, not uuid4(): from the idempotency key and intent
@@ -166,6 +169,11 @@ func (e *Executor) tick(ctx context.Context, req TickRequest, p *Payload) (Envel
 	if req.Profile == "" {
 		t.req.Profile = "claude-code"
 	}
+	hinted, hintNote := HintedContext(t.req.Context, t.req.ContextSource, p.ContextHint)
+	if hinted != t.req.Context {
+		t.req.ContextSource += "; context_hint " + p.ContextHint + " made " + string(t.req.Context) + " stricter"
+		t.req.Context = hinted
+	}
 	t.env = Envelope{Actions: []Action{}, Context: t.req.Context, Profile: t.req.Profile}
 	if e.NewTickID != nil {
 		t.env.TickID = e.NewTickID()
@@ -177,6 +185,9 @@ func (e *Executor) tick(ctx context.Context, req TickRequest, p *Payload) (Envel
 		t.note("%s", NotIdempotentNote)
 	} else {
 		t.env.IdempotencyKey = req.IdempotencyKey
+	}
+	if hintNote != "" {
+		t.note("%s", hintNote)
 	}
 
 	reason, ferr := t.preflight(ctx)

@@ -74,6 +74,13 @@ func (t *tick) validate() (cands []*candidate, cancels []int) {
 	for i := range t.p.Intents {
 		in := t.p.Intents[i] // a copy: the payload is never modified
 		if in.Side == SideCancel {
+			if p.noBP { // 1.2: every action, not only those that size
+				a := &Action{IntentIndex: i, Symbol: in.Symbol, Side: SideCancel}
+				id := in.OrderID
+				a.OrderID = &id
+				t.skip(a, ReasonNoBuyingPower)
+				continue
+			}
 			cancels = append(cancels, i)
 			continue
 		}
@@ -136,10 +143,10 @@ func (p *phase2) breaker(c *candidate) string {
 	return ""
 }
 
-// noBuyingPower applies 1.2's portfolio: with no buying power nothing can
-// be sized.
+// noBuyingPower applies 1.2's portfolio: with no buying power the tick
+// proceeds but every action is skipped (cancels too: validate skips them).
 func (p *phase2) noBuyingPower(c *candidate) string {
-	if c.in.Side == SideBuy && p.noBP {
+	if p.noBP {
 		return ReasonNoBuyingPower
 	}
 	return ""

@@ -25,27 +25,33 @@ func TestDetectContext(t *testing.T) {
 		env      func(string) string
 		tty      bool
 		stricter string
+		hint     string
 		want     RunContext
 	}{
-		{"cron: run id, no tty", env("HERMES_CRON_RUN_ID", "r1"), false, "", ContextCron},
-		{"cron run id with a tty is not cron", env("HERMES_CRON_RUN_ID", "r1"), true, "", ContextClaudeCode},
-		{"cron run id, tty, chat session: chat", env("HERMES_CRON_RUN_ID", "r1", "HERMES_SESSION_TYPE", "chat"), true, "", ContextChat},
-		{"cron run id and a chat session without tty: ambiguous, stricter chat", env("HERMES_CRON_RUN_ID", "r1", "HERMES_SESSION_TYPE", "chat"), false, "", ContextChat},
-		{"chat: tty and session chat", env("HERMES_SESSION_TYPE", "chat"), true, "", ContextChat},
-		{"chat session without tty", env("HERMES_SESSION_TYPE", "chat"), false, "", ContextClaudeCode},
-		{"tty alone", env(), true, "", ContextClaudeCode},
-		{"nothing", nil, false, "", ContextClaudeCode},
-		{"flag makes cron stricter", env("HERMES_CRON_RUN_ID", "r1"), false, "chat", ContextChat},
-		{"flag analyst", env("HERMES_CRON_RUN_ID", "r1"), false, "analyst", ContextClaudeCode},
-		{"flag cannot loosen chat", env("HERMES_SESSION_TYPE", "chat"), true, "cron", ContextChat},
-		{"flag cannot loosen claude-code", env(), false, "cron", ContextClaudeCode},
+		{"cron: run id, no tty", env("HERMES_CRON_RUN_ID", "r1"), false, "", "", ContextCron},
+		{"cron run id with a tty is not cron", env("HERMES_CRON_RUN_ID", "r1"), true, "", "", ContextClaudeCode},
+		{"cron run id, tty, chat session: chat", env("HERMES_CRON_RUN_ID", "r1", "HERMES_SESSION_TYPE", "chat"), true, "", "", ContextChat},
+		{"cron run id and a chat session without tty: ambiguous, stricter chat", env("HERMES_CRON_RUN_ID", "r1", "HERMES_SESSION_TYPE", "chat"), false, "", "", ContextChat},
+		{"chat: tty and session chat", env("HERMES_SESSION_TYPE", "chat"), true, "", "", ContextChat},
+		{"chat session without tty", env("HERMES_SESSION_TYPE", "chat"), false, "", "", ContextClaudeCode},
+		{"tty alone", env(), true, "", "", ContextClaudeCode},
+		{"nothing", nil, false, "", "", ContextClaudeCode},
+		{"flag makes cron stricter", env("HERMES_CRON_RUN_ID", "r1"), false, "chat", "", ContextChat},
+		{"flag analyst", env("HERMES_CRON_RUN_ID", "r1"), false, "analyst", "", ContextClaudeCode},
+		{"flag cannot loosen chat", env("HERMES_SESSION_TYPE", "chat"), true, "cron", "", ContextChat},
+		{"flag cannot loosen claude-code", env(), false, "cron", "", ContextClaudeCode},
+		{"hint cron, no tty: cron", env(), false, "", "cron", ContextCron},
+		{"hint cron with a tty: claude-code", env(), true, "", "cron", ContextClaudeCode},
+		{"hint cron, chat session, no tty: ambiguous, stricter chat", env("HERMES_SESSION_TYPE", "chat"), false, "", "cron", ContextChat},
+		{"hint cron, --context makes it stricter", env(), false, "chat", "cron", ContextChat},
+		{"hint chat does not make a context", env(), false, "", "chat", ContextClaudeCode},
 	} {
-		got, err := DetectContext(tc.env, tc.tty, tc.stricter)
+		got, err := DetectContext(tc.env, tc.tty, tc.stricter, tc.hint)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: got %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := DetectContext(nil, false, "root"); contract.KindOf(err) != contract.KindInvalid {
+	if _, err := DetectContext(nil, false, "root", ""); contract.KindOf(err) != contract.KindInvalid {
 		t.Errorf("unknown --context: err = %v, want invalid", err)
 	}
 }

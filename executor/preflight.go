@@ -240,9 +240,6 @@ func (t *tick) manifestGate() (string, error) {
 		t.note("payload mode live, manifest mode %q", m.Strategist.Mode)
 		return AbortModeMismatch, nil
 	}
-	if t.p.ContextHint != "" && t.p.ContextHint != string(t.req.Context) {
-		t.note("context_hint %q ignored; detected context %s", t.p.ContextHint, t.req.Context)
-	}
 	return "", nil
 }
 

@@ -222,3 +222,67 @@ func TestFailures(t *testing.T) {
 		t.Fatalf("unconfigured executor: %v", err)
 	}
 }
+
+// TestTickAsHintDisagrees: over HTTP and MCP the calling key's run context is
+// authoritative; a payload context_hint that disagrees with it yields the
+// stricter of the two, with a note naming both (seed 001: when detection is
+// ambiguous, the strictest mode that applies). A looser hint changes nothing
+// but the note.
+func TestTickAsHintDisagrees(t *testing.T) {
+	f := &fixture{}
+	sc := f.scenario(t)
+	now, _, _ := sc.NowTime()
+	sc.Now = ""
+	sim, err := paper.New(sc, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &executor.Executor{Broker: sim, Store: executortest.NewMemory(), Audit: audit.NewMemory(), Skills: "testdata/skills", Now: func() time.Time { return now }}
+	payload := func(hint string) executor.TickInput {
+		return executor.TickInput{Payload: []byte(`{"strategy":"momentum","context_hint":"` + hint + `","intents":[{"symbol":"SPY","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":481.60,"max_slippage_pct":1}]}`),
+			Message: "EXECUTE: buy SPY 1"}
+	}
+	hasNote := func(env executor.Envelope, parts ...string) bool {
+		for _, n := range env.Notes {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(n, p)
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	}
+	caller := contract.Caller{Identity: identity("slot-4"), Scopes: []contract.Scope{contract.ScopeOperate}, Harness: "autotrader"}
+
+	for _, tc := range []struct {
+		key    contract.RunContext
+		hint   string
+		want   executor.RunContext
+		status string
+		note   bool
+	}{
+		{contract.RunCron, "claude-code", executor.ContextClaudeCode, executor.StatusReviewed, true},
+		{contract.RunCron, "analyst", executor.ContextClaudeCode, executor.StatusReviewed, true},
+		{contract.RunCron, "chat", executor.ContextChat, executor.StatusPlaced, true}, // the directive matches
+		{contract.RunChat, "cron", executor.ContextChat, executor.StatusPlaced, true},
+		{"", "cron", executor.ContextClaudeCode, executor.StatusReviewed, true},
+		{contract.RunCron, "cron", executor.ContextCron, executor.StatusPlaced, false},
+	} {
+		caller.RunContext = tc.key
+		env, err := ex.TickAs(t.Context(), caller, payload(tc.hint))
+		if err != nil || env.Context != tc.want || env.Actions[0].Status != tc.status {
+			t.Errorf("key %q, hint %q: context %s, %s, %v; want %s, %s", tc.key, tc.hint, env.Context, env.Actions[0].Status, err, tc.want, tc.status)
+		}
+		if got := hasNote(env, "context_hint", tc.hint, "stricter "+string(tc.want)); got != tc.note {
+			t.Errorf("key %q, hint %q: a note naming both = %v, want %v: %q", tc.key, tc.hint, got, tc.note, env.Notes)
+		}
+	}
+	// A hint that is no run context is noted and changes nothing.
+	caller.RunContext = contract.RunCron
+	env, err := ex.TickAs(t.Context(), caller, payload("overnight"))
+	if err != nil || env.Context != executor.ContextCron || !hasNote(env, `context_hint "overnight" is not cron, chat or claude-code`) {
+		t.Errorf("unknown hint: %s, %v, %q", env.Context, err, env.Notes)
+	}
+}

@@ -15,8 +15,9 @@ func parseFrameFast(b []byte) (f Frame, ok bool) {
 		return Frame{}, false
 	}
 	var (
-		typ, buf                  string
+		typ, buf, platform, bot   string
 		haveType, haveEv, haveBuf bool
+		havePlatform, haveBot     bool
 		ev                        MessageEvent
 	)
 	for more := true; more; {
@@ -43,6 +44,18 @@ func parseFrameFast(b []byte) (f Frame, ok bool) {
 			}
 			haveBuf = true
 			buf, ok = s.str()
+		case "platform":
+			if havePlatform {
+				return Frame{}, false
+			}
+			havePlatform = true
+			platform, ok = s.str()
+		case "botId":
+			if haveBot {
+				return Frame{}, false
+			}
+			haveBot = true
+			bot, ok = s.str()
 		default:
 			return Frame{}, false
 		}
@@ -58,8 +71,8 @@ func parseFrameFast(b []byte) (f Frame, ok bool) {
 	}
 	switch {
 	case typ == FrameInbound && haveEv:
-		return Frame{Type: typ, Event: &ev, BufferID: buf}, true
-	case typ == FrameInboundAck && !haveEv:
+		return Frame{Type: typ, Event: &ev, BufferID: buf, Platform: platform, BotID: bot}, true
+	case typ == FrameInboundAck && !haveEv && !havePlatform && !haveBot:
 		return Frame{Type: typ, BufferID: buf}, true
 	}
 	return Frame{}, false
@@ -322,22 +335,22 @@ func (s *scanner) source(src *SessionSource) bool {
 	if !s.open() {
 		return false
 	}
-	var seen [len(sourceStringKeys) + 1]bool
+	var seen [len(sourceStringKeys) + len(sourceBoolKeys)]bool
 	typeSeen, typeNull := false, false
 	for more := true; more; {
 		k, ok := s.key()
 		if !ok {
 			return false
 		}
-		if string(k) == "auto_thread_created" {
-			n := len(sourceStringKeys)
+		if b := src.boolField(string(k)); b != nil {
+			n := len(sourceStringKeys) + sourceBoolIndex(string(k))
 			if seen[n] {
 				return false
 			}
 			seen[n] = true
 			switch {
 			case s.lit("true"):
-				src.AutoThreadCreated = true
+				*b = true
 			case s.lit("false"), s.null():
 			default:
 				return false
@@ -370,6 +383,16 @@ func (s *scanner) source(src *SessionSource) bool {
 		src.ChatType = ChatTypeNull
 	}
 	return true
+}
+
+// sourceBoolIndex is k's index in sourceBoolKeys, or -1.
+func sourceBoolIndex(k string) int {
+	for i, b := range sourceBoolKeys {
+		if b == k {
+			return i
+		}
+	}
+	return -1
 }
 
 // sourceKeyIndex is k's index in sourceStringKeys, or -1.

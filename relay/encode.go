@@ -79,6 +79,13 @@ func (s SessionSource) AppendJSON(dst []byte) []byte {
 	dst = appendNullableMember(dst, `,"user_name":`, s.UserName)
 	dst = appendNullableMember(dst, `,"thread_id":`, s.ThreadID)
 	dst = appendNullableMember(dst, `,"chat_topic":`, s.ChatTopic)
+	dst = append(dst, `,"is_bot":`...)
+	dst = strconv.AppendBool(dst, s.IsBot)
+	dst = append(dst, `,"message_is_edit":`...)
+	dst = strconv.AppendBool(dst, s.MessageIsEdit)
+	if s.OneToOneVerified {
+		dst = append(dst, `,"one_to_one_verified":true`...)
+	}
 	scope := s.Scope()
 	dst = appendOptional(dst,
 		optional{"user_id_alt", s.UserIDAlt},
@@ -243,6 +250,7 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 			return dst, fmt.Errorf("relay: inbound frame without event")
 		}
 		dst = appendMember(dst, `{"type":`, f.Type)
+		dst = appendOptional(dst, optional{"platform", f.Platform}, optional{"botId", f.BotID})
 		dst = append(dst, `,"event":`...)
 		dst = f.Event.AppendJSON(dst)
 		dst = appendOptional(dst, optional{"bufferId", f.BufferID})

@@ -11,7 +11,9 @@ import (
 // SessionSource.to_dict() (HERMES-RELAY.md §3.1): the eight keys platform,
 // chat_id, chat_name, chat_type, user_id, user_name, thread_id and
 // chat_topic are always present (null when empty, except platform and
-// chat_type, which are always strings); then, only when non-empty,
+// chat_type, which are always strings), and so are the booleans is_bot and
+// message_is_edit (HERMES-RELAY.md §9: explicit false for a person's new
+// message); one_to_one_verified only when true; then, only when non-empty,
 // user_id_alt, chat_id_alt, scope_id and guild_id (the same value: the
 // scope, ScopeID else GuildID), parent_chat_id, message_id, profile,
 // auto_thread_created (only when true), auto_thread_initial_name,
@@ -47,6 +49,16 @@ type SessionSource struct {
 	// shows the first non-empty of UserDisplayName, UserName, UserHandle.
 	UserDisplayName string
 	UserHandle      string
+	// IsBot says the author is a bot or a webhook, not a person.
+	IsBot bool
+	// MessageIsEdit says the message is an edit of one delivered before
+	// (Telegram edited_message, Slack message_changed, Discord
+	// MESSAGE_UPDATE), carrying its new text.
+	MessageIsEdit bool
+	// OneToOneVerified says the platform itself reports the chat as a
+	// one-to-one DM (Slack channel_type im); the gateway needs it where it
+	// does not infer that from chat_type dm (Slack, Matrix).
+	OneToOneVerified bool
 }
 
 // Scope is the source's scope: ScopeID, else its alias GuildID.
@@ -101,6 +113,24 @@ var sourceStringKeys = [...]string{"platform", "chat_id", "chat_type", "chat_nam
 	"message_id", "profile", "auto_thread_initial_name", "prospective_thread_id", "user_display_name",
 	"user_handle"}
 
+// sourceBoolKeys are the boolean keys of a source.
+var sourceBoolKeys = [...]string{"auto_thread_created", "is_bot", "message_is_edit", "one_to_one_verified"}
+
+// boolField returns the field of s a boolean key names (nil for none).
+func (s *SessionSource) boolField(key string) *bool {
+	switch key {
+	case "auto_thread_created":
+		return &s.AutoThreadCreated
+	case "is_bot":
+		return &s.IsBot
+	case "message_is_edit":
+		return &s.MessageIsEdit
+	case "one_to_one_verified":
+		return &s.OneToOneVerified
+	}
+	return nil
+}
+
 // stringField returns the field of s a string key names (nil for none).
 func (s *SessionSource) stringField(key string) *string {
 	switch key {
@@ -147,12 +177,13 @@ func (s *SessionSource) stringField(key string) *string {
 }
 
 // ParseSource decodes one SessionSource object the way the gateway reads
-// it. Unknown keys are ignored (is_bot among them). A missing, null, blank
+// it. Unknown keys are ignored. A missing, null, blank
 // or unknown platform keys as "relay" (see KeyPlatform); a missing
 // chat_type reads as "dm" and a null one as ChatTypeNull. It refuses bytes
 // that are not one JSON object, a value of a known string key that is
-// neither a string nor null (ids are never numbers), and an
-// auto_thread_created that is not a boolean or null.
+// neither a string nor null (ids are never numbers), and a boolean key
+// (auto_thread_created, is_bot, message_is_edit, one_to_one_verified)
+// that is not a boolean or null.
 func ParseSource(b []byte) (SessionSource, error) {
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 || t[0] != '{' {
@@ -178,13 +209,17 @@ func ParseSource(b []byte) (SessionSource, error) {
 			return SessionSource{}, fmt.Errorf("relay: source: %s: %w", key, err)
 		}
 	}
-	if v, ok := raw["auto_thread_created"]; ok {
+	for _, key := range sourceBoolKeys {
+		v, ok := raw[key]
+		if !ok {
+			continue
+		}
 		switch string(v) {
 		case "true":
-			s.AutoThreadCreated = true
+			*s.boolField(key) = true
 		case "false", "null":
 		default:
-			return SessionSource{}, fmt.Errorf("relay: source: auto_thread_created is not a boolean")
+			return SessionSource{}, fmt.Errorf("relay: source: %s is not a boolean", key)
 		}
 	}
 	s.mirrorScope()

@@ -145,7 +145,7 @@ func Failure(msg string) Result { return Result{Success: false, Error: msg} }
 //	outbound_result   requestId, result
 //	interrupt         session_key, reason (string or null)
 //	interrupt_inbound session_key, chat_id
-//	inbound           event, bufferId?
+//	inbound           event, bufferId?, platform and botId (the identity that received it)
 //	inbound_ack       bufferId
 //
 // Frames of other types decode with only Type set, so readers can ignore them.
@@ -245,7 +245,7 @@ func (f *Frame) unmarshalReflect(b []byte) error {
 		if w.Event == nil {
 			return fmt.Errorf("relay: frame: inbound frame without event")
 		}
-		f.Event = w.Event
+		f.Event, f.Platform, f.BotID = w.Event, w.Platform, w.BotID
 		f.BufferID = bufferID(w.BufferID)
 	case FrameInboundAck:
 		f.BufferID = bufferID(w.BufferID)

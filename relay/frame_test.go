@@ -51,12 +51,14 @@ func TestGoldenFrames(t *testing.T) {
 
 func TestSchemaRefusals(t *testing.T) {
 	eventSchema := contract.MustSchema("relay.event.schema.json")
-	good := `{"text":"x","message_type":"text","source":{"platform":"discord","chat_id":"1","chat_name":null,"chat_type":"dm","user_id":"2","user_name":null,"thread_id":null,"chat_topic":null},"message_id":null,"reply_to_message_id":null,"media_urls":[]}`
+	good := `{"text":"x","message_type":"text","source":{"platform":"discord","chat_id":"1","chat_name":null,"chat_type":"dm","user_id":"2","user_name":null,"thread_id":null,"chat_topic":null,"is_bot":false,"message_is_edit":false},"message_id":null,"reply_to_message_id":null,"media_urls":[]}`
 	if err := eventSchema.ValidateJSON([]byte(good)); err != nil {
 		t.Fatalf("good event refused: %v", err)
 	}
 	for name, bad := range map[string]string{
-		"is_bot on the wire":        strings.Replace(good, `"chat_topic":null`, `"chat_topic":null,"is_bot":false`, 1),
+		"is_bot absent":             strings.Replace(good, `"is_bot":false,`, ``, 1),
+		"message_is_edit a string":  strings.Replace(good, `"message_is_edit":false`, `"message_is_edit":"no"`, 1),
+		"one_to_one_verified false": strings.Replace(good, `"message_is_edit":false`, `"message_is_edit":false,"one_to_one_verified":false`, 1),
 		"numeric chat id":           strings.Replace(good, `"chat_id":"1"`, `"chat_id":1`, 1),
 		"always-present key absent": strings.Replace(good, `"thread_id":null,`, ``, 1),
 		"optional key null":         strings.Replace(good, `"chat_topic":null`, `"chat_topic":null,"guild_id":null`, 1),
@@ -82,13 +84,14 @@ func TestSourcePresence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"platform":"discord","chat_id":"333","chat_name":null,"chat_type":"group","user_id":"555","user_name":null,"thread_id":null,"chat_topic":null,"scope_id":"111","guild_id":"111"}`
+	want := `{"platform":"discord","chat_id":"333","chat_name":null,"chat_type":"group","user_id":"555","user_name":null,"thread_id":null,"chat_topic":null,"is_bot":false,"message_is_edit":false,"scope_id":"111","guild_id":"111"}`
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
 	all := SessionSource{Platform: "p", ChatID: "c", ChatType: "t", ChatName: "n", UserID: "u", UserName: "un", ThreadID: "th",
 		ChatTopic: "to", UserIDAlt: "ua", ChatIDAlt: "ca", ScopeID: "g", GuildID: "g", ParentChatID: "pc", MessageID: "m",
-		Profile: "pr", ProspectiveThreadID: "pt", AutoThreadCreated: true, AutoThreadInitialName: "an", UserDisplayName: "ud", UserHandle: "uh"}
+		Profile: "pr", ProspectiveThreadID: "pt", AutoThreadCreated: true, AutoThreadInitialName: "an", UserDisplayName: "ud", UserHandle: "uh",
+		IsBot: true, MessageIsEdit: true, OneToOneVerified: true}
 	b, _ = json.Marshal(all)
 	var back SessionSource
 	if err := json.Unmarshal(b, &back); err != nil {
@@ -99,8 +102,8 @@ func TestSourcePresence(t *testing.T) {
 	}
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	if len(m) != 20 {
-		t.Errorf("%d keys, want 20", len(m))
+	if len(m) != 23 {
+		t.Errorf("%d keys, want 23", len(m))
 	}
 	// Events: message ids null when empty, media_urls a list, unknown types read as text.
 	ev := MessageEvent{Text: "hi", MessageType: "sticker", Source: SessionSource{Platform: "telegram", ChatType: "dm", ChatID: "5"}}

@@ -46,6 +46,8 @@ func FuzzParseSource(f *testing.F) {
 	f.Add([]byte(`{"platform":"discord","chat_id":"333","chat_type":"group","user_id":"555"}`))
 	f.Add([]byte(`{"platform":"whatsapp","chat_type":"dm","chat_id":"+1:2@x"}`))
 	f.Add([]byte(`{"platform":" X ","chat_type":null}`))
+	f.Add([]byte(`{"platform":"slack","chat_type":"dm","chat_id":"D1","is_bot":false,"message_is_edit":true,"one_to_one_verified":true}`))
+	f.Add([]byte(`{"platform":"slack","is_bot":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src, err := ParseSource(data)
 		if err != nil {

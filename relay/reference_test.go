@@ -42,6 +42,10 @@ func (s refSource) MarshalJSON() ([]byte, error) {
 	put("user_name", s.UserName, true)
 	put("thread_id", s.ThreadID, true)
 	put("chat_topic", s.ChatTopic, true)
+	fmt.Fprintf(&b, `,"is_bot":%v,"message_is_edit":%v`, s.IsBot, s.MessageIsEdit)
+	if s.OneToOneVerified {
+		b.WriteString(`,"one_to_one_verified":true`)
+	}
 	put("user_id_alt", s.UserIDAlt, false)
 	put("chat_id_alt", s.ChatIDAlt, false)
 	scope := s.ScopeID
@@ -175,9 +179,11 @@ func refFrameJSON(f Frame) ([]byte, error) {
 		ev := refEvent(*f.Event)
 		v = struct {
 			Type     string    `json:"type"`
+			Platform string    `json:"platform,omitempty"`
+			BotID    string    `json:"botId,omitempty"`
 			Event    *refEvent `json:"event"`
 			BufferID string    `json:"bufferId,omitempty"`
-		}{f.Type, &ev, f.BufferID}
+		}{f.Type, f.Platform, f.BotID, &ev, f.BufferID}
 	case FrameInboundAck:
 		v = struct {
 			Type     string `json:"type"`
@@ -270,6 +276,7 @@ func refParseFrame(b []byte) (Frame, error) {
 			return f, fmt.Errorf("relay: frame: inbound frame without event")
 		}
 		f.Event, f.BufferID = (*MessageEvent)(w.Event), bufferID(w.BufferID)
+		f.Platform, f.BotID = w.Platform, w.BotID
 	case FrameInboundAck:
 		f.BufferID = bufferID(w.BufferID)
 	}

@@ -30,7 +30,7 @@ func AuthorizeWrite(c contract.Caller, attested string) error {
 		return contract.Denyf(CodeHarnessRequired, "shim: writes need a key bound to a harness")
 	}
 	if attested == "" {
-		return contract.Denyf(CodeHarnessRequired, "shim: writes need the X-Caduceus-Harness header")
+		return contract.Denyf(CodeHarnessRequired, "shim: writes need the X-Caduceus-Harness header (or its alias X-Herma-Harness)")
 	}
 	if subtle.ConstantTimeCompare([]byte(attested), []byte(c.Harness)) != 1 {
 		return contract.Denyf(CodeHarnessMismatch, "shim: X-Caduceus-Harness does not match the key's harness")

@@ -26,12 +26,24 @@ const (
 	HeaderConversation = "X-Caduceus-Conversation"
 	HeaderProject      = "X-Caduceus-Project"
 	HeaderHarness      = "X-Caduceus-Harness"
+	// HeaderHermaHarness is seed 003's name for HeaderHarness, accepted as
+	// an alias (HarnessOf).
+	HeaderHermaHarness = "X-Herma-Harness"
 	headerEdgeAuth     = "X-Edge-Auth"
 	HeaderReceipt      = "X-Caduceus-Receipt"
 	HeaderOverhead     = "X-Caduceus-Overhead-Us"
 	// headerShouldRetry tells the official SDKs whether to retry.
 	headerShouldRetry = "X-Should-Retry"
 )
+
+// HarnessOf is the harness a request attests: X-Caduceus-Harness, or seed
+// 003's X-Herma-Harness when the first is absent.
+func HarnessOf(h http.Header) string {
+	if v := h.Get(HeaderHarness); v != "" {
+		return v
+	}
+	return h.Get(HeaderHermaHarness)
+}
 
 // Refusal codes of the proxy.
 const (

@@ -29,17 +29,18 @@ order is placed. Exit 0 with the envelope for every tick, aborted or not; exit 2
 when the payload or a file is not valid at all.
 
 The run context decides whether the tick may place. It comes from the
-environment and from whether standard input is a terminal (the isatty ioctl:
-/dev/null, a pipe or a file is not a terminal), never from the payload:
-  cron         HERMES_CRON_RUN_ID is set and standard input is not a terminal
-               (and HERMES_SESSION_TYPE is not chat): places live manifests'
-               intents after review.
+environment, the payload's context_hint and whether standard input is a
+terminal (the isatty ioctl: /dev/null, a pipe or a file is not a terminal):
+  cron         HERMES_CRON_RUN_ID is set or context_hint is "cron", and
+               standard input is not a terminal (and HERMES_SESSION_TYPE is
+               not chat): places live manifests' intents after review.
   chat         standard input is a terminal and HERMES_SESSION_TYPE=chat, or
                HERMES_CRON_RUN_ID is set together with HERMES_SESSION_TYPE=chat:
                places only on a matching "EXECUTE: ..." in --message.
   claude-code  anything else, e.g. HERMES_CRON_RUN_ID set while standard input
                is a terminal: reviews, never places.
---context may only make the detected context stricter. When the context keeps
+--context, and a context_hint naming another context, may only make the
+detected context stricter (a disagreeing hint is noted). When the context keeps
 an intent from being placed, the envelope's notes say which context was
 detected and from what.
 

@@ -74,7 +74,13 @@ func runTick(ctx context.Context, o execOptions) (executor.Envelope, error) {
 	if st, err := os.Stat(o.SkillsDir); err != nil || !st.IsDir() {
 		return executor.Envelope{}, contract.FieldError("--skills", "bad_file", "exec: skills directory %q is not a readable directory", o.SkillsDir)
 	}
-	rc, rcSource, err := executor.DetectContextSource(o.Env, o.IsTTY, o.Context)
+	// Validate the payload before any broker is opened or dialed; its
+	// context_hint is one of the run context's signals.
+	parsed, err := executor.ParsePayload(payload)
+	if err != nil {
+		return executor.Envelope{}, err
+	}
+	rc, rcSource, err := executor.DetectContextSource(o.Env, o.IsTTY, o.Context, parsed.ContextHint)
 	if err != nil {
 		ce := contract.AsError(err)
 		ce.Field = "--context"
@@ -87,10 +93,6 @@ func runTick(ctx context.Context, o execOptions) (executor.Envelope, error) {
 		}
 	}
 	id := o.Identity
-	// Validate the payload before any broker is opened or dialed.
-	if _, err := executor.ParsePayload(payload); err != nil {
-		return executor.Envelope{}, err
-	}
 
 	var b broker.Broker
 	switch o.Broker {

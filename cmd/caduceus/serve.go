@@ -161,7 +161,7 @@ func (a *app) serverConfig(db *store.DB, keys *auth.Service, signer ed25519.Priv
 		AuditSigner:       signer,
 		AuditSource:       db.Audit(),
 		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
-		EdgeSecret:        a.getenv("CADUCEUS_EDGE_SECRET"),
+		EdgeSecret:        a.edgeSecret(),
 	}
 	var trusted ed25519.PublicKey
 	if signer != nil {

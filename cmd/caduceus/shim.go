@@ -143,7 +143,7 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 		Turns:      shimsql.New(db), // receipt and audit record in one transaction
 		Upstreams:  map[string]shim.Upstream{},
 		Offline:    c.Offline,
-		EdgeSecret: a.getenv("CADUCEUS_EDGE_SECRET"),
+		EdgeSecret: a.edgeSecret(),
 		Logger:     a.log,
 		Admit:      gov.Admit,
 		AdmitOnly:  shim.Governed, // the lens admits ungoverned provisions anyway

@@ -75,6 +75,11 @@ type Config struct {
 	PublicURL string
 	// Build is recorded in audit provenance.
 	Build string
+	// BotMessages delivers messages other bots and webhooks post where a
+	// bot listens, marked source.is_bot true; off by default, when only
+	// people's messages are delivered. The connector's own messages are
+	// never delivered.
+	BotMessages bool
 }
 
 // Gateway is one gateway's binding.

@@ -269,7 +269,7 @@ func (c *Connector) allEdges() []*edge {
 // them), plain markdown, and only what every edge supports.
 func relayDescriptor(edges []*edge) relay.CapabilityDescriptor {
 	d := relay.CapabilityDescriptor{ContractVersion: relay.ContractVersion, Platform: relay.PlatformRelay, Label: "Relay",
-		MarkdownDialect: "plain", LenUnit: relay.LenChars, SupportsEdit: true, SupportsDraftStreaming: true}
+		MarkdownDialect: "plain", LenUnit: relay.LenChars, SupportsEdit: true, SupportsDraftStreaming: true, SupportsThreads: true}
 	for i, e := range edges {
 		if i == 0 || e.desc.MaxMessageLength < d.MaxMessageLength {
 			d.MaxMessageLength = e.desc.MaxMessageLength
@@ -279,13 +279,15 @@ func relayDescriptor(edges []*edge) relay.CapabilityDescriptor {
 		}
 		d.SupportsEdit = d.SupportsEdit && e.desc.SupportsEdit
 		d.SupportsDraftStreaming = d.SupportsDraftStreaming && e.desc.SupportsDraftStreaming
+		d.SupportsThreads = d.SupportsThreads && e.desc.SupportsThreads
 	}
 	for _, op := range edges[0].desc.SupportedOps {
 		all := true
 		for _, e := range edges[1:] {
 			all = all && e.desc.Supports(op)
 		}
-		if all {
+		// A descriptor without threads advertises no thread ops.
+		if all && (d.SupportsThreads || (op != relay.OpThreadMake && op != relay.OpThreadName)) {
 			d.SupportedOps = append(d.SupportedOps, op)
 		}
 	}

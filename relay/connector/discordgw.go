@@ -159,7 +159,7 @@ func (c *Connector) runDiscordGateway(id string, app DiscordApp) {
 	}
 }
 
-// discordMessage delivers one MESSAGE_CREATE: threads are told from
+// discordMessage delivers one MESSAGE_CREATE or edit: threads are told from
 // channels by the channel's type (GET /channels/{id}, cached per session),
 // the tenant comes from the guild (else the DM user, else the app's).
 func (c *Connector) discordMessage(ctx context.Context, id string, app DiscordApp, e *edge, channels map[string]discord.ChannelKind,
@@ -209,7 +209,11 @@ func (c *Connector) discordMessage(ctx context.Context, id string, app DiscordAp
 			ev.Media = append(ev.Media, m)
 		}
 	}
-	if _, err := c.Deliver(ctx, Inbound{Tenant: tenant, Bot: id, Event: ev, DedupeID: m.ID}); err != nil {
+	dedupe := m.ID
+	if m.Edit {
+		dedupe += ":edit:" + m.EditedTimestamp
+	}
+	if _, err := c.Deliver(ctx, Inbound{Tenant: tenant, Bot: id, Event: ev, DedupeID: dedupe}); err != nil {
 		c.log.Error("relay: discord gateway: deliver", "err", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 //	    acmebot: {token: env:TELEGRAM_TOKEN, secret_token: env:TELEGRAM_WEBHOOK_SECRET, tenant: slot-1}
 //	  ping_interval: 30s
 //	  public_url: https://relay.example.com   # re-hosted media is listed as <public_url>/relay/media/{id}
+//	  bot_messages: false   # true: deliver other bots' messages too (source.is_bot true)
 type FileConfig struct {
 	Gateways              map[string]FileGateway     `yaml:"gateways"`
 	Discord               map[string]FileDiscordApp  `yaml:"discord"`
@@ -43,6 +44,8 @@ type FileConfig struct {
 	// SlackTopLevelThreads mirrors the gateway's Slack knobs
 	// reply_in_thread and dm_top_level_threads_as_sessions (default on).
 	SlackTopLevelThreads *bool `yaml:"slack_top_level_threads"`
+	// BotMessages delivers other bots' messages (is_bot true); default off.
+	BotMessages bool `yaml:"bot_messages"`
 }
 
 // FileGateway is one gateway in a FileConfig.
@@ -106,7 +109,7 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 		Gateways: map[string]Gateway{}, Discord: map[string]DiscordApp{}, Telegram: map[string]TelegramBot{},
 		DiscordBaseURL: f.DiscordBaseURL, TelegramBaseURL: f.TelegramBaseURL, PublicURL: f.PublicURL,
 		BufferLimit: f.BufferLimit, PingInterval: f.PingInterval, LeaseTTL: f.LeaseTTL,
-		GatewayLeaseTTL: f.GatewayLeaseTTL,
+		GatewayLeaseTTL: f.GatewayLeaseTTL, BotMessages: f.BotMessages,
 	}
 	for id, g := range f.Gateways {
 		var secrets [][]byte

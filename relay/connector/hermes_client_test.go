@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/relay/gateway"
 )
 
@@ -151,8 +153,34 @@ func stringsOf(v any) []string {
 }
 
 // TestHermesGatewayClient drives the connector the way the current Hermes
-// gateway does (HERMES-RELAY.md §1–§2).
+// gateway does (HERMES-RELAY.md §1–§2, §9), with raw JSON frames.
 func TestHermesGatewayClient(t *testing.T) {
+	t.Run("wire", hermesWire)
+	t.Run("authors and edits", hermesAuthorsAndEdits)
+	t.Run("bot messages when asked", hermesBotMessagesWhenAsked)
+	t.Run("untagged ops and the relay descriptor", hermesUntaggedOps)
+}
+
+// inboundFrom checks an inbound frame: it names the identity that received
+// the event (platform and botId, seed 004 Appendix A), and its source
+// carries is_bot and message_is_edit, explicit booleans (HERMES-RELAY.md §9).
+// It returns the event and its source.
+func inboundFrom(t *testing.T, in map[string]any, platform, bot string) (ev, src map[string]any) {
+	t.Helper()
+	ev, _ = in["event"].(map[string]any)
+	src, _ = ev["source"].(map[string]any)
+	if in["platform"] != platform || in["botId"] != bot {
+		t.Errorf("inbound frame names platform %v bot %v, want %s %s: %v", in["platform"], in["botId"], platform, bot, in)
+	}
+	for _, k := range []string{"is_bot", "message_is_edit"} {
+		if _, ok := src[k].(bool); !ok {
+			t.Errorf("source.%s is %v (%T), want a boolean: %v", k, src[k], src[k], src)
+		}
+	}
+	return ev, src
+}
+
+func hermesWire(t *testing.T) {
 	e := newEnv(t)
 	e.discord.seen = make(chan string, 64)
 	e.telegram.seen = make(chan string, 256)
@@ -239,9 +267,8 @@ func TestHermesGatewayClient(t *testing.T) {
 	// scope_id; the acknowledgement removes it.
 	in := h.expect("inbound")
 	buf, ok := in["bufferId"].(string)
-	ev, _ := in["event"].(map[string]any)
-	src, _ := ev["source"].(map[string]any)
-	if !ok || buf == "" || src["scope_id"] != forumChat || src["chat_type"] != "forum" || src["thread_id"] != "42" {
+	ev, src := inboundFrom(t, in, "telegram", telegramBot)
+	if !ok || buf == "" || src["scope_id"] != forumChat || src["chat_type"] != "forum" || src["thread_id"] != "42" || src["is_bot"] != false || src["message_is_edit"] != false {
 		t.Fatalf("drained inbound: %v", in)
 	}
 	h.send(map[string]any{"type": "inbound_ack", "bufferId": buf})
@@ -256,8 +283,7 @@ func TestHermesGatewayClient(t *testing.T) {
 	if _, buffered := in["bufferId"]; buffered {
 		t.Errorf("live event carries a bufferId: %v", in)
 	}
-	ev, _ = in["event"].(map[string]any)
-	src, _ = ev["source"].(map[string]any)
+	ev, src = inboundFrom(t, in, "telegram", telegramBot)
 	if src["scope_id"] != forumChat || ev["message_id"] != "71" {
 		t.Errorf("live inbound: %v", in)
 	}
@@ -273,8 +299,7 @@ func TestHermesGatewayClient(t *testing.T) {
 		t.Fatalf("interaction: %d", code)
 	}
 	in = h.expect("inbound")
-	ev, _ = in["event"].(map[string]any)
-	src, _ = ev["source"].(map[string]any)
+	_, src = inboundFrom(t, in, "discord", discordApp)
 	if src["scope_id"] != "111" || src["guild_id"] != "111" {
 		t.Errorf("discord inbound: %v", in)
 	}
@@ -475,7 +500,7 @@ func TestHermesGatewayClient(t *testing.T) {
 	for _, want := range []string{"80", "81"} {
 		in := h2.expect("inbound")
 		buf, ok := in["bufferId"].(string)
-		ev, _ := in["event"].(map[string]any)
+		ev, _ := inboundFrom(t, in, "telegram", telegramBot)
 		if !ok || buf == "" || ev["message_id"] != want {
 			t.Fatalf("drain after re-dial: %v, want message %s", in, want)
 		}
@@ -591,10 +616,237 @@ func TestAdapterCurrentWire(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	select {
 	case in := <-events:
-		if in.BufferID == "" || in.Event.MessageID != "90" || in.SessionKey != "agent:main:telegram:forum:"+forumChat+":42" {
+		if in.BufferID == "" || in.Event.MessageID != "90" || in.SessionKey != "agent:main:telegram:forum:"+forumChat+":42" ||
+			in.Platform != "telegram" || in.BotID != telegramBot {
 			t.Errorf("drained %+v", in)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("buffered event not drained")
 	}
+}
+
+// dispatch sends one raw Gateway dispatch of type typ with data d on c.
+func (f *fakeDiscordGateway) dispatch(t *testing.T, c *gatewayConn, typ, d string) {
+	t.Helper()
+	b := fmt.Appendf(nil, `{"op":0,"s":%d,"t":%q,"d":%s}`, f.seq.Add(1), typ, d)
+	if err := c.ws.Write(t.Context(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tgMessage is a Telegram update: kind is "message" or "edited_message".
+func tgMessage(update, msg int, kind, chat, chatType string, from int, fromBot bool, text string) string {
+	edit := ""
+	if kind == "edited_message" {
+		edit = `,"edit_date":1700000100`
+	}
+	return fmt.Sprintf(`{"update_id":%d,%q:{"message_id":%d,"from":{"id":%d,"is_bot":%v,"first_name":"F%d"},
+		"chat":{"id":%s,"type":%q,"title":"Team"},"date":1700000000%s,"text":%q}}`, update, kind, msg, from, fromBot, from, chat, chatType, edit, text)
+}
+
+// helloAll says hello for each (platform, botId) and returns the
+// descriptors by platform.
+func helloAll(t *testing.T, h *hermesClient, ids ...[2]string) map[string]map[string]any {
+	t.Helper()
+	for _, id := range ids {
+		h.send(map[string]any{"type": "hello", "platform": id[0], "botId": id[1]})
+	}
+	descs := map[string]map[string]any{}
+	for len(descs) < len(ids) {
+		d, _ := h.expect("descriptor")["descriptor"].(map[string]any)
+		p, _ := d["platform"].(string)
+		descs[p] = d
+	}
+	return descs
+}
+
+// hermesAuthorsAndEdits: every inbound source says whether its author is a
+// bot and whether it is an edit (explicit false for a person's new
+// message); a Slack DM is one_to_one_verified; edits arrive as
+// message_is_edit true (Telegram edited_message, Slack message_changed,
+// Discord MESSAGE_UPDATE); the connector's own messages and, by default,
+// other bots' never arrive.
+func hermesAuthorsAndEdits(t *testing.T) {
+	dgw := newFakeDiscordGateway(t)
+	e := newEnv(t, withSlack(fakeSlackAPI(t)), withDiscordGateway(dgw))
+	h := dialHermes(t, e, hermesToken("gw-a", secretA, time.Now().Add(300*time.Second).Unix()))
+	helloAll(t, h, [2]string{"telegram", telegramBot}, [2]string{"slack", slackApp}, [2]string{"discord", discordApp})
+	now := e.clock.Now()
+
+	// Telegram: another bot's message and the bot's own (id 123, the
+	// token's first part) are not delivered; a person's message and its
+	// edit are.
+	for i, body := range []string{
+		tgMessage(1, 10, "message", forumChat, "supergroup", 777, true, "I am another bot"),
+		tgMessage(2, 11, "message", forumChat, "supergroup", 123, true, "I am this bot"),
+		tgMessage(3, 12, "message", forumChat, "supergroup", 9, false, "a person"),
+		tgMessage(4, 12, "edited_message", forumChat, "supergroup", 9, false, "a person, edited"),
+	} {
+		if code := e.postTelegram(body, tgSecret); code != http.StatusOK {
+			t.Fatalf("telegram update %d: %d", i, code)
+		}
+	}
+	for _, want := range []struct {
+		text string
+		edit bool
+	}{{"a person", false}, {"a person, edited", true}} {
+		ev, src := inboundFrom(t, h.expect("inbound"), "telegram", telegramBot)
+		if ev["text"] != want.text || src["is_bot"] != false || src["message_is_edit"] != want.edit || src["user_id"] != "9" {
+			t.Errorf("telegram inbound %v, want %q with message_is_edit %v", ev, want.text, want.edit)
+		}
+		if _, ok := src["one_to_one_verified"]; ok {
+			t.Errorf("a telegram group says one_to_one_verified: %v", src)
+		}
+	}
+
+	// Slack: the app's own message (app_id = api_app_id), another app's bot
+	// and an unfurl (message_changed without an edit) are not delivered; a
+	// DM is one_to_one_verified, a channel is not; an edit is the edited
+	// message with message_is_edit true.
+	own := fmt.Sprintf(`{"token":"x","team_id":"T1","api_app_id":%q,"type":"event_callback","event_id":"Ev1","event_time":1700000000,
+		"event":{"type":"message","channel":"C1","channel_type":"channel","user":"UBOT","bot_id":"B1","app_id":%q,"text":"my own reply","ts":"1700000001.000100"}}`, slackApp, slackApp)
+	otherBot := fmt.Sprintf(`{"token":"x","team_id":"T1","api_app_id":%q,"type":"event_callback","event_id":"Ev2","event_time":1700000000,
+		"event":{"type":"message","subtype":"bot_message","channel":"C1","channel_type":"channel","bot_id":"B2","app_id":"A0OTHER","text":"beep","ts":"1700000001.000200"}}`, slackApp)
+	unfurl := fmt.Sprintf(`{"token":"x","team_id":"T1","api_app_id":%q,"type":"event_callback","event_id":"Ev3","event_time":1700000000,
+		"event":{"type":"message","subtype":"message_changed","channel":"C1","channel_type":"channel","ts":"1700000001.000400","hidden":true,
+		"message":{"type":"message","user":"U1","text":"see https://example.com","ts":"1700000001.000300","attachments":[{"title":"Example"}]}}}`, slackApp)
+	edit := fmt.Sprintf(`{"token":"x","team_id":"T1","api_app_id":%q,"type":"event_callback","event_id":"Ev4","event_time":1700000000,
+		"event":{"type":"message","subtype":"message_changed","channel":"D1","channel_type":"im","ts":"1700000001.000600","hidden":true,
+		"message":{"type":"message","user":"U1","text":"deploy staging, not prod","ts":"1700000001.000500","edited":{"user":"U1","ts":"1700000001.000600"}},
+		"previous_message":{"type":"message","user":"U1","text":"deploy prod","ts":"1700000001.000500"}}}`, slackApp)
+	for i, body := range []string{own, otherBot, unfurl,
+		slackMessage("T1", "D1", "im", "U1", "1700000001.000500", "", "deploy prod"), edit,
+		slackMessage("T1", "C1", "channel", "U1", "1700000001.000700", "", "in the channel")} {
+		if code, out := e.postSlack(body, now, slackSecret); code != http.StatusOK {
+			t.Fatalf("slack event %d: %d %s", i, code, out)
+		}
+	}
+	for _, want := range []struct {
+		text, chat, id string
+		edit, dm       bool
+	}{{"deploy prod", "D1", "1700000001.000500", false, true}, {"deploy staging, not prod", "D1", "1700000001.000500", true, true},
+		{"in the channel", "C1", "1700000001.000700", false, false}} {
+		ev, src := inboundFrom(t, h.expect("inbound"), "slack", slackApp)
+		v, has := src["one_to_one_verified"]
+		if ev["text"] != want.text || src["chat_id"] != want.chat || src["is_bot"] != false || src["message_is_edit"] != want.edit ||
+			has != want.dm || (want.dm && v != true) || ev["message_id"] != want.id {
+			t.Errorf("slack inbound %v, want %q in %s, message_is_edit %v, one_to_one_verified %v", ev, want.text, want.chat, want.edit, want.dm)
+		}
+	}
+
+	// Discord: the bot's own message (999, from READY), another bot's, a
+	// webhook's and an embed-only MESSAGE_UPDATE are not delivered; a
+	// person's message and its edit (MESSAGE_UPDATE with edited_timestamp)
+	// are.
+	c := dgw.next(t)
+	dgw.message(t, c, "111", "333", "999", "m-own", "my own reply", true)
+	dgw.message(t, c, "111", "333", "888", "m-bot", "another bot", true)
+	dgw.dispatch(t, c, "MESSAGE_CREATE", `{"id":"m-hook","channel_id":"333","guild_id":"111","webhook_id":"w1","author":{"id":"w1","username":"hook","bot":true},"content":"ci passed","mentions":[],"attachments":[]}`)
+	dgw.message(t, c, "111", "333", "777", "m-1", "hello there", false)
+	dgw.dispatch(t, c, "MESSAGE_UPDATE", `{"id":"m-1","channel_id":"333","guild_id":"111","embeds":[{"title":"x"}]}`)
+	dgw.dispatch(t, c, "MESSAGE_UPDATE", `{"id":"m-1","channel_id":"333","guild_id":"111","author":{"id":"777","username":"u777"},"member":{"nick":"Nick777"},
+		"content":"hello there, edited","mentions":[],"attachments":[],"edited_timestamp":"2026-12-01T10:00:00.000000+00:00"}`)
+	for _, want := range []struct {
+		text string
+		edit bool
+	}{{"hello there", false}, {"hello there, edited", true}} {
+		ev, src := inboundFrom(t, h.expect("inbound"), "discord", discordApp)
+		if ev["text"] != want.text || src["is_bot"] != false || src["message_is_edit"] != want.edit || ev["message_id"] != "m-1" {
+			t.Errorf("discord inbound %v, want %q with message_is_edit %v", ev, want.text, want.edit)
+		}
+	}
+}
+
+// hermesBotMessagesWhenAsked: with bot_messages on, other bots' messages
+// arrive marked is_bot true; the connector's own still never do.
+func hermesBotMessagesWhenAsked(t *testing.T) {
+	dgw := newFakeDiscordGateway(t)
+	e := newEnv(t, withSlack(fakeSlackAPI(t)), withDiscordGateway(dgw), func(c *connector.Config) { c.BotMessages = true })
+	h := dialHermes(t, e, hermesToken("gw-a", secretA, time.Now().Add(300*time.Second).Unix()))
+	helloAll(t, h, [2]string{"telegram", telegramBot}, [2]string{"slack", slackApp}, [2]string{"discord", discordApp})
+
+	for _, body := range []string{
+		tgMessage(1, 10, "message", forumChat, "supergroup", 123, true, "I am this bot"),
+		tgMessage(2, 11, "message", forumChat, "supergroup", 777, true, "I am another bot"),
+	} {
+		if code := e.postTelegram(body, tgSecret); code != http.StatusOK {
+			t.Fatalf("telegram: %d", code)
+		}
+	}
+	ev, src := inboundFrom(t, h.expect("inbound"), "telegram", telegramBot)
+	if ev["text"] != "I am another bot" || src["is_bot"] != true || src["user_id"] != "777" {
+		t.Errorf("telegram bot inbound: %v", ev)
+	}
+
+	own := fmt.Sprintf(`{"token":"x","team_id":"T1","api_app_id":%q,"type":"event_callback","event_id":"Ev1","event_time":1700000000,
+		"event":{"type":"message","channel":"C1","channel_type":"channel","user":"UBOT","bot_id":"B1","app_id":%q,"text":"my own reply","ts":"1700000001.000100"}}`, slackApp, slackApp)
+	otherBot := fmt.Sprintf(`{"token":"x","team_id":"T1","api_app_id":%q,"type":"event_callback","event_id":"Ev2","event_time":1700000000,
+		"event":{"type":"message","subtype":"bot_message","channel":"C1","channel_type":"channel","bot_id":"B2","app_id":"A0OTHER","text":"beep","ts":"1700000001.000200"}}`, slackApp)
+	for _, body := range []string{own, otherBot} {
+		if code, out := e.postSlack(body, e.clock.Now(), slackSecret); code != http.StatusOK {
+			t.Fatalf("slack: %d %s", code, out)
+		}
+	}
+	ev, src = inboundFrom(t, h.expect("inbound"), "slack", slackApp)
+	if ev["text"] != "beep" || src["is_bot"] != true || src["user_id"] != "B2" {
+		t.Errorf("slack bot inbound: %v", ev)
+	}
+
+	c := dgw.next(t)
+	dgw.message(t, c, "111", "333", "999", "m-own", "my own reply", true)
+	dgw.message(t, c, "111", "333", "888", "m-bot", "another bot", true)
+	ev, src = inboundFrom(t, h.expect("inbound"), "discord", discordApp)
+	if ev["text"] != "another bot" || src["is_bot"] != true || src["user_id"] != "888" {
+		t.Errorf("discord bot inbound: %v", ev)
+	}
+}
+
+// hermesUntaggedOps: on a socket whose first hello was Telegram, an op
+// without platform for a Discord chat is resolved from the connector's own
+// routing, not refused egress_declined; a "relay" hello (every bot on one
+// identity) gets a descriptor whose supports_threads agrees with its thread
+// ops, and each inbound event on it names the bot that received it.
+func hermesUntaggedOps(t *testing.T) {
+	e := newEnv(t)
+	e.discord.seen = make(chan string, 64)
+	h := dialHermes(t, e, hermesToken("gw-a", secretA, time.Now().Add(300*time.Second).Unix()))
+	helloAll(t, h, [2]string{"telegram", telegramBot}, [2]string{"discord", discordApp})
+
+	if code, _ := e.postDiscord(interaction("1200000000000000200", "111", "333", "556", interactionToken, "hi"), nil); code != http.StatusOK {
+		t.Fatalf("interaction: %d", code)
+	}
+	inboundFrom(t, h.expect("inbound"), "discord", discordApp)
+	h.send(map[string]any{"type": "outbound", "requestId": strings.Repeat("a", 32), "action": map[string]any{"op": "get_chat_info", "chat_id": "333"}})
+	r, _ := h.expect("outbound_result")["result"].(map[string]any)
+	if ci, _ := r["chat_info"].(map[string]any); r["success"] != true || ci["name"] != "general" {
+		t.Errorf("untagged get_chat_info for a Discord chat: %v", r)
+	}
+	h.send(map[string]any{"type": "outbound", "requestId": strings.Repeat("b", 32), "action": map[string]any{"op": "send", "chat_id": "333", "content": "on discord", "reply_to": nil, "metadata": map[string]any{}}})
+	if r, _ := h.expect("outbound_result")["result"].(map[string]any); r["success"] != true {
+		t.Errorf("untagged send to a Discord chat: %v", r)
+	}
+	waitCall(t, e.discord.seen, "POST /channels/333/messages")
+	// A chat the tenant has on no platform of the socket is still refused.
+	h.send(map[string]any{"type": "outbound", "requestId": strings.Repeat("c", 32), "action": map[string]any{"op": "send", "chat_id": "-100999", "content": "x", "reply_to": nil, "metadata": map[string]any{}}})
+	if r, _ := h.expect("outbound_result")["result"].(map[string]any); r["success"] != false || r["code"] != "egress_declined" {
+		t.Errorf("untagged send to an unbound chat: %v", r)
+	}
+
+	// One "relay" identity for every bot (a connector of its own, so no
+	// other socket of the tenant competes for the events).
+	e = newEnv(t)
+	r2 := dialHermes(t, e, hermesToken("gw-a", secretA, time.Now().Add(300*time.Second).Unix()))
+	d := helloAll(t, r2, [2]string{"relay", ""})["relay"]
+	ops := stringsOf(d["supported_ops"])
+	if d == nil || (slices.Contains(ops, "thread_create") || slices.Contains(ops, "thread_rename")) && d["supports_threads"] != true {
+		t.Errorf("relay descriptor says supports_threads %v with ops %v", d["supports_threads"], ops)
+	}
+	if code := e.postTelegram(forumUpdate(30, 90, 42, "to the relay identity"), tgSecret); code != http.StatusOK {
+		t.Fatalf("webhook: %d", code)
+	}
+	inboundFrom(t, r2.expect("inbound"), "telegram", telegramBot)
+	if code, _ := e.postDiscord(interaction("1200000000000000201", "111", "333", "556", interactionToken, "again"), nil); code != http.StatusOK {
+		t.Fatalf("interaction: %d", code)
+	}
+	inboundFrom(t, r2.expect("inbound"), "discord", discordApp)
 }

@@ -39,10 +39,13 @@ const (
 	Delivered  Delivery = "delivered"   // queued on a gateway connection
 	Buffered   Delivery = "buffered"    // kept until a gateway connects and acknowledges it
 	Duplicate  Delivery = "duplicate"   // seen before; dropped
+	FromBot    Delivery = "from_bot"    // another bot's message while Config.BotMessages is off; dropped
 	BufferFull Delivery = "buffer_full" // no gateway and no room; dropped, recorded as a refusal
 )
 
-// Deliver runs an inbound event through the pipeline: dedupe on
+// Deliver runs an inbound event through the pipeline: drop another bot's
+// message unless Config.BotMessages (platform packages drop the
+// connector's own before this), dedupe on
 // platform:chat_id:dedupe_id, bind the chat to the tenant, store the
 // capability, route a "/stop" command as an interrupt, then deliver it to
 // the connection owning its session (or any connection of the tenant
@@ -58,6 +61,10 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 	}
 	if strings.TrimSpace(src.Platform) == "" {
 		return "", contract.FieldError("source.platform", "relay_unkeyable", "relay: the event's source names no platform")
+	}
+	if src.IsBot && !c.cfg.BotMessages {
+		c.log.Debug("relay: bot message dropped (bot_messages is off)", "platform", src.Platform, "chat", src.ChatID, "user", src.UserID)
+		return FromBot, nil
 	}
 	key, err := c.SessionKey(in.Tenant, in.Event)
 	if err != nil {
@@ -95,7 +102,7 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 	c.sessions.remember(in.Tenant, src.Platform, in.Bot, src.ChatID, key)
 	if o := c.pick(in.Tenant, src.Platform, in.Bot, key, src.ChatID); o != nil {
 		ev := in.Event
-		if o.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev}) {
+		if o.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev, Platform: src.Platform, BotID: in.Bot}) {
 			d.Conn, d.Success = o.ID(), true
 			e.action, e.outcome, e.conn = "relay.deliver", contract.OutcomeAllow, o.ID()
 			c.record(ctx, e)
@@ -179,7 +186,7 @@ func (c *Connector) drain(k *conn, platform, bot string) {
 			}
 			c.router.SetOwner(k.tenant, b.SessionKey, ev.Source.ChatID, k)
 			c.sessions.remember(k.tenant, platform, bot, ev.Source.ChatID, b.SessionKey)
-			if !k.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev, BufferID: b.ID}) {
+			if !k.Deliver(relay.Frame{Type: relay.FrameInbound, Event: &ev, BufferID: b.ID, Platform: platform, BotID: bot}) {
 				return // the lease is released when the connection ends
 			}
 			c.record(ctx, entry{tenant: k.tenant, action: "relay.deliver", resource: platform + ":" + ev.Source.ChatID,
@@ -360,6 +367,12 @@ func (c *Connector) serveTelegram(w http.ResponseWriter, r *http.Request) {
 		}(in.CallbackQueryID)
 	}
 	if answerUnnormalized(w, err, telegram.ErrIgnored, "bad update") {
+		return
+	}
+	// The bot's own messages are never delivered (its id is the token's
+	// first part).
+	if own, _, _ := strings.Cut(e.telegramBot.Token, ":"); in.Event.Source.IsBot && in.Event.Source.UserID == own {
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	tenant := tenantOr(e.telegramBot.Chats, in.ChatID, e.telegramBot.Tenant)

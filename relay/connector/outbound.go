@@ -24,7 +24,7 @@ func (c *Connector) outbound(ctx context.Context, k *conn, f relay.Frame) relay.
 		if len(ids) == 0 {
 			return relay.Failure("relay: outbound before hello")
 		}
-		platform, bot = ids[0].platform, ids[0].bot
+		platform, bot = c.untagged(ctx, k, ids, a)
 	}
 	if bot == "" {
 		bot, _ = c.defaultBot(platform)
@@ -53,6 +53,40 @@ func (c *Connector) outbound(ctx context.Context, k *conn, f relay.Frame) relay.
 	}
 	c.record(ctx, e)
 	return res
+}
+
+// untagged picks the identity of an outbound frame without a platform, from
+// the connector's own routing rather than the socket's first hello alone:
+// a follow_up goes to the platform its kind names; an op naming a chat to
+// the first of the socket's identities (in hello order) that delivered the
+// chat on this process, else that has the chat bound to the tenant; with
+// none, the first hello's.
+func (c *Connector) untagged(ctx context.Context, k *conn, ids []ident, a *relay.Action) (platform, bot string) {
+	if len(ids) > 1 {
+		if a.Op == relay.OpFollowUp {
+			p, _, _ := strings.Cut(a.Kind, ".")
+			for _, id := range ids {
+				if id.platform == p {
+					return id.platform, id.bot
+				}
+			}
+		}
+		if a.ChatID != "" {
+			for _, id := range ids {
+				if c.sessions.lookup(k.tenant, id.platform, id.bot, a.ChatID) != "" {
+					return id.platform, id.bot
+				}
+			}
+			for _, id := range ids {
+				if e := c.edge(id.platform, id.bot); e != nil {
+					if ok, err := c.chatAllowed(ctx, k.tenant, e, a.ChatID); err == nil && ok {
+						return id.platform, id.bot
+					}
+				}
+			}
+		}
+	}
+	return ids[0].platform, ids[0].bot
 }
 
 // act performs the action. reason is set when the connector refused it

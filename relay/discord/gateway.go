@@ -19,7 +19,7 @@ import (
 // identifies with MessageIntents, keeps the heartbeat (a missed ack
 // reconnects), resumes after a disconnect with the last sequence number,
 // identifies again after an invalid session, and hands every MESSAGE_CREATE
-// to OnMessage.
+// and every MESSAGE_UPDATE that is an edit (Edit set) to OnMessage.
 type Session struct {
 	// API answers GET /gateway/bot when GatewayURL is empty.
 	API *Client
@@ -29,7 +29,7 @@ type Session struct {
 	GatewayURL string
 	// Intents defaults to MessageIntents.
 	Intents int
-	// OnMessage receives each MESSAGE_CREATE, with the bot's own user id
+	// OnMessage receives each MESSAGE_CREATE and edit, with the bot's own user id
 	// (from READY). It runs on the read loop: keep it short.
 	OnMessage func(ctx context.Context, m MessageCreate, botUserID string)
 	// ReconnectDelay is the first wait before a reconnect (doubling to
@@ -231,8 +231,17 @@ func (s *Session) connect(ctx context.Context) (ready bool, err error) {
 				ready = true
 			case "RESUMED":
 				ready = true
-			case "MESSAGE_CREATE":
+			case "MESSAGE_CREATE", "MESSAGE_UPDATE":
 				m, err := ParseMessageCreate(p.D)
+				if p.T == "MESSAGE_UPDATE" {
+					// Discord also sends MESSAGE_UPDATE, partial, when it
+					// resolves a link's embed: only an edit (with its
+					// edited_timestamp) is a message.
+					if err != nil || m.EditedTimestamp == "" {
+						continue
+					}
+					m.Edit = true
+				}
 				if err != nil {
 					s.logger().Warn("discord: gateway: bad MESSAGE_CREATE", "err", err)
 					continue

@@ -334,11 +334,25 @@ func TestNormalizeMessage(t *testing.T) {
 		t.Errorf("attachments: %v %+v", ev.MediaURLs, ev.Media)
 	}
 
+	// Another bot's or a webhook's message is is_bot (the connector drops
+	// it unless asked); an edit is message_is_edit.
+	for name, tc := range map[string]struct {
+		m           MessageCreate
+		bot, edited bool
+	}{
+		"bot":     {MessageCreate{ID: "m", ChannelID: "c", Author: User{ID: "b2", Bot: true}, Content: "x"}, true, false},
+		"webhook": {MessageCreate{ID: "m", ChannelID: "c", Author: User{ID: "w"}, WebhookID: "w", Content: "x"}, true, false},
+		"edit":    {MessageCreate{ID: "m", ChannelID: "c", Author: User{ID: "u"}, Content: "x", EditedTimestamp: "2026-12-01T10:00:00Z", Edit: true}, false, true},
+		"person":  {MessageCreate{ID: "m", ChannelID: "c", Author: User{ID: "u"}, Content: "x"}, false, false},
+	} {
+		ev, err := NormalizeMessage(tc.m, "bot", ChannelKind{})
+		if err != nil || ev.Source.IsBot != tc.bot || ev.Source.MessageIsEdit != tc.edited {
+			t.Errorf("%s message: %+v, %v; want is_bot %v, message_is_edit %v", name, ev.Source, err, tc.bot, tc.edited)
+		}
+	}
 	for name, m := range map[string]MessageCreate{
-		"own":     {ID: "m", ChannelID: "c", Author: User{ID: "bot"}, Content: "x"},
-		"bot":     {ID: "m", ChannelID: "c", Author: User{ID: "b2", Bot: true}, Content: "x"},
-		"webhook": {ID: "m", ChannelID: "c", Author: User{ID: "w"}, WebhookID: "w", Content: "x"},
-		"empty":   {ID: "m", ChannelID: "c", Author: User{ID: "u"}, Content: "<@bot>"},
+		"own":   {ID: "m", ChannelID: "c", Author: User{ID: "bot"}, Content: "x"},
+		"empty": {ID: "m", ChannelID: "c", Author: User{ID: "u"}, Content: "<@bot>"},
 	} {
 		if _, err := NormalizeMessage(m, "bot", ChannelKind{}); !errors.Is(err, ErrIgnored) {
 			t.Errorf("%s message: %v, want ErrIgnored", name, err)
@@ -364,6 +378,7 @@ func FuzzGatewayDispatch(f *testing.F) {
 	f.Add([]byte(`{"op":0,"s":3,"t":"MESSAGE_CREATE","d":{"id":"m","channel_id":"c","author":{"id":"u"},"attachments":[{"url":"https://x/y.png","filename":"y.png"}]}}`))
 	f.Add([]byte(`{"op":10,"d":{"heartbeat_interval":41250}}`))
 	f.Add([]byte(`{"op":9,"d":false}`))
+	f.Add([]byte(`{"op":0,"s":4,"t":"MESSAGE_UPDATE","d":{"id":"m","channel_id":"c","author":{"id":"u","bot":true},"content":"x","edited_timestamp":"2026-12-01T10:00:00Z"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePayload(b)
 		if err != nil || p.Op != OpDispatch {

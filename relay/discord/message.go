@@ -89,6 +89,10 @@ type MessageCreate struct {
 	MessageReference *struct {
 		MessageID string `json:"message_id"`
 	} `json:"message_reference"`
+	// EditedTimestamp is set on an edited message (MESSAGE_UPDATE); Edit
+	// says the dispatch was a MESSAGE_UPDATE with it (set by Session).
+	EditedTimestamp string `json:"edited_timestamp"`
+	Edit            bool   `json:"-"`
 	// Thread fields are not part of MESSAGE_CREATE; the session fills
 	// ChannelType and ParentID from the channel (GET /channels/{id}) when
 	// the message is in a guild.
@@ -113,8 +117,7 @@ func ParseMessageCreate(d []byte) (MessageCreate, error) {
 }
 
 // ErrIgnored is what NormalizeMessage answers for a message the relay does
-// not deliver: the bot's own, another bot's, a webhook's, or one with
-// neither text nor attachments.
+// not deliver: the bot's own, or one with neither text nor attachments.
 var ErrIgnored = errors.New("discord: message ignored")
 
 // ChannelKind says what a message's channel is: a thread (and its parent)
@@ -131,10 +134,11 @@ type ChannelKind struct {
 // thread channel (thread_id = chat_id = the thread, parent_chat_id its
 // channel), group otherwise; scope_id = guild_id; user name nick >
 // global_name > username; the bot's own mention is taken out of the text;
-// attachments are listed as media. botUserID is the session's own user
-// (from READY).
+// attachments are listed as media; is_bot for another bot's or a webhook's
+// message (the connector decides whether it goes on), message_is_edit for
+// an edit (m.Edit). botUserID is the session's own user (from READY).
 func NormalizeMessage(m MessageCreate, botUserID string, ch ChannelKind) (relay.MessageEvent, error) {
-	if m.Author.ID == botUserID || m.Author.Bot || m.WebhookID != "" {
+	if m.Author.ID == botUserID {
 		return relay.MessageEvent{}, ErrIgnored
 	}
 	text := m.Content
@@ -161,6 +165,7 @@ func NormalizeMessage(m MessageCreate, botUserID string, ch ChannelKind) (relay.
 		UserID: m.Author.ID, UserName: name, UserHandle: m.Author.Username,
 		ScopeID: m.GuildID, GuildID: m.GuildID, MessageID: m.ID,
 		ChatName: ch.Name, ChatTopic: ch.Topic,
+		IsBot: m.Author.Bot || m.WebhookID != "", MessageIsEdit: m.Edit,
 	}
 	if m.GuildID != "" {
 		src.ChatType = relay.ChatGroup

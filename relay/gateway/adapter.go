@@ -81,6 +81,10 @@ type Inbound struct {
 	Event      relay.MessageEvent
 	SessionKey string
 	BufferID   string // set when the connector held the event while no gateway was connected
+	// Platform and BotID are the identity that received the event (the
+	// hello it answers to), distinct from the tenant (seed 004, Appendix A).
+	Platform string
+	BotID    string
 }
 
 // ErrUnauthorized is returned by Connect and Run when the connector refuses
@@ -393,7 +397,7 @@ func (a *Adapter) read(l *link, got chan<- error) {
 					a.log.Warn("relay: inbound event cannot be keyed; skipped", "err", err)
 					return
 				}
-				a.dispatch(l, Inbound{Event: *f.Event, SessionKey: key, BufferID: f.BufferID})
+				a.dispatch(l, Inbound{Event: *f.Event, SessionKey: key, BufferID: f.BufferID, Platform: f.Platform, BotID: f.BotID})
 			case relay.FrameGoingIdleAck:
 				a.mu.Lock()
 				if a.idleAck != nil {

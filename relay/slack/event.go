@@ -112,6 +112,32 @@ type Event struct {
 	Team        string       `json:"team"`
 	UserProfile *UserProfile `json:"user_profile"`
 	Files       []File       `json:"files"`
+	// AppID (and BotProfile.AppID) name the app that posted a bot's
+	// message: the connector's own when it equals the envelope's
+	// api_app_id.
+	AppID      string `json:"app_id"`
+	BotProfile *struct {
+		AppID string `json:"app_id"`
+	} `json:"bot_profile"`
+	// Message is the edited message of a message_changed event, with
+	// Edited set for a person's (or bot's) edit; Slack also sends
+	// message_changed without Edited when it unfurls a link.
+	Message *Event `json:"message"`
+	Edited  *struct {
+		User string `json:"user"`
+		TS   string `json:"ts"`
+	} `json:"edited"`
+}
+
+// appID is the app that posted e, if an app did.
+func (e *Event) appID() string {
+	if e.AppID != "" {
+		return e.AppID
+	}
+	if e.BotProfile != nil {
+		return e.BotProfile.AppID
+	}
+	return ""
 }
 
 // UserProfile is the author's profile some message events carry.
@@ -168,8 +194,8 @@ func ChallengeResponse(e Envelope) []byte {
 }
 
 // ErrIgnored is returned for events that carry no message the gateway wants
-// (edits, deletions, joins, bots' messages — the connector's own replies
-// among them — and event types other than message and app_mention).
+// (deletions, joins, unfurls, the app's own messages, and event types other
+// than message and app_mention).
 var ErrIgnored = errors.New("slack: event carries no message")
 
 // Options are the normalization switches.
@@ -195,12 +221,17 @@ type Inbound struct {
 
 // Normalize turns a message or app_mention event_callback into an Inbound,
 // following the gateway's Slack conventions: a DM (channel_type im, or a D…
-// channel) is dm, anything else group; chat_id the channel; scope_id the
-// team; thread_id the thread ts for a reply in a thread (and, with
-// StampTopLevel, the message's own ts for a top-level message); message_id
-// the ts. Files set the message type (the first file's MIME type) and are
-// returned in Files; their URLs need the bot token, so they are not put
-// in media_urls here.
+// channel) is dm and one_to_one_verified (Slack itself says im), anything
+// else group; chat_id the channel; scope_id the team; thread_id the thread
+// ts for a reply in a thread (and, with StampTopLevel, the message's own ts
+// for a top-level message); message_id the ts. A message_changed event
+// with an edit is the edited message, message_is_edit true, deduplicated
+// on its ts and the edit's. A bot's message (bot_id, or subtype
+// bot_message) is is_bot true, user_id the user or else the bot id; the
+// app's own messages (app_id the envelope's api_app_id) are ErrIgnored.
+// Files set the message type (the first file's MIME type) and are returned
+// in Files; their URLs need the bot token, so they are not put in
+// media_urls here.
 func Normalize(e Envelope, o Options) (Inbound, error) {
 	if e.Type != TypeEventCallback || e.Event == nil {
 		return Inbound{}, ErrIgnored
@@ -209,12 +240,32 @@ func Normalize(e Envelope, o Options) (Inbound, error) {
 	if ev.Type != "message" && ev.Type != "app_mention" {
 		return Inbound{}, ErrIgnored
 	}
+	edit := ""
 	switch ev.Subtype {
-	case "", "file_share", "thread_broadcast":
+	case "", "file_share", "thread_broadcast", "bot_message":
+	case "message_changed":
+		m := ev.Message
+		if m == nil || m.Edited == nil || m.Edited.TS == "" {
+			return Inbound{}, ErrIgnored // an unfurl, not an edit
+		}
+		inner := *m
+		inner.Type, inner.Channel, inner.ChannelType = ev.Type, ev.Channel, ev.ChannelType
+		if inner.Team == "" {
+			inner.Team = ev.Team
+		}
+		ev, edit = &inner, m.Edited.TS
 	default:
 		return Inbound{}, ErrIgnored
 	}
-	if ev.BotID != "" || ev.User == "" {
+	if a := ev.appID(); a != "" && a == e.APIAppID {
+		return Inbound{}, ErrIgnored // the connector's own message
+	}
+	isBot := ev.BotID != "" || ev.Subtype == "bot_message"
+	user := ev.User
+	if user == "" && isBot {
+		user = ev.BotID
+	}
+	if user == "" {
 		return Inbound{}, ErrIgnored
 	}
 	if ev.Channel == "" || ev.TS == "" {
@@ -225,9 +276,10 @@ func Normalize(e Envelope, o Options) (Inbound, error) {
 		team = ev.Team
 	}
 	src := relay.SessionSource{Platform: Platform, ChatID: ev.Channel, ChatType: relay.ChatGroup,
-		UserID: ev.User, ScopeID: team, GuildID: team, MessageID: ev.TS}
+		UserID: user, ScopeID: team, GuildID: team, MessageID: ev.TS, IsBot: isBot, MessageIsEdit: edit != ""}
 	if ev.ChannelType == "im" || (ev.ChannelType == "" && strings.HasPrefix(ev.Channel, "D")) {
 		src.ChatType = relay.ChatDM
+		src.OneToOneVerified = true
 	}
 	if p := ev.UserProfile; p != nil {
 		src.UserName = firstNonEmpty(p.DisplayName, p.RealName, p.Name)
@@ -246,7 +298,11 @@ func Normalize(e Envelope, o Options) (Inbound, error) {
 		return Inbound{}, ErrIgnored
 	}
 	out := relay.MessageEvent{Text: ev.Text, MessageType: typ, Source: src, MessageID: ev.TS, MediaURLs: []string{}}
-	return Inbound{Event: out, Team: team, DedupeID: ev.TS, Files: ev.Files}, nil
+	dedupe := ev.TS
+	if edit != "" {
+		dedupe += ":edit:" + edit
+	}
+	return Inbound{Event: out, Team: team, DedupeID: dedupe, Files: ev.Files}, nil
 }
 
 func firstNonEmpty(s ...string) string {

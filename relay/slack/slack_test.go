@@ -110,10 +110,10 @@ func TestNormalize(t *testing.T) {
 			relay.SessionSource{Platform: "slack", ChatID: "G2", ChatType: "group", UserID: "U1", ScopeID: "T1", GuildID: "T1", MessageID: "1.2"},
 			relay.MessageText, "agent:main:slack:group:T1:G2:U1"},
 		{"DM, stamped", `{"type":"message","channel":"D1","channel_type":"im","user":"U1","text":"hi","ts":"1700000000.000200"}`, stamp,
-			relay.SessionSource{Platform: "slack", ChatID: "D1", ChatType: "dm", UserID: "U1", ScopeID: "T1", GuildID: "T1", ThreadID: "1700000000.000200", MessageID: "1700000000.000200"},
+			relay.SessionSource{Platform: "slack", ChatID: "D1", ChatType: "dm", UserID: "U1", ScopeID: "T1", GuildID: "T1", ThreadID: "1700000000.000200", MessageID: "1700000000.000200", OneToOneVerified: true},
 			relay.MessageText, "agent:main:slack:dm:T1:D1:1700000000.000200"},
 		{"DM, not stamped", `{"type":"message","channel":"D1","channel_type":"im","user":"U1","text":"hi","ts":"1700000000.000200"}`, slack.Options{},
-			relay.SessionSource{Platform: "slack", ChatID: "D1", ChatType: "dm", UserID: "U1", ScopeID: "T1", GuildID: "T1", MessageID: "1700000000.000200"},
+			relay.SessionSource{Platform: "slack", ChatID: "D1", ChatType: "dm", UserID: "U1", ScopeID: "T1", GuildID: "T1", MessageID: "1700000000.000200", OneToOneVerified: true},
 			relay.MessageText, "agent:main:slack:dm:T1:D1"},
 		{"app_mention (no channel_type)", `{"type":"app_mention","channel":"C1","user":"U1","text":"<@UBOT> hi","ts":"5.6","team":"T9"}`, slack.Options{},
 			relay.SessionSource{Platform: "slack", ChatID: "C1", ChatType: "group", UserID: "U1", ScopeID: "T1", GuildID: "T1", MessageID: "5.6"},
@@ -150,14 +150,35 @@ func TestNormalize(t *testing.T) {
 		`{"type":"message","subtype":"message_changed","channel":"C1","ts":"1.1","message":{"text":"x"}}`,
 		`{"type":"message","subtype":"message_deleted","channel":"C1","ts":"1.1"}`,
 		`{"type":"message","subtype":"channel_join","channel":"C1","user":"U1","text":"joined","ts":"1.1"}`,
-		`{"type":"message","subtype":"bot_message","channel":"C1","bot_id":"B1","text":"beep","ts":"1.1"}`,
-		`{"type":"message","channel":"C1","user":"UBOT","bot_id":"B1","text":"my own reply","ts":"1.1"}`,
+		`{"type":"message","subtype":"message_changed","channel":"C1","ts":"1.2","message":{"user":"U1","text":"x https://e.com","ts":"1.1"}}`,
+		`{"type":"message","channel":"C1","user":"UBOT","bot_id":"B1","app_id":"A1","text":"my own reply","ts":"1.1"}`,
+		`{"type":"message","subtype":"bot_message","channel":"C1","bot_id":"B1","bot_profile":{"app_id":"A1"},"text":"my own legacy reply","ts":"1.1"}`,
+		`{"type":"message","subtype":"message_changed","channel":"C1","ts":"1.2","message":{"user":"UBOT","bot_id":"B1","app_id":"A1","text":"my edit","ts":"1.1","edited":{"user":"UBOT","ts":"1.2"}}}`,
 		`{"type":"message","channel":"C1","user":"U1","text":"","ts":"1.1"}`,
 		`{"type":"reaction_added","user":"U1","reaction":"thumbsup"}`,
 	}
 	for _, ev := range ignored {
 		if _, err := slack.Normalize(callback(ev), stamp); !errors.Is(err, slack.ErrIgnored) {
 			t.Errorf("Normalize(%s) = %v, want ErrIgnored", ev, err)
+		}
+	}
+	// Another app's bot is is_bot (the connector drops it unless asked);
+	// an edit is the edited message, message_is_edit, deduplicated per edit.
+	for ev, want := range map[string]relay.SessionSource{
+		`{"type":"message","subtype":"bot_message","channel":"C1","channel_type":"channel","bot_id":"B2","app_id":"A2","text":"beep","ts":"1.1"}`: {
+			Platform: "slack", ChatID: "C1", ChatType: "group", UserID: "B2", ScopeID: "T1", GuildID: "T1", MessageID: "1.1", IsBot: true},
+		`{"type":"message","channel":"C1","channel_type":"channel","user":"U9","bot_id":"B2","app_id":"A2","text":"beep","ts":"1.1"}`: {
+			Platform: "slack", ChatID: "C1", ChatType: "group", UserID: "U9", ScopeID: "T1", GuildID: "T1", MessageID: "1.1", IsBot: true},
+		`{"type":"message","subtype":"message_changed","channel":"D1","channel_type":"im","ts":"1.3","hidden":true,
+			"message":{"type":"message","user":"U1","text":"fixed","ts":"1.1","edited":{"user":"U1","ts":"1.3"}},"previous_message":{"user":"U1","text":"fxed","ts":"1.1"}}`: {
+			Platform: "slack", ChatID: "D1", ChatType: "dm", UserID: "U1", ScopeID: "T1", GuildID: "T1", MessageID: "1.1", MessageIsEdit: true, OneToOneVerified: true},
+	} {
+		in, err := slack.Normalize(callback(ev), slack.Options{})
+		if err != nil || in.Event.Source != want {
+			t.Errorf("Normalize(%s):\n got %+v, %v\nwant %+v", ev, in.Event.Source, err, want)
+		}
+		if want.MessageIsEdit && (in.DedupeID != "1.1:edit:1.3" || in.Event.Text != "fixed") {
+			t.Errorf("edit: dedupe %q text %q", in.DedupeID, in.Event.Text)
 		}
 	}
 	if _, err := slack.Normalize(callback(`{"type":"message","user":"U1","text":"x","ts":"1.1"}`), stamp); err == nil || errors.Is(err, slack.ErrIgnored) {
@@ -271,6 +292,8 @@ func FuzzParseEnvelope(f *testing.F) {
 	f.Add([]byte(`{"type":"url_verification","challenge":"c"}`))
 	f.Add([]byte(`{"type":"event_callback","team_id":"T1","event":{"type":"message","channel":"C1","user":"U1","text":"hi","ts":"1.1","thread_ts":"1.0"}}`))
 	f.Add([]byte(`{"type":"event_callback","event":{"type":"app_mention","channel":"D1","user":"U1","files":[{"mimetype":"audio/ogg"}],"ts":"1"}}`))
+	f.Add([]byte(`{"type":"event_callback","api_app_id":"A1","event":{"type":"message","subtype":"message_changed","channel":"D1","channel_type":"im","ts":"1.3","message":{"user":"U1","text":"x","ts":"1.1","edited":{"user":"U1","ts":"1.3"}}}}`))
+	f.Add([]byte(`{"type":"event_callback","api_app_id":"A1","event":{"type":"message","subtype":"bot_message","channel":"C1","bot_id":"B2","app_id":"A2","text":"x","ts":"1.1"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		e, err := slack.ParseEnvelope(body)
 		if err != nil {

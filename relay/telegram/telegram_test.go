@@ -63,7 +63,7 @@ func TestNormalize(t *testing.T) {
 			relay.SessionSource{Platform: "telegram", ChatID: "-100777", ChatType: "channel", ChatName: "News", UserID: "-100777", UserName: "News", MessageID: "100"},
 			"breaking", relay.MessageText, "agent:main:telegram:channel:-100777:-100777", "100", ""},
 		{"edited message", `{"update_id":15,"edited_message":{"message_id":3,"from":{"id":5,"first_name":"Bo"},"chat":{"id":5,"type":"private"},"date":1,"edit_date":1700000100,"text":"fixed"}}`,
-			relay.SessionSource{Platform: "telegram", ChatID: "5", ChatType: "dm", UserID: "5", UserName: "Bo", MessageID: "3"},
+			relay.SessionSource{Platform: "telegram", ChatID: "5", ChatType: "dm", UserID: "5", UserName: "Bo", MessageID: "3", MessageIsEdit: true},
 			"fixed", relay.MessageText, "agent:main:telegram:dm:5", "3:edit:1700000100", ""},
 		{"big ids stay exact", `{"update_id":16,"message":{"message_id":9007199254740993,"from":{"id":9007199254740995,"first_name":"Z"},"chat":{"id":-1009007199254740993,"type":"supergroup","title":"Big"},"text":"x"}}`,
 			relay.SessionSource{Platform: "telegram", ChatID: "-1009007199254740993", ChatType: "group", ChatName: "Big", UserID: "9007199254740995", UserName: "Z", MessageID: "9007199254740993"},
@@ -102,7 +102,6 @@ func TestNormalize(t *testing.T) {
 	}
 	for name, body := range map[string]string{
 		"callback query": `{"update_id":1,"callback_query":{"id":"x"}}`,
-		"bot author":     `{"update_id":1,"message":{"message_id":1,"from":{"id":2,"is_bot":true},"chat":{"id":2,"type":"private"},"text":"x"}}`,
 		"service":        `{"update_id":1,"message":{"message_id":1,"from":{"id":2},"chat":{"id":-2,"type":"group"},"new_chat_members":[{"id":3}]}}`,
 	} {
 		u, err := ParseUpdate([]byte(body))
@@ -111,6 +110,19 @@ func TestNormalize(t *testing.T) {
 		}
 		if _, err := Normalize(u); !errors.Is(err, ErrIgnored) {
 			t.Errorf("%s: err = %v, want ErrIgnored", name, err)
+		}
+	}
+	// A bot's message is an event marked is_bot (the connector drops it
+	// unless asked); an edit is marked message_is_edit.
+	for body, want := range map[string]relay.SessionSource{
+		`{"update_id":1,"message":{"message_id":1,"from":{"id":2,"is_bot":true},"chat":{"id":-2,"type":"group"},"text":"x"}}`:                  {IsBot: true},
+		`{"update_id":1,"edited_message":{"message_id":1,"from":{"id":2},"chat":{"id":2,"type":"private"},"text":"x","edit_date":1700000001}}`: {MessageIsEdit: true},
+		`{"update_id":1,"message":{"message_id":1,"from":{"id":2},"chat":{"id":2,"type":"private"},"text":"x"}}`:                               {},
+	} {
+		u, _ := ParseUpdate([]byte(body))
+		in, err := Normalize(u)
+		if err != nil || in.Event.Source.IsBot != want.IsBot || in.Event.Source.MessageIsEdit != want.MessageIsEdit {
+			t.Errorf("%s: %+v, %v; want is_bot %v, message_is_edit %v", body, in.Event.Source, err, want.IsBot, want.MessageIsEdit)
 		}
 	}
 	for _, body := range []string{`[]`, `{"message":{"message_id":1.5,"chat":{"id":1,"type":"private"}}}`, `{"message":{"message_id":1,"chat":{"id":"abc","type":"private"}}}`} {

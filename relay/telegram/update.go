@@ -230,15 +230,17 @@ func files(m *Message) []File {
 }
 
 // ErrIgnored is returned for updates that carry no message the gateway
-// wants (callback queries, service messages, bots' own messages, ...).
+// wants (service messages, updates of other kinds, ...).
 var ErrIgnored = fmt.Errorf("telegram: update carries no message")
 
 // Normalize turns a message, edited message, channel post or edited
 // channel post into an Inbound, following the gateway's Telegram
 // conventions: private -> dm; group and supergroup -> group; a forum
 // supergroup -> forum with thread_id the topic (the General topic is "1");
-// channel -> channel; user_id from.id, or the chat id for channel posts.
-// Service messages and messages from bots are ErrIgnored.
+// channel -> channel; user_id from.id, or the chat id for channel posts;
+// source.is_bot from.is_bot (the connector decides whether a bot's message
+// goes on) and source.message_is_edit for an edited message or post.
+// Service messages are ErrIgnored.
 func Normalize(u Update) (Inbound, error) {
 	if cq := u.CallbackQuery; cq != nil {
 		return normalizeCallback(cq)
@@ -257,9 +259,6 @@ func Normalize(u Update) (Inbound, error) {
 	}
 	if m.Chat.ID == "" || m.MessageID == "" {
 		return Inbound{}, fmt.Errorf("telegram: message without chat or message id")
-	}
-	if m.From != nil && m.From.IsBot {
-		return Inbound{}, ErrIgnored
 	}
 	text := m.Text
 	if text == "" {
@@ -302,6 +301,8 @@ func Normalize(u Update) (Inbound, error) {
 			src.UserName = m.SenderChat.Title
 		}
 	}
+	src.IsBot = m.From != nil && m.From.IsBot
+	src.MessageIsEdit = edited
 	ev := relay.MessageEvent{Text: text, MessageType: typ, Source: src, MessageID: string(m.MessageID)}
 	if r := m.ReplyTo; r != nil && r.MessageID != "" {
 		// In a forum every topic message replies to the topic's creation

@@ -62,8 +62,9 @@ func uriEnd(c byte) bool {
 // _./~@+-:): file_path is a token ending in a source-file extension (a
 // trailing ":line" is dropped); code_symbol is an identifier, possibly
 // qualified with . or ::, that is called (followed by "("), `backticked`,
-// qualified with ::, or dotted with an upper-case segment (pkg.Func,
-// Type.Method); statute_card_id is SC-<ID> or STATUTE-<ID> (upper-case
+// qualified with ::, dotted with an upper-case segment (pkg.Func,
+// Type.Method), or the name a definition gives (definedName: `func Name`,
+// `def name`, `class Name`); statute_card_id is SC-<ID> or STATUTE-<ID> (upper-case
 // segments) or statute:<id>; tessera_uri is tessera:// up to white space,
 // a quote or a closing bracket; error_signature comes from errorSignatures.
 func extractEntities(text string) []shim.EntityRef {
@@ -95,6 +96,9 @@ func extractEntities(text string) []shim.EntityRef {
 		}
 		if j < len(text) {
 			after = text[j]
+		}
+		if name := definedName(text[i:j], text[j:]); name != "" {
+			x.add(KindCodeSymbol, name)
 		}
 		x.token(text[i:j], before, after)
 		i = j
@@ -161,6 +165,42 @@ func (x *extractor) token(tok string, before, after byte) {
 		return
 	}
 	x.add(KindCodeSymbol, sym)
+}
+
+// definedName returns the name that keyword defines when keyword is func,
+// def or class and rest (the text after it) starts with white space and a
+// name: Go's `func Name` and `func (r *T) Name`, Python's `def name`, and
+// `class Name` (upper-case first, so the English "first class citizen"
+// names nothing). Names shorter than three bytes are dropped, as elsewhere.
+func definedName(keyword, rest string) string {
+	if keyword != "func" && keyword != "def" && keyword != "class" {
+		return ""
+	}
+	i := 0
+	for i < len(rest) && (rest[i] == ' ' || rest[i] == '\t') {
+		i++
+	}
+	if i == 0 {
+		return ""
+	}
+	if keyword == "func" && i < len(rest) && rest[i] == '(' { // a method's receiver
+		end := strings.IndexByte(rest[i:min(len(rest), i+100)], ')')
+		if end < 0 {
+			return ""
+		}
+		i += end + 1
+		for i < len(rest) && (rest[i] == ' ' || rest[i] == '\t') {
+			i++
+		}
+	}
+	j := i
+	for j < len(rest) && identByte(rest[j]) {
+		j++
+	}
+	if j-i < 3 || !identStart(rest[i]) || keyword == "class" && !(rest[i] >= 'A' && rest[i] <= 'Z') {
+		return ""
+	}
+	return rest[i:j]
 }
 
 // statuteID: upper-case alphanumeric segments joined by single - or .
@@ -258,11 +298,14 @@ var (
 	spaceRE    = regexp.MustCompile(`\s+`)
 )
 
-// errorSignatures returns the normalized error lines of text: the
-// exception type plus its message, with paths replaced by <path>, ids and
-// hex by <id>, quoted strings by <str> and numbers by <n>, cut at 200
-// bytes. Python "Traceback" headers and Go "goroutine" lines are skipped
-// (the error line that follows is what identifies the error).
+// errorSignatures returns the normalized errors of text: the exception
+// type plus its message, with paths replaced by <path>, ids and hex by
+// <id>, quoted strings by <str> and numbers by <n>, cut at 200 bytes. An
+// error is a line that reads as one (errorLine), or, inside a line, a
+// `code span` that reads as one, or a typed error (proseErrors: a name
+// ending in Error, Exception, ...) after a log prefix or in a sentence.
+// Python "Traceback" headers and Go "goroutine" lines are skipped (the
+// error line that follows is what identifies the error).
 func errorSignatures(text string) []string {
 	if len(text) > maxEntityInput {
 		text = text[:maxEntityInput]
@@ -277,18 +320,104 @@ func errorSignatures(text string) []string {
 			text = ""
 		}
 		line = strings.TrimSpace(line)
-		if !errorLine(line) || done[line] {
+		if done[line] {
 			continue
 		}
 		if done == nil {
 			done = map[string]bool{}
 		}
 		done[line] = true
-		if s := normalizeError(line); s != "" && !slices.Contains(out, s) {
-			out = append(out, s)
+		errs := []string{line}
+		if !errorLine(line) {
+			errs = proseErrors(line)
+		}
+		for _, e := range errs {
+			if s := normalizeError(e); s != "" && !slices.Contains(out, s) && len(out) < maxEntitiesPerKind {
+				out = append(out, s)
+			}
 		}
 	}
 	return out
+}
+
+// errorSuffixes end the type name of an error.
+var errorSuffixes = []string{"Error", "Exception", "Exit", "Interrupt", "Warning"}
+
+// proseErrors returns the errors inside a line that does not start with
+// one: each `code span` that reads as an error line, and each typed error
+// ("TypeError: ...", "java.io.IOException: ...") not in a code span, its
+// message running to the end of the sentence (". ") or of the line. A bare
+// "Error:" or "error:" inside a sentence is prose, not an error.
+func proseErrors(line string) []string {
+	var out []string
+	// Code spans first; their bytes are then blanked for the typed scan.
+	if strings.IndexByte(line, ':') < 0 {
+		return nil
+	}
+	scan := line
+	if strings.IndexByte(line, '`') < 0 {
+		return typedErrors(scan, out)
+	}
+	rest := []byte(line)
+	for i := 0; i < len(line); {
+		open := strings.IndexByte(line[i:], '`')
+		if open < 0 {
+			break
+		}
+		open += i
+		end := strings.IndexByte(line[open+1:], '`')
+		if end < 0 {
+			break
+		}
+		end += open + 1
+		if span := strings.TrimSpace(line[open+1 : end]); errorLine(span) {
+			out = append(out, span)
+		}
+		for k := open; k <= end; k++ {
+			rest[k] = '`'
+		}
+		i = end + 1
+	}
+	return typedErrors(string(rest), out)
+}
+
+// typedErrors appends the typed errors of scan (see proseErrors) to out.
+func typedErrors(scan string, out []string) []string {
+	for i := 0; i < len(scan); i++ {
+		if scan[i] != ':' || i+1 < len(scan) && scan[i+1] != ' ' {
+			continue
+		}
+		start := i
+		for start > 0 && (identByte(scan[start-1]) || scan[start-1] == '.' || scan[start-1] == '$') {
+			start--
+		}
+		head := scan[start:i]
+		if head == "" || !identStart(head[0]) || !typedError(head) {
+			continue
+		}
+		msg := scan[i+1:]
+		if k := strings.Index(msg, ". "); k >= 0 {
+			msg = msg[:k]
+		}
+		msg = strings.TrimRight(msg, ". ")
+		if strings.Contains(msg, "`") { // ran into a blanked code span
+			msg = msg[:strings.IndexByte(msg, '`')]
+		}
+		out = append(out, head+":"+msg)
+		i += len(msg)
+	}
+	return out
+}
+
+// typedError reports whether head names an error type: a (possibly
+// qualified) name ending in one of errorSuffixes, longer than the suffix.
+func typedError(head string) bool {
+	for _, suf := range errorSuffixes {
+		if len(head) > len(suf) && strings.HasSuffix(head, suf) {
+			return true
+		}
+	}
+	return false
 }
 
 // errorLine reports whether line reads "<Type>: message" with Type a
@@ -314,7 +443,7 @@ func errorLine(line string) bool {
 			return false
 		}
 	}
-	for _, suf := range []string{"Error", "Exception", "Exit", "Interrupt", "Warning"} {
+	for _, suf := range errorSuffixes {
 		if strings.HasSuffix(head, suf) {
 			return true
 		}

@@ -133,3 +133,61 @@ func BenchmarkExtractEntities32KBUnique(b *testing.B) {
 		extractEntities(text)
 	}
 }
+
+// issueText is an issue as people write them: errors quoted inside
+// sentences, definitions named the way code reads.
+const issueText = "### Bug: dashboard crashes after the 2.3 upgrade\n\n" +
+	"After upgrading, the build failed with `TypeError: x is undefined` in foo.ts, and the dashboard " +
+	"shows a blank page. I traced it to `def load_settings` in config/loader.py: it returns None when " +
+	"the file is missing, so class SettingsCache never gets its defaults. On the Go side the worker " +
+	"logs ValueError: invalid literal for int() with base 10: 'abc'. It happens when the payload has a string id.\n\n" +
+	"Also `func ParseManifest` in internal/manifest/parse.go panics on an empty front matter; I think " +
+	"func (s *Server) Shutdown should drain first. This is a first class citizen of the API, so please " +
+	"keep the def of done as it is.\n"
+
+// ciLog is a CI job's output as it reaches the agent: prefixed with
+// timestamps and runner tags, so the error is rarely the line's start.
+const ciLog = "2026-11-30T09:14:02.118Z ##[group]Run npm test\n" +
+	"2026-11-30T09:14:09.502Z FAIL src/foo.test.ts\n" +
+	"2026-11-30T09:14:09.503Z   ● renders the dashboard\n" +
+	"2026-11-30T09:14:09.503Z     TypeError: x is undefined\n" +
+	"2026-11-30T09:14:09.504Z       at render (src/foo.ts:41:7)\n" +
+	"2026-11-30T09:14:11.880Z FAILED tests/test_loader.py::test_defaults - AssertionError: assert None == {'theme': 'dark'}\n" +
+	"2026-11-30T09:14:12.010Z worker[3]: ValueError: invalid literal for int() with base 10: 'x7'\n" +
+	"2026-11-30T09:14:12.400Z ##[error]Process completed with exit code 1.\n"
+
+// TestEntitiesOfRealText: errors named inside prose and after log prefixes
+// are error signatures, normalized like the same error at a line's start, so
+// the issue and the CI log that reports it meet on the same entity; `func
+// Name`, `def name` and `class Name` name code symbols, and the prose around
+// them ("first class citizen", "the def of done") names none.
+func TestEntitiesOfRealText(t *testing.T) {
+	issue, log := extractEntities(issueText), extractEntities(ciLog)
+	has := func(es []shim.EntityRef, kind, v string) bool {
+		return slices.Contains(es, shim.EntityRef{Kind: kind, Value: v})
+	}
+	for _, v := range []string{"TypeError: x is undefined", "ValueError: invalid literal for int() with base <n>: <str>"} {
+		if !has(issue, KindErrorSignature, v) {
+			t.Errorf("issue: no error signature %q in %v", v, issue)
+		}
+		if !has(log, KindErrorSignature, v) {
+			t.Errorf("CI log: no error signature %q in %v", v, log)
+		}
+	}
+	if v := "AssertionError: assert None == {<str>: <str>}"; !has(log, KindErrorSignature, v) {
+		t.Errorf("CI log: no error signature %q in %v", v, log)
+	}
+	for _, v := range []string{"load_settings", "SettingsCache", "ParseManifest", "Shutdown"} {
+		if !has(issue, KindCodeSymbol, v) {
+			t.Errorf("issue: no code symbol %q in %v", v, issue)
+		}
+	}
+	for _, e := range append(issue, log...) {
+		switch {
+		case e.Kind == KindCodeSymbol && (e.Value == "citizen" || e.Value == "of" || e.Value == "done"):
+			t.Errorf("prose read as a definition: %v", e)
+		case e.Kind == KindErrorSignature && strings.Contains(e.Value, "##[error]"):
+			t.Errorf("runner tag kept in a signature: %v", e)
+		}
+	}
+}

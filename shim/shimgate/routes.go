@@ -122,7 +122,7 @@ func (g *Gate) llmRoute(pattern string, p wire.Protocol) server.Route {
 	}}
 }
 
-func harnessOf(r *http.Request) string { return r.Header.Get(shim.HeaderHarness) }
+func harnessOf(r *http.Request) string { return shim.HarnessOf(r.Header) }
 
 // ifVersion reads If-Match as a provision or context version.
 func ifVersion(r *http.Request) (int64, error) {

@@ -90,8 +90,12 @@ type Price struct {
 	// MaxOutputTokens is what an attempt reserves for output when the
 	// request does not bound it (max_tokens, max_completion_tokens,
 	// max_output_tokens); the model's own output limit is the honest value.
+	// A free price (Free) may leave it 0: there is nothing to bound.
 	MaxOutputTokens int64 `json:"max_output_tokens" yaml:"max_output_tokens"`
 }
+
+// Free reports whether p costs nothing at all (a local model's price).
+func (p Price) Free() bool { return p.Input == 0 && p.CachedInput == 0 && p.Output == 0 }
 
 // MaxTokens bounds every token count the arithmetic sees (a billion).
 const MaxTokens = 1_000_000_000
@@ -101,6 +105,9 @@ func (p Price) validate() error {
 		if v < 0 || v > MaxMicrodollars {
 			return fmt.Errorf("a price is negative or above %s", MaxMicrodollars)
 		}
+	}
+	if p.MaxOutputTokens == 0 && p.Free() {
+		return nil
 	}
 	if p.MaxOutputTokens <= 0 || p.MaxOutputTokens > MaxTokens {
 		return fmt.Errorf("max_output_tokens %d: want 1 to %d (what an unbounded request reserves for output)", p.MaxOutputTokens, MaxTokens)

@@ -215,3 +215,28 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestFreePriceNeedsNoMaxOutput: a model that costs nothing (a local model
+// behind Ollama or vLLM) is priced {input: 0, output: 0}; with no rate to
+// bound, max_output_tokens is not asked for, and every attempt reserves and
+// costs $0. A priced model still needs it.
+func TestFreePriceNeedsNoMaxOutput(t *testing.T) {
+	src := strings.Replace(goodConfig, `"openai/gpt-4.1-mini": {"input": 0.4, "cached_input": 0.1, "output": 1.6, "max_output_tokens": 32768}`,
+		`"openai/gpt-4.1-mini": {"input": 0, "output": 0}`, 1)
+	c, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatalf("a free price without max_output_tokens: %v", err)
+	}
+	p := c.Prices["openai/gpt-4.1-mini"]
+	if got := p.MaxCost(1<<20, 0); got != 0 {
+		t.Errorf("MaxCost of a free model = %d, want 0", got)
+	}
+	if got := p.Cost(Usage{Input: 1000, CachedInput: 10, Output: 500}); got != 0 {
+		t.Errorf("Cost of a free model = %d, want 0", got)
+	}
+	src = strings.Replace(goodConfig, `"openai/gpt-4.1-mini": {"input": 0.4, "cached_input": 0.1, "output": 1.6, "max_output_tokens": 32768}`,
+		`"openai/gpt-4.1-mini": {"input": 0, "output": 0.01}`, 1)
+	if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "prices.openai/gpt-4.1-mini: max_output_tokens 0") {
+		t.Errorf("a priced model without max_output_tokens: %v", err)
+	}
+}
