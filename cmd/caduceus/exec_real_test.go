@@ -154,10 +154,24 @@ func TestExecContextFromStdin(t *testing.T) {
 	if e := runExec(t, t.TempDir(), chat, tty, "--message", "EXECUTE: buy SPY 1"); e.Context != "chat" || e.Actions[0].Status != "placed" {
 		t.Errorf("chat with directive on a terminal: %+v", e)
 	}
-	// No cron id and no terminal: claude-code, and it says so.
+	// No cron id and no terminal: the payload's context_hint "cron" makes
+	// it cron (seed 001), and without the hint it is claude-code; each
+	// says so.
 	e = runExec(t, t.TempDir(), map[string]string{}, null)
+	if e.Context != "cron" || e.Actions[0].Status != "placed" {
+		t.Errorf("bare run with context_hint cron: %+v", e)
+	}
+	raw, err := os.ReadFile(exPayload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unhinted := filepath.Join(t.TempDir(), "unhinted.json")
+	if err := os.WriteFile(unhinted, bytes.Replace(raw, []byte(`"context_hint": "cron", `), nil, 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e = runExec(t, t.TempDir(), map[string]string{}, null, "--payload", unhinted)
 	if e.Context != "claude-code" || !hasNote(e, "HERMES_CRON_RUN_ID is not set and standard input is not a terminal") {
-		t.Errorf("bare run: %+v", e)
+		t.Errorf("bare run without a hint: %+v", e)
 	}
 }
 
