@@ -36,6 +36,15 @@ type Source interface {
 	Scan(ctx context.Context, tenant contract.TenantSlot, fn func(Row) error) error
 }
 
+// Snapshotter is a Source that can be read as of one moment: fn's Source
+// sees the head and the records of each chain as they were together, so a
+// verification beside writers never sees a head behind records appended
+// after it was read. VerifyWith reads each tenant's chain in a snapshot of
+// its own when the Source offers them.
+type Snapshotter interface {
+	Snapshot(ctx context.Context, fn func(Source) error) error
+}
+
 // HeadFinder is a Source that can tell a missing head apart from an empty
 // chain. The SQL store implements it; Verify reports a chain without a head.
 type HeadFinder interface {
@@ -122,7 +131,16 @@ func VerifyWith(ctx context.Context, src Source, opt Options) (Report, error) {
 		rep.Tenants++
 		w := &chainWalk{tenant: tenant, cpName: cpName, progress: opt.Progress, rep: &rep}
 		w.anchor, w.anchored = anchors[tenant]
-		end, err := w.verify(ctx, src)
+		var end End
+		if ss, ok := src.(Snapshotter); ok {
+			err = ss.Snapshot(ctx, func(snap Source) error {
+				var err error
+				end, err = w.verify(ctx, snap)
+				return err
+			})
+		} else {
+			end, err = w.verify(ctx, src)
+		}
 		if err != nil || rep.Break != nil {
 			return rep, err
 		}

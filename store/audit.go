@@ -207,9 +207,13 @@ func (l *AuditLog) Head(ctx context.Context, t contract.TenantSlot) (int64, stri
 // FindHead implements audit.HeadFinder: found is false when the tenant has
 // no head row.
 func (l *AuditLog) FindHead(ctx context.Context, t contract.TenantSlot) (int64, string, bool, error) {
+	return findAuditHead(ctx, l.db, t)
+}
+
+func findAuditHead(ctx context.Context, q Querier, t contract.TenantSlot) (int64, string, bool, error) {
 	var seq int64
 	var hash string
-	err := l.db.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`, string(t)).Scan(&seq, &hash)
+	err := q.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE tenant = ?`, string(t)).Scan(&seq, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, audit.Genesis, false, nil
 	}
@@ -221,9 +225,73 @@ func (l *AuditLog) FindHead(ctx context.Context, t contract.TenantSlot) (int64, 
 
 // Scan implements audit.Source: the tenant's rows in chain order.
 func (l *AuditLog) Scan(ctx context.Context, t contract.TenantSlot, fn func(audit.Row) error) error {
-	return EachRow(QueryRows(ctx, l.db, "audit scan", scanAuditRow,
+	return scanAudit(ctx, l.db, t, fn)
+}
+
+func scanAudit(ctx context.Context, q Querier, t contract.TenantSlot, fn func(audit.Row) error) error {
+	return EachRow(QueryRows(ctx, q, "audit scan", scanAuditRow,
 		`SELECT `+rowColumns+` FROM audit_records WHERE tenant = ? ORDER BY seq`, string(t)), fn)
 }
+
+var _ audit.Snapshotter = (*AuditLog)(nil)
+
+// Snapshot implements audit.Snapshotter: fn reads the chains as of one
+// moment, in a read-only transaction on a reader connection (on SQLite a
+// WAL snapshot; on Postgres REPEATABLE READ), so appends that commit
+// meanwhile are not half seen. It holds no lock a writer waits for.
+func (l *AuditLog) Snapshot(ctx context.Context, fn func(audit.Source) error) error {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if l.db.dialect == Postgres {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := l.db.r.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("store: audit snapshot: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(snapshotLog{readTx{tx, l.db.dialect}})
+}
+
+// snapshotLog is the audit.Source of one read transaction.
+type snapshotLog struct{ q readTx }
+
+func (s snapshotLog) Tenants(ctx context.Context) ([]contract.TenantSlot, error) {
+	return AppendRows(nil, QueryRows(ctx, s.q, "audit tenants", ScanValue[contract.TenantSlot],
+		`SELECT DISTINCT tenant FROM audit_records UNION SELECT tenant FROM audit_heads ORDER BY 1`))
+}
+
+func (s snapshotLog) Head(ctx context.Context, t contract.TenantSlot) (int64, string, error) {
+	seq, hash, _, err := findAuditHead(ctx, s.q, t)
+	return seq, hash, err
+}
+
+func (s snapshotLog) FindHead(ctx context.Context, t contract.TenantSlot) (int64, string, bool, error) {
+	return findAuditHead(ctx, s.q, t)
+}
+
+func (s snapshotLog) Scan(ctx context.Context, t contract.TenantSlot, fn func(audit.Row) error) error {
+	return scanAudit(ctx, s.q, t, fn)
+}
+
+// readTx is a Querier over a read-only *sql.Tx.
+type readTx struct {
+	tx *sql.Tx
+	d  Dialect
+}
+
+func (r readTx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return nil, errors.New("store: a read-only transaction takes no writes")
+}
+
+func (r readTx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return r.tx.QueryContext(ctx, r.d.Rebind(query), args...)
+}
+
+func (r readTx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return r.tx.QueryRowContext(ctx, r.d.Rebind(query), args...)
+}
+
+func (r readTx) Dialect() Dialect { return r.d }
 
 // AuditFilter selects records for Tail.
 type AuditFilter struct {

@@ -267,8 +267,9 @@ func makeCheckpoint(ctx context.Context, src audit.Source, key ed25519.PrivateKe
 }
 
 // checkpointer writes a checkpoint to the configured file and/or URL every
-// interval until ctx ends. Failures are logged; the next interval tries
-// again.
+// interval until ctx ends, and once more then (serve ends its background
+// work only after the HTTP server has stopped). Failures are logged; the
+// next interval tries again.
 func (a *app) checkpointer(ctx context.Context, src audit.Source, key ed25519.PrivateKey) {
 	c := a.cfg.Audit
 	if c.CheckpointFile == "" && c.CheckpointURL == "" {
@@ -278,9 +279,12 @@ func (a *app) checkpointer(ctx context.Context, src audit.Source, key ed25519.Pr
 	if c.CheckpointInterval != "" {
 		every, _ = time.ParseDuration(c.CheckpointInterval) // checked by layerHardening
 	}
-	write := func() {
+	write := func(ctx context.Context) {
 		cp, err := makeCheckpoint(ctx, src, key)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // the server is stopping: the last checkpoint follows
+			}
 			a.log.Error("audit checkpoint", "err", err)
 			return
 		}
@@ -296,15 +300,20 @@ func (a *app) checkpointer(ctx context.Context, src audit.Source, key ed25519.Pr
 		}
 		a.log.Info("audit checkpoint written", "tenants", len(cp.Heads), "key", cp.KeyID)
 	}
-	write()
+	write(ctx)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			// The server has stopped taking requests: one last checkpoint
+			// signs every record written before the store closes.
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			write(last)
+			cancel()
 			return
 		case <-t.C:
-			write()
+			write(ctx)
 		}
 	}
 }
