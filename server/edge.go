@@ -29,7 +29,7 @@ func (s *Server) throughEdge(w http.ResponseWriter, r *http.Request) bool {
 	}
 	w.Header().Set("X-Should-Retry", "false")
 	if env, ok := s.envelopes[r.URL.Path]; ok {
-		env(w, http.StatusForbidden, CodeEdgeAuth, "requests must come through the edge")
+		env(w, r, http.StatusForbidden, CodeEdgeAuth, "requests must come through the edge")
 		return false
 	}
 	WriteProblem(w, r, contract.Denyf(CodeEdgeAuth, "requests must come through the edge"))

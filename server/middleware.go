@@ -121,9 +121,10 @@ func (s *Server) authenticate(r *http.Request) (contract.Caller, error) {
 	return caller, err
 }
 
-// Envelope writes a refusal in an LLM protocol's own error envelope, the
-// shape its official SDK parses (shim/wire.WriteError of one protocol).
-type Envelope func(w http.ResponseWriter, status int, code, message string)
+// Envelope writes a refusal to r in an LLM provider's own error envelope,
+// the shape its official SDK parses (shim/wire.WriteError), with the
+// request id header that SDK reads.
+type Envelope func(w http.ResponseWriter, r *http.Request, status int, code, message string)
 
 // Route is one route of the server: a gate's (Config.Routes) or the
 // core's. Every route but a Raw one goes through the one wrapper (serve).
@@ -137,11 +138,20 @@ type Route struct {
 	// Public routes take no key and write no audit record (POST
 	// /api/preview): anyone may call them.
 	Public bool
-	// Envelope is set on the LLM routes: every refusal is answered in that
-	// protocol's error envelope instead of a problem (the edge check's
+	// Envelope is set on the provider routes: every refusal is answered in
+	// the provider's error envelope instead of a problem (the edge check's
 	// too), and the body is bounded by MaxLLMBodyBytes and left unread for
 	// the handler (the shim reads it once and checks it).
 	Envelope Envelope
+	// Fallback marks the route whose Envelope answers a path under /v1/
+	// that no route serves and that is not in a namespace of the
+	// management API: a provider endpoint the server does not serve (an
+	// SDK's 404 in the provider's shape).
+	Fallback bool
+	// AllowedOrigins are the browser origins this route answers (CORS): a
+	// preflight from one of them is answered without a key, and its real
+	// requests get Access-Control-Allow-Origin. Empty: none.
+	AllowedOrigins []string
 	// Resource is the audit resource of a refusal before the handler runs
 	// (default: the path).
 	Resource string
@@ -252,7 +262,7 @@ func envelopeWriter(env Envelope) func(http.ResponseWriter, *http.Request, error
 		if e.Code != "" {
 			msg = e.Code + ": " + msg
 		}
-		env(w, ProblemOf(e, "").Status, e.Code, msg)
+		env(w, r, ProblemOf(e, "").Status, e.Code, msg)
 	}
 }
 

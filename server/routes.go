@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -18,10 +19,54 @@ func (s *Server) routes() {
 	for _, rt := range s.table {
 		s.mux.Handle(rt.Pattern, s.handler(rt))
 	}
-	// Anything else under /v1 is a problem, not the mux's text 404.
-	s.mux.Handle("/v1/", s.handler(Route{Action: "api.unknown", Handler: func(w http.ResponseWriter, r *http.Request, c *Call) error {
-		return contract.NotFoundf("no_route", "no route %s %s", r.Method, r.URL.Path)
-	}}))
+	// Anything else under /v1: never the mux's text 404 (unknown).
+	s.mux.Handle("/v1/", s.unknown())
+}
+
+// unknown answers a path under /v1/ that no route serves: 404 no_route (401
+// without a key), as a problem when the path is in a namespace of the
+// management API (/v1/trader/..., /v1/admin/...) or no gate offers a
+// Fallback route, else in the provider envelope of the Fallback route: a
+// provider endpoint this server does not serve, which an SDK reads as its
+// own 404.
+func (s *Server) unknown() http.Handler {
+	notFound := func(w http.ResponseWriter, r *http.Request, c *Call) error {
+		return contract.NotFoundf("no_route", "no route %s %s: this server does not serve it", r.Method, r.URL.Path)
+	}
+	problem := s.handler(Route{Action: "api.unknown", Handler: notFound})
+	var provider http.Handler
+	management := map[string]bool{}
+	for _, rt := range s.table {
+		if rt.Fallback && provider == nil {
+			provider = s.handler(Route{Action: "api.unknown", Envelope: rt.Envelope, Handler: notFound})
+		}
+		if _, path, ok := strings.Cut(rt.Pattern, " "); ok && rt.Envelope == nil && rt.Raw == nil {
+			if seg := firstSegment(path); seg != "" {
+				management[seg] = true
+			}
+		}
+	}
+	if provider == nil {
+		return problem
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if management[firstSegment(r.URL.Path)] {
+			problem.ServeHTTP(w, r)
+			return
+		}
+		provider.ServeHTTP(w, r)
+	})
+}
+
+// firstSegment is the segment of path after /v1/ ("trader" of
+// /v1/trader/decisions), or "" for a path outside /v1/.
+func firstSegment(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return ""
+	}
+	seg, _, _ := strings.Cut(rest, "/")
+	return seg
 }
 
 // coreRoutes are the routes of the core: probes, metrics, keys, the audit
@@ -49,8 +94,8 @@ func (s *Server) coreRoutes() []Route {
 	// Conversations: one trail across the gates (own tenant; admin: all).
 	if s.cfg.Trails != nil {
 		rs = append(rs,
-			Route{Pattern: "GET /v1/conversations", Action: "trail.list", Handler: s.listConversations},
-			Route{Pattern: "GET /v1/conversations/{id}", Action: "trail.read", Handler: s.getConversation})
+			Route{Pattern: "GET /v1/trail/conversations", Action: "trail.list", Handler: s.listConversations},
+			Route{Pattern: "GET /v1/trail/conversations/{id}", Action: "trail.read", Handler: s.getConversation})
 	}
 	// Operator console: HTML pages under /console that authenticate with
 	// their own one-time login and session cookie (Path=/console), never

@@ -47,7 +47,7 @@ type Config struct {
 	// /console with its own session cookie; nil: no console. The API
 	// routes never accept that cookie.
 	Console http.Handler
-	// Trails serve GET /v1/conversations[/{id}]; nil: not served.
+	// Trails serve GET /v1/trail/conversations[/{id}]; nil: not served.
 	Trails trail.Reader
 
 	// AuditSigner signs the checkpoints GET /v1/audit/checkpoint serves,
@@ -61,7 +61,8 @@ type Config struct {
 	MCPAllowedOrigins []string
 	// MaxBodyBytes bounds management request bodies (default 1 MiB).
 	MaxBodyBytes int64
-	// MaxLLMBodyBytes bounds LLM request bodies (default 16 MiB).
+	// MaxLLMBodyBytes bounds provider route request bodies (default
+	// DefaultMaxLLMBodyBytes).
 	MaxLLMBodyBytes int64
 	// BodyReadTimeout bounds how long any request body may take to arrive
 	// once its handler starts reading it (default DefaultBodyReadTimeout).
@@ -72,6 +73,11 @@ type Config struct {
 	// nothing reaches the server around it.
 	EdgeSecret string
 }
+
+// DefaultMaxLLMBodyBytes is the default bound of a provider route's
+// request body: 32 MiB, at least what the providers themselves take
+// (Anthropic documents 32 MB for a Messages request).
+const DefaultMaxLLMBodyBytes = 32 << 20
 
 // Server serves the HTTP API.
 type Server struct {
@@ -86,6 +92,10 @@ type Server struct {
 	// envelopes are the LLM routes' error envelopes by path, for the
 	// refusals made before a route is matched (the edge check).
 	envelopes map[string]Envelope
+	// cors matches a request's path to a route with AllowedOrigins, whose
+	// origins are origins[pattern].
+	cors    *http.ServeMux
+	origins map[string][]string
 }
 
 // New builds a server and its routes.
@@ -97,7 +107,7 @@ func New(cfg Config) *Server {
 		cfg.MaxBodyBytes = 1 << 20
 	}
 	if cfg.MaxLLMBodyBytes <= 0 {
-		cfg.MaxLLMBodyBytes = 16 << 20
+		cfg.MaxLLMBodyBytes = DefaultMaxLLMBodyBytes
 	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
@@ -112,10 +122,18 @@ func New(cfg Config) *Server {
 	}
 	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
 	s.envelopes = map[string]Envelope{}
+	s.cors = http.NewServeMux()
+	s.origins = map[string][]string{}
 	for _, rt := range cfg.Routes {
+		_, path, _ := strings.Cut(rt.Pattern, " ")
 		if rt.Envelope != nil {
-			_, path, _ := strings.Cut(rt.Pattern, " ")
 			s.envelopes[path] = rt.Envelope
+		}
+		if len(rt.AllowedOrigins) > 0 {
+			if _, seen := s.origins[path]; !seen {
+				s.cors.Handle(path, http.NotFoundHandler())
+			}
+			s.origins[path] = rt.AllowedOrigins
 		}
 	}
 	s.routes()
@@ -124,6 +142,9 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.crossOrigin(w, r) {
+		return // a preflight, answered
+	}
 	if !s.throughEdge(w, r) {
 		return
 	}

@@ -283,7 +283,7 @@ func TestMessagesNeedMaxTokens(t *testing.T) {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != 400 || env.Error.Type != "invalid_request_error" ||
-		env.Error.Message != "max_tokens: Field required" || resp.Header.Get("X-Should-Retry") != "false" {
+		env.Error.Message != "invalid_request: max_tokens: Field required" || resp.Header.Get("X-Should-Retry") != "false" {
 		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), body)
 	}
 	if e.up.calls() != 0 {

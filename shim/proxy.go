@@ -247,8 +247,12 @@ func (t *turn) record(ev evaluation, pl plan) {
 
 func (t *turn) overhead() int64 { return time.Since(t.start).Microseconds() }
 
+// headers sets the headers of an answer the shim makes itself (a direct
+// answer, a refusal): the receipt, the overhead, and the receipt id as the
+// request id the protocol's SDK reads.
 func (t *turn) headers(w http.ResponseWriter) {
 	w.Header().Set(HeaderReceipt, t.rc.ID)
+	w.Header().Set(wire.RequestIDHeader(t.rc.Protocol), t.rc.ID)
 	t.rc.OverheadMicros = t.overhead()
 	w.Header().Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
 }

@@ -83,7 +83,7 @@ type Config struct {
 	// the store is read again (0: 1s). Writes through this Service
 	// invalidate at once; writes by other processes are seen within RulesTTL.
 	RulesTTL time.Duration
-	// MaxBody bounds a request body (0: 16 MiB).
+	// MaxBody bounds a request body (0: 32 MiB, as the server's default).
 	MaxBody int64
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
@@ -187,7 +187,7 @@ func New(cfg Config) *Service {
 		cfg.RulesTTL = time.Second
 	}
 	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = 16 << 20
+		cfg.MaxBody = 32 << 20
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, embedder: cfg.Embedder, now: cfg.Now, log: cfg.Logger, client: cfg.Client}
 	if s.embedder == nil {

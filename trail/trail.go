@@ -3,7 +3,7 @@
 // audit record id and whether the tenant's hash chain verifies through it.
 //
 // The types here are the contract between the HTTP API
-// (GET /v1/conversations[/{id}]), `caduceus trace` and the console.
+// (GET /v1/trail/conversations[/{id}]), `caduceus trace` and the console.
 package trail
 
 import (

@@ -81,7 +81,7 @@ func (a *app) gates(ctx context.Context, db *store.DB) (gs []gate.Gate, closeAll
 		if err != nil {
 			return nil, closeAll, err
 		}
-		cfg := shimgate.Config{Service: g.svc, Memory: g.mem, Sync: g.syncer(a, db, false)}
+		cfg := shimgate.Config{Service: g.svc, Memory: g.mem, Sync: g.syncer(a, db, false), AllowedOrigins: a.cfg.Shim.CORS.AllowedOrigins}
 		if g.gw != nil {
 			cfg.Spend, cfg.Gateway = ledger.Of(db), g.gw
 			cfg.Jobs = []gate.Job{{Name: "ledger", Run: func(ctx context.Context) { a.ledgerJob(ctx, db) }}}

@@ -380,7 +380,7 @@ func TestAuditRecordPerRequestAndVerifyDetectsTampering(t *testing.T) {
 	for range n {
 		in.do(t, "GET", "/v1/admin/keys", in.adminKey, nil)
 	}
-	in.do(t, "GET", "/v1/nope", in.adminKey, nil) // unknown route: not_found, still recorded
+	in.do(t, "GET", "/v1/admin/nope", in.adminKey, nil) // unknown route: not_found, still recorded
 	code, out, _ := cli(t, "audit", "tail", "--data", in.data, "--json", "-n", "100")
 	if code != 0 {
 		t.Fatal(out)

@@ -161,6 +161,7 @@ func (a *app) serverConfig(db *store.DB, keys *auth.Service, signer ed25519.Priv
 		AuditSigner:       signer,
 		AuditSource:       db.Audit(),
 		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
+		MaxLLMBodyBytes:   a.cfg.Shim.MaxRequestBytes,
 		EdgeSecret:        a.edgeSecret(),
 	}
 	var trusted ed25519.PublicKey

@@ -52,6 +52,16 @@ type shimConfig struct {
 	// Isolation is the caller scope of provisions, context, receipts and
 	// memory: tenant (default) or key.
 	Isolation string `yaml:"isolation"`
+	// CORS lets browser apps on these origins call the provider routes
+	// (a preflight is answered without a key; the real request still needs
+	// the edge secret and a key). Default: none.
+	CORS struct {
+		AllowedOrigins []string `yaml:"allowed_origins"`
+	} `yaml:"cors"`
+	// MaxRequestBytes bounds a provider route's request body (default
+	// 32 MiB, server.DefaultMaxLLMBodyBytes); a larger one is refused with
+	// 413 in the provider's envelope.
+	MaxRequestBytes int64 `yaml:"max_request_bytes"`
 	// AttemptTimeout bounds the wait for a gateway attempt's response
 	// headers once it is sent ("30s"; default 120s); past it the attempt
 	// failed uncertainly.
@@ -80,6 +90,14 @@ func (c shimConfig) checkGateway() error {
 	}
 	if _, err := c.attemptTimeout(); err != nil {
 		return err
+	}
+	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > 1<<30 {
+		return fmt.Errorf("shim.max_request_bytes %d: want a size from 1 to 1073741824 bytes (0: the default, 32 MiB)", c.MaxRequestBytes)
+	}
+	for _, o := range c.CORS.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return fmt.Errorf("shim.cors.allowed_origins: %q is not an origin (scheme://host[:port], e.g. https://app.example.com)", o)
+		}
 	}
 	g := c.Gateway
 	if !g.Enabled() {
@@ -143,6 +161,7 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 		Turns:      shimsql.New(db), // receipt and audit record in one transaction
 		Upstreams:  map[string]shim.Upstream{},
 		Offline:    c.Offline,
+		MaxBody:    c.MaxRequestBytes,
 		EdgeSecret: a.edgeSecret(),
 		Logger:     a.log,
 		Admit:      gov.Admit,

@@ -160,7 +160,7 @@ Works on the data directory (or --store); no server needed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&tenant, "tenant", "", "the tenant whose conversation ID names (default: every tenant)")
-	f.BoolVar(&asJSON, "json", false, "print the trail as JSON (the same document as GET /v1/conversations/{id})")
+	f.BoolVar(&asJSON, "json", false, "print the trail as JSON (the same document as GET /v1/trail/conversations/{id})")
 	f.IntVarP(&limit, "limit", "n", 20, "without ID: how many recent conversations to list")
 	f.StringVar(&checkpointFile, "checkpoint", "", "verify from this signed checkpoint file (default: audit.checkpoint_file when configured)")
 	f.StringVar(&publicKey, "public-key", "", "base64 Ed25519 public key the checkpoint must be signed with (default: the data directory's or "+audit.EnvSigningKey+"'s key)")

@@ -34,7 +34,7 @@ import (
 // a trader decision and an executor tick over HTTP with the header, a tick
 // over MCP with _meta, a tick from the CLI with HERMES_SESSION_KEY and
 // HERMES_CRON_RUN_ID, and sends the reply out to the (fake) Bot API. Then
-// GET /v1/conversations/{session key} lists every one of them in order with
+// GET /v1/trail/conversations/{session key} lists every one of them in order with
 // verified audit ids that are the audit trail's, `caduceus trace` prints
 // the same, and another tenant's key sees none of it.
 func TestConversationTrailEndToEnd(t *testing.T) {
@@ -206,7 +206,7 @@ shim:
 	wantKinds := []string{trail.KindInbound, trail.KindLLMTurn, trail.KindLLMTurn, trail.KindDecision, trail.KindTick, trail.KindTick, trail.KindTick, trail.KindOutbound}
 	wantGates := []trail.Gate{trail.GateRelay, trail.GateShim, trail.GateShim, trail.GateTrader, trail.GateExecutor, trail.GateExecutor, trail.GateExecutor, trail.GateRelay}
 	var tr trail.Trail
-	getJSON(t, in, "/v1/conversations/"+url.PathEscape(key), agentKey, 200, &tr)
+	getJSON(t, in, "/v1/trail/conversations/"+url.PathEscape(key), agentKey, 200, &tr)
 	if tr.ConversationID != conv || tr.SessionKey != key || tr.Tenant != "slot-1" || !tr.Verified || len(tr.Events) != len(wantKinds) {
 		t.Fatalf("trail: %s", mustJSON(tr))
 	}
@@ -237,36 +237,36 @@ shim:
 	}
 	// By conv_ id the same; in the recent list, with its gates.
 	var byID trail.Trail
-	getJSON(t, in, "/v1/conversations/"+conv, agentKey, 200, &byID)
+	getJSON(t, in, "/v1/trail/conversations/"+conv, agentKey, 200, &byID)
 	if mustJSON(byID.Events) != mustJSON(tr.Events) {
 		t.Errorf("by conv_ id: %s", mustJSON(byID))
 	}
 	var list struct{ Conversations []trail.Summary }
-	getJSON(t, in, "/v1/conversations", agentKey, 200, &list)
+	getJSON(t, in, "/v1/trail/conversations", agentKey, 200, &list)
 	if i := slices.IndexFunc(list.Conversations, func(s trail.Summary) bool { return s.ConversationID == conv }); i < 0 ||
 		list.Conversations[i].Events < len(wantKinds) || mustJSON(list.Conversations[i].Gates) != `["relay","shim","trader","executor"]` {
 		t.Errorf("recent conversations: %s", mustJSON(list))
 	}
 
 	// Another tenant's key: not found, and not listed.
-	getJSON(t, in, "/v1/conversations/"+url.PathEscape(key), otherKey, 404, nil)
-	getJSON(t, in, "/v1/conversations/"+conv, otherKey, 404, nil)
+	getJSON(t, in, "/v1/trail/conversations/"+url.PathEscape(key), otherKey, 404, nil)
+	getJSON(t, in, "/v1/trail/conversations/"+conv, otherKey, 404, nil)
 	var others struct{ Conversations []trail.Summary }
-	getJSON(t, in, "/v1/conversations", otherKey, 200, &others)
+	getJSON(t, in, "/v1/trail/conversations", otherKey, 200, &others)
 	if strings.Contains(mustJSON(others), conv) || strings.Contains(mustJSON(others), key) {
 		t.Errorf("slot-2 lists slot-1's conversation: %s", mustJSON(others))
 	}
-	if status, _ := in.do(t, "GET", "/v1/conversations?tenant=slot-1", otherKey, nil); status != 403 {
+	if status, _ := in.do(t, "GET", "/v1/trail/conversations?tenant=slot-1", otherKey, nil); status != 403 {
 		t.Errorf("slot-2 asked for slot-1's list: %d", status)
 	}
 
 	// The admin key reads every tenant's; ?tenant= narrows it.
 	var asAdmin trail.Trail
-	getJSON(t, in, "/v1/conversations/"+url.PathEscape(key), in.adminKey, 200, &asAdmin)
+	getJSON(t, in, "/v1/trail/conversations/"+url.PathEscape(key), in.adminKey, 200, &asAdmin)
 	if asAdmin.ConversationID != conv || len(asAdmin.Events) != len(tr.Events) {
 		t.Errorf("admin read: %s", mustJSON(asAdmin))
 	}
-	getJSON(t, in, "/v1/conversations/"+url.PathEscape(key)+"?tenant=slot-2", in.adminKey, 404, nil)
+	getJSON(t, in, "/v1/trail/conversations/"+url.PathEscape(key)+"?tenant=slot-2", in.adminKey, 404, nil)
 
 	// `caduceus trace` prints the same events, in the same order.
 	code, out, errOut = cli(t, "trace", key, "--tenant", "slot-1")

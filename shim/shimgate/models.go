@@ -18,7 +18,10 @@ var modelsEpoch = time.Unix(0, 0).UTC()
 // (anthropic-version header: its models) or OpenAI's (its models).
 func (g *Gate) models(w http.ResponseWriter, r *http.Request, c *server.Call) error {
 	c.Resource = "models"
-	models := g.cfg.Gateway.Models(c.Caller)
+	var models []gateway.Model
+	if g.cfg.Gateway != nil { // without gateway routes no model is granted
+		models = g.cfg.Gateway.Models(c.Caller)
+	}
 	if r.Header.Get("Anthropic-Version") != "" {
 		type model struct {
 			Type        string `json:"type"`

@@ -38,6 +38,9 @@ type Config struct {
 	Gateway *gateway.Gateway
 	// Jobs are the gate's background work (the gateway's stale sweep).
 	Jobs []gate.Job
+	// AllowedOrigins are the browser origins the provider routes answer
+	// (shim.cors.allowed_origins; CORS): none by default.
+	AllowedOrigins []string
 }
 
 // Gate is the shim gate.
@@ -88,8 +91,15 @@ func (g *Gate) Routes() []server.Route {
 	if g.cfg.Spend != nil {
 		rs = append(rs, server.Route{Pattern: "GET /v1/spend", Action: "shim.spend", Scope: contract.ScopeRoute, Handler: g.spend})
 	}
-	if g.cfg.Gateway != nil {
-		rs = append(rs, server.Route{Pattern: "GET /v1/models", Action: "shim.models", Scope: contract.ScopeRoute, Handler: g.models})
+	// GET /v1/models answers in the shape of the SDK asking; its envelope
+	// also answers a provider endpoint this server does not serve
+	// (/v1/files, /v1/conversations, ...): a 404 the SDK reads as its own.
+	rs = append(rs, server.Route{Pattern: "GET /v1/models", Action: "shim.models", Scope: contract.ScopeRoute,
+		Envelope: providerEnvelope, Fallback: true, Handler: g.models})
+	for i := range rs {
+		if rs[i].Envelope != nil {
+			rs[i].AllowedOrigins = g.cfg.AllowedOrigins
+		}
 	}
 	if g.cfg.Sync != nil {
 		rs = append(rs, server.Route{Pattern: "POST /v1/sync", Action: "shim.sync", Scope: contract.ScopeConfigure, Handler: g.sync})
@@ -105,11 +115,27 @@ func (g *Gate) Routes() []server.Route {
 // the LLM body bound, checks the route scope, refuses a contributor-tier
 // model before anything else is done with it, and writes the request's
 // receipt into the audit trail itself.
-// envelope writes a refusal in protocol p's error envelope.
+// envelope writes a refusal in protocol p's error envelope, with a request
+// id for the SDK's requestID when no receipt named the request.
 func envelope(p wire.Protocol) server.Envelope {
-	return func(w http.ResponseWriter, status int, code, message string) {
+	return func(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+		h := w.Header()
+		if name := wire.RequestIDHeader(p); h.Get(name) == "" {
+			h.Set(name, contract.NewID("req"))
+		}
 		wire.WriteError(w, p, status, code, message)
 	}
+}
+
+// providerEnvelope writes a refusal in the envelope of the provider r
+// speaks to: Anthropic's when it carries anthropic-version (every Anthropic
+// SDK sends it), else OpenAI's.
+func providerEnvelope(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	p := wire.ChatCompletions
+	if r.Header.Get("Anthropic-Version") != "" {
+		p = wire.Messages
+	}
+	envelope(p)(w, r, status, code, message)
 }
 
 func (g *Gate) llmRoute(pattern string, p wire.Protocol) server.Route {

@@ -3,13 +3,22 @@ package wire
 import (
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // ErrorBody is the error envelope of protocol p, the shape each official SDK
 // parses into its API error type: OpenAI's {"error":{message,type,param,code}}
 // for chat completions and responses, Anthropic's
 // {"type":"error","error":{type,message}} for messages.
+//
+// The message starts with the code ("budget_exceeded: ..."), on both
+// protocols, so every refusal reads alike in an SDK's error (Anthropic's
+// envelope has no field for the code); a message that already starts with
+// it is kept.
 func ErrorBody(p Protocol, status int, code, message string) []byte {
+	if code != "" && !strings.HasPrefix(message, code+": ") {
+		message = code + ": " + message
+	}
 	if p == Messages {
 		return mustJSON(struct {
 			Type  string `json:"type"`
@@ -35,6 +44,15 @@ func ErrorBody(p Protocol, status int, code, message string) []byte {
 		Param   *string `json:"param"`
 		Code    string  `json:"code"`
 	}{message, openAIErrorType(status), nil, code}})
+}
+
+// RequestIDHeader is the header a protocol's official SDK reads its
+// requestID from: Anthropic's request-id, OpenAI's x-request-id.
+func RequestIDHeader(p Protocol) string {
+	if p == Messages {
+		return "Request-Id"
+	}
+	return "X-Request-Id"
 }
 
 // WriteError writes an error envelope of protocol p with the given status.

@@ -181,20 +181,25 @@ func TestDirectBodies(t *testing.T) {
 	}
 }
 
+// TestErrorBody: each protocol's envelope, the message led by the code on
+// both (once, however the caller wrote it).
 func TestErrorBody(t *testing.T) {
 	var oa struct {
 		Error struct{ Message, Type, Code string }
 	}
 	if err := json.Unmarshal(ErrorBody(ChatCompletions, 403, "contributor_model_refused", "no"), &oa); err != nil ||
-		oa.Error.Type != "permission_error" || oa.Error.Code != "contributor_model_refused" || oa.Error.Message != "no" {
+		oa.Error.Type != "permission_error" || oa.Error.Code != "contributor_model_refused" || oa.Error.Message != "contributor_model_refused: no" {
 		t.Fatalf("openai envelope %+v %v", oa, err)
 	}
 	var an struct {
 		Type  string
 		Error struct{ Type, Message string }
 	}
-	if err := json.Unmarshal(ErrorBody(Messages, 400, "x", "bad"), &an); err != nil || an.Type != "error" || an.Error.Type != "invalid_request_error" || an.Error.Message != "bad" {
+	if err := json.Unmarshal(ErrorBody(Messages, 400, "x", "bad"), &an); err != nil || an.Type != "error" || an.Error.Type != "invalid_request_error" || an.Error.Message != "x: bad" {
 		t.Fatalf("anthropic envelope %+v %v", an, err)
+	}
+	if err := json.Unmarshal(ErrorBody(Messages, 400, "x", "x: bad"), &an); err != nil || an.Error.Message != "x: bad" {
+		t.Fatalf("a message led by its code already: %+v %v", an, err)
 	}
 }
 

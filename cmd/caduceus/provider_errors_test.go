@@ -1,0 +1,216 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// providerServe starts serve with the shim as a gateway over fake OpenAI
+// and Anthropic providers (gpt-4.1, claude-sonnet-4-5) and extra config
+// lines under shim:, and returns it with a key granted both models.
+func providerServe(t *testing.T, shimExtra string, args ...string) (*instance, string) {
+	t.Helper()
+	return providerServeEnv(t, noEnv, shimExtra, args...)
+}
+
+// providerServeEnv is providerServe with an environment.
+func providerServeEnv(t *testing.T, getenv func(string) string, shimExtra string, args ...string) (*instance, string) {
+	t.Helper()
+	oa, an := httptest.NewServer(&fakeProvider{name: "openai"}), httptest.NewServer(&fakeProvider{name: "anthropic"})
+	t.Cleanup(oa.Close)
+	t.Cleanup(an.Close)
+	conf := fmt.Sprintf(`shim:
+  routes:
+    openai: {kind: openai, base_url: %s/v1, models: [gpt-4.1]}
+    anthropic: {kind: anthropic, base_url: %s, models: [claude-sonnet-4-5]}
+  plans:
+    main:
+      failover: none
+      models:
+        gpt-4.1: [{route: openai}]
+        claude-sonnet-4-5: [{route: anthropic}]
+  prices:
+    openai/gpt-4.1: {input: 2, output: 8, max_output_tokens: 4096}
+    anthropic/claude-sonnet-4-5: {input: 3, output: 15, max_output_tokens: 4096}
+%s`, oa.URL, an.URL, shimExtra)
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := startEnv(t, getenv, append([]string{"--config", file}, args...)...)
+	code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data,
+		"--models", "openai/gpt-4.1,anthropic/claude-sonnet-4-5")
+	if code != 0 {
+		t.Fatalf("keys create: %s", errOut)
+	}
+	return in, strings.TrimSpace(out)
+}
+
+// TestProviderRoutesAnswerInTheProvidersShape: every
+// answer on a provider route — Caduceus's own refusals, and 404s for
+// provider endpoints it does not serve — is an error the official SDKs
+// parse, in OpenAI's envelope by default and Anthropic's when the request
+// carries anthropic-version, led by its code, with the request id header
+// each SDK reads. The trail API is out of the providers' namespace:
+// OpenAI's conversations.retrieve gets OpenAI's 404.
+func TestProviderRoutesAnswerInTheProvidersShape(t *testing.T) {
+	in, key := providerServe(t, "")
+	oc := func(key string) openai.Client {
+		return openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	}
+	ac := func(key string) anthropic.Client {
+		return anthropic.NewClient(aoption.WithBaseURL(in.url), aoption.WithAPIKey(key), aoption.WithMaxRetries(0))
+	}
+	openaiErr := func(what string, err error, status int, code string) {
+		t.Helper()
+		var e *openai.Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s: not an OpenAI API error: %v", what, err)
+			return
+		}
+		if e.StatusCode != status || e.Code != code || !strings.HasPrefix(e.Message, code+": ") || e.Response.Header.Get("X-Request-Id") == "" {
+			t.Errorf("%s: %d code %q message %q request id %q; want %d %s", what, e.StatusCode, e.Code, e.Message, e.Response.Header.Get("X-Request-Id"), status, code)
+		}
+	}
+	anthropicErr := func(what string, err error, status int, code string) {
+		t.Helper()
+		var e *anthropic.Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s: not an Anthropic API error: %v", what, err)
+			return
+		}
+		if e.StatusCode != status || !strings.Contains(e.RawJSON(), `"message":"`+code+`: `) || e.RequestID == "" {
+			t.Errorf("%s: %d %s request id %q; want %d %s", what, e.StatusCode, e.RawJSON(), e.RequestID, status, code)
+		}
+	}
+
+	const badKey = "cad_0123456789abcdef_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	oGood, oBad, aGood, aBad := oc(key), oc(badKey), ac(key), ac(badKey)
+	// A bad key on /v1/models, in each SDK's shape.
+	_, err := oBad.Models.List(t.Context())
+	openaiErr("openai models with a bad key", err, 401, "bad_key")
+	_, err = aBad.Models.List(t.Context(), anthropic.ModelListParams{})
+	anthropicErr("anthropic models with a bad key", err, 401, "bad_key")
+	// The models, when the key is good.
+	page, err := oGood.Models.List(t.Context())
+	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "gpt-4.1" {
+		t.Errorf("openai models: %+v %v", page, err)
+	}
+
+	// Provider endpoints this server does not serve: 404s the SDKs read.
+	_, err = oGood.Files.List(t.Context(), openai.FileListParams{})
+	openaiErr("openai files", err, 404, "no_route")
+	_, err = oGood.Conversations.Get(t.Context(), "conv_0123456789abcdef0123456789abcdef")
+	openaiErr("openai conversations.retrieve", err, 404, "no_route")
+	_, err = aGood.Beta.Files.List(t.Context(), anthropic.BetaFileListParams{})
+	anthropicErr("anthropic files", err, 404, "no_route")
+
+	// count_tokens refusals.
+	_, err = aGood.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: "acme-contributor-7b",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	anthropicErr("count_tokens of a contributor model", err, 403, "contributor_model_refused")
+	_, err = aBad.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{
+		Model: "claude-sonnet-4-5", Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	anthropicErr("count_tokens with a bad key", err, 401, "bad_key")
+
+	// The shim's own refusal names its receipt as the request id.
+	_, err = oGood.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-9",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	openaiErr("openai chat with an unrouted model", err, 404, "model_not_found")
+	var e *openai.Error
+	if errors.As(err, &e) && e.Response.Header.Get("X-Request-Id") != e.Response.Header.Get("X-Caduceus-Receipt") {
+		t.Errorf("the refusal's request id %q is not its receipt %q", e.Response.Header.Get("X-Request-Id"), e.Response.Header.Get("X-Caduceus-Receipt"))
+	}
+
+	// The management API keeps its problems, and the trail its new path.
+	resp, err := http.Get(in.url + "/v1/trader/nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("an unknown management path answers %s: %s", resp.Header.Get("Content-Type"), b)
+	}
+	if code, body := in.do(t, "GET", "/v1/trail/conversations", in.adminKey, nil); code != 200 || body["conversations"] == nil {
+		t.Errorf("GET /v1/trail/conversations: %d %v", code, body)
+	}
+}
+
+// TestBrowserAppsAndLargeRequests: with
+// shim.cors.allowed_origins, a preflight from an allowed origin is answered
+// without a key or the edge secret, any other origin's is refused, and the
+// real request still needs both (its refusals readable by the page); a
+// provider route takes bodies up to shim.max_request_bytes (default 32
+// MiB, past the 16 MiB it took before) and refuses a larger one with 413
+// in the provider's envelope.
+func TestBrowserAppsAndLargeRequests(t *testing.T) {
+	const origin = "https://app.example.com"
+	env := map[string]string{"CADUCEUS_EDGE_SECRET": "edge-secret-of-the-proxy"}
+	in, key := providerServeEnv(t, func(k string) string { return env[k] }, "  cors: {allowed_origins: ["+origin+"]}\n")
+	send := func(method, path, body string, hdr ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, in.url+path, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	preflight := []string{"Origin", origin, "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type"}
+	resp, _ := send("OPTIONS", "/v1/chat/completions", "", preflight...)
+	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != origin || resp.Header.Get("Access-Control-Allow-Headers") != "authorization,content-type" {
+		t.Errorf("preflight from %s: %d %v", origin, resp.StatusCode, resp.Header)
+	}
+	resp, _ = send("OPTIONS", "/v1/chat/completions", "", "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
+	if resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight from another origin: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = send("OPTIONS", "/v1/admin/keys", "", preflight...)
+	if resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight on the management API: %d %v", resp.StatusCode, resp.Header)
+	}
+	chat := `{"model":"gpt-4.1","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+	resp, body := send("POST", "/v1/chat/completions", chat, "Origin", origin, "Authorization", "Bearer "+key, "Content-Type", "application/json")
+	if resp.StatusCode != 403 || !strings.Contains(body, "edge_auth_required") || resp.Header.Get("Access-Control-Allow-Origin") != origin {
+		t.Errorf("the real request without the edge secret: %d %s %v", resp.StatusCode, body, resp.Header)
+	}
+	edge := []string{"Origin", origin, "X-Edge-Auth", env["CADUCEUS_EDGE_SECRET"], "Content-Type", "application/json"}
+	resp, body = send("POST", "/v1/chat/completions", chat, edge...)
+	if resp.StatusCode != 401 || !strings.Contains(body, "missing_key") || resp.Header.Get("Access-Control-Allow-Origin") != origin {
+		t.Errorf("the real request without a key: %d %s", resp.StatusCode, body)
+	}
+	resp, body = send("POST", "/v1/chat/completions", chat, append(edge, "Authorization", "Bearer "+key)...)
+	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != origin || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "X-Request-Id") {
+		t.Errorf("the real request: %d %s %v", resp.StatusCode, body, resp.Header)
+	}
+
+	big := func(n int) string {
+		return `{"model":"gpt-4.1","max_tokens":10,"messages":[{"role":"user","content":"` + strings.Repeat("a", n) + `"}]}`
+	}
+	resp, body = send("POST", "/v1/chat/completions", big(20<<20), append(edge, "Authorization", "Bearer "+key)...)
+	if resp.StatusCode != 200 {
+		t.Errorf("a 20 MiB request: %d %.300s", resp.StatusCode, body)
+	}
+	resp, body = send("POST", "/v1/chat/completions", big(33<<20), append(edge, "Authorization", "Bearer "+key)...)
+	if resp.StatusCode != 413 || !strings.Contains(body, `"error":{"message":"`) || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("a 33 MiB request: %d %.300s %v", resp.StatusCode, body, resp.Header)
+	}
+}
