@@ -109,6 +109,22 @@ func TestProviderRoutesAnswerInTheProvidersShape(t *testing.T) {
 		t.Errorf("openai models: %+v %v", page, err)
 	}
 
+	// One model: granted ones only, in each SDK's shape.
+	if m, err := oGood.Models.Get(t.Context(), "gpt-4.1"); err != nil || m.ID != "gpt-4.1" || m.OwnedBy != "openai" {
+		t.Errorf("openai models.retrieve: %+v %v", m, err)
+	}
+	_, err = oGood.Models.Get(t.Context(), "gpt-9")
+	openaiErr("openai models.retrieve of an unrouted model", err, 404, "model_not_found")
+	if m, err := aGood.Models.Get(t.Context(), "claude-sonnet-4-5", anthropic.ModelGetParams{}); err != nil || m.ID != "claude-sonnet-4-5" {
+		t.Errorf("anthropic models.retrieve: %+v %v", m, err)
+	}
+	_, err = aGood.Models.Get(t.Context(), "gpt-4.1", anthropic.ModelGetParams{})
+	anthropicErr("anthropic models.retrieve of an OpenAI model", err, 404, "model_not_found")
+	_, ungranted, _ := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data, "--models", "openai/gpt-4.1")
+	aOther := ac(strings.TrimSpace(ungranted))
+	_, err = aOther.Models.Get(t.Context(), "claude-sonnet-4-5", anthropic.ModelGetParams{})
+	anthropicErr("anthropic models.retrieve of a model the key is not granted", err, 404, "model_not_found")
+
 	// Provider endpoints this server does not serve: 404s the SDKs read.
 	_, err = oGood.Files.List(t.Context(), openai.FileListParams{})
 	openaiErr("openai files", err, 404, "no_route")

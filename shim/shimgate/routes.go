@@ -95,7 +95,9 @@ func (g *Gate) Routes() []server.Route {
 	// also answers a provider endpoint this server does not serve
 	// (/v1/files, /v1/conversations, ...): a 404 the SDK reads as its own.
 	rs = append(rs, server.Route{Pattern: "GET /v1/models", Action: "shim.models", Scope: contract.ScopeRoute,
-		Envelope: providerEnvelope, Fallback: true, Handler: g.models})
+		Envelope: providerEnvelope, Fallback: true, Handler: g.models},
+		server.Route{Pattern: "GET /v1/models/{id...}", Action: "shim.model", Scope: contract.ScopeRoute,
+			Envelope: providerEnvelope, Handler: g.model})
 	for i := range rs {
 		if rs[i].Envelope != nil {
 			rs[i].AllowedOrigins = g.cfg.AllowedOrigins
