@@ -82,7 +82,8 @@ func periods(tenant contract.TenantSlot, keyID string, now time.Time, key, ten u
 // small to lease — reserved per attempt in the store, where each bounded
 // total is raised by one conditional upsert that succeeds only while it
 // stays within its bound; the first that fails rolls the whole reservation
-// back. On Postgres the upsert locks the total's row and re-reads it, and
+// back, and before it refuses, this process writes its pending settlements
+// and gives back its unused leases of those totals, and tries once more. On Postgres the upsert locks the total's row and re-reads it, and
 // on SQLite the transaction holds the write lock, so concurrent
 // reservations are serialised per total and never overspend.
 func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) (upstream.Ticket, error) {
@@ -112,10 +113,10 @@ func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) (upstre
 		}
 	}
 	err := s.reserveStored(ctx, r, ps, now)
-	if errors.Is(err, upstream.ErrBudgetExceeded) && s.book != nil {
-		// What this process leased and has not used counts against the
-		// budget too: give it back and try once more.
-		if n, rerr := s.book.giveBack(ctx, func(k leaseKey, _ *lease) bool { return k.in(ps) }, false); rerr == nil && n > 0 {
+	if errors.Is(err, upstream.ErrBudgetExceeded) {
+		// What this process holds and no longer needs counts against the
+		// budget too: give it back and try once more before refusing.
+		if freed, rerr := s.freeHeld(ctx, ps); rerr == nil && freed {
 			err = s.reserveStored(ctx, r, ps, now)
 		}
 	}
@@ -124,6 +125,29 @@ func (s *ShimSpend) Reserve(ctx context.Context, r upstream.Reservation) (upstre
 	}
 	t.Stored = true
 	return t, nil
+}
+
+// freeHeld writes and gives back what this process holds in the totals ps
+// beyond its attempts in flight, and reports whether there was any: the
+// settlements its spend journal has not written yet (until written, each
+// counts at its reservation, which its lease holds) and what its leases of
+// ps hold unused. Without it, a budget nearly used refuses for as long as
+// the journal waits to write (issue 26: "429 ok ok 429 ok ok" under load).
+func (s *ShimSpend) freeHeld(ctx context.Context, ps [4]spendTotal) (bool, error) {
+	j := journalOf(s.db)
+	j.mu.Lock()
+	pending := j.n > 0
+	j.mu.Unlock()
+	if pending {
+		if err := j.write(ctx); err != nil {
+			return false, err
+		}
+	}
+	if s.book == nil {
+		return pending, nil
+	}
+	n, err := s.book.giveBack(ctx, func(k leaseKey, _ *lease) bool { return k.in(ps) }, false)
+	return pending || n > 0, err
 }
 
 // reserveStored reserves r in the store: its own row, and its amount in all

@@ -32,8 +32,9 @@ import (
 // row there already does nothing.
 //
 // Until its spend row is written, an attempt carved from a lease still
-// counts in the totals at its reservation (the lease holds it), which
-// only refuses early. An attempt whose cost passes its reservation while
+// counts in the totals at its reservation (the lease holds it); a
+// reservation the totals would refuse writes the journal first (see
+// ShimSpend.freeHeld), so this never refuses early. An attempt whose cost passes its reservation while
 // a lease holds it is not deferred: its totals move in the receipt's
 // commit, as before, so that no budget is ever passed by a cost the
 // totals do not show yet.
