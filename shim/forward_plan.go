@@ -57,7 +57,11 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	}
 	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
 	t.rc.ResponseSHA256 = sum(h)
+	t.rc.Broken = res.Broken
 	s.finish(t)
+	if res.Broken {
+		abort()
+	}
 	if held != nil {
 		w.Header().Set("Content-Length", strconv.Itoa(len(held.body)))
 		w.WriteHeader(held.status)
@@ -71,6 +75,11 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		}
 	}
 }
+
+// abort ends the client's response abnormally, as an upstream's broken
+// stream ended: net/http closes an HTTP/1.1 connection without the
+// chunked body's last chunk and resets an HTTP/2 stream, and logs nothing.
+func abort() { panic(http.ErrAbortHandler) }
 
 // heldAnswer is a whole gateway answer waiting for its receipt.
 type heldAnswer struct {

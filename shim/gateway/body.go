@@ -192,6 +192,10 @@ type meter struct {
 	p    wire.Protocol
 	u    upstream.Usage
 	seen bool
+	// final: the answer's whole usage came (a JSON answer's, a chat
+	// stream's usage chunk, a responses stream's terminal response, an
+	// Anthropic message_delta), not only message_start's early count.
+	final bool
 }
 
 type usageDoc struct {
@@ -218,9 +222,9 @@ func (m *meter) observe(data []byte) (usageOnly bool) {
 	var ru *rawUsage
 	switch {
 	case d.Usage != nil:
-		ru = d.Usage
+		ru, m.final = d.Usage, true
 	case d.Response != nil && d.Response.Usage != nil:
-		ru = d.Response.Usage
+		ru, m.final = d.Response.Usage, true
 	case d.Message != nil && d.Message.Usage != nil:
 		ru = d.Message.Usage
 	default:

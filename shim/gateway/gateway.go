@@ -29,14 +29,17 @@ import (
 
 // Refusal codes of the gateway.
 const (
-	CodeModelNotRouted  = "model_not_found"
-	CodeNotGranted      = "model_not_granted"
-	CodeWrongWire       = "wrong_protocol"
-	CodeInvalidRequest  = "invalid_request"
-	CodeBudgetExceeded  = upstream.CodeBudgetExceeded
-	CodeRateLimited     = "rate_limited"
-	CodeUpstreamFailed  = "upstream_unreachable"
-	CodeLedgerUnhealthy = "internal"
+	CodeModelNotRouted = "model_not_found"
+	CodeNotGranted     = "model_not_granted"
+	CodeWrongWire      = "wrong_protocol"
+	CodeInvalidRequest = "invalid_request"
+	CodeBudgetExceeded = upstream.CodeBudgetExceeded
+	CodeRateLimited    = "rate_limited"
+	CodeUpstreamFailed = "upstream_unreachable"
+	// CodeUpstreamIncomplete: an attempt was sent and may have been run,
+	// but its answer did not arrive whole; not to be retried.
+	CodeUpstreamIncomplete = "upstream_incomplete"
+	CodeLedgerUnhealthy    = "internal"
 )
 
 // Config configures a Gateway.
@@ -114,8 +117,9 @@ type Request struct {
 type Attempt struct {
 	Route string `json:"route"`
 	Model string `json:"model"` // provider/model
-	// Outcome: answered, definite, uncertain, rate_limited, held,
-	// not_granted, budget_exceeded, canceled.
+	// Outcome: answered, broken (a stream the upstream broke off after
+	// the client began receiving it), definite, uncertain, rate_limited,
+	// held, not_granted, budget_exceeded, canceled.
 	Outcome     string `json:"outcome"`
 	Status      int    `json:"status,omitempty"`
 	Reservation string `json:"reservation,omitempty"`
@@ -189,6 +193,11 @@ type Result struct {
 	// it once the request's receipt is stored, so a client never holds a
 	// finished stream whose receipt is missing. Nil when nothing was held.
 	Final []byte
+	// Broken: the upstream broke its stream off after the client began
+	// receiving it. The caller ends the client's response abnormally too
+	// (no terminating chunk, a reset stream), once the receipt is stored,
+	// so that the client's SDK raises as it would against the provider.
+	Broken bool
 }
 
 // Writer is where the answer goes: the client's response, plus a hook the
@@ -408,9 +417,12 @@ func (f *forwarding) reserve(ctx context.Context, g *Gateway, i int, att *Attemp
 func (f *forwarding) close(ctx context.Context, g *Gateway, att *Attempt, out outcome, amount int64) {
 	if out.settle {
 		if out.cost < 0 {
-			// The upstream reported no usage: the reservation is the
-			// honest upper bound of what it cost.
-			g.cfg.Logger.Warn("gateway: answer without usage; settled at the reservation", "route", att.Route, "model", att.Model)
+			// The upstream reported no usage (or the attempt may have run
+			// without an answer): the reservation is the honest upper
+			// bound of what it cost.
+			if out.answered {
+				g.cfg.Logger.Warn("gateway: answer without usage; settled at the reservation", "route", att.Route, "model", att.Model)
+			}
 			out.cost = amount
 		}
 		att.Settled = out.cost
@@ -430,7 +442,7 @@ func (f *forwarding) close(ctx context.Context, g *Gateway, att *Attempt, out ou
 func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out outcome, now time.Time) stepVerdict {
 	st, id := f.steps[i], f.ids[i]
 	if out.answered {
-		f.res.Route, f.res.Status, f.res.Final = st.Route, out.status, out.final
+		f.res.Route, f.res.Status, f.res.Final, f.res.Broken = st.Route, out.status, out.final, out.broken
 		return stepDone
 	}
 	if out.outcome == "canceled" {
@@ -452,6 +464,12 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		f.res.Route, f.res.Status = st.Route, out.status
 		return stepDone
 	}
+	if out.failure == upstream.Uncertain {
+		// Sent, and perhaps run: a retry may run it twice.
+		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamIncomplete,
+			Message: "shim: the upstream may have run the request but its answer did not arrive whole; not retried, as that may run it twice"}
+		return stepStop
+	}
 	f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: the upstream could not be reached"}
 	return stepStop
 }
@@ -462,8 +480,9 @@ type outcome struct {
 	status   int
 	failure  upstream.Failure // when the attempt failed
 	answered bool             // the client got this attempt's answer
+	broken   bool             // its stream broke off after the client began receiving it
 	settle   bool             // settle (with cost) rather than release
-	cost     int64
+	cost     int64            // -1: settle at the reservation
 	// errAnswer is a 5xx or 429 the upstream sent, kept to pass on when
 	// no step may take over.
 	errAnswer  []byte
@@ -570,7 +589,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		}
 		g.cfg.Logger.Warn("gateway: upstream failed", "route", routeName, "model", id, "sent", wrote, "err", err)
 		if wrote {
-			return outcome{outcome: "uncertain", failure: upstream.Uncertain}
+			return uncertain(0)
 		}
 		return outcome{outcome: "definite", failure: upstream.Definite}
 	}
@@ -590,7 +609,8 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			if ctx.Err() != nil {
 				return outcome{outcome: "canceled"}
 			}
-			return outcome{outcome: "uncertain", status: resp.StatusCode, failure: upstream.Uncertain}
+			g.cfg.Logger.Warn("gateway: upstream answer broke off", "route", routeName, "model", id, "err", err)
+			return uncertain(resp.StatusCode)
 		}
 		writeAnswer(w, resp.Header, resp.StatusCode, b)
 		return g.charged(resp.StatusCode, mt, b, price, id)
@@ -604,7 +624,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			if ctx.Err() != nil {
 				return outcome{outcome: "canceled"}
 			}
-			return outcome{outcome: "uncertain", status: resp.StatusCode, failure: upstream.Uncertain}
+			return uncertain(resp.StatusCode)
 		}
 		first = &ev
 	}
@@ -613,15 +633,18 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	if fl != nil {
 		fl.Flush()
 	}
+	broken := false
 	for {
 		var ev wire.SSE
 		if first != nil {
 			ev, first = *first, nil
 		} else {
 			var err error
-			if ev, err = sr.Next(); err != nil {
-				if !errors.Is(err, io.EOF) {
-					g.cfg.Logger.Warn("gateway: upstream stream ended badly", "route", routeName, "err", err)
+			if ev, err = sr.Next(); err != nil || ev.Incomplete {
+				if err == nil || !errors.Is(err, io.EOF) {
+					// Cut off: the client's stream is cut as well.
+					g.cfg.Logger.Warn("gateway: upstream stream broke off", "route", routeName, "model", id, "err", err)
+					broken = true
 				}
 				break
 			}
@@ -650,7 +673,20 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	}
 	o := g.charged(resp.StatusCode, mt, nil, price, id)
 	o.final = final
+	if broken {
+		o.outcome, o.broken = "broken", true
+		if !mt.final {
+			o.cost = -1 // no usage came: the reservation stands
+		}
+	}
 	return o
+}
+
+// uncertain is an attempt that was sent and failed before its answer
+// reached the client: it may have run, so it is settled at its
+// reservation.
+func uncertain(status int) outcome {
+	return outcome{outcome: "uncertain", status: status, failure: upstream.Uncertain, settle: true, cost: -1}
 }
 
 // charged settles an answered attempt: a 2xx at the cost of its usage (at

@@ -1,0 +1,273 @@
+package shim_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/caduceus-dev/caduceus/shim"
+	gwconf "github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// protocolOf is the protocol of a request to the fake provider.
+func protocolOf(r *http.Request) wire.Protocol {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/responses"):
+		return wire.Responses
+	case strings.HasSuffix(r.URL.Path, "/messages"):
+		return wire.Messages
+	}
+	return wire.ChatCompletions
+}
+
+// breakOff answers as the provider does, but its connection drops in the
+// middle: a stream after its first three events, a JSON answer after
+// half of its bytes (the provider's server panics with
+// http.ErrAbortHandler).
+func breakOff(w http.ResponseWriter, r *http.Request, body []byte) {
+	var in struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &in)
+	p := protocolOf(r)
+	d := wire.Direct{ID: "up1", Model: in.Model, Text: upstreamText, Created: 1}
+	if !in.Stream {
+		b := wire.DirectJSON(p, d)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		w.Write(b[:len(b)/2])
+	} else {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		for _, ev := range wire.DirectEvents(p, d)[:3] {
+			w.Write(ev)
+		}
+	}
+	w.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler)
+}
+
+// errorCode is the code an SDK error names: OpenAI's code field, or the
+// code leading an Anthropic error's message.
+func errorCode(err error) string {
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		return oe.Code
+	}
+	var ae *anthropic.Error
+	if errors.As(err, &ae) {
+		var env struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(ae.RawJSON()), &env)
+		code, _, _ := strings.Cut(env.Error.Message, ":")
+		return code
+	}
+	return ""
+}
+
+// readPattern is one way an application reads an answer with an official
+// Go SDK; it returns the text read and the SDK's error.
+type readPattern struct {
+	name string
+	p    wire.Protocol
+	read func(t *testing.T, e *env) (string, error)
+}
+
+var readPatterns = []readPattern{
+	{"chat/iterator", wire.ChatCompletions, func(t *testing.T, e *env) (string, error) {
+		c := openaiClient(e, "key-granted", nil)
+		s := c.Chat.Completions.NewStreaming(t.Context(), chatParams())
+		text := ""
+		for s.Next() {
+			for _, c := range s.Current().Choices {
+				text += c.Delta.Content
+			}
+		}
+		return text, s.Err()
+	}},
+	{"chat/accumulator", wire.ChatCompletions, func(t *testing.T, e *env) (string, error) {
+		c := openaiClient(e, "key-granted", nil)
+		s := c.Chat.Completions.NewStreaming(t.Context(), chatParams())
+		acc := openai.ChatCompletionAccumulator{}
+		for s.Next() {
+			acc.AddChunk(s.Current())
+		}
+		if len(acc.Choices) == 0 {
+			return "", s.Err()
+		}
+		return acc.Choices[0].Message.Content, s.Err()
+	}},
+	{"chat/whole", wire.ChatCompletions, func(t *testing.T, e *env) (string, error) {
+		c := openaiClient(e, "key-granted", nil)
+		cc, err := c.Chat.Completions.New(t.Context(), chatParams())
+		if err != nil {
+			return "", err
+		}
+		return cc.Choices[0].Message.Content, nil
+	}},
+	{"responses/iterator", wire.Responses, func(t *testing.T, e *env) (string, error) {
+		c := openaiClient(e, "key-granted", nil)
+		s := c.Responses.NewStreaming(t.Context(), responsesParams())
+		text := ""
+		for s.Next() {
+			if ev := s.Current(); ev.Type == "response.output_text.delta" {
+				text += ev.Delta
+			}
+		}
+		return text, s.Err()
+	}},
+	{"responses/whole", wire.Responses, func(t *testing.T, e *env) (string, error) {
+		c := openaiClient(e, "key-granted", nil)
+		r, err := c.Responses.New(t.Context(), responsesParams())
+		if err != nil {
+			return "", err
+		}
+		return r.OutputText(), nil
+	}},
+	{"messages/iterator", wire.Messages, func(t *testing.T, e *env) (string, error) {
+		c := anthropicClient(e, "key-granted", nil)
+		s := c.Messages.NewStreaming(t.Context(), messageParams())
+		text := ""
+		for s.Next() {
+			if d := s.Current(); d.Type == "content_block_delta" {
+				text += d.Delta.Text
+			}
+		}
+		return text, s.Err()
+	}},
+	{"messages/accumulator", wire.Messages, func(t *testing.T, e *env) (string, error) {
+		c := anthropicClient(e, "key-granted", nil)
+		s := c.Messages.NewStreaming(t.Context(), messageParams())
+		msg := anthropic.Message{}
+		for s.Next() {
+			if err := msg.Accumulate(s.Current()); err != nil {
+				return "", err
+			}
+		}
+		if len(msg.Content) == 0 {
+			return "", s.Err()
+		}
+		return msg.Content[0].Text, s.Err()
+	}},
+	{"messages/whole", wire.Messages, func(t *testing.T, e *env) (string, error) {
+		c := anthropicClient(e, "key-granted", nil)
+		m, err := c.Messages.New(t.Context(), messageParams())
+		if err != nil {
+			return "", err
+		}
+		return m.Content[0].Text, nil
+	}},
+}
+
+func chatParams() openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}
+}
+
+func responsesParams() responses.ResponseNewParams {
+	return responses.ResponseNewParams{Model: "gpt-5", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}}
+}
+
+func messageParams() anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 256,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}
+}
+
+// TestBrokenUpstreamBreaksTheClient (issue 26, item 1): when the
+// provider's connection drops mid-answer, every SDK read pattern raises,
+// as it does against the provider directly — never the truncated text as a
+// finished answer. A stream is cut off for the client (no terminating
+// chunk); the receipt says broken and settles at the reservation (no usage
+// came). A whole answer cut off is a 502 the SDK must not retry, also
+// settled at the reservation: the provider may have run it.
+func TestBrokenUpstreamBreaksTheClient(t *testing.T) {
+	for _, rp := range readPatterns {
+		t.Run(rp.name, func(t *testing.T) {
+			e, _ := newGatewayEnv(t, gwconf.Budgets{})
+			e.up.respond = breakOff
+			text, err := rp.read(t, e)
+			if err == nil {
+				t.Fatalf("the SDK read %q and no error", text)
+			}
+			rc := e.receipts(t, "key-granted")[0]
+			if rc.Spend == nil || len(rc.Spend.Attempts) != 1 {
+				t.Fatalf("receipt spend %+v", rc.Spend)
+			}
+			a := rc.Spend.Attempts[0]
+			if a.Reserved <= 0 || a.Settled != a.Reserved {
+				t.Errorf("attempt %+v: want it settled at its reservation", a)
+			}
+			if strings.HasSuffix(rp.name, "/whole") {
+				status, retry, _ := sdkError(err)
+				if status != 502 || retry != "false" || a.Outcome != "uncertain" || rc.Decision != shim.DecisionFailed {
+					t.Fatalf("whole answer cut off: status %d x-should-retry %q, attempt %+v, decision %s (%v)", status, retry, a, rc.Decision, err)
+				}
+				if code := errorCode(err); code != "upstream_incomplete" {
+					t.Errorf("code %q (%v): want upstream_incomplete", code, err)
+				}
+				return
+			}
+			if status, _, _ := sdkError(err); status != 0 {
+				t.Fatalf("a stream cut off became an HTTP error: %v", err)
+			}
+			if a.Outcome != "broken" || !rc.Broken || rc.Decision != shim.DecisionForward {
+				t.Fatalf("receipt broken %v decision %s attempt %+v", rc.Broken, rc.Decision, a)
+			}
+		})
+	}
+}
+
+// TestBrokenStreamOverHTTP2: over HTTP/2 the cut stream is a reset stream,
+// which the SDK raises as an error.
+func TestBrokenStreamOverHTTP2(t *testing.T) {
+	e, _ := newGatewayEnv(t, gwconf.Budgets{})
+	e.up.respond = breakOff
+	srv := httptest.NewUnstartedServer(e.srv.Config.Handler)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("key-granted"), option.WithMaxRetries(0), option.WithHTTPClient(srv.Client()))
+	var hr *http.Response
+	s := c.Chat.Completions.NewStreaming(t.Context(), chatParams(), option.WithResponseInto(&hr))
+	for s.Next() {
+	}
+	if s.Err() == nil || hr == nil || hr.ProtoMajor != 2 {
+		t.Fatalf("over HTTP/2 (%v): err %v", hr != nil && hr.ProtoMajor == 2, s.Err())
+	}
+	if rc := e.receipts(t, "key-granted")[0]; !rc.Broken {
+		t.Fatalf("receipt %+v", rc)
+	}
+}
+
+// TestBrokenUpstreamBreaksThePassThrough: without gateway routes, the
+// pass-through forwarder cuts the client's stream as the provider's was
+// cut, and its receipt says broken.
+func TestBrokenUpstreamBreaksThePassThrough(t *testing.T) {
+	for _, rp := range readPatterns {
+		if strings.HasSuffix(rp.name, "/whole") || strings.HasSuffix(rp.name, "/accumulator") {
+			continue
+		}
+		t.Run(rp.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.up.respond = breakOff
+			if text, err := rp.read(t, e); err == nil {
+				t.Fatalf("the SDK read %q and no error", text)
+			}
+			if rc := e.receipts(t, "key-granted")[0]; !rc.Broken || rc.Decision != shim.DecisionForward {
+				t.Fatalf("receipt broken %v decision %s", rc.Broken, rc.Decision)
+			}
+		})
+	}
+}
