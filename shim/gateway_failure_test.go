@@ -3,9 +3,13 @@ package shim_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -14,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	gwconf "github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -270,4 +275,83 @@ func TestBrokenUpstreamBreaksThePassThrough(t *testing.T) {
 			}
 		})
 	}
+}
+
+// credentialRefused answers as the providers do to a wrong API key: 401
+// with the provider's own error, naming part of the key.
+func credentialRefused(w http.ResponseWriter, r *http.Request, _ []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	if protocolOf(r) == wire.Messages {
+		io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-ant-opera..."},"request_id":"req_011"}`)
+		return
+	}
+	io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-proj-opera*****************wxyz. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+}
+
+// TestRouteCredentialRefused (issue 26, item 8): an upstream 401 caused by
+// the route's credential reaches the client as 502 upstream_auth_failed in
+// its provider's envelope, not to be retried, without the provider's
+// message (which names the operator's key); the message is logged for the
+// operator; the route is reported unhealthy, and healthy again at its next
+// answer. Nothing is charged.
+func TestRouteCredentialRefused(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	var health []string
+	e, _ := newGatewayEnvWith(t, gwconf.Budgets{}, func(c *gateway.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil))
+		c.OnRouteHealth = func(route string, healthy bool) {
+			mu.Lock()
+			health = append(health, fmt.Sprint(route, "=", healthy))
+			mu.Unlock()
+		}
+	})
+	e.up.respond = credentialRefused
+	for _, rp := range readPatterns {
+		if strings.HasSuffix(rp.name, "/accumulator") {
+			continue
+		}
+		t.Run(rp.name, func(t *testing.T) {
+			_, err := rp.read(t, e)
+			status, retry, kind := sdkError(err)
+			if status != 502 || retry != "false" || errorCode(err) != "upstream_auth_failed" || (rp.p == wire.Messages && kind != "api_error") {
+				t.Fatalf("status %d x-should-retry %q code %q type %q (%v)", status, retry, errorCode(err), kind, err)
+			}
+			if strings.Contains(err.Error(), "sk-") || strings.Contains(err.Error(), "API key provided") {
+				t.Fatalf("the provider's message reached the client: %v", err)
+			}
+			rc := e.receipts(t, "key-granted")[0]
+			if a := rc.Spend.Attempts[0]; a.Outcome != "auth_failed" || a.Status != 401 || a.Settled != 0 || rc.Decision != shim.DecisionFailed {
+				t.Fatalf("receipt %s attempt %+v", rc.Decision, a)
+			}
+		})
+	}
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	if !strings.Contains(logged, "Incorrect API key provided: sk-proj-opera") || !strings.Contains(logged, "invalid x-api-key sk-ant-opera") {
+		t.Errorf("the operator's log lacks the providers' messages:\n%s", logged)
+	}
+	e.up.respond = defaultRespond
+	if _, err := call(t, e, "key-granted", wire.ChatCompletions, false, "gpt-4o", "hello", nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(health, " "); got != "openai=false anthropic=false openai=true" {
+		t.Fatalf("route health reports %q", got)
+	}
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }

@@ -36,6 +36,12 @@ func init() {
 // SQLite ledger: one route per provider to the fake upstream, one plan;
 // tweaks change the shim's configuration further.
 func newGatewayEnv(t *testing.T, budgets gwconf.Budgets, tweaks ...func(*shim.Config)) (*env, *store.DB) {
+	return newGatewayEnvWith(t, budgets, nil, tweaks...)
+}
+
+// newGatewayEnvWith is newGatewayEnv whose gateway configuration gw
+// changes further (nil: none).
+func newGatewayEnvWith(t *testing.T, budgets gwconf.Budgets, gw func(*gateway.Config), tweaks ...func(*shim.Config)) (*env, *store.DB) {
 	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +67,12 @@ func newGatewayEnv(t *testing.T, budgets gwconf.Budgets, tweaks ...func(*shim.Co
 		if err := conf.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(),
-			Keys: map[string]string{"openai": "sk-route-openai", "anthropic": "sk-route-anthropic"}})
+		gc := gateway.Config{Upstream: conf, Ledger: db.ShimSpend(), Holds: db.ShimSpend(),
+			Keys: map[string]string{"openai": "sk-route-openai", "anthropic": "sk-route-anthropic"}}
+		if gw != nil {
+			gw(&gc)
+		}
+		c.Gateway = gateway.New(gc)
 		for _, tw := range tweaks {
 			tw(c)
 		}

@@ -39,7 +39,10 @@ const (
 	// CodeUpstreamIncomplete: an attempt was sent and may have been run,
 	// but its answer did not arrive whole; not to be retried.
 	CodeUpstreamIncomplete = "upstream_incomplete"
-	CodeLedgerUnhealthy    = "internal"
+	// CodeUpstreamAuth: the upstream refused the route's own credential
+	// (401, 403); the operator must fix the route, a retry cannot help.
+	CodeUpstreamAuth    = "upstream_auth_failed"
+	CodeLedgerUnhealthy = "internal"
 )
 
 // Config configures a Gateway.
@@ -67,11 +70,19 @@ type Config struct {
 	MaxAnswer int64
 	Now       func() time.Time
 	Logger    *slog.Logger
+	// OnRouteHealth, when set, is told when a route's health changes:
+	// unhealthy when the upstream refused its credential (401, 403),
+	// healthy again at its next other answer. It is called outside any
+	// lock, at most once per change.
+	OnRouteHealth func(route string, healthy bool)
 }
 
 // Gateway forwards requests along plans.
 type Gateway struct {
 	cfg Config
+	// health is each route's last known health: 0 unknown, 1 healthy,
+	// 2 its credential refused.
+	health map[string]*atomic.Int32
 }
 
 // New returns a Gateway. It panics without a Ledger or Holds (a wiring bug).
@@ -97,7 +108,47 @@ func New(cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Gateway{cfg: cfg}
+	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}}
+	for name := range cfg.Upstream.Routes {
+		g.health[name] = new(atomic.Int32)
+	}
+	return g
+}
+
+// Route health states.
+const (
+	routeHealthy   = 1
+	routeAuthFails = 2
+)
+
+// setHealth records a route's health and tells OnRouteHealth of a change.
+func (g *Gateway) setHealth(route string, state int32) {
+	h := g.health[route]
+	if h == nil || h.Load() == state || h.Swap(state) == state {
+		return
+	}
+	if g.cfg.OnRouteHealth != nil {
+		g.cfg.OnRouteHealth(route, state == routeHealthy)
+	}
+}
+
+// authRefused reports whether status is the upstream refusing the route's
+// credential: a caller's own credential never goes upstream, so a 401 or
+// 403 is always about the route's.
+func authRefused(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// refusedCredential logs, for the operator, the upstream's answer to a
+// route whose credential it refused (never sent to the client), and marks
+// the route unhealthy.
+func (g *Gateway) refusedCredential(route, id string, status int, body []byte) {
+	if len(body) > 2048 {
+		body = body[:2048]
+	}
+	g.cfg.Logger.Error("gateway: the upstream refused the route's credential; fix the route's key", "route", route, "model", id,
+		"status", status, "upstream_answer", string(body))
+	g.setHealth(route, routeAuthFails)
 }
 
 // Request is one LLM request to forward.
@@ -118,8 +169,9 @@ type Attempt struct {
 	Route string `json:"route"`
 	Model string `json:"model"` // provider/model
 	// Outcome: answered, broken (a stream the upstream broke off after
-	// the client began receiving it), definite, uncertain, rate_limited,
-	// held, not_granted, budget_exceeded, canceled.
+	// the client began receiving it), definite, uncertain, auth_failed
+	// (the upstream refused the route's credential), rate_limited, held,
+	// not_granted, budget_exceeded, canceled.
 	Outcome     string `json:"outcome"`
 	Status      int    `json:"status,omitempty"`
 	Reservation string `json:"reservation,omitempty"`
@@ -464,6 +516,11 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		f.res.Route, f.res.Status = st.Route, out.status
 		return stepDone
 	}
+	if out.outcome == "auth_failed" {
+		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamAuth,
+			Message: "shim: the upstream refused this route's credential; the operator must fix the route"}
+		return stepStop
+	}
 	if out.failure == upstream.Uncertain {
 		// Sent, and perhaps run: a retry may run it twice.
 		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamIncomplete,
@@ -594,6 +651,12 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		return outcome{outcome: "definite", failure: upstream.Definite}
 	}
 	defer resp.Body.Close()
+	if authRefused(resp.StatusCode) {
+		b, _ := readAll(resp.Body, 1<<20)
+		g.refusedCredential(routeName, id, resp.StatusCode, b)
+		return outcome{outcome: "auth_failed", status: resp.StatusCode, failure: upstream.Definite}
+	}
+	g.setHealth(routeName, routeHealthy)
 	if f, ok := upstream.FailureOfStatus(resp.StatusCode); ok {
 		b, _ := readAll(resp.Body, 1<<20)
 		name := "definite"
@@ -797,6 +860,7 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 	if c.Routes[steps[0].Route].Kind != upstream.KindAnthropic {
 		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the anthropic API", model), false)
 	}
+	authFailed := false
 	for _, st := range steps {
 		id := c.StepIdentity(st, model)
 		if !req.Caller.Granted(id) {
@@ -818,6 +882,12 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 		if err != nil {
 			continue
 		}
+		if authRefused(resp.StatusCode) {
+			g.refusedCredential(st.Route, id, resp.StatusCode, b)
+			authFailed = true
+			continue
+		}
+		g.setHealth(st.Route, routeHealthy)
 		res.Attempts = append(res.Attempts, Attempt{Route: st.Route, Model: id, Outcome: "answered", Status: resp.StatusCode})
 		res.Route, res.Status = st.Route, resp.StatusCode
 		g.passOn(w, outcome{status: resp.StatusCode, errAnswer: b, errHeader: resp.Header})
@@ -825,6 +895,9 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 	}
 	if !slices.ContainsFunc(steps, func(st upstream.Step) bool { return req.Caller.Granted(c.StepIdentity(st, model)) }) {
 		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", c.StepIdentity(steps[0], model)), false)
+	}
+	if authFailed {
+		return refused(res, http.StatusBadGateway, CodeUpstreamAuth, "shim: the upstream refused this route's credential; the operator must fix the route", false)
 	}
 	return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: no route of the plan could count the tokens", true)
 }
