@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
@@ -354,4 +356,77 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(b)
+}
+
+// clock is a settable clock for the gateway and the store.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// rateLimited answers as OpenAI does past a rate limit, without
+// Retry-After.
+func rateLimited(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	io.WriteString(w, `{"error":{"message":"Rate limit reached for gpt-4o in organization org-1 on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+}
+
+// TestRateLimitWithoutRetryAfterHoldsBriefly (issue 26, item 3): an
+// upstream 429 without Retry-After holds its model for 1 s, then 2, 4 …
+// on consecutive 429s, capped at a minute, and back to 1 s once the model
+// answered; the client is always told the hold's remaining time rounded up
+// to the second, never more — on the upstream's 429 passed on, and on the
+// gateway's own rate_limited while the hold runs.
+func TestRateLimitWithoutRetryAfterHoldsBriefly(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	e, db := newGatewayEnvWith(t, gwconf.Budgets{}, func(c *gateway.Config) { c.Now = clk.Now })
+	db.Now = clk.Now
+	c := openaiClient(e, "key-granted", nil)
+	ask := func() (retryAfter, code string) {
+		t.Helper()
+		_, err := c.Chat.Completions.New(t.Context(), chatParams())
+		var oe *openai.Error
+		if !errors.As(err, &oe) || oe.StatusCode != 429 {
+			t.Fatalf("want a 429, got %v", err)
+		}
+		return oe.Response.Header.Get("Retry-After"), oe.Code
+	}
+	e.up.respond = rateLimited
+	for _, secs := range []int{1, 2, 4, 8, 16, 32, 60, 60} {
+		calls := e.up.calls()
+		if ra, code := ask(); ra != strconv.Itoa(secs) || code != "rate_limit_exceeded" || e.up.calls() != calls+1 {
+			t.Fatalf("upstream 429: Retry-After %q code %q, want %d s from the provider's answer", ra, code, secs)
+		}
+		// Within the hold: the gateway's own 429, with what remains.
+		clk.add(time.Duration(secs)*time.Second - 300*time.Millisecond)
+		if ra, code := ask(); ra != "1" || code != "rate_limited" || e.up.calls() != calls+1 {
+			t.Fatalf("held with 0.3 s left: Retry-After %q code %q (upstream called %d times)", ra, code, e.up.calls()-calls)
+		}
+		clk.add(300 * time.Millisecond)
+	}
+	e.up.respond = defaultRespond
+	if _, err := c.Chat.Completions.New(t.Context(), chatParams()); err != nil {
+		t.Fatal(err)
+	}
+	e.up.respond = rateLimited
+	if ra, _ := ask(); ra != "1" {
+		t.Fatalf("after an answer: Retry-After %q, want the backoff back at 1 s", ra)
+	}
+	clk.add(200 * time.Millisecond)
+	if ra, code := ask(); ra != "1" || code != "rate_limited" {
+		t.Fatalf("held with 0.8 s left: Retry-After %q code %q", ra, code)
+	}
 }

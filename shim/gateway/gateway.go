@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,9 +59,10 @@ type Config struct {
 	// HeaderTimeout bounds the wait for an attempt's response headers once
 	// it is sent (0: 120s); past it the attempt failed uncertainly.
 	HeaderTimeout time.Duration
-	// DefaultHold is how long a 429 without Retry-After holds its model
-	// identity (0: 60s).
-	DefaultHold time.Duration
+	// MaxHold caps the hold of a 429 without Retry-After (0: 60s): 1 s
+	// after the first, doubling with each consecutive one (see
+	// upstream.Backoff) until an attempt on that model identity answers.
+	MaxHold time.Duration
 	// DeferClose leaves each attempt's settlement or release to the caller
 	// (Attempt.Closing), so it can join the transaction that stores the
 	// request's receipt: one commit fewer per request. Close does it for a
@@ -83,6 +85,11 @@ type Gateway struct {
 	// health is each route's last known health: 0 unknown, 1 healthy,
 	// 2 its credential refused.
 	health map[string]*atomic.Int32
+	// streaks counts, per model identity, the consecutive 429s without
+	// Retry-After (this process's); busy is how many it holds.
+	mu      sync.Mutex
+	streaks map[string]int
+	busy    atomic.Int32
 }
 
 // New returns a Gateway. It panics without a Ledger or Holds (a wiring bug).
@@ -96,8 +103,8 @@ func New(cfg Config) *Gateway {
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = 120 * time.Second
 	}
-	if cfg.DefaultHold <= 0 {
-		cfg.DefaultHold = time.Minute
+	if cfg.MaxHold <= 0 {
+		cfg.MaxHold = time.Minute
 	}
 	if cfg.MaxAnswer <= 0 {
 		cfg.MaxAnswer = 64 << 20
@@ -108,11 +115,40 @@ func New(cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}}
+	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}, streaks: map[string]int{}}
 	for name := range cfg.Upstream.Routes {
 		g.health[name] = new(atomic.Int32)
 	}
 	return g
+}
+
+// holdFor is how long a 429 holds identity: the upstream's Retry-After, or
+// without one a backoff growing with each consecutive 429 (upstream.Backoff).
+func (g *Gateway) holdFor(identity, retryAfter string, now time.Time) time.Duration {
+	if d, ok := upstream.ParseRetryAfter(retryAfter, now); ok {
+		return d
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.streaks[identity] + 1
+	if n == 1 {
+		g.busy.Add(1)
+	}
+	g.streaks[identity] = n
+	return upstream.Backoff(n, g.cfg.MaxHold)
+}
+
+// answeredBy ends identity's streak of 429s.
+func (g *Gateway) answeredBy(identity string) {
+	if g.busy.Load() == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.streaks[identity]; ok {
+		delete(g.streaks, identity)
+		g.busy.Add(-1)
+	}
 }
 
 // Route health states.
@@ -430,7 +466,7 @@ func (f *forwarding) held(ctx context.Context, g *Gateway, i int, att Attempt, n
 	}
 	att.Outcome = "held"
 	f.res.Attempts = append(f.res.Attempts, att)
-	secs := strconv.FormatInt(int64(until.Sub(now).Seconds())+1, 10)
+	secs := upstream.Seconds(until.Sub(now))
 	f.last = &Refusal{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Retry: true, RetryAfter: secs,
 		Message: fmt.Sprintf("shim: %s is rate-limited upstream; retry after %s seconds", id, secs)}
 	if f.mayMove(i, upstream.Definite) {
@@ -494,6 +530,7 @@ func (f *forwarding) close(ctx context.Context, g *Gateway, att *Attempt, out ou
 func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out outcome, now time.Time) stepVerdict {
 	st, id := f.steps[i], f.ids[i]
 	if out.answered {
+		g.answeredBy(id)
 		f.res.Route, f.res.Status, f.res.Final, f.res.Broken = st.Route, out.status, out.final, out.broken
 		return stepDone
 	}
@@ -502,9 +539,16 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		return stepDone
 	}
 	if out.failure == upstream.Definite && out.status == http.StatusTooManyRequests {
-		hold := upstream.RetryAfter(out.retryAfter, now, g.cfg.DefaultHold)
+		hold := g.holdFor(id, out.retryAfter, now)
 		if err := g.cfg.Holds.Hold(context.WithoutCancel(ctx), id, g.cfg.Now().Add(hold)); err != nil {
 			g.cfg.Logger.Error("gateway: hold not recorded", "model", id, "err", err)
+		}
+		if out.retryAfter == "" {
+			// Passed on, the upstream's 429 tells the client to come
+			// back when the hold ends, not sooner (it would meet the
+			// hold) nor later.
+			out.errHeader = out.errHeader.Clone()
+			out.errHeader.Set("Retry-After", upstream.Seconds(hold))
 		}
 	}
 	if f.mayMove(i, out.failure) {

@@ -215,3 +215,24 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestBackoffAndSeconds(t *testing.T) {
+	var got []time.Duration
+	for n := range 9 {
+		got = append(got, Backoff(n+1, time.Minute))
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("Backoff 1..9 = %v, want %v seconds", got, want)
+		}
+	}
+	if Backoff(1000, time.Minute) != time.Minute {
+		t.Fatal("Backoff overflows")
+	}
+	for d, want := range map[time.Duration]string{0: "1", time.Millisecond: "1", time.Second: "1", 1500 * time.Millisecond: "2", 60 * time.Second: "60", 59*time.Second + time.Nanosecond: "60"} {
+		if got := Seconds(d); got != want {
+			t.Errorf("Seconds(%v) = %s, want %s", d, got, want)
+		}
+	}
+}
