@@ -23,6 +23,8 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	gwconf "github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
+	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
 // protocolOf is the protocol of a request to the fake provider.
@@ -429,4 +431,52 @@ func TestRateLimitWithoutRetryAfterHoldsBriefly(t *testing.T) {
 	if ra, code := ask(); ra != "1" || code != "rate_limited" {
 		t.Fatalf("held with 0.8 s left: Retry-After %q code %q", ra, code)
 	}
+}
+
+// TestSlowAnswerOnTheLastStep (issue 26, item 2): with one step, an answer
+// slower than attempt_timeout is waited for — the timeout only decides a
+// failover the plan allows — and charged from its usage; the SDK, retries
+// on, sends it once. With the route's own timeout, the answer that does not
+// come in time is 502 upstream_incomplete, not to be retried, and settled
+// at its reservation: the provider may have run it. On SQLite and Postgres.
+func TestSlowAnswerOnTheLastStep(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := newGatewayEnvOn(t, db, gwconf.Budgets{}, func(c *gateway.Config) { c.HeaderTimeout = time.Millisecond })
+		e.up.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
+			time.Sleep(50 * time.Millisecond) // a long reasoning call, far past attempt_timeout
+			defaultRespond(w, r, body)
+		}
+		c := openaiClient(e, "key-granted", nil, option.WithMaxRetries(2))
+		cc, err := c.Chat.Completions.New(t.Context(), chatParams())
+		if err != nil || cc.Choices[0].Message.Content != upstreamText || e.up.calls() != 1 {
+			t.Fatalf("slow answer on the last step: %v (upstream called %d times)", err, e.up.calls())
+		}
+		rc := e.receipts(t, "key-granted")[0]
+		if a := rc.Spend.Attempts; len(a) != 1 || a[0].Outcome != "answered" || a[0].Settled >= a[0].Reserved {
+			t.Fatalf("attempts %+v: want it answered and settled from its usage", a)
+		}
+		first := rc.Spend.Settled
+
+		// The route's own timeout bounds the wait.
+		e = newGatewayEnvOn(t, db, gwconf.Budgets{}, func(c *gateway.Config) {
+			r := c.Upstream.Routes["openai"]
+			r.Timeout = "1ms"
+			c.Upstream.Routes["openai"] = r
+		})
+		e.up.respond = func(w http.ResponseWriter, r *http.Request, _ []byte) { <-r.Context().Done() }
+		c = openaiClient(e, "key-granted", nil, option.WithMaxRetries(2))
+		_, err = c.Chat.Completions.New(t.Context(), chatParams())
+		status, retry, _ := sdkError(err)
+		if status != 502 || retry != "false" || errorCode(err) != "upstream_incomplete" || e.up.calls() != 1 {
+			t.Fatalf("past the route's timeout: status %d x-should-retry %q code %q, upstream called %d times (%v)", status, retry, errorCode(err), e.up.calls(), err)
+		}
+		rc = e.receipts(t, "key-granted")[0]
+		if a := rc.Spend.Attempts; len(a) != 1 || a[0].Outcome != "uncertain" || a[0].Settled != a[0].Reserved || rc.Decision != shim.DecisionFailed {
+			t.Fatalf("attempts %+v", a)
+		}
+		rows, err := db.ShimSpend().Spend(t.Context(), "slot-1", "kg", time.Time{})
+		if err != nil || len(rows) != 1 || rows[0].Attempts != 2 || rows[0].Settled != rc.Spend.Attempts[0].Reserved+first {
+			t.Fatalf("spend %+v, %v", rows, err)
+		}
+	})
 }

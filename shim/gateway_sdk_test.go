@@ -47,6 +47,11 @@ func newGatewayEnvWith(t *testing.T, budgets gwconf.Budgets, gw func(*gateway.Co
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return newGatewayEnvOn(t, db, budgets, gw, tweaks...), db
+}
+
+// newGatewayEnvOn is newGatewayEnvWith over the store db.
+func newGatewayEnvOn(t *testing.T, db *store.DB, budgets gwconf.Budgets, gw func(*gateway.Config), tweaks ...func(*shim.Config)) *env {
 	price := gwconf.Price{Input: 2_000_000, CachedInput: 500_000, Output: 8_000_000, MaxOutputTokens: 4096}
 	e := newEnv(t, func(c *shim.Config) {
 		conf := gwconf.Config{
@@ -77,7 +82,7 @@ func newGatewayEnvWith(t *testing.T, budgets gwconf.Budgets, gw func(*gateway.Co
 			tw(c)
 		}
 	})
-	return e, db
+	return e
 }
 
 // TestGatewayThroughTheSDKs: every protocol, streaming and not, through the

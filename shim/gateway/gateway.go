@@ -56,8 +56,11 @@ type Config struct {
 	Holds  upstream.Holds
 	// Client sends upstream requests (nil: http.DefaultClient).
 	Client *http.Client
-	// HeaderTimeout bounds the wait for an attempt's response headers once
-	// it is sent (0: 120s); past it the attempt failed uncertainly.
+	// HeaderTimeout (shim.attempt_timeout) bounds the wait for an
+	// attempt's response headers once it is sent, when a further step may
+	// take over after an uncertain failure (0: 120s): past it the attempt
+	// failed uncertainly and the next step is tried. An attempt nothing
+	// may follow waits as long as its client does, or its route's Timeout.
 	HeaderTimeout time.Duration
 	// MaxHold caps the hold of a 429 without Retry-After (0: 60s): 1 s
 	// after the first, doubling with each consecutive one (see
@@ -85,6 +88,8 @@ type Gateway struct {
 	// health is each route's last known health: 0 unknown, 1 healthy,
 	// 2 its credential refused.
 	health map[string]*atomic.Int32
+	// timeouts are the routes' Timeouts (0: none).
+	timeouts map[string]time.Duration
 	// streaks counts, per model identity, the consecutive 429s without
 	// Retry-After (this process's); busy is how many it holds.
 	mu      sync.Mutex
@@ -115,9 +120,10 @@ func New(cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}, streaks: map[string]int{}}
-	for name := range cfg.Upstream.Routes {
+	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}, streaks: map[string]int{}, timeouts: map[string]time.Duration{}}
+	for name, r := range cfg.Upstream.Routes {
 		g.health[name] = new(atomic.Int32)
+		g.timeouts[name] = r.Wait()
 	}
 	return g
 }
@@ -336,6 +342,12 @@ steps:
 	if f.last == nil {
 		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: no route of the plan could answer"}
 	}
+	if f.sent && f.last.Status >= 500 {
+		// An earlier attempt may have run: the client must not send the
+		// request again.
+		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamIncomplete,
+			Message: "shim: the upstream may have run the request but its answer did not arrive whole; not retried, as that may run it twice"}
+	}
 	f.res.Refusal = f.last
 	return f.res
 }
@@ -353,6 +365,7 @@ type forwarding struct {
 	strip bool   // the client did not ask for the usage chunk: strip it
 	res   Result
 	last  *Refusal // why the last step that tried could not answer
+	sent  bool     // an attempt failed that may have run
 }
 
 // route finds the request's plan and steps and checks, before any upstream
@@ -442,9 +455,15 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 		ubody = withModel(f.body, st.Model)
 	}
 	// The answer may start streaming to the client at once only when no
-	// further step could take over.
+	// further step could take over; the wait for its headers is bounded by
+	// attempt_timeout only when a further step could take over then.
 	canMove := f.mayMove(i, upstream.Uncertain) || f.mayMove(i, upstream.Definite)
-	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, f.meta.stream && canMove, f.strip)
+	wait := g.timeouts[st.Route]
+	if f.mayMove(i, upstream.Uncertain) && (wait == 0 || g.cfg.HeaderTimeout < wait) {
+		wait = g.cfg.HeaderTimeout
+	}
+	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
+	f.sent = f.sent || out.failure == upstream.Uncertain
 	att.Outcome, att.Status = out.outcome, out.status
 	f.close(ctx, g, &att, out, int64(amount))
 	f.res.Attempts = append(f.res.Attempts, att)
@@ -630,12 +649,16 @@ func (c cancelOnClose) Close() error {
 	return err
 }
 
-// send makes one upstream call. wrote reports whether the request was
+// send makes one upstream call, waiting at most wait for its response
+// headers (0: as long as ctx lasts). wrote reports whether the request was
 // written before a failure (an error before that is definite).
-func (g *Gateway) send(ctx context.Context, req Request, routeName, path string, body []byte) (resp *http.Response, wrote bool, err error) {
+func (g *Gateway) send(ctx context.Context, req Request, routeName, path string, body []byte, wait time.Duration) (resp *http.Response, wrote bool, err error) {
 	r := g.cfg.Upstream.Routes[routeName]
 	actx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(g.cfg.HeaderTimeout, cancel)
+	stop := func() bool { return false }
+	if wait > 0 {
+		stop = time.AfterFunc(wait, cancel).Stop
+	}
 	var sent atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
 		if info.Err == nil {
@@ -648,7 +671,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 	}
 	ureq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		timer.Stop()
+		stop()
 		cancel()
 		return nil, false, err
 	}
@@ -670,7 +693,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 		ureq.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err = g.cfg.Client.Do(ureq)
-	timer.Stop()
+	stop()
 	if err != nil {
 		cancel()
 		return nil, sent.Load(), err
@@ -682,8 +705,8 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 // attempt makes one call and, when it answers, writes the answer to w.
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
-func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, holdFirst, strip bool) outcome {
-	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body)
+func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool) outcome {
+	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body, wait)
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{outcome: "canceled"}
@@ -917,7 +940,7 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 		if st.Model != "" && st.Model != model {
 			body = withModel(body, st.Model)
 		}
-		resp, _, err := g.send(ctx, req, st.Route, CountTokensPath, body)
+		resp, _, err := g.send(ctx, req, st.Route, CountTokensPath, body, g.cfg.HeaderTimeout)
 		if err != nil {
 			continue
 		}

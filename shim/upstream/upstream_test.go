@@ -72,6 +72,8 @@ func TestConfigErrorsNameTheBadEntry(t *testing.T) {
 		{"unknown field", `"budgets"`, `"budget"`, `unknown field "budget"`},
 		{"bad key env", `"key_env": "AZURE_KEY"`, `"key_env": "AZURE KEY"`, `routes.openai-backup.key_env`},
 		{"no max output", `"max_output_tokens": 64000`, `"max_output_tokens": 0`, "prices.anthropic/claude-sonnet-4-5: max_output_tokens 0"},
+		{"bad timeout", `"key_env": "ANTHROPIC_KEY",`, `"key_env": "ANTHROPIC_KEY", "timeout": "soon",`, `routes.claude.timeout "soon"`},
+		{"negative timeout", `"key_env": "ANTHROPIC_KEY",`, `"key_env": "ANTHROPIC_KEY", "timeout": "-5s",`, `routes.claude.timeout "-5s"`},
 	}
 	dup := `"openai-dup": {"kind": "openai", "base_url": "https://dup.example.com", "models": ["gpt-4.1-mini"]},`
 	for _, tc := range cases {
