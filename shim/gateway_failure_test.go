@@ -1,6 +1,7 @@
 package shim_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,8 +199,8 @@ func messageParams() anthropic.MessageNewParams {
 // provider's connection drops mid-answer, every SDK read pattern raises,
 // as it does against the provider directly — never the truncated text as a
 // finished answer. A stream is cut off for the client (no terminating
-// chunk); the receipt says broken and settles at the reservation (no usage
-// came). A whole answer cut off is a 502 the SDK must not retry, also
+// chunk); the receipt says broken and settles at an estimate of what was
+// generated (no usage came). A whole answer cut off is a 502 the SDK must not retry, also
 // settled at the reservation: the provider may have run it.
 func TestBrokenUpstreamBreaksTheClient(t *testing.T) {
 	for _, rp := range readPatterns {
@@ -215,10 +216,10 @@ func TestBrokenUpstreamBreaksTheClient(t *testing.T) {
 				t.Fatalf("receipt spend %+v", rc.Spend)
 			}
 			a := rc.Spend.Attempts[0]
-			if a.Reserved <= 0 || a.Settled != a.Reserved {
-				t.Errorf("attempt %+v: want it settled at its reservation", a)
-			}
 			if strings.HasSuffix(rp.name, "/whole") {
+				if a.Reserved <= 0 || a.Settled != a.Reserved || a.Estimated {
+					t.Errorf("attempt %+v: want it settled at its reservation", a)
+				}
 				status, retry, _ := sdkError(err)
 				if status != 502 || retry != "false" || a.Outcome != "uncertain" || rc.Decision != shim.DecisionFailed {
 					t.Fatalf("whole answer cut off: status %d x-should-retry %q, attempt %+v, decision %s (%v)", status, retry, a, rc.Decision, err)
@@ -233,6 +234,10 @@ func TestBrokenUpstreamBreaksTheClient(t *testing.T) {
 			}
 			if a.Outcome != "broken" || !rc.Broken || rc.Decision != shim.DecisionForward {
 				t.Fatalf("receipt broken %v decision %s attempt %+v", rc.Broken, rc.Decision, a)
+			}
+			// No usage came: what was generated, estimated (item 4).
+			if !a.Estimated || a.Settled > a.Reserved {
+				t.Errorf("attempt %+v: want an estimate", a)
 			}
 		})
 	}
@@ -479,4 +484,74 @@ func TestSlowAnswerOnTheLastStep(t *testing.T) {
 			t.Fatalf("spend %+v, %v", rows, err)
 		}
 	})
+}
+
+// TestClientCancelSettlesWhatWasGenerated (issue 26, item 4): a client that
+// stops a stream ("stop generating") stops the upstream call, and the
+// attempt settles at what was generated: the provider's usage when it came
+// before the client left, else an estimate from the deltas streamed (a
+// token per three bytes, the input likewise from the request's bytes),
+// marked estimated in the receipt and in the spend. On SQLite and
+// Postgres.
+func TestClientCancelSettlesWhatWasGenerated(t *testing.T) {
+	for _, usageFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no usage", true: "usage came"}[usageFirst], func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				e := newGatewayEnvOn(t, db, gwconf.Budgets{}, nil)
+				stopped := make(chan struct{})
+				e.up.respond = func(w http.ResponseWriter, r *http.Request, _ []byte) {
+					w.Header().Set("Content-Type", "text/event-stream")
+					chunk := func(delta string) {
+						fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}],\"usage\":null}\n\n", delta)
+						w.(http.Flusher).Flush()
+					}
+					chunk(`{"role":"assistant","content":""}`)
+					for _, s := range []string{"Hello", " wor", "ld!"} {
+						chunk(`{"content":"` + s + `"}`)
+					}
+					if usageFirst {
+						io.WriteString(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[],\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":3,\"total_tokens\":53}}\n\n")
+						w.(http.Flusher).Flush()
+					}
+					<-r.Context().Done() // generating on, until the call is stopped
+					close(stopped)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				c := openaiClient(e, "key-granted", nil)
+				s := c.Chat.Completions.NewStreaming(ctx, chatParams())
+				for s.Next() {
+					if ch := s.Current(); len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+						break // "stop generating"
+					}
+				}
+				cancel()
+				s.Close()
+				select {
+				case <-stopped:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the upstream call was not stopped")
+				}
+				e.srv.Close() // waits for the request's handler: its receipt is stored
+				rc := e.receipts(t, "key-granted")[0]
+				a := rc.Spend.Attempts[0]
+				price := gwconf.Price{Input: 2_000_000, CachedInput: 500_000, Output: 8_000_000}
+				want := int64(price.Cost(gwconf.Usage{Input: 50, Output: 3}))
+				if !usageFirst {
+					in := (int64(len(e.up.last(t).Body)) + 2) / 3
+					want = int64(price.Cost(gwconf.Usage{Input: in, Output: (5 + 4 + 3 + 2) / 3}))
+				}
+				if a.Outcome != "canceled" || a.Settled != want || a.Estimated == usageFirst || rc.Broken || rc.Decision != shim.DecisionForward {
+					t.Fatalf("receipt %s broken %v attempt %+v: want canceled, settled %d, estimated %v", rc.Decision, rc.Broken, a, want, !usageFirst)
+				}
+				rows, err := db.ShimSpend().Spend(t.Context(), "slot-1", "kg", time.Time{})
+				wantEst := want
+				if usageFirst {
+					wantEst = 0
+				}
+				if err != nil || len(rows) != 1 || rows[0].Settled != want || rows[0].Estimated != wantEst || rows[0].Open != 0 {
+					t.Fatalf("spend %+v, %v: want %d settled, %d of it estimated", rows, err, want, wantEst)
+				}
+			})
+		})
+	}
 }

@@ -123,6 +123,9 @@ func (s *Spend) writeJSON(b *bytes.Buffer) {
 
 func writeAttempt(a gateway.Attempt, b *bytes.Buffer) {
 	w := jsonObject{b: b}
+	if a.Estimated {
+		w.bool("estimated", true)
+	}
 	w.str("model", a.Model)
 	w.str("outcome", a.Outcome)
 	w.optStr("reservation", a.Reservation)

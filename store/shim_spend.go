@@ -203,15 +203,15 @@ func (s *ShimSpend) Release(ctx context.Context, t upstream.Ticket) error {
 // it already); any other adds final.
 func closeTicket(ctx context.Context, tx *Tx, now time.Time, t upstream.Ticket, state string, final int64) error {
 	if t.Stored {
-		return closeReservation(ctx, tx, now, t.ID, state, final)
+		return closeReservation(ctx, tx, now, t.ID, state, final, t.Estimated)
 	}
 	if t.ID == "" || t.Day == "" || t.Month == "" {
 		return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
 	}
 	settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
-	_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, int64(t.Amount), settled, state, Micros(now), Micros(now))
+	_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at, estimated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, int64(t.Amount), settled, state, Micros(now), Micros(now), flag(t.Estimated && state == spendSettled))
 	if IsUniqueViolation(err) {
 		return contract.Conflictf("reservation_closed", "reservation %s is already closed", t.ID)
 	}
@@ -235,9 +235,18 @@ func ticketTotals(t upstream.Ticket) [4][2]string {
 	return [4][2]string{{k, t.Day}, {k, t.Month}, {ten, t.Day}, {ten, t.Month}}
 }
 
+// flag is a boolean column's value.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // closeReservation moves a reserved attempt to state with its final amount
-// and moves the four totals by the difference, inside tx.
-func closeReservation(ctx context.Context, tx *Tx, now time.Time, id, state string, final int64) error {
+// (an estimate when estimated) and moves the four totals by the
+// difference, inside tx.
+func closeReservation(ctx context.Context, tx *Tx, now time.Time, id, state string, final int64, estimated bool) error {
 	var tenant, keyID, day, month, cur string
 	var reserved int64
 	err := tx.QueryRow(ctx, `SELECT tenant, key_id, day, month, reserved, state FROM shim_spend WHERE id = ?`+tx.Dialect().ForUpdate(), id).
@@ -252,7 +261,8 @@ func closeReservation(ctx context.Context, tx *Tx, now time.Time, id, state stri
 		return contract.Conflictf("reservation_closed", "reservation %s is already %s", id, cur)
 	}
 	settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
-	if _, err := tx.Exec(ctx, `UPDATE shim_spend SET state = ?, settled = ?, updated_at = ? WHERE id = ?`, state, settled, Micros(now), id); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE shim_spend SET state = ?, settled = ?, updated_at = ?, estimated = ? WHERE id = ?`,
+		state, settled, Micros(now), flag(estimated && state == spendSettled), id); err != nil {
 		return fmt.Errorf("store: %s reservation: %w", state, err)
 	}
 	if delta := final - reserved; delta != 0 {
@@ -308,7 +318,7 @@ func (s *ShimSpend) ReleaseStale(ctx context.Context, cutoff time.Time) (int, er
 	n := 0
 	for _, id := range ids {
 		err := s.db.ledgerTx(ctx, func(tx *Tx) error {
-			return closeReservation(ctx, tx, s.db.Now(), id, spendReleased, 0)
+			return closeReservation(ctx, tx, s.db.Now(), id, spendReleased, 0, false)
 		})
 		if contract.KindOf(err) == contract.KindConflict {
 			continue // settled meanwhile
@@ -332,11 +342,13 @@ type SpendRow struct {
 	Model    string `json:"model"`
 	Attempts int64  `json:"attempts"`
 	// Reserved is the sum of every attempt's reservation; Settled the sum of
-	// settlements; Open what is reserved by attempts still in flight — all
-	// in microdollars.
-	Reserved int64 `json:"reserved_microdollars"`
-	Settled  int64 `json:"settled_microdollars"`
-	Open     int64 `json:"open_microdollars"`
+	// settlements; Estimated the part of Settled the gateway estimated
+	// (streams cut short before their usage came); Open what is reserved
+	// by attempts still in flight — all in microdollars.
+	Reserved  int64 `json:"reserved_microdollars"`
+	Settled   int64 `json:"settled_microdollars"`
+	Estimated int64 `json:"estimated_microdollars"`
+	Open      int64 `json:"open_microdollars"`
 }
 
 // Spend reports a tenant's spend per key and model identity since the given
@@ -346,6 +358,7 @@ func (s *ShimSpend) Spend(ctx context.Context, tenant contract.TenantSlot, keyID
 		return nil, err
 	}
 	q := `SELECT key_id, model, COUNT(*), SUM(reserved), SUM(COALESCE(settled, 0)),
+		SUM(CASE WHEN estimated <> 0 THEN COALESCE(settled, 0) ELSE 0 END),
 		SUM(CASE WHEN state = 'reserved' THEN reserved ELSE 0 END)
 		FROM shim_spend WHERE tenant = ? AND created_at >= ?`
 	args := []any{string(tenant), Micros(since)}
@@ -362,7 +375,7 @@ func (s *ShimSpend) Spend(ctx context.Context, tenant contract.TenantSlot, keyID
 	out := []SpendRow{}
 	for rows.Next() {
 		var r SpendRow
-		if err := rows.Scan(&r.KeyID, &r.Model, &r.Attempts, &r.Reserved, &r.Settled, &r.Open); err != nil {
+		if err := rows.Scan(&r.KeyID, &r.Model, &r.Attempts, &r.Reserved, &r.Settled, &r.Estimated, &r.Open); err != nil {
 			return nil, fmt.Errorf("store: spend: %w", err)
 		}
 		out = append(out, r)

@@ -43,11 +43,17 @@ func newJournalShim(t *testing.T, db *store.DB, completion int, budgets upstream
 // and completion tokens.
 func newJournalShimUsage(t *testing.T, db *store.DB, prompt, completion int, budgets upstream.Budgets) journalShim {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return newJournalShimWith(t, db, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":`+strconv.Itoa(prompt)+`,"completion_tokens":`+strconv.Itoa(completion)+`,"total_tokens":1}}`)
-	}))
+	}, budgets)
+}
+
+// newJournalShimWith is newJournalShim whose provider answers with answer.
+func newJournalShimWith(t *testing.T, db *store.DB, answer http.HandlerFunc, budgets upstream.Budgets) journalShim {
+	t.Helper()
+	up := httptest.NewServer(answer)
 	t.Cleanup(up.Close)
 	conf := upstream.Config{
 		Routes:  map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{"gpt-4.1"}}},
@@ -361,6 +367,35 @@ func TestRefusalLeavesNothingBehind(t *testing.T) {
 		}
 		if n := spendTotal(t, sp, "key:0123456789abcdef", now.Format("2006-01-02")); n != int64(answered*cost) {
 			t.Fatalf("key day total %d, want the settled %d", n, answered*cost)
+		}
+	})
+}
+
+// TestJournalKeepsAnEstimate: a stream the client left before its usage
+// came settles at the gateway's estimate through the turn's commit and the
+// journal, and the spend row says it is estimated.
+func TestJournalKeepsAnEstimate(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx, cancel := context.WithCancel(t.Context())
+		sp := db.ShimSpend()
+		sp.HoldJournal()
+		s := newJournalShimWith(t, db, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello world!\"}}]}\n\n")
+			w.(http.Flusher).Flush()
+			cancel() // the client leaves once the first delta is out
+			<-r.Context().Done()
+		}, upstream.Budgets{Key: upstream.Limit{Day: 1_000_000_000}})
+		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader([]byte(`{"model":"gpt-4.1","stream":true,"max_tokens":100,"messages":[]}`))).
+			WithContext(contract.WithCaller(ctx, s.caller))
+		s.h.ServeHTTP(httptest.NewRecorder(), req)
+		if n := count(t, db, `SELECT COUNT(*) FROM shim_receipts WHERE ledger LIKE '%"estimated":true%'`); n != 1 {
+			t.Fatalf("%d receipts carry an estimated settlement, want 1", n)
+		}
+		rows, err := sp.Spend(t.Context(), "slot-1", "", time.Time{})
+		if err != nil || len(rows) != 1 || rows[0].Settled == 0 || rows[0].Estimated != rows[0].Settled || rows[0].Settled >= rows[0].Reserved {
+			t.Fatalf("spend %+v, %v: want an estimate below the reservation, marked", rows, err)
 		}
 	})
 }

@@ -219,6 +219,11 @@ type Attempt struct {
 	Reservation string `json:"reservation,omitempty"`
 	Reserved    int64  `json:"reserved_microdollars"`
 	Settled     int64  `json:"settled_microdollars"`
+	// Estimated: Settled is an estimate, not the provider's usage — a
+	// stream cut short (the client went away, the upstream broke it off)
+	// before its usage came, or a call the client left while waiting (see
+	// meter.estimate).
+	Estimated bool `json:"estimated,omitempty"`
 	// Closing is what is left to do with the reservation when the gateway
 	// defers it (Config.DeferClose): CloseSettle at Settled, CloseRelease,
 	// or "" (nothing).
@@ -532,6 +537,10 @@ func (f *forwarding) close(ctx context.Context, g *Gateway, att *Attempt, out ou
 			}
 			out.cost = amount
 		}
+		if out.estimated {
+			out.cost = min(out.cost, amount)
+			att.Estimated, att.Ticket.Estimated = true, true
+		}
 		att.Settled = out.cost
 		f.res.Settled += out.cost
 		att.Closing = CloseSettle
@@ -603,6 +612,8 @@ type outcome struct {
 	broken   bool             // its stream broke off after the client began receiving it
 	settle   bool             // settle (with cost) rather than release
 	cost     int64            // -1: settle at the reservation
+	// estimated: cost is an estimate (meter.estimate), not usage.
+	estimated bool
 	// errAnswer is a 5xx or 429 the upstream sent, kept to pass on when
 	// no step may take over.
 	errAnswer  []byte
@@ -706,10 +717,11 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
 func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool) outcome {
+	mt := &meter{p: req.Protocol}
 	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body, wait)
 	if err != nil {
 		if ctx.Err() != nil {
-			return outcome{outcome: "canceled"}
+			return g.canceled(mt, wrote, price, body)
 		}
 		g.cfg.Logger.Warn("gateway: upstream failed", "route", routeName, "model", id, "sent", wrote, "err", err)
 		if wrote {
@@ -732,12 +744,11 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		}
 		return outcome{outcome: name, status: resp.StatusCode, failure: f, errAnswer: b, errHeader: resp.Header, retryAfter: resp.Header.Get("Retry-After")}
 	}
-	mt := &meter{p: req.Protocol}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, err := readAll(resp.Body, g.cfg.MaxAnswer)
 		if err != nil {
 			if ctx.Err() != nil {
-				return outcome{outcome: "canceled"}
+				return g.canceled(mt, true, price, body)
 			}
 			g.cfg.Logger.Warn("gateway: upstream answer broke off", "route", routeName, "model", id, "err", err)
 			return uncertain(resp.StatusCode)
@@ -752,7 +763,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		ev, err := sr.Next()
 		if err != nil || ev.Incomplete {
 			if ctx.Err() != nil {
-				return outcome{outcome: "canceled"}
+				return g.canceled(mt, true, price, body)
 			}
 			return uncertain(resp.StatusCode)
 		}
@@ -763,7 +774,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	if fl != nil {
 		fl.Flush()
 	}
-	broken := false
+	broken, gone := false, false
 	for {
 		var ev wire.SSE
 		if first != nil {
@@ -771,7 +782,10 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		} else {
 			var err error
 			if ev, err = sr.Next(); err != nil || ev.Incomplete {
-				if err == nil || !errors.Is(err, io.EOF) {
+				switch {
+				case ctx.Err() != nil:
+					gone = true // the client went away: the call is stopped
+				case err == nil || !errors.Is(err, io.EOF):
 					// Cut off: the client's stream is cut as well.
 					g.cfg.Logger.Warn("gateway: upstream stream broke off", "route", routeName, "model", id, "err", err)
 					broken = true
@@ -779,6 +793,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 				break
 			}
 		}
+		mt.delta += deltaBytes(req.Protocol, ev.Data)
 		if mt.observe(ev.Data) && strip {
 			continue // the usage chunk the client did not ask for
 		}
@@ -795,6 +810,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			break
 		}
 		if _, err := w.Write(ev.Raw); err != nil {
+			gone = true // the client went away: closing the body stops the call
 			break
 		}
 		if fl != nil {
@@ -803,13 +819,28 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	}
 	o := g.charged(resp.StatusCode, mt, nil, price, id)
 	o.final = final
-	if broken {
+	switch {
+	case broken:
 		o.outcome, o.broken = "broken", true
-		if !mt.final {
-			o.cost = -1 // no usage came: the reservation stands
-		}
+	case gone:
+		o.outcome = "canceled"
+	}
+	if (broken || gone) && o.settle && !mt.final {
+		// Cut short before its usage came: what was generated, estimated.
+		o.cost, o.estimated = int64(price.Cost(mt.estimate(len(body)))), true
 	}
 	return o
+}
+
+// canceled is an attempt the client left before its answer began: one
+// that was sent may have run, so it settles at the estimate of what was
+// generated (its input, and any deltas read); one that was not is
+// released.
+func (g *Gateway) canceled(mt *meter, sent bool, price upstream.Price, body []byte) outcome {
+	if !sent {
+		return outcome{outcome: "canceled"}
+	}
+	return outcome{outcome: "canceled", settle: true, cost: int64(price.Cost(mt.estimate(len(body)))), estimated: true}
 }
 
 // uncertain is an attempt that was sent and failed before its answer

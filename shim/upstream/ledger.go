@@ -44,6 +44,10 @@ type Ticket struct {
 	// tenant month), the lease the amount was carved from; "" where the
 	// total has no budget and nothing was reserved in it.
 	Leases [4]string
+	// Estimated, set by the caller before Settle, says the actual cost is
+	// an estimate rather than the upstream's usage; the ledger records it
+	// with the settlement.
+	Estimated bool
 }
 
 // Ledger keeps reservations and settlements. Implementations keep every
