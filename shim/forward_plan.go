@@ -60,7 +60,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	t.rc.Broken = res.Broken
 	s.finish(t)
 	if res.Broken {
-		abort()
+		abort(w)
 	}
 	if held != nil {
 		w.Header().Set("Content-Length", strconv.Itoa(len(held.body)))
@@ -77,9 +77,19 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 }
 
 // abort ends the client's response abnormally, as an upstream's broken
-// stream ended: net/http closes an HTTP/1.1 connection without the
-// chunked body's last chunk and resets an HTTP/2 stream, and logs nothing.
-func abort() { panic(http.ErrAbortHandler) }
+// stream ended. An HTTP/1.1 connection is taken over and closed without
+// the chunked body's last chunk (everything written before was flushed),
+// so the handler returns as usual and the server's wrappers still count
+// the request. An HTTP/2 stream cannot be taken over: the handler panics
+// with http.ErrAbortHandler, on which net/http resets the stream and logs
+// nothing.
+func abort(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
 
 // heldAnswer is a whole gateway answer waiting for its receipt.
 type heldAnswer struct {

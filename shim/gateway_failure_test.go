@@ -207,9 +207,26 @@ func TestBrokenUpstreamBreaksTheClient(t *testing.T) {
 		t.Run(rp.name, func(t *testing.T) {
 			e, _ := newGatewayEnv(t, gwconf.Budgets{})
 			e.up.respond = breakOff
+			// Over HTTP/1.1 the connection is taken over and closed: the
+			// handler returns, so the server's wrappers count the request.
+			returned := make(chan struct{})
+			h := e.srv.Config.Handler
+			e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer func() {
+					if recover() == nil {
+						close(returned)
+					}
+				}()
+				h.ServeHTTP(w, r)
+			})
 			text, err := rp.read(t, e)
 			if err == nil {
 				t.Fatalf("the SDK read %q and no error", text)
+			}
+			select {
+			case <-returned:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handler did not return")
 			}
 			rc := e.receipts(t, "key-granted")[0]
 			if rc.Spend == nil || len(rc.Spend.Attempts) != 1 {

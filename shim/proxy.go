@@ -442,7 +442,7 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	t.rc.ResponseSHA256 = sum(h)
 	s.finish(t)
 	if t.rc.Broken {
-		abort() // the client's stream breaks as the upstream's did
+		abort(w) // the client's stream breaks as the upstream's did
 	}
 }
 
