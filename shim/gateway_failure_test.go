@@ -200,12 +200,17 @@ func messageParams() anthropic.MessageNewParams {
 // as it does against the provider directly — never the truncated text as a
 // finished answer. A stream is cut off for the client (no terminating
 // chunk); the receipt says broken and settles at an estimate of what was
-// generated (no usage came). A whole answer cut off is a 502 the SDK must not retry, also
-// settled at the reservation: the provider may have run it.
+// generated (no usage came). A whole answer cut off is a 502 the SDK must
+// not retry, also settled at the reservation: the provider may have run
+// it. On SQLite and Postgres.
 func TestBrokenUpstreamBreaksTheClient(t *testing.T) {
+	storetest.Each(t, testBrokenUpstreamBreaksTheClient)
+}
+
+func testBrokenUpstreamBreaksTheClient(t *testing.T, db *store.DB) {
 	for _, rp := range readPatterns {
 		t.Run(rp.name, func(t *testing.T) {
-			e, _ := newGatewayEnv(t, gwconf.Budgets{})
+			e := newGatewayEnvOn(t, db, gwconf.Budgets{}, nil)
 			e.up.respond = breakOff
 			// Over HTTP/1.1 the connection is taken over and closed: the
 			// handler returns, so the server's wrappers count the request.
@@ -320,12 +325,16 @@ func credentialRefused(w http.ResponseWriter, r *http.Request, _ []byte) {
 // its provider's envelope, not to be retried, without the provider's
 // message (which names the operator's key); the message is logged for the
 // operator; the route is reported unhealthy, and healthy again at its next
-// answer. Nothing is charged.
+// answer. Nothing is charged. On SQLite and Postgres.
 func TestRouteCredentialRefused(t *testing.T) {
+	storetest.Each(t, testRouteCredentialRefused)
+}
+
+func testRouteCredentialRefused(t *testing.T, db *store.DB) {
 	var logs strings.Builder
 	var mu sync.Mutex
 	var health []string
-	e, _ := newGatewayEnvWith(t, gwconf.Budgets{}, func(c *gateway.Config) {
+	e := newGatewayEnvOn(t, db, gwconf.Budgets{}, func(c *gateway.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil))
 		c.OnRouteHealth = func(route string, healthy bool) {
 			mu.Lock()
@@ -413,10 +422,15 @@ func rateLimited(w http.ResponseWriter, _ *http.Request, _ []byte) {
 // on consecutive 429s, capped at a minute, and back to 1 s once the model
 // answered; the client is always told the hold's remaining time rounded up
 // to the second, never more — on the upstream's 429 passed on, and on the
-// gateway's own rate_limited while the hold runs.
+// gateway's own rate_limited while the hold runs. The holds are the
+// store's: on SQLite and Postgres.
 func TestRateLimitWithoutRetryAfterHoldsBriefly(t *testing.T) {
+	storetest.Each(t, testRateLimitWithoutRetryAfterHoldsBriefly)
+}
+
+func testRateLimitWithoutRetryAfterHoldsBriefly(t *testing.T, db *store.DB) {
 	clk := &clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	e, db := newGatewayEnvWith(t, gwconf.Budgets{}, func(c *gateway.Config) { c.Now = clk.Now })
+	e := newGatewayEnvOn(t, db, gwconf.Budgets{}, func(c *gateway.Config) { c.Now = clk.Now })
 	db.Now = clk.Now
 	c := openaiClient(e, "key-granted", nil)
 	ask := func() (retryAfter, code string) {
@@ -535,10 +549,23 @@ func TestClientCancelSettlesWhatWasGenerated(t *testing.T) {
 				}
 				ctx, cancel := context.WithCancel(t.Context())
 				c := openaiClient(e, "key-granted", nil)
-				s := c.Chat.Completions.NewStreaming(ctx, chatParams())
+				params := chatParams()
+				if usageFirst {
+					// The client sees the usage chunk, so the gateway read it
+					// before the client left.
+					params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+				}
+				s := c.Chat.Completions.NewStreaming(ctx, params)
+				text := ""
 				for s.Next() {
-					if ch := s.Current(); len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
-						break // "stop generating"
+					ch := s.Current()
+					if len(ch.Choices) > 0 {
+						text += ch.Choices[0].Delta.Content
+					}
+					// Every delta the provider sent (and its usage, when it
+					// sent it) went through the gateway: "stop generating".
+					if text == "Hello world!" && (!usageFirst || ch.Usage.TotalTokens > 0) {
+						break
 					}
 				}
 				cancel()
