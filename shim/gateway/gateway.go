@@ -347,7 +347,7 @@ steps:
 	if f.last == nil {
 		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: no route of the plan could answer"}
 	}
-	if f.sent && f.last.Status >= 500 {
+	if f.sent && f.last.Status >= 500 && f.last.Retry {
 		// An earlier attempt may have run: the client must not send the
 		// request again.
 		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamIncomplete,

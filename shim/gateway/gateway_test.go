@@ -368,3 +368,23 @@ func TestFailoverStepAsksForItsOwnModel(t *testing.T) {
 		t.Fatalf("the failover step sent %s", sent)
 	}
 }
+
+// TestNoRetryOnceAnAttemptMayHaveRun: after a first attempt that may have
+// run (sent, no headers within attempt_timeout) moved on, a second that
+// certainly did not run leaves the gateway's own 502 upstream_incomplete,
+// not to be retried, and the first attempt settled at its reservation;
+// upstream_unreachable, retry allowed, is for a request nothing was sent
+// of.
+func TestNoRetryOnceAnAttemptMayHaveRun(t *testing.T) {
+	slow := newFake(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	r := newRig(t, upstream.FailoverUncertain, slow.URL, refusedURL(t))
+	res, _ := r.forward(t, caller("pa/gpt-4.1", "pb/gpt-4.1"), chatBody)
+	if res.Refusal == nil || res.Refusal.Status != 502 || res.Refusal.Code != gateway.CodeUpstreamIncomplete || res.Refusal.Retry ||
+		outcomes(res) != "uncertain definite" || res.Attempts[0].Settled != res.Attempts[0].Reserved || res.Attempts[1].Settled != 0 {
+		t.Fatalf("refusal %+v, attempts %+v", res.Refusal, res.Attempts)
+	}
+	r = newRig(t, upstream.FailoverUncertain, refusedURL(t))
+	if res, _ = r.forward(t, caller("pa/gpt-4.1"), chatBody); res.Refusal == nil || res.Refusal.Code != gateway.CodeUpstreamFailed || !res.Refusal.Retry {
+		t.Fatalf("nothing sent: %+v", res.Refusal)
+	}
+}
