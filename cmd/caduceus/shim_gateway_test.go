@@ -314,6 +314,12 @@ func runDocExample(t *testing.T, dsn string) {
 		ae.Response.Header.Get("X-Should-Retry") != "false" {
 		t.Fatalf("refused route credential: %v", err)
 	}
+	_, err = ac.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: "claude-sonnet-4-5",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	// (server/count_tokens.go writes the message without its code: issue 26 item 6.)
+	if !errors.As(err, &ae) || ae.StatusCode != 502 || !strings.Contains(err.Error(), "refused this route's credential") || strings.Contains(err.Error(), "says no") {
+		t.Fatalf("count_tokens with a refused route credential: %v", err)
+	}
 	mresp, err := http.Get(in.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
