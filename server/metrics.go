@@ -22,6 +22,25 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "outcome"}),
 	}
-	reg.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.requests, m.latency, routeHealthy, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// routeHealthy is each shim gateway route's health as the gateway last saw
+// it, set through RouteHealth. It is the process's (every server of the
+// process shows it): the gateway reports it through a callback, and a
+// process runs one gateway.
+var routeHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "caduceus_shim_route_healthy",
+	Help: "1 while the shim gateway route's upstream accepts its credential, 0 once it refused it (401, 403); absent before the route's first answer.",
+}, []string{"route"})
+
+// RouteHealth records a shim gateway route's health in /metrics
+// (caduceus_shim_route_healthy); it is the gateway's OnRouteHealth.
+func RouteHealth(route string, healthy bool) {
+	v := 0.0
+	if healthy {
+		v = 1
+	}
+	routeHealthy.WithLabelValues(route).Set(v)
 }

@@ -57,7 +57,11 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	}
 	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
 	t.rc.ResponseSHA256 = sum(h)
+	t.rc.Broken = res.Broken
 	s.finish(t)
+	if res.Broken {
+		abort(w)
+	}
 	if held != nil {
 		w.Header().Set("Content-Length", strconv.Itoa(len(held.body)))
 		w.WriteHeader(held.status)
@@ -70,6 +74,21 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 			fl.Flush()
 		}
 	}
+}
+
+// abort ends the client's response abnormally, as an upstream's broken
+// stream ended. An HTTP/1.1 connection is taken over and closed without
+// the chunked body's last chunk (everything written before was flushed),
+// so the handler returns as usual and the server's wrappers still count
+// the request. An HTTP/2 stream cannot be taken over: the handler panics
+// with http.ErrAbortHandler, on which net/http resets the stream and logs
+// nothing.
+func abort(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+		return
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // heldAnswer is a whole gateway answer waiting for its receipt.

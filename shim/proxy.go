@@ -440,9 +440,10 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	sr := wire.NewSSEReader(resp.Body)
 	for {
 		ev, err := sr.Next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				s.log.Warn("shim: upstream stream ended badly", "receipt", t.rc.ID, "err", err)
+		if err != nil || ev.Incomplete {
+			if err == nil || !errors.Is(err, io.EOF) {
+				s.log.Warn("shim: upstream stream broke off", "receipt", t.rc.ID, "err", err)
+				t.rc.Broken = true
 			}
 			break
 		}
@@ -456,6 +457,9 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	}
 	t.rc.ResponseSHA256 = sum(h)
 	s.finish(t)
+	if t.rc.Broken {
+		abort(w) // the client's stream breaks as the upstream's did
+	}
 }
 
 // maxHeldAnswer bounds the JSON answer that passAnswer holds back whole.

@@ -87,6 +87,9 @@ type Receipt struct {
 	Upstream        string              `json:"upstream,omitempty"`
 	UpstreamStatus  int                 `json:"upstream_status,omitempty"`
 	OverheadMicros  int64               `json:"overhead_us"`
+	// Broken: the upstream broke its streamed answer off after the client
+	// began receiving it; the client's response was cut off the same way.
+	Broken bool `json:"broken,omitempty"`
 	// Spend is the gateway's account of the request: every attempt with
 	// its reserved and settled microdollars (absent without gateway routes).
 	Spend   *Spend `json:"spend,omitempty"`

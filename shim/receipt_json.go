@@ -21,6 +21,9 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	w := jsonObject{b: b}
 	w.str("at", r.At)
 	w.optStr("audit_id", r.AuditID)
+	if r.Broken {
+		w.bool("broken", true)
+	}
 	w.optStr("conversation_id", r.ConversationID)
 	w.str("decision", string(r.Decision))
 	w.int("evaluated", int64(r.Evaluated))
@@ -120,6 +123,9 @@ func (s *Spend) writeJSON(b *bytes.Buffer) {
 
 func writeAttempt(a gateway.Attempt, b *bytes.Buffer) {
 	w := jsonObject{b: b}
+	if a.Estimated {
+		w.bool("estimated", true)
+	}
 	w.str("model", a.Model)
 	w.str("outcome", a.Outcome)
 	w.optStr("reservation", a.Reservation)

@@ -63,8 +63,10 @@ type shimConfig struct {
 	// 413 in the provider's envelope.
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`
 	// AttemptTimeout bounds the wait for a gateway attempt's response
-	// headers once it is sent ("30s"; default 120s); past it the attempt
-	// failed uncertainly.
+	// headers once it is sent, when the plan lets a further step take
+	// over after an uncertain failure ("30s"; default 120s): past it that
+	// step is tried. An attempt nothing may follow waits as long as its
+	// client does, or its route's timeout.
 	AttemptTimeout string `yaml:"attempt_timeout"`
 }
 

@@ -302,6 +302,33 @@ func runDocExample(t *testing.T, dsn string) {
 	if code != 0 || !strings.Contains(out, "openai/gpt-4.1") || !strings.Contains(out, "0.007800") {
 		t.Errorf("caduceus spend: %d %s %s", code, out, errOut)
 	}
+
+	// A route whose key the provider refuses: 502 upstream_auth_failed,
+	// the provider's words kept from the client, the route unhealthy in
+	// /metrics.
+	anthropicUp.fail.Store(401)
+	_, err = ac.Messages.New(t.Context(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 502 || !strings.Contains(err.Error(), "upstream_auth_failed") || strings.Contains(err.Error(), "says no") ||
+		ae.Response.Header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("refused route credential: %v", err)
+	}
+	_, err = ac.Messages.CountTokens(t.Context(), anthropic.MessageCountTokensParams{Model: "claude-sonnet-4-5",
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	if !errors.As(err, &ae) || ae.StatusCode != 502 || !strings.Contains(err.Error(), "upstream_auth_failed: ") ||
+		!strings.Contains(err.Error(), "refused this route's credential") || strings.Contains(err.Error(), "says no") {
+		t.Fatalf("count_tokens with a refused route credential: %v", err)
+	}
+	mresp, err := http.Get(in.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(string(metrics), `caduceus_shim_route_healthy{route="anthropic"} 0`) {
+		t.Errorf("/metrics does not report the anthropic route unhealthy:\n%s", metrics)
+	}
 }
 
 // TestShimKeyIsolationThroughTheServer: with shim.isolation: key, one key's

@@ -192,6 +192,68 @@ type meter struct {
 	p    wire.Protocol
 	u    upstream.Usage
 	seen bool
+	// final: the answer's whole usage came (a JSON answer's, a chat
+	// stream's usage chunk, a responses stream's terminal response, an
+	// Anthropic message_delta), not only message_start's early count.
+	final bool
+	// delta counts the bytes of generated text a stream's events carried
+	// (deltaBytes).
+	delta int64
+}
+
+// bytesPerToken is what an estimate takes a token to be: about what the
+// providers' tokenizers give for English text and code (CJK runs nearer 3
+// bytes a token, prose in English nearer 4).
+const bytesPerToken = 3
+
+// estimate is the usage of an answer cut short before its usage came: the
+// input the upstream reported (message_start), else the request's bytes
+// at bytesPerToken, and the output it reported or the deltas read at
+// bytesPerToken, whichever is more. Reasoning a provider does not stream
+// is not seen, so it is not counted.
+func (m *meter) estimate(requestBytes int) upstream.Usage {
+	u := m.u
+	if !m.seen {
+		u.Input = (int64(requestBytes) + bytesPerToken - 1) / bytesPerToken
+	}
+	u.Output = max(u.Output, (m.delta+bytesPerToken-1)/bytesPerToken)
+	return u
+}
+
+// deltaKeys are the members whose string values carry generated text in
+// a protocol's stream events: chat's delta content, tool call arguments
+// and refusal; the Responses API's *.delta events; Anthropic's text,
+// thinking and tool input deltas.
+var deltaKeys = map[wire.Protocol][][]byte{
+	wire.ChatCompletions: {[]byte(`"content":"`), []byte(`"arguments":"`), []byte(`"refusal":"`)},
+	wire.Responses:       {[]byte(`"delta":"`)},
+	wire.Messages:        {[]byte(`"text":"`), []byte(`"thinking":"`), []byte(`"partial_json":"`)},
+}
+
+// deltaBytes is how many bytes of generated text one stream event's data
+// carries: the lengths of the string values of p's deltaKeys, an escape
+// counted as one byte. It scans, never parses: it runs on every event.
+func deltaBytes(p wire.Protocol, data []byte) int64 {
+	var n int64
+	for _, key := range deltaKeys[p] {
+		for rest := data; ; {
+			i := bytes.Index(rest, key)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(key):]
+			j := 0
+			for j < len(rest) && rest[j] != '"' {
+				if rest[j] == '\\' {
+					j++
+				}
+				j++
+				n++
+			}
+			rest = rest[min(j, len(rest)):]
+		}
+	}
+	return n
 }
 
 type usageDoc struct {
@@ -218,9 +280,9 @@ func (m *meter) observe(data []byte) (usageOnly bool) {
 	var ru *rawUsage
 	switch {
 	case d.Usage != nil:
-		ru = d.Usage
+		ru, m.final = d.Usage, true
 	case d.Response != nil && d.Response.Usage != nil:
-		ru = d.Response.Usage
+		ru, m.final = d.Response.Usage, true
 	case d.Message != nil && d.Message.Usage != nil:
 		ru = d.Message.Usage
 	default:

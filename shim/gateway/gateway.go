@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,13 +30,19 @@ import (
 
 // Refusal codes of the gateway.
 const (
-	CodeModelNotRouted  = "model_not_found"
-	CodeNotGranted      = "model_not_granted"
-	CodeWrongWire       = "wrong_protocol"
-	CodeInvalidRequest  = "invalid_request"
-	CodeBudgetExceeded  = upstream.CodeBudgetExceeded
-	CodeRateLimited     = "rate_limited"
-	CodeUpstreamFailed  = "upstream_unreachable"
+	CodeModelNotRouted = "model_not_found"
+	CodeNotGranted     = "model_not_granted"
+	CodeWrongWire      = "wrong_protocol"
+	CodeInvalidRequest = "invalid_request"
+	CodeBudgetExceeded = upstream.CodeBudgetExceeded
+	CodeRateLimited    = "rate_limited"
+	CodeUpstreamFailed = "upstream_unreachable"
+	// CodeUpstreamIncomplete: an attempt was sent and may have been run,
+	// but its answer did not arrive whole; not to be retried.
+	CodeUpstreamIncomplete = "upstream_incomplete"
+	// CodeUpstreamAuth: the upstream refused the route's own credential
+	// (401, 403); the operator must fix the route, a retry cannot help.
+	CodeUpstreamAuth    = "upstream_auth_failed"
 	CodeLedgerUnhealthy = "internal"
 )
 
@@ -49,12 +56,16 @@ type Config struct {
 	Holds  upstream.Holds
 	// Client sends upstream requests (nil: http.DefaultClient).
 	Client *http.Client
-	// HeaderTimeout bounds the wait for an attempt's response headers once
-	// it is sent (0: 120s); past it the attempt failed uncertainly.
+	// HeaderTimeout (shim.attempt_timeout) bounds the wait for an
+	// attempt's response headers once it is sent, when a further step may
+	// take over after an uncertain failure (0: 120s): past it the attempt
+	// failed uncertainly and the next step is tried. An attempt nothing
+	// may follow waits as long as its client does, or its route's Timeout.
 	HeaderTimeout time.Duration
-	// DefaultHold is how long a 429 without Retry-After holds its model
-	// identity (0: 60s).
-	DefaultHold time.Duration
+	// MaxHold caps the hold of a 429 without Retry-After (0: 60s): 1 s
+	// after the first, doubling with each consecutive one (see
+	// upstream.Backoff) until an attempt on that model identity answers.
+	MaxHold time.Duration
 	// DeferClose leaves each attempt's settlement or release to the caller
 	// (Attempt.Closing), so it can join the transaction that stores the
 	// request's receipt: one commit fewer per request. Close does it for a
@@ -64,11 +75,26 @@ type Config struct {
 	MaxAnswer int64
 	Now       func() time.Time
 	Logger    *slog.Logger
+	// OnRouteHealth, when set, is told when a route's health changes:
+	// unhealthy when the upstream refused its credential (401, 403),
+	// healthy again at its next other answer. It is called outside any
+	// lock, at most once per change.
+	OnRouteHealth func(route string, healthy bool)
 }
 
 // Gateway forwards requests along plans.
 type Gateway struct {
 	cfg Config
+	// health is each route's last known health: 0 unknown, 1 healthy,
+	// 2 its credential refused.
+	health map[string]*atomic.Int32
+	// timeouts are the routes' Timeouts (0: none).
+	timeouts map[string]time.Duration
+	// streaks counts, per model identity, the consecutive 429s without
+	// Retry-After (this process's); busy is how many it holds.
+	mu      sync.Mutex
+	streaks map[string]int
+	busy    atomic.Int32
 }
 
 // New returns a Gateway. It panics without a Ledger or Holds (a wiring bug).
@@ -82,8 +108,8 @@ func New(cfg Config) *Gateway {
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = 120 * time.Second
 	}
-	if cfg.DefaultHold <= 0 {
-		cfg.DefaultHold = time.Minute
+	if cfg.MaxHold <= 0 {
+		cfg.MaxHold = time.Minute
 	}
 	if cfg.MaxAnswer <= 0 {
 		cfg.MaxAnswer = 64 << 20
@@ -94,7 +120,77 @@ func New(cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Gateway{cfg: cfg}
+	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}, streaks: map[string]int{}, timeouts: map[string]time.Duration{}}
+	for name, r := range cfg.Upstream.Routes {
+		g.health[name] = new(atomic.Int32)
+		g.timeouts[name] = r.Wait()
+	}
+	return g
+}
+
+// holdFor is how long a 429 holds identity: the upstream's Retry-After, or
+// without one a backoff growing with each consecutive 429 (upstream.Backoff).
+func (g *Gateway) holdFor(identity, retryAfter string, now time.Time) time.Duration {
+	if d, ok := upstream.ParseRetryAfter(retryAfter, now); ok {
+		return d
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.streaks[identity] + 1
+	if n == 1 {
+		g.busy.Add(1)
+	}
+	g.streaks[identity] = n
+	return upstream.Backoff(n, g.cfg.MaxHold)
+}
+
+// answeredBy ends identity's streak of 429s.
+func (g *Gateway) answeredBy(identity string) {
+	if g.busy.Load() == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.streaks[identity]; ok {
+		delete(g.streaks, identity)
+		g.busy.Add(-1)
+	}
+}
+
+// Route health states.
+const (
+	routeHealthy   = 1
+	routeAuthFails = 2
+)
+
+// setHealth records a route's health and tells OnRouteHealth of a change.
+func (g *Gateway) setHealth(route string, state int32) {
+	h := g.health[route]
+	if h == nil || h.Load() == state || h.Swap(state) == state {
+		return
+	}
+	if g.cfg.OnRouteHealth != nil {
+		g.cfg.OnRouteHealth(route, state == routeHealthy)
+	}
+}
+
+// authRefused reports whether status is the upstream refusing the route's
+// credential: a caller's own credential never goes upstream, so a 401 or
+// 403 is always about the route's.
+func authRefused(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// refusedCredential logs, for the operator, the upstream's answer to a
+// route whose credential it refused (never sent to the client), and marks
+// the route unhealthy.
+func (g *Gateway) refusedCredential(route, id string, status int, body []byte) {
+	if len(body) > 2048 {
+		body = body[:2048]
+	}
+	g.cfg.Logger.Error("gateway: the upstream refused the route's credential; fix the route's key", "route", route, "model", id,
+		"status", status, "upstream_answer", string(body))
+	g.setHealth(route, routeAuthFails)
 }
 
 // Request is one LLM request to forward.
@@ -114,13 +210,20 @@ type Request struct {
 type Attempt struct {
 	Route string `json:"route"`
 	Model string `json:"model"` // provider/model
-	// Outcome: answered, definite, uncertain, rate_limited, held,
+	// Outcome: answered, broken (a stream the upstream broke off after
+	// the client began receiving it), definite, uncertain, auth_failed
+	// (the upstream refused the route's credential), rate_limited, held,
 	// not_granted, budget_exceeded, canceled.
 	Outcome     string `json:"outcome"`
 	Status      int    `json:"status,omitempty"`
 	Reservation string `json:"reservation,omitempty"`
 	Reserved    int64  `json:"reserved_microdollars"`
 	Settled     int64  `json:"settled_microdollars"`
+	// Estimated: Settled is an estimate, not the provider's usage — a
+	// stream cut short (the client went away, the upstream broke it off)
+	// before its usage came, or a call the client left while waiting (see
+	// meter.estimate).
+	Estimated bool `json:"estimated,omitempty"`
 	// Closing is what is left to do with the reservation when the gateway
 	// defers it (Config.DeferClose): CloseSettle at Settled, CloseRelease,
 	// or "" (nothing).
@@ -189,6 +292,11 @@ type Result struct {
 	// it once the request's receipt is stored, so a client never holds a
 	// finished stream whose receipt is missing. Nil when nothing was held.
 	Final []byte
+	// Broken: the upstream broke its stream off after the client began
+	// receiving it. The caller ends the client's response abnormally too
+	// (no terminating chunk, a reset stream), once the receipt is stored,
+	// so that the client's SDK raises as it would against the provider.
+	Broken bool
 }
 
 // Writer is where the answer goes: the client's response, plus a hook the
@@ -239,6 +347,12 @@ steps:
 	if f.last == nil {
 		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: no route of the plan could answer"}
 	}
+	if f.sent && f.last.Status >= 500 && f.last.Retry {
+		// An earlier attempt may have run: the client must not send the
+		// request again.
+		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamIncomplete,
+			Message: "shim: the upstream may have run the request but its answer did not arrive whole; not retried, as that may run it twice"}
+	}
 	f.res.Refusal = f.last
 	return f.res
 }
@@ -256,6 +370,7 @@ type forwarding struct {
 	strip bool   // the client did not ask for the usage chunk: strip it
 	res   Result
 	last  *Refusal // why the last step that tried could not answer
+	sent  bool     // an attempt failed that may have run
 }
 
 // route finds the request's plan and steps and checks, before any upstream
@@ -345,9 +460,15 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 		ubody = withModel(f.body, st.Model)
 	}
 	// The answer may start streaming to the client at once only when no
-	// further step could take over.
+	// further step could take over; the wait for its headers is bounded by
+	// attempt_timeout only when a further step could take over then.
 	canMove := f.mayMove(i, upstream.Uncertain) || f.mayMove(i, upstream.Definite)
-	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, f.meta.stream && canMove, f.strip)
+	wait := g.timeouts[st.Route]
+	if f.mayMove(i, upstream.Uncertain) && (wait == 0 || g.cfg.HeaderTimeout < wait) {
+		wait = g.cfg.HeaderTimeout
+	}
+	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
+	f.sent = f.sent || out.failure == upstream.Uncertain
 	att.Outcome, att.Status = out.outcome, out.status
 	f.close(ctx, g, &att, out, int64(amount))
 	f.res.Attempts = append(f.res.Attempts, att)
@@ -369,7 +490,7 @@ func (f *forwarding) held(ctx context.Context, g *Gateway, i int, att Attempt, n
 	}
 	att.Outcome = "held"
 	f.res.Attempts = append(f.res.Attempts, att)
-	secs := strconv.FormatInt(int64(until.Sub(now).Seconds())+1, 10)
+	secs := upstream.Seconds(until.Sub(now))
 	f.last = &Refusal{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Retry: true, RetryAfter: secs,
 		Message: fmt.Sprintf("shim: %s is rate-limited upstream; retry after %s seconds", id, secs)}
 	if f.mayMove(i, upstream.Definite) {
@@ -408,10 +529,17 @@ func (f *forwarding) reserve(ctx context.Context, g *Gateway, i int, att *Attemp
 func (f *forwarding) close(ctx context.Context, g *Gateway, att *Attempt, out outcome, amount int64) {
 	if out.settle {
 		if out.cost < 0 {
-			// The upstream reported no usage: the reservation is the
-			// honest upper bound of what it cost.
-			g.cfg.Logger.Warn("gateway: answer without usage; settled at the reservation", "route", att.Route, "model", att.Model)
+			// The upstream reported no usage (or the attempt may have run
+			// without an answer): the reservation is the honest upper
+			// bound of what it cost.
+			if out.answered {
+				g.cfg.Logger.Warn("gateway: answer without usage; settled at the reservation", "route", att.Route, "model", att.Model)
+			}
 			out.cost = amount
+		}
+		if out.estimated {
+			out.cost = min(out.cost, amount)
+			att.Estimated, att.Ticket.Estimated = true, true
 		}
 		att.Settled = out.cost
 		f.res.Settled += out.cost
@@ -430,7 +558,8 @@ func (f *forwarding) close(ctx context.Context, g *Gateway, att *Attempt, out ou
 func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out outcome, now time.Time) stepVerdict {
 	st, id := f.steps[i], f.ids[i]
 	if out.answered {
-		f.res.Route, f.res.Status, f.res.Final = st.Route, out.status, out.final
+		g.answeredBy(id)
+		f.res.Route, f.res.Status, f.res.Final, f.res.Broken = st.Route, out.status, out.final, out.broken
 		return stepDone
 	}
 	if out.outcome == "canceled" {
@@ -438,9 +567,16 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		return stepDone
 	}
 	if out.failure == upstream.Definite && out.status == http.StatusTooManyRequests {
-		hold := upstream.RetryAfter(out.retryAfter, now, g.cfg.DefaultHold)
+		hold := g.holdFor(id, out.retryAfter, now)
 		if err := g.cfg.Holds.Hold(context.WithoutCancel(ctx), id, g.cfg.Now().Add(hold)); err != nil {
 			g.cfg.Logger.Error("gateway: hold not recorded", "model", id, "err", err)
+		}
+		if out.retryAfter == "" {
+			// Passed on, the upstream's 429 tells the client to come
+			// back when the hold ends, not sooner (it would meet the
+			// hold) nor later.
+			out.errHeader = out.errHeader.Clone()
+			out.errHeader.Set("Retry-After", upstream.Seconds(hold))
 		}
 	}
 	if f.mayMove(i, out.failure) {
@@ -452,6 +588,17 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		f.res.Route, f.res.Status = st.Route, out.status
 		return stepDone
 	}
+	if out.outcome == "auth_failed" {
+		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamAuth,
+			Message: "shim: the upstream refused this route's credential; the operator must fix the route"}
+		return stepStop
+	}
+	if out.failure == upstream.Uncertain {
+		// Sent, and perhaps run: a retry may run it twice.
+		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamIncomplete,
+			Message: "shim: the upstream may have run the request but its answer did not arrive whole; not retried, as that may run it twice"}
+		return stepStop
+	}
 	f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamFailed, Retry: true, Message: "shim: the upstream could not be reached"}
 	return stepStop
 }
@@ -462,8 +609,11 @@ type outcome struct {
 	status   int
 	failure  upstream.Failure // when the attempt failed
 	answered bool             // the client got this attempt's answer
+	broken   bool             // its stream broke off after the client began receiving it
 	settle   bool             // settle (with cost) rather than release
-	cost     int64
+	cost     int64            // -1: settle at the reservation
+	// estimated: cost is an estimate (meter.estimate), not usage.
+	estimated bool
 	// errAnswer is a 5xx or 429 the upstream sent, kept to pass on when
 	// no step may take over.
 	errAnswer  []byte
@@ -510,12 +660,16 @@ func (c cancelOnClose) Close() error {
 	return err
 }
 
-// send makes one upstream call. wrote reports whether the request was
+// send makes one upstream call, waiting at most wait for its response
+// headers (0: as long as ctx lasts). wrote reports whether the request was
 // written before a failure (an error before that is definite).
-func (g *Gateway) send(ctx context.Context, req Request, routeName, path string, body []byte) (resp *http.Response, wrote bool, err error) {
+func (g *Gateway) send(ctx context.Context, req Request, routeName, path string, body []byte, wait time.Duration) (resp *http.Response, wrote bool, err error) {
 	r := g.cfg.Upstream.Routes[routeName]
 	actx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(g.cfg.HeaderTimeout, cancel)
+	stop := func() bool { return false }
+	if wait > 0 {
+		stop = time.AfterFunc(wait, cancel).Stop
+	}
 	var sent atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
 		if info.Err == nil {
@@ -528,7 +682,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 	}
 	ureq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		timer.Stop()
+		stop()
 		cancel()
 		return nil, false, err
 	}
@@ -550,7 +704,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 		ureq.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err = g.cfg.Client.Do(ureq)
-	timer.Stop()
+	stop()
 	if err != nil {
 		cancel()
 		return nil, sent.Load(), err
@@ -562,19 +716,26 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 // attempt makes one call and, when it answers, writes the answer to w.
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
-func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, holdFirst, strip bool) outcome {
-	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body)
+func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool) outcome {
+	mt := &meter{p: req.Protocol}
+	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body, wait)
 	if err != nil {
 		if ctx.Err() != nil {
-			return outcome{outcome: "canceled"}
+			return g.canceled(mt, wrote, price, body)
 		}
 		g.cfg.Logger.Warn("gateway: upstream failed", "route", routeName, "model", id, "sent", wrote, "err", err)
 		if wrote {
-			return outcome{outcome: "uncertain", failure: upstream.Uncertain}
+			return uncertain(0)
 		}
 		return outcome{outcome: "definite", failure: upstream.Definite}
 	}
 	defer resp.Body.Close()
+	if authRefused(resp.StatusCode) {
+		b, _ := readAll(resp.Body, 1<<20)
+		g.refusedCredential(routeName, id, resp.StatusCode, b)
+		return outcome{outcome: "auth_failed", status: resp.StatusCode, failure: upstream.Definite}
+	}
+	g.setHealth(routeName, routeHealthy)
 	if f, ok := upstream.FailureOfStatus(resp.StatusCode); ok {
 		b, _ := readAll(resp.Body, 1<<20)
 		name := "definite"
@@ -583,14 +744,14 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		}
 		return outcome{outcome: name, status: resp.StatusCode, failure: f, errAnswer: b, errHeader: resp.Header, retryAfter: resp.Header.Get("Retry-After")}
 	}
-	mt := &meter{p: req.Protocol}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, err := readAll(resp.Body, g.cfg.MaxAnswer)
 		if err != nil {
 			if ctx.Err() != nil {
-				return outcome{outcome: "canceled"}
+				return g.canceled(mt, true, price, body)
 			}
-			return outcome{outcome: "uncertain", status: resp.StatusCode, failure: upstream.Uncertain}
+			g.cfg.Logger.Warn("gateway: upstream answer broke off", "route", routeName, "model", id, "err", err)
+			return uncertain(resp.StatusCode)
 		}
 		writeAnswer(w, resp.Header, resp.StatusCode, b)
 		return g.charged(resp.StatusCode, mt, b, price, id)
@@ -602,9 +763,9 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		ev, err := sr.Next()
 		if err != nil || ev.Incomplete {
 			if ctx.Err() != nil {
-				return outcome{outcome: "canceled"}
+				return g.canceled(mt, true, price, body)
 			}
-			return outcome{outcome: "uncertain", status: resp.StatusCode, failure: upstream.Uncertain}
+			return uncertain(resp.StatusCode)
 		}
 		first = &ev
 	}
@@ -613,19 +774,26 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	if fl != nil {
 		fl.Flush()
 	}
+	broken, gone := false, false
 	for {
 		var ev wire.SSE
 		if first != nil {
 			ev, first = *first, nil
 		} else {
 			var err error
-			if ev, err = sr.Next(); err != nil {
-				if !errors.Is(err, io.EOF) {
-					g.cfg.Logger.Warn("gateway: upstream stream ended badly", "route", routeName, "err", err)
+			if ev, err = sr.Next(); err != nil || ev.Incomplete {
+				switch {
+				case ctx.Err() != nil:
+					gone = true // the client went away: the call is stopped
+				case err == nil || !errors.Is(err, io.EOF):
+					// Cut off: the client's stream is cut as well.
+					g.cfg.Logger.Warn("gateway: upstream stream broke off", "route", routeName, "model", id, "err", err)
+					broken = true
 				}
 				break
 			}
 		}
+		mt.delta += deltaBytes(req.Protocol, ev.Data)
 		if mt.observe(ev.Data) && strip {
 			continue // the usage chunk the client did not ask for
 		}
@@ -642,6 +810,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			break
 		}
 		if _, err := w.Write(ev.Raw); err != nil {
+			gone = true // the client went away: closing the body stops the call
 			break
 		}
 		if fl != nil {
@@ -650,7 +819,35 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	}
 	o := g.charged(resp.StatusCode, mt, nil, price, id)
 	o.final = final
+	switch {
+	case broken:
+		o.outcome, o.broken = "broken", true
+	case gone:
+		o.outcome = "canceled"
+	}
+	if (broken || gone) && o.settle && !mt.final {
+		// Cut short before its usage came: what was generated, estimated.
+		o.cost, o.estimated = int64(price.Cost(mt.estimate(len(body)))), true
+	}
 	return o
+}
+
+// canceled is an attempt the client left before its answer began: one
+// that was sent may have run, so it settles at the estimate of what was
+// generated (its input, and any deltas read); one that was not is
+// released.
+func (g *Gateway) canceled(mt *meter, sent bool, price upstream.Price, body []byte) outcome {
+	if !sent {
+		return outcome{outcome: "canceled"}
+	}
+	return outcome{outcome: "canceled", settle: true, cost: int64(price.Cost(mt.estimate(len(body)))), estimated: true}
+}
+
+// uncertain is an attempt that was sent and failed before its answer
+// reached the client: it may have run, so it is settled at its
+// reservation.
+func uncertain(status int) outcome {
+	return outcome{outcome: "uncertain", status: status, failure: upstream.Uncertain, settle: true, cost: -1}
 }
 
 // charged settles an answered attempt: a 2xx at the cost of its usage (at
@@ -761,6 +958,7 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 	if c.Routes[steps[0].Route].Kind != upstream.KindAnthropic {
 		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the anthropic API", model), false)
 	}
+	authFailed := false
 	for _, st := range steps {
 		id := c.StepIdentity(st, model)
 		if !req.Caller.Granted(id) {
@@ -773,7 +971,7 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 		if st.Model != "" && st.Model != model {
 			body = withModel(body, st.Model)
 		}
-		resp, _, err := g.send(ctx, req, st.Route, CountTokensPath, body)
+		resp, _, err := g.send(ctx, req, st.Route, CountTokensPath, body, g.cfg.HeaderTimeout)
 		if err != nil {
 			continue
 		}
@@ -782,6 +980,12 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 		if err != nil {
 			continue
 		}
+		if authRefused(resp.StatusCode) {
+			g.refusedCredential(st.Route, id, resp.StatusCode, b)
+			authFailed = true
+			continue
+		}
+		g.setHealth(st.Route, routeHealthy)
 		res.Attempts = append(res.Attempts, Attempt{Route: st.Route, Model: id, Outcome: "answered", Status: resp.StatusCode})
 		res.Route, res.Status = st.Route, resp.StatusCode
 		g.passOn(w, outcome{status: resp.StatusCode, errAnswer: b, errHeader: resp.Header})
@@ -789,6 +993,9 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 	}
 	if !slices.ContainsFunc(steps, func(st upstream.Step) bool { return req.Caller.Granted(c.StepIdentity(st, model)) }) {
 		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", c.StepIdentity(steps[0], model)), false)
+	}
+	if authFailed {
+		return refused(res, http.StatusBadGateway, CodeUpstreamAuth, "shim: the upstream refused this route's credential; the operator must fix the route", false)
 	}
 	return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: no route of the plan could count the tokens", true)
 }

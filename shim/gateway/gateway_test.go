@@ -85,12 +85,17 @@ func newRig(t *testing.T, failover upstream.Failover, urls ...string) *rig {
 }
 
 func newRigOn(t *testing.T, db *store.DB, failover upstream.Failover, urls ...string) *rig {
+	return newRigTimeout(t, db, failover, "", urls...)
+}
+
+// newRigTimeout is newRigOn whose routes have the given timeout.
+func newRigTimeout(t *testing.T, db *store.DB, failover upstream.Failover, timeout string, urls ...string) *rig {
 	c := upstream.Config{Routes: map[string]upstream.Route{}, Prices: map[string]upstream.Price{},
 		Plans: map[string]upstream.Plan{"main": {Failover: failover, Models: map[string][]upstream.Step{}}}}
 	var steps []upstream.Step
 	for i, u := range urls {
 		name := string(rune('a' + i))
-		c.Routes[name] = upstream.Route{Provider: "p" + name, Kind: upstream.KindOpenAI, BaseURL: u, Models: []string{"gpt-4.1"}}
+		c.Routes[name] = upstream.Route{Provider: "p" + name, Kind: upstream.KindOpenAI, BaseURL: u, Models: []string{"gpt-4.1"}, Timeout: timeout}
 		c.Prices["p"+name+"/gpt-4.1"] = price
 		steps = append(steps, upstream.Step{Route: name})
 	}
@@ -248,12 +253,17 @@ func TestUncertainFailoverNeedsPlanAndGrant(t *testing.T) {
 	up := newFake(t, answerChat)
 	both := caller("pa/gpt-4.1", "pb/gpt-4.1")
 
+	// Nothing may follow on a definite plan: the attempt waits for its
+	// route's timeout (attempt_timeout only decides a failover), and the
+	// client is told not to retry what may have run.
 	r := newRig(t, upstream.FailoverDefinite, slow.URL, up.URL)
+	r = newRigTimeout(t, r.db, upstream.FailoverDefinite, "400ms", slow.URL, up.URL)
 	res, _ := r.forward(t, both, chatBody)
-	if res.Refusal == nil || res.Refusal.Status != 502 || up.calls.Load() != 0 || outcomes(res) != "uncertain" {
-		t.Fatalf("definite plan after a timeout: %+v %s", res.Refusal, outcomes(res))
+	if res.Refusal == nil || res.Refusal.Status != 502 || res.Refusal.Code != gateway.CodeUpstreamIncomplete || res.Refusal.Retry ||
+		up.calls.Load() != 0 || outcomes(res) != "uncertain" || res.Settled != res.Reserved {
+		t.Fatalf("definite plan after a timeout: %+v %s, settled %d of %d", res.Refusal, outcomes(res), res.Settled, res.Reserved)
 	}
-	r = newRig(t, upstream.FailoverUncertain, slow.URL, up.URL)
+	r = newRigTimeout(t, r.db, upstream.FailoverUncertain, "400ms", slow.URL, up.URL)
 	if res, _ = r.forward(t, caller("pa/gpt-4.1"), chatBody); res.Refusal == nil || up.calls.Load() != 0 {
 		t.Fatalf("uncertain plan without the caller's grant moved on: %s", outcomes(res))
 	}
@@ -357,5 +367,25 @@ func TestFailoverStepAsksForItsOwnModel(t *testing.T) {
 	}
 	if sent := <-up.bodies; !bytes.Contains(sent, []byte(`"model":"gpt-4.1-mini"`)) || !bytes.Contains(sent, []byte(`"max_tokens":50`)) {
 		t.Fatalf("the failover step sent %s", sent)
+	}
+}
+
+// TestNoRetryOnceAnAttemptMayHaveRun: after a first attempt that may have
+// run (sent, no headers within attempt_timeout) moved on, a second that
+// certainly did not run leaves the gateway's own 502 upstream_incomplete,
+// not to be retried, and the first attempt settled at its reservation;
+// upstream_unreachable, retry allowed, is for a request nothing was sent
+// of.
+func TestNoRetryOnceAnAttemptMayHaveRun(t *testing.T) {
+	slow := newFake(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	r := newRig(t, upstream.FailoverUncertain, slow.URL, refusedURL(t))
+	res, _ := r.forward(t, caller("pa/gpt-4.1", "pb/gpt-4.1"), chatBody)
+	if res.Refusal == nil || res.Refusal.Status != 502 || res.Refusal.Code != gateway.CodeUpstreamIncomplete || res.Refusal.Retry ||
+		outcomes(res) != "uncertain definite" || res.Attempts[0].Settled != res.Attempts[0].Reserved || res.Attempts[1].Settled != 0 {
+		t.Fatalf("refusal %+v, attempts %+v", res.Refusal, res.Attempts)
+	}
+	r = newRig(t, upstream.FailoverUncertain, refusedURL(t))
+	if res, _ = r.forward(t, caller("pa/gpt-4.1"), chatBody); res.Refusal == nil || res.Refusal.Code != gateway.CodeUpstreamFailed || !res.Refusal.Retry {
+		t.Fatalf("nothing sent: %+v", res.Refusal)
 	}
 }

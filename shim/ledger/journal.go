@@ -33,8 +33,9 @@ import (
 // row there already does nothing.
 //
 // Until its spend row is written, an attempt carved from a lease still
-// counts in the totals at its reservation (the lease holds it), which
-// only refuses early. An attempt whose cost passes its reservation while
+// counts in the totals at its reservation (the lease holds it); a
+// reservation the totals would refuse writes the journal first (see
+// Ledger.freeHeld), so this never refuses early. An attempt whose cost passes its reservation while
 // a lease holds it is not deferred: its totals move in the receipt's
 // commit, as before, so that no budget is ever passed by a cost the
 // totals do not show yet.
@@ -63,6 +64,8 @@ type ledgerEntry struct {
 	State  string    `json:"state"`
 	Final  int64     `json:"final"`
 	At     int64     `json:"at"` // when it closed, microseconds
+	// Estimated: Final is the gateway's estimate, not usage.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // encodeLedger is the JSON of entries, as encoding/json writes it (the
@@ -101,6 +104,9 @@ func encodeLedger(entries []ledgerEntry) []byte {
 		str(`,"state":`, e.State)
 		num(`,"final":`, e.Final)
 		num(`,"at":`, e.At)
+		if e.Estimated {
+			b.WriteString(`,"estimated":true`)
+		}
 		b.WriteByte('}')
 	}
 	b.WriteByte(']')
@@ -110,7 +116,7 @@ func encodeLedger(entries []ledgerEntry) []byte {
 // ticket is the attempt's ticket in tenant.
 func (e ledgerEntry) ticket(tenant contract.TenantSlot) upstream.Ticket {
 	return upstream.Ticket{Reservation: upstream.Reservation{ID: e.ID, Tenant: tenant, KeyID: e.KeyID, Identity: e.Model,
-		Amount: upstream.Microdollars(e.Amount)}, Day: e.Day, Month: e.Month, Leases: e.Leases}
+		Amount: upstream.Microdollars(e.Amount)}, Day: e.Day, Month: e.Month, Leases: e.Leases, Estimated: e.Estimated}
 }
 
 // splitCloses divides the closes a gateway left to a turn's commit into
@@ -136,7 +142,7 @@ func splitCloses(attempts []gateway.Attempt, now time.Time) (deferred []ledgerEn
 			continue
 		}
 		deferred = append(deferred, ledgerEntry{ID: t.ID, KeyID: t.KeyID, Model: t.Identity, Day: t.Day, Month: t.Month,
-			Amount: int64(t.Amount), Leases: t.Leases, State: state, Final: final, At: store.Micros(now)})
+			Amount: int64(t.Amount), Leases: t.Leases, State: state, Final: final, At: store.Micros(now), Estimated: t.Estimated && state == spendSettled})
 	}
 	return deferred, inCommit
 }
@@ -275,9 +281,9 @@ func writeJournal(ctx context.Context, tx *store.Tx, batch []journaled) error {
 				return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
 			}
 			settled := sql.NullInt64{Int64: e.Final, Valid: e.State == spendSettled}
-			res, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-				t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, e.Amount, settled, e.State, e.At, e.At)
+			res, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at, estimated)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+				t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, e.Amount, settled, e.State, e.At, e.At, flag(e.Estimated))
 			if err != nil {
 				return fmt.Errorf("store: spend journal: %w", err)
 			}

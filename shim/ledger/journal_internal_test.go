@@ -15,6 +15,7 @@ func TestEncodeLedgerReadsAsEncodingJSON(t *testing.T) {
 		{ID: "rcpt_01M8QY2XPM56VK5TJV0E5G9E24-0", KeyID: "0123456789abcdef", Model: "openai/gpt-4.1", Day: "2026-12-01", Month: "2026-12",
 			Amount: 966, Leases: [4]string{"lse_cd16630bf020_1", "", "", "lse_cd16630bf020_2"}, State: spendSettled, Final: 360, At: 1796099634903453},
 		{ID: `odd "id" \ <tag> & é ✓ ` + "\u2028\x01\xff", KeyID: "k", Model: "m", State: spendReleased, Amount: -1, Final: 0, At: 0},
+		{ID: "rcpt_2-0", KeyID: "k", Model: "m", Day: "2026-12-01", Month: "2026-12", State: spendSettled, Amount: 966, Final: 40, At: 1, Estimated: true},
 	}
 	if got := string(encodeLedger(entries[:1])); got != `[{"id":"rcpt_01M8QY2XPM56VK5TJV0E5G9E24-0","key":"0123456789abcdef","model":"openai/gpt-4.1","day":"2026-12-01","month":"2026-12","amount":966,"leases":["lse_cd16630bf020_1","","","lse_cd16630bf020_2"],"state":"settled","final":360,"at":1796099634903453}]` {
 		t.Fatalf("encodeLedger: %s", got)

@@ -45,11 +45,17 @@ func newJournalShim(t *testing.T, db *store.DB, completion int, budgets upstream
 // and completion tokens.
 func newJournalShimUsage(t *testing.T, db *store.DB, prompt, completion int, budgets upstream.Budgets) journalShim {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return newJournalShimWith(t, db, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":`+strconv.Itoa(prompt)+`,"completion_tokens":`+strconv.Itoa(completion)+`,"total_tokens":1}}`)
-	}))
+	}, budgets)
+}
+
+// newJournalShimWith is newJournalShim whose provider answers with answer.
+func newJournalShimWith(t *testing.T, db *store.DB, answer http.HandlerFunc, budgets upstream.Budgets) journalShim {
+	t.Helper()
+	up := httptest.NewServer(answer)
 	t.Cleanup(up.Close)
 	conf := upstream.Config{
 		Routes:  map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{"gpt-4.1"}}},
@@ -70,8 +76,11 @@ func newJournalShimUsage(t *testing.T, db *store.DB, prompt, completion int, bud
 }
 
 // send sends one chat request and returns the answer's status.
-func (s journalShim) send(ctx context.Context) int {
-	req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader([]byte(journalBody))).WithContext(contract.WithCaller(ctx, s.caller))
+func (s journalShim) send(ctx context.Context) int { return s.sendBody(ctx, journalBody) }
+
+// sendBody sends one chat request with body and returns the answer's status.
+func (s journalShim) sendBody(ctx context.Context, body string) int {
+	req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader([]byte(body))).WithContext(contract.WithCaller(ctx, s.caller))
 	rec := httptest.NewRecorder()
 	s.h.ServeHTTP(rec, req)
 	return rec.Code
@@ -309,6 +318,86 @@ func TestJournalWrittenOnceWhenTheSweepCameFirst(t *testing.T) {
 		rows, err := spSlow.Spend(ctx, "slot-1", "", time.Time{})
 		if err != nil || len(rows) != 1 || rows[0].Attempts != 2 || rows[0].Settled != 2*cost {
 			t.Fatalf("spend %+v, %v", rows, err)
+		}
+	})
+}
+
+// TestRefusalLeavesNothingBehind: with a key budget of
+// 2,000 µ$, a request without max_tokens (it may cost 8,132) is refused;
+// then back-to-back requests with max_tokens 100 (966 reserved, 36 settled
+// each) are all answered until the settled spend and one more reservation
+// would pass the budget, and the first refused then leaves no reservation
+// open and no lease holding anything. The journal is held, as a loaded
+// process's is between its writes: a settlement it has not written yet
+// still counts at its reservation, so a refusal must write it first.
+func TestRefusalLeavesNothingBehind(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Now().UTC()
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		sp.HoldJournal()
+		const budget, cost = 2000, 10*2 + 2*8
+		s := newJournalShimUsage(t, db, 10, 2, upstream.Budgets{Key: upstream.Limit{Day: budget}})
+		if code := s.sendBody(ctx, `{"model":"gpt-4.1","messages":[{"role":"user","content":"hello"}]}`); code != 429 {
+			t.Fatalf("without max_tokens: status %d, want 429", code)
+		}
+		var codes []int
+		answered := 0
+		for range 40 {
+			code := s.send(ctx)
+			codes = append(codes, code)
+			if code == 200 {
+				answered++
+			}
+			if code == 429 && int64(answered*cost)+s.r <= budget {
+				t.Fatalf("answers %v: refused with %d settled and %d reserved, within the budget %d", codes, answered*cost, s.r, budget)
+			}
+			if code != 200 && code != 429 {
+				t.Fatalf("answers %v", codes)
+			}
+		}
+		if want := (budget-int(s.r))/cost + 1; answered != want {
+			t.Fatalf("answers %v: %d answered, want %d", codes, answered, want)
+		}
+		rows, err := sp.Spend(ctx, "slot-1", "", time.Time{})
+		if err != nil || len(rows) != 1 || rows[0].Open != 0 || rows[0].Settled != int64(answered*cost) {
+			t.Fatalf("spend %+v, %v: want %d settled, nothing open", rows, err, answered*cost)
+		}
+		if returned, err := sp.ReturnLeases(ctx); err != nil || returned != 0 {
+			t.Fatalf("the leases still held %d, %v", returned, err)
+		}
+		if n := spendTotal(t, sp, "key:0123456789abcdef", now.Format("2006-01-02")); n != int64(answered*cost) {
+			t.Fatalf("key day total %d, want the settled %d", n, answered*cost)
+		}
+	})
+}
+
+// TestJournalKeepsAnEstimate: a stream the client left before its usage
+// came settles at the gateway's estimate through the turn's commit and the
+// journal, and the spend row says it is estimated.
+func TestJournalKeepsAnEstimate(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx, cancel := context.WithCancel(t.Context())
+		sp := ledger.Of(db)
+		sp.HoldJournal()
+		s := newJournalShimWith(t, db, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello world!\"}}]}\n\n")
+			w.(http.Flusher).Flush()
+			cancel() // the client leaves once the first delta is out
+			<-r.Context().Done()
+		}, upstream.Budgets{Key: upstream.Limit{Day: 1_000_000_000}})
+		req := httptest.NewRequest("POST", "/v1/chat/completions", bytes.NewReader([]byte(`{"model":"gpt-4.1","stream":true,"max_tokens":100,"messages":[]}`))).
+			WithContext(contract.WithCaller(ctx, s.caller))
+		s.h.ServeHTTP(httptest.NewRecorder(), req)
+		if n := count(t, db, `SELECT COUNT(*) FROM shim_receipts WHERE ledger LIKE '%"estimated":true%'`); n != 1 {
+			t.Fatalf("%d receipts carry an estimated settlement, want 1", n)
+		}
+		rows, err := sp.Spend(t.Context(), "slot-1", "", time.Time{})
+		if err != nil || len(rows) != 1 || rows[0].Settled == 0 || rows[0].Estimated != rows[0].Settled || rows[0].Settled >= rows[0].Reserved {
+			t.Fatalf("spend %+v, %v: want an estimate below the reservation, marked", rows, err)
 		}
 	})
 }

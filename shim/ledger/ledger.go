@@ -127,7 +127,8 @@ func periods(tenant contract.TenantSlot, keyID string, now time.Time, key, ten u
 // small to lease — reserved per attempt in the store, where each bounded
 // total is raised by one conditional upsert that succeeds only while it
 // stays within its bound; the first that fails rolls the whole reservation
-// back. On Postgres the upsert locks the total's row and re-reads it, and
+// back, and before it refuses, this process writes its pending settlements
+// and gives back its unused leases of those totals, and tries once more. On Postgres the upsert locks the total's row and re-reads it, and
 // on SQLite the transaction holds the write lock, so concurrent
 // reservations are serialised per total and never overspend.
 func (s *Ledger) Reserve(ctx context.Context, r upstream.Reservation) (upstream.Ticket, error) {
@@ -157,10 +158,10 @@ func (s *Ledger) Reserve(ctx context.Context, r upstream.Reservation) (upstream.
 		}
 	}
 	err := s.reserveStored(ctx, r, ps, now)
-	if errors.Is(err, upstream.ErrBudgetExceeded) && s.book != nil {
-		// What this process leased and has not used counts against the
-		// budget too: give it back and try once more.
-		if n, rerr := s.book.giveBack(ctx, func(k leaseKey, _ *lease) bool { return k.in(ps) }, false); rerr == nil && n > 0 {
+	if errors.Is(err, upstream.ErrBudgetExceeded) {
+		// What this process holds and no longer needs counts against the
+		// budget too: give it back and try once more before refusing.
+		if freed, rerr := s.freeHeld(ctx, ps); rerr == nil && freed {
 			err = s.reserveStored(ctx, r, ps, now)
 		}
 	}
@@ -169,6 +170,29 @@ func (s *Ledger) Reserve(ctx context.Context, r upstream.Reservation) (upstream.
 	}
 	t.Stored = true
 	return t, nil
+}
+
+// freeHeld writes and gives back what this process holds in the totals ps
+// beyond its attempts in flight, and reports whether there was any: the
+// settlements its spend journal has not written yet (until written, each
+// counts at its reservation, which its lease holds) and what its leases of
+// ps hold unused. Without it, a budget nearly used refuses for as long as
+// the journal waits to write ("429 ok ok 429 ok ok" under load).
+func (s *Ledger) freeHeld(ctx context.Context, ps [4]spendTotal) (bool, error) {
+	j := journalOf(s.db)
+	j.mu.Lock()
+	pending := j.n > 0
+	j.mu.Unlock()
+	if pending {
+		if err := j.write(ctx); err != nil {
+			return false, err
+		}
+	}
+	if s.book == nil {
+		return pending, nil
+	}
+	n, err := s.book.giveBack(ctx, func(k leaseKey, _ *lease) bool { return k.in(ps) }, false)
+	return pending || n > 0, err
 }
 
 // reserveStored reserves r in the store: its own row, and its amount in all
@@ -224,15 +248,15 @@ func (s *Ledger) Release(ctx context.Context, t upstream.Ticket) error {
 // it already); any other adds final.
 func closeTicket(ctx context.Context, tx *store.Tx, now time.Time, t upstream.Ticket, state string, final int64) error {
 	if t.Stored {
-		return closeReservation(ctx, tx, now, t.ID, state, final)
+		return closeReservation(ctx, tx, now, t.ID, state, final, t.Estimated)
 	}
 	if t.ID == "" || t.Day == "" || t.Month == "" {
 		return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
 	}
 	settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
-	_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, int64(t.Amount), settled, state, store.Micros(now), store.Micros(now))
+	_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at, estimated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, int64(t.Amount), settled, state, store.Micros(now), store.Micros(now), flag(t.Estimated && state == spendSettled))
 	if store.IsUniqueViolation(err) {
 		return contract.Conflictf("reservation_closed", "reservation %s is already closed", t.ID)
 	}
@@ -256,9 +280,18 @@ func ticketTotals(t upstream.Ticket) [4][2]string {
 	return [4][2]string{{k, t.Day}, {k, t.Month}, {ten, t.Day}, {ten, t.Month}}
 }
 
+// flag is a boolean column's value.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // closeReservation moves a reserved attempt to state with its final amount
-// and moves the four totals by the difference, inside tx.
-func closeReservation(ctx context.Context, tx *store.Tx, now time.Time, id, state string, final int64) error {
+// (an estimate when estimated) and moves the four totals by the
+// difference, inside tx.
+func closeReservation(ctx context.Context, tx *store.Tx, now time.Time, id, state string, final int64, estimated bool) error {
 	var tenant, keyID, day, month, cur string
 	var reserved int64
 	err := tx.QueryRow(ctx, `SELECT tenant, key_id, day, month, reserved, state FROM shim_spend WHERE id = ?`+tx.Dialect().ForUpdate(), id).
@@ -273,7 +306,8 @@ func closeReservation(ctx context.Context, tx *store.Tx, now time.Time, id, stat
 		return contract.Conflictf("reservation_closed", "reservation %s is already %s", id, cur)
 	}
 	settled := sql.NullInt64{Int64: final, Valid: state == spendSettled}
-	if _, err := tx.Exec(ctx, `UPDATE shim_spend SET state = ?, settled = ?, updated_at = ? WHERE id = ?`, state, settled, store.Micros(now), id); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE shim_spend SET state = ?, settled = ?, updated_at = ?, estimated = ? WHERE id = ?`,
+		state, settled, store.Micros(now), flag(estimated && state == spendSettled), id); err != nil {
 		return fmt.Errorf("store: %s reservation: %w", state, err)
 	}
 	if delta := final - reserved; delta != 0 {
@@ -329,7 +363,7 @@ func (s *Ledger) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error
 	n := 0
 	for _, id := range ids {
 		err := s.db.InSeparateTx(ctx, func(tx *store.Tx) error {
-			return closeReservation(ctx, tx, s.db.Now(), id, spendReleased, 0)
+			return closeReservation(ctx, tx, s.db.Now(), id, spendReleased, 0, false)
 		})
 		if contract.KindOf(err) == contract.KindConflict {
 			continue // settled meanwhile
@@ -353,11 +387,13 @@ type SpendRow struct {
 	Model    string `json:"model"`
 	Attempts int64  `json:"attempts"`
 	// Reserved is the sum of every attempt's reservation; Settled the sum of
-	// settlements; Open what is reserved by attempts still in flight — all
-	// in microdollars.
-	Reserved int64 `json:"reserved_microdollars"`
-	Settled  int64 `json:"settled_microdollars"`
-	Open     int64 `json:"open_microdollars"`
+	// settlements; Estimated the part of Settled the gateway estimated
+	// (streams cut short before their usage came); Open what is reserved
+	// by attempts still in flight — all in microdollars.
+	Reserved  int64 `json:"reserved_microdollars"`
+	Settled   int64 `json:"settled_microdollars"`
+	Estimated int64 `json:"estimated_microdollars"`
+	Open      int64 `json:"open_microdollars"`
 }
 
 // Spend reports a tenant's spend per key and model identity since the given
@@ -367,6 +403,7 @@ func (s *Ledger) Spend(ctx context.Context, tenant contract.TenantSlot, keyID st
 		return nil, err
 	}
 	q := `SELECT key_id, model, COUNT(*), SUM(reserved), SUM(COALESCE(settled, 0)),
+		SUM(CASE WHEN estimated <> 0 THEN COALESCE(settled, 0) ELSE 0 END),
 		SUM(CASE WHEN state = 'reserved' THEN reserved ELSE 0 END)
 		FROM shim_spend WHERE tenant = ? AND created_at >= ?`
 	args := []any{string(tenant), store.Micros(since)}
@@ -383,7 +420,7 @@ func (s *Ledger) Spend(ctx context.Context, tenant contract.TenantSlot, keyID st
 	out := []SpendRow{}
 	for rows.Next() {
 		var r SpendRow
-		if err := rows.Scan(&r.KeyID, &r.Model, &r.Attempts, &r.Reserved, &r.Settled, &r.Open); err != nil {
+		if err := rows.Scan(&r.KeyID, &r.Model, &r.Attempts, &r.Reserved, &r.Settled, &r.Estimated, &r.Open); err != nil {
 			return nil, fmt.Errorf("store: spend: %w", err)
 		}
 		out = append(out, r)

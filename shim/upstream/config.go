@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -63,6 +64,23 @@ type Route struct {
 	// never written in configuration.
 	KeyEnv string   `json:"key_env,omitempty" yaml:"key_env"`
 	Models []string `json:"models" yaml:"models"`
+	// Timeout bounds the wait for an attempt's response headers on this
+	// route when no further step may take over ("300s"; empty: as long as
+	// the client waits). Past it the attempt failed uncertainly.
+	Timeout string `json:"timeout,omitempty" yaml:"timeout"`
+}
+
+// Wait is the route's Timeout (0: none, or not a valid one: Validate
+// refuses those).
+func (r Route) Wait() time.Duration {
+	if r.Timeout == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(r.Timeout)
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
 }
 
 // Step is one attempt of a plan: a route, and the model to ask it for
@@ -241,6 +259,11 @@ func (r Route) validate(name string) error {
 	}
 	if len(r.Models) == 0 {
 		return fmt.Errorf("upstream: routes.%s.models: a route serves at least one model", name)
+	}
+	if r.Timeout != "" {
+		if d, err := time.ParseDuration(r.Timeout); err != nil || d <= 0 {
+			return fmt.Errorf("upstream: routes.%s.timeout %q: want a positive duration such as 300s", name, r.Timeout)
+		}
 	}
 	seen := map[string]bool{}
 	for i, m := range r.Models {

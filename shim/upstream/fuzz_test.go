@@ -1,6 +1,9 @@
 package upstream
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // FuzzParse: configuration bytes never panic, and an accepted configuration
 // is valid and reaches every identity of every plan through one route.
@@ -64,6 +67,21 @@ func FuzzParseGrants(f *testing.F) {
 			if err := CheckGrant(g); err != nil {
 				t.Fatalf("accepted %q: %v", g, err)
 			}
+		}
+	})
+}
+
+// FuzzRetryAfter: any Retry-After value reads as a delay between zero and
+// a day, or as unreadable.
+func FuzzRetryAfter(f *testing.F) {
+	for _, v := range []string{"", "7", "junk", "999999999", "Mon, 30 Nov 2026 12:01:00 UTC", "-1", "1.5"} {
+		f.Add(v)
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := ParseRetryAfter(v, now)
+		if !ok && d != 0 || d < 0 || d > 24*time.Hour {
+			t.Fatalf("ParseRetryAfter(%q) = %v, %v", v, d, ok)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -43,6 +44,10 @@ type Ticket struct {
 	// tenant month), the lease the amount was carved from; "" where the
 	// total has no budget and nothing was reserved in it.
 	Leases [4]string
+	// Estimated, set by the caller before Settle, says the actual cost is
+	// an estimate rather than the upstream's usage; the ledger records it
+	// with the settlement.
+	Estimated bool
 }
 
 // Ledger keeps reservations and settlements. Implementations keep every
@@ -120,15 +125,44 @@ func FailureOfStatus(status int) (Failure, bool) {
 // date) relative to now, and falls back to def when it is absent or
 // unreadable. The result is capped at a day.
 func RetryAfter(v string, now time.Time, def time.Duration) time.Duration {
-	d := def
-	if v != "" {
-		if secs, err := parseSeconds(v); err == nil {
-			d = time.Duration(secs) * time.Second
-		} else if t, err := time.Parse(time.RFC1123, v); err == nil {
-			d = t.Sub(now)
-		}
+	if d, ok := ParseRetryAfter(v, now); ok {
+		return d
 	}
-	return min(max(d, 0), 24*time.Hour)
+	return min(max(def, 0), 24*time.Hour)
+}
+
+// ParseRetryAfter reads a Retry-After header value (delay seconds or an
+// HTTP date) relative to now, between zero and a day; false when it is
+// absent or unreadable.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	var d time.Duration
+	if secs, err := parseSeconds(v); err == nil {
+		d = time.Duration(secs) * time.Second
+	} else if t, err := time.Parse(time.RFC1123, v); err == nil {
+		d = t.Sub(now)
+	} else {
+		return 0, false
+	}
+	return min(max(d, 0), 24*time.Hour), true
+}
+
+// Backoff is the hold after the n-th consecutive 429 without Retry-After
+// (n from 1): 1 s, doubling with each, at most limit.
+func Backoff(n int, limit time.Duration) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	if n > 30 {
+		return limit
+	}
+	return min(time.Second<<(n-1), limit)
+}
+
+// Seconds is d as a Retry-After value: whole seconds rounded up, so a
+// client that waits that long finds the hold over, and never a second
+// more (at least 1).
+func Seconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 func parseSeconds(v string) (int64, error) {

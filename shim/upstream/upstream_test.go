@@ -72,6 +72,8 @@ func TestConfigErrorsNameTheBadEntry(t *testing.T) {
 		{"unknown field", `"budgets"`, `"budget"`, `unknown field "budget"`},
 		{"bad key env", `"key_env": "AZURE_KEY"`, `"key_env": "AZURE KEY"`, `routes.openai-backup.key_env`},
 		{"no max output", `"max_output_tokens": 64000`, `"max_output_tokens": 0`, "prices.anthropic/claude-sonnet-4-5: max_output_tokens 0"},
+		{"bad timeout", `"key_env": "ANTHROPIC_KEY",`, `"key_env": "ANTHROPIC_KEY", "timeout": "soon",`, `routes.claude.timeout "soon"`},
+		{"negative timeout", `"key_env": "ANTHROPIC_KEY",`, `"key_env": "ANTHROPIC_KEY", "timeout": "-5s",`, `routes.claude.timeout "-5s"`},
 	}
 	dup := `"openai-dup": {"kind": "openai", "base_url": "https://dup.example.com", "models": ["gpt-4.1-mini"]},`
 	for _, tc := range cases {
@@ -238,5 +240,26 @@ func TestFreePriceNeedsNoMaxOutput(t *testing.T) {
 		`"openai/gpt-4.1-mini": {"input": 0, "output": 0.01}`, 1)
 	if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "prices.openai/gpt-4.1-mini: max_output_tokens 0") {
 		t.Errorf("a priced model without max_output_tokens: %v", err)
+	}
+}
+
+func TestBackoffAndSeconds(t *testing.T) {
+	var got []time.Duration
+	for n := range 9 {
+		got = append(got, Backoff(n+1, time.Minute))
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60}
+	for i := range want {
+		if got[i] != want[i]*time.Second {
+			t.Fatalf("Backoff 1..9 = %v, want %v seconds", got, want)
+		}
+	}
+	if Backoff(1000, time.Minute) != time.Minute {
+		t.Fatal("Backoff overflows")
+	}
+	for d, want := range map[time.Duration]string{0: "1", time.Millisecond: "1", time.Second: "1", 1500 * time.Millisecond: "2", 60 * time.Second: "60", 59*time.Second + time.Nanosecond: "60"} {
+		if got := Seconds(d); got != want {
+			t.Errorf("Seconds(%v) = %s, want %s", d, got, want)
+		}
 	}
 }
