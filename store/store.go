@@ -146,7 +146,7 @@ func openSQLite(path string) (*DB, error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
-	base := "file:" + path + "?_busy_timeout=10000&_foreign_keys=1&_synchronous=NORMAL&_journal_mode=WAL"
+	base := "file:" + sqlitePath(path) + "?_busy_timeout=10000&_foreign_keys=1&_synchronous=NORMAL&_journal_mode=WAL"
 	// The writer never checkpoints inside a commit: see CheckpointEvery.
 	w, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)")
 	if err != nil {
@@ -473,3 +473,11 @@ func Micros(t time.Time) int64 { return t.UnixMicro() }
 
 // FromMicros turns a stored time back into a time.Time (UTC).
 func FromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// sqlitePath escapes a file path for the driver's "file:PATH?params" DSN:
+// a '?' or '#' in it would end the path there (a data directory named
+// "runs#1" put the database in "runs"), so they, and '%', are
+// percent-encoded, which SQLite decodes in a file: URI.
+func sqlitePath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+}
