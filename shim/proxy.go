@@ -199,6 +199,16 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	t.conv = conversationIDOf(t.key, caller, req)
 	t.rc.ConversationID = t.conv
 
+	if p == wire.Embeddings {
+		// No rule applies to an embedding: it is forwarded with its receipt.
+		w.Header().Set(HeaderConversation, t.conv)
+		if s.cfg.Offline {
+			s.refuse(w, t, http.StatusServiceUnavailable, CodeOffline, "shim: offline mode: no upstream calls")
+			return
+		}
+		s.forward(w, t, p, body)
+		return
+	}
 	ctx := r.Context()
 	rs, err := s.ruleset(ctx, s.Scope(caller), false)
 	if err != nil {

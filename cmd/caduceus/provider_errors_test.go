@@ -230,3 +230,93 @@ func TestBrowserAppsAndLargeRequests(t *testing.T) {
 		t.Errorf("a 33 MiB request: %d %.300s %v", resp.StatusCode, body, resp.Header)
 	}
 }
+
+// TestEmbeddingsThroughTheGateway: POST /v1/embeddings is forwarded like a
+// chat completion — the caller's grant, a reservation priced per input
+// token (no output), the key's budget, failover along the plan, a receipt
+// — with the official OpenAI SDK.
+func TestEmbeddingsThroughTheGateway(t *testing.T) {
+	up := &fakeProvider{name: "openai"}
+	down := &fakeProvider{name: "down"}
+	down.fail.Store(503)
+	upSrv, downSrv := httptest.NewServer(up), httptest.NewServer(down)
+	t.Cleanup(upSrv.Close)
+	t.Cleanup(downSrv.Close)
+	conf := fmt.Sprintf(`shim:
+  routes:
+    down: {kind: openai, provider: backup, base_url: %s/v1, models: [text-embedding-3-small]}
+    openai: {kind: openai, base_url: %s/v1, models: [text-embedding-3-small]}
+  plans:
+    main:
+      failover: definite
+      models:
+        text-embedding-3-small: [{route: down}, {route: openai}]
+  prices:
+    backup/text-embedding-3-small: {input: 20}
+    openai/text-embedding-3-small: {input: 20}
+  budgets:
+    key: {day: 0.01}
+`, downSrv.URL, upSrv.URL)
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, "--config", file)
+	mk := func(models string) string {
+		t.Helper()
+		code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data, "--models", models)
+		if code != 0 {
+			t.Fatalf("keys create: %s", errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	key := mk("backup/text-embedding-3-small,openai/text-embedding-3-small")
+	client := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	var hr *http.Response
+	emb, err := client.Embeddings.New(t.Context(), openai.EmbeddingNewParams{Model: "text-embedding-3-small",
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("the quick brown fox")}}, option.WithResponseInto(&hr))
+	if err != nil || len(emb.Data) != 1 || len(emb.Data[0].Embedding) != 3 || emb.Usage.PromptTokens != 8 {
+		t.Fatalf("embeddings: %+v %v", emb, err)
+	}
+	if down.calls.Load() != 1 || up.calls.Load() != 1 {
+		t.Errorf("calls: down %d, openai %d; want the failover from the first step to the second", down.calls.Load(), up.calls.Load())
+	}
+	receipt := hr.Header.Get("X-Caduceus-Receipt")
+	code, body := in.do(t, "GET", "/v1/receipts", key, nil)
+	if code != 200 {
+		t.Fatalf("receipts: %d %v", code, body)
+	}
+	var rc map[string]any
+	for _, r := range body["receipts"].([]any) {
+		if m := r.(map[string]any); m["id"] == receipt {
+			rc = m
+		}
+	}
+	if rc == nil || rc["protocol"] != "embeddings" || rc["decision"] != "forward" {
+		t.Fatalf("receipt %s: %v", receipt, rc)
+	}
+	spend := rc["spend"].(map[string]any)
+	// 8 input tokens at $20 per million: 160 microdollars; no output.
+	if spend["settled_microdollars"].(float64) != 160 {
+		t.Errorf("settled %v, want 160 (8 input tokens at $20/M)", spend["settled_microdollars"])
+	}
+
+	// Budgeted: an input whose bound (a token a byte, at $20/M) passes
+	// the key's $0.01 a day is refused before any call.
+	calls := up.calls.Load()
+	_, err = client.Embeddings.New(t.Context(), openai.EmbeddingNewParams{Model: "text-embedding-3-small",
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String(strings.Repeat("word ", 200))}})
+	var be *openai.Error
+	if !errors.As(err, &be) || be.StatusCode != 429 || be.Code != "budget_exceeded" || up.calls.Load() != calls {
+		t.Errorf("an embedding past the budget: %v (calls %d -> %d)", err, calls, up.calls.Load())
+	}
+
+	// Not granted: refused before any call.
+	other := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(mk("openai/gpt-4.1")), option.WithMaxRetries(0))
+	_, err = other.Embeddings.New(t.Context(), openai.EmbeddingNewParams{Model: "text-embedding-3-small",
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 403 || e.Code != "model_not_granted" {
+		t.Errorf("an ungranted key: %v", err)
+	}
+}

@@ -166,7 +166,7 @@ type rawUsage struct {
 
 func (r rawUsage) usage(p wire.Protocol) upstream.Usage {
 	switch p {
-	case wire.ChatCompletions:
+	case wire.ChatCompletions, wire.Embeddings:
 		var cached int64
 		if r.PromptTokensDetails != nil {
 			cached = r.PromptTokensDetails.CachedTokens

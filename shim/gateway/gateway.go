@@ -452,6 +452,9 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 	}
 	price := f.cfg.Prices[id]
 	amount := price.MaxCost(int64(len(f.body)), f.meta.maxOut)
+	if f.req.Protocol == wire.Embeddings {
+		amount = price.Cost(upstream.Usage{Input: int64(len(f.body))}) // an embedding has no output
+	}
 	if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
 		return v
 	}

@@ -66,6 +66,7 @@ func (g *Gate) Routes() []server.Route {
 		g.llmRoute("POST /v1/chat/completions", wire.ChatCompletions),
 		g.llmRoute("POST /v1/responses", wire.Responses),
 		g.llmRoute("POST /v1/messages", wire.Messages),
+		g.llmRoute("POST /v1/embeddings", wire.Embeddings),
 		{Pattern: "POST /v1/messages/count_tokens", Action: "shim.count_tokens", Scope: contract.ScopeRoute,
 			Envelope: envelope(wire.Messages), Resource: "count_tokens", Handler: g.countTokens},
 		{Pattern: "GET /v1/provisions", Action: "shim.list_provisions", Scope: contract.ScopeRoute, Handler: prov.listHandler("provisions")},

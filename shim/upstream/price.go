@@ -90,7 +90,8 @@ type Price struct {
 	// MaxOutputTokens is what an attempt reserves for output when the
 	// request does not bound it (max_tokens, max_completion_tokens,
 	// max_output_tokens); the model's own output limit is the honest value.
-	// A free price (Free) may leave it 0: there is nothing to bound.
+	// A price without an output rate (a local model's, an embedding
+	// model's) may leave it 0: there is nothing to bound.
 	MaxOutputTokens int64 `json:"max_output_tokens" yaml:"max_output_tokens"`
 }
 
@@ -106,7 +107,7 @@ func (p Price) validate() error {
 			return fmt.Errorf("a price is negative or above %s", MaxMicrodollars)
 		}
 	}
-	if p.MaxOutputTokens == 0 && p.Free() {
+	if p.MaxOutputTokens == 0 && p.Output == 0 {
 		return nil
 	}
 	if p.MaxOutputTokens <= 0 || p.MaxOutputTokens > MaxTokens {

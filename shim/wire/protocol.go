@@ -17,7 +17,13 @@ const (
 	Messages        Protocol = "messages"         // POST /v1/messages
 )
 
-// Protocols lists every protocol in order.
+// Embeddings is OpenAI's embeddings endpoint (POST /v1/embeddings): the
+// gateway forwards it (grants, prices per input token, budgets, failover,
+// receipts) but it is not one of the three formats rules apply to: no
+// provision matches it, nothing is shimmed into it.
+const Embeddings Protocol = "embeddings"
+
+// Protocols lists every protocol rules apply to, in order.
 var Protocols = []Protocol{ChatCompletions, Responses, Messages}
 
 // ParseProtocol accepts a protocol name or a short alias ("chat", "responses",
@@ -41,6 +47,8 @@ func (p Protocol) Path() string {
 		return "/v1/chat/completions"
 	case Responses:
 		return "/v1/responses"
+	case Embeddings:
+		return "/v1/embeddings"
 	default:
 		return "/v1/messages"
 	}
@@ -54,7 +62,7 @@ func (p Protocol) Provider() string {
 	return "openai"
 }
 
-// Valid reports whether p is a known protocol.
+// Valid reports whether p is one of the three protocols rules apply to.
 func (p Protocol) Valid() bool {
 	return p == ChatCompletions || p == Responses || p == Messages
 }

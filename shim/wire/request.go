@@ -107,6 +107,8 @@ func parse(p Protocol, body []byte, checked bool) (*Request, error) {
 		r, err = parseResponses(body, checked)
 	case Messages:
 		r, err = parseMessages(body, checked)
+	case Embeddings:
+		r, err = parseEmbeddings(body)
 	default:
 		return nil, fmt.Errorf("wire: unknown protocol %q", p)
 	}
@@ -611,4 +613,20 @@ func dedupe(xs []string) []string {
 		}
 	}
 	return out
+}
+
+// parseEmbeddings reads what the gateway needs of an embeddings request:
+// its model (the input is forwarded as it came, never read as messages).
+func parseEmbeddings(body []byte) (*Request, error) {
+	var in struct {
+		Model string          `json:"model"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fmt.Errorf("wire: embeddings request: %v", err)
+	}
+	if len(in.Input) == 0 || string(in.Input) == "null" {
+		return nil, fmt.Errorf("wire: field input is required")
+	}
+	return &Request{Model: in.Model}, nil
 }
