@@ -55,6 +55,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		s.reject(w, t, decision, f.Status, f.Code, msg, f.Retry)
 		return
 	}
+	t.rc.ResponseID = res.ResponseID
 	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
 	t.rc.ResponseSHA256 = sum(h)
 	t.rc.Broken = res.Broken

@@ -111,6 +111,21 @@ func (s *Service) DeleteContext(ctx context.Context, caller contract.Caller, att
 	return s.ctxDocs.Delete(ctx, caller, attested, ref, ifVersion)
 }
 
+// ResponseOf returns the receipt of the caller's request that got the
+// Responses API answer id (under IsolationKey, the caller's key's only):
+// it names the route and the model identity that served it. A not_found
+// error for any other id. Deny without read scope.
+func (s *Service) ResponseOf(ctx context.Context, caller contract.Caller, id string) (Receipt, error) {
+	if err := authorizeRead(caller); err != nil {
+		return Receipt{}, err
+	}
+	r, err := s.store.ReceiptOfResponse(ctx, caller.Identity.TenantSlot, id)
+	if err == nil && s.cfg.Isolation == IsolationKey && r.KeyID != caller.KeyID {
+		err = contract.NotFoundf(CodeNotFound, "shim: no response %q", id)
+	}
+	return r, asErr(err)
+}
+
 // ListReceipts returns the caller's tenant's receipts (under IsolationKey,
 // the caller's key's only), newest first: at most
 // limit (default 50, at most 500), below the id before when given. Deny

@@ -84,9 +84,13 @@ type Receipt struct {
 	RequestSHA256   string              `json:"request_sha256,omitempty"`
 	ForwardedSHA256 string              `json:"forwarded_sha256,omitempty"`
 	ResponseSHA256  string              `json:"response_sha256,omitempty"`
-	Upstream        string              `json:"upstream,omitempty"`
-	UpstreamStatus  int                 `json:"upstream_status,omitempty"`
-	OverheadMicros  int64               `json:"overhead_us"`
+	// ResponseID is the id of the Responses API answer the client got
+	// (resp_...): GET /v1/responses/{id} and its cancel go to the route
+	// that served it.
+	ResponseID     string `json:"response_id,omitempty"`
+	Upstream       string `json:"upstream,omitempty"`
+	UpstreamStatus int    `json:"upstream_status,omitempty"`
+	OverheadMicros int64  `json:"overhead_us"`
 	// Broken: the upstream broke its streamed answer off after the client
 	// began receiving it; the client's response was cut off the same way.
 	Broken bool `json:"broken,omitempty"`

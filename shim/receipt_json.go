@@ -48,6 +48,7 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 		o.end()
 	}
 	w.optStr("request_sha256", r.RequestSHA256)
+	w.optStr("response_id", r.ResponseID)
 	w.optStr("response_sha256", r.ResponseSHA256)
 	w.key("shimmed")
 	writeList(b, r.Shimmed, Shimmed.writeJSON)

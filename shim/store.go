@@ -54,6 +54,9 @@ type Store interface {
 
 	// AddReceipt stores a receipt (r.ID is unique per tenant).
 	AddReceipt(ctx context.Context, tenant contract.TenantSlot, r Receipt) error
+	// ReceiptOfResponse returns the receipt of the request whose client got
+	// the Responses API answer responseID (Receipt.ResponseID).
+	ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot, responseID string) (Receipt, error)
 	// ListReceipts returns receipts newest first: at most limit of them, and
 	// only those with an id below before when before is not empty.
 	ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]Receipt, error)

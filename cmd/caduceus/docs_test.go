@@ -170,7 +170,7 @@ trap stop_serve EXIT
 func TestAPIDocListsEveryRoute(t *testing.T) {
 	var routes []byte
 	for _, f := range []string{"server/routes.go", "trader/tradergate/routes.go", "executor/executorgate/routes.go",
-		"shim/shimgate/routes.go", "relay/relaygate/gate.go"} {
+		"shim/shimgate/routes.go", "shim/shimgate/responses.go", "relay/relaygate/gate.go"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", f))
 		if err != nil {
 			t.Fatal(err)

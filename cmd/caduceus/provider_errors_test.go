@@ -15,6 +15,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // providerServe starts serve with the shim as a gateway over fake OpenAI
@@ -318,5 +319,47 @@ func TestEmbeddingsThroughTheGateway(t *testing.T) {
 	var e *openai.Error
 	if !errors.As(err, &e) || e.StatusCode != 403 || e.Code != "model_not_granted" {
 		t.Errorf("an ungranted key: %v", err)
+	}
+}
+
+// TestResponsesRetrievedFromTheRouteThatServedThem: GET /v1/responses/{id}
+// and POST /v1/responses/{id}/cancel reach the route that served the
+// answer, for the caller's tenant only; POST /v1/responses/input_tokens
+// is counted by a route of the plan — with the official OpenAI SDK.
+func TestResponsesRetrievedFromTheRouteThatServedThem(t *testing.T) {
+	in, key := providerServe(t, "")
+	client := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	resp, err := client.Responses.New(t.Context(), responses.ResponseNewParams{Model: "gpt-4.1",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}})
+	if err != nil || resp.ID != "resp_1" {
+		t.Fatalf("responses.create: %+v %v", resp, err)
+	}
+	got, err := client.Responses.Get(t.Context(), resp.ID, responses.ResponseGetParams{})
+	if err != nil || got.ID != "resp_1" || got.Status != "completed" {
+		t.Errorf("responses.retrieve: %+v %v", got, err)
+	}
+	cancelled, err := client.Responses.Cancel(t.Context(), resp.ID)
+	if err != nil || cancelled.Status != "cancelled" {
+		t.Errorf("responses.cancel: %+v %v", cancelled, err)
+	}
+	n, err := client.Responses.InputTokens.Count(t.Context(), responses.InputTokenCountParams{Model: openai.String("gpt-4.1"),
+		Input: responses.InputTokenCountParamsInputUnion{OfString: openai.String("hello")}})
+	if err != nil || n.InputTokens != 42 {
+		t.Errorf("responses.inputTokens.count: %+v %v", n, err)
+	}
+	// An answer this tenant never got is not found, in OpenAI's shape.
+	var e *openai.Error
+	_, err = client.Responses.Get(t.Context(), "resp_someone_elses", responses.ResponseGetParams{})
+	if !errors.As(err, &e) || e.StatusCode != 404 || e.Code != "not_found" {
+		t.Errorf("responses.retrieve of an unknown id: %v", err)
+	}
+	code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-2", "--scopes", "route", "--data", in.data, "--models", "openai/gpt-4.1")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	other := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(strings.TrimSpace(out)), option.WithMaxRetries(0))
+	_, err = other.Responses.Get(t.Context(), resp.ID, responses.ResponseGetParams{})
+	if !errors.As(err, &e) || e.StatusCode != 404 {
+		t.Errorf("another tenant retrieves resp_1: %v", err)
 	}
 }

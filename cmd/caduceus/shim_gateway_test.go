@@ -68,6 +68,18 @@ func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":100,"total_tokens":1100,"prompt_tokens_details":{"cached_tokens":400}}}`, req.Model, answer)
+	case strings.HasSuffix(r.URL.Path, "/responses/input_tokens"):
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"response.input_tokens","input_tokens":42}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/responses/"):
+		// A stored response: GET retrieves it, POST .../cancel cancels it.
+		id, cancel := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/v1/responses/"), "/cancel")
+		status := "completed"
+		if cancel {
+			status = "cancelled"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q,"object":"response","created_at":1,"status":%q,"model":"gpt-4.1","output":[],"usage":null}`, id, status)
 	case strings.HasSuffix(r.URL.Path, "/embeddings"):
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.25,-0.5,0.125]}],"model":%q,"usage":{"prompt_tokens":8,"total_tokens":8}}`, req.Model)

@@ -307,3 +307,30 @@ func readAll(r io.Reader, max int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// responseID is the id of a Responses API answer in data: a JSON answer's
+// own id ({"id":"resp_...","object":"response",...}), or the response.id
+// of a stream event (response.created carries it first). "" when data
+// names none.
+func responseID(data []byte) string {
+	if !bytes.Contains(data, []byte(`"resp`)) {
+		return ""
+	}
+	var d struct {
+		ID       string `json:"id"`
+		Object   string `json:"object"`
+		Response *struct {
+			ID string `json:"id"`
+		} `json:"response"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return ""
+	}
+	if d.Response != nil {
+		return d.Response.ID
+	}
+	if d.Object == "response" {
+		return d.ID
+	}
+	return ""
+}

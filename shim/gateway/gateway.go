@@ -204,6 +204,8 @@ type Request struct {
 	RawQuery string
 	// ID names the request's reservations: ID-0, ID-1, ... per attempt.
 	ID string
+	// Method is the upstream request's method ("": POST).
+	Method string
 }
 
 // Attempt is one try of a plan step, as a receipt records it.
@@ -292,6 +294,9 @@ type Result struct {
 	// it once the request's receipt is stored, so a client never holds a
 	// finished stream whose receipt is missing. Nil when nothing was held.
 	Final []byte
+	// ResponseID is the id of the Responses API answer the client got
+	// ("resp_..."), for its later retrieval from the route that served it.
+	ResponseID string
 	// Broken: the upstream broke its stream off after the client began
 	// receiving it. The caller ends the client's response abnormally too
 	// (no terminating chunk, a reset stream), once the receipt is stored,
@@ -563,6 +568,7 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 	if out.answered {
 		g.answeredBy(id)
 		f.res.Route, f.res.Status, f.res.Final, f.res.Broken = st.Route, out.status, out.final, out.broken
+		f.res.ResponseID = out.responseID
 		return stepDone
 	}
 	if out.outcome == "canceled" {
@@ -623,6 +629,7 @@ type outcome struct {
 	errHeader  http.Header
 	retryAfter string
 	final      []byte // a stream's terminal event, held back
+	responseID string // a Responses API answer's id
 }
 
 // terminal reports whether ev ends its stream: chat's [DONE], Anthropic's
@@ -683,7 +690,15 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 	if req.RawQuery != "" {
 		url += "?" + req.RawQuery
 	}
-	ureq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), http.MethodPost, url, bytes.NewReader(body))
+	method := req.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	ureq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), method, url, rd)
 	if err != nil {
 		stop()
 		cancel()
@@ -694,7 +709,9 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 			ureq.Header[http.CanonicalHeaderKey(k)] = v
 		}
 	}
-	ureq.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		ureq.Header.Set("Content-Type", "application/json")
+	}
 	key := g.cfg.Keys[routeName]
 	if r.Kind == upstream.KindAnthropic {
 		if ureq.Header.Get("Anthropic-Version") == "" {
@@ -757,7 +774,11 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			return uncertain(resp.StatusCode)
 		}
 		writeAnswer(w, resp.Header, resp.StatusCode, b)
-		return g.charged(resp.StatusCode, mt, b, price, id)
+		o := g.charged(resp.StatusCode, mt, b, price, id)
+		if req.Protocol == wire.Responses {
+			o.responseID = responseID(b)
+		}
+		return o
 	}
 	sr := wire.NewSSEReader(resp.Body)
 	var final []byte
@@ -778,6 +799,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		fl.Flush()
 	}
 	broken, gone := false, false
+	respID := ""
 	for {
 		var ev wire.SSE
 		if first != nil {
@@ -797,6 +819,9 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			}
 		}
 		mt.delta += deltaBytes(req.Protocol, ev.Data)
+		if req.Protocol == wire.Responses && respID == "" {
+			respID = responseID(ev.Data)
+		}
 		if mt.observe(ev.Data) && strip {
 			continue // the usage chunk the client did not ask for
 		}
@@ -821,7 +846,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		}
 	}
 	o := g.charged(resp.StatusCode, mt, nil, price, id)
-	o.final = final
+	o.final, o.responseID = final, respID
 	switch {
 	case broken:
 		o.outcome, o.broken = "broken", true
@@ -950,6 +975,21 @@ const CountTokensPath = "/v1/messages/count_tokens"
 // nothing is reserved. A Refusal is returned (nothing written) when no such
 // route exists or it cannot be reached.
 func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result {
+	return g.count(ctx, w, req, CountTokensPath, upstream.KindAnthropic)
+}
+
+// InputTokensPath is the Responses API's input token counting endpoint.
+const InputTokensPath = "/v1/responses/input_tokens"
+
+// InputTokens forwards a Responses API input_tokens request as CountTokens
+// forwards Anthropic's: to the first route of the caller's plan for its
+// model that the caller is granted and that is not held, nothing reserved.
+func (g *Gateway) InputTokens(ctx context.Context, w Writer, req Request) Result {
+	return g.count(ctx, w, req, InputTokensPath, upstream.KindOpenAI)
+}
+
+// count forwards a token count to path on a route of kind.
+func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string, kind upstream.Kind) Result {
 	c := g.cfg.Upstream
 	model := wire.PeekModel(req.Body)
 	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
@@ -958,8 +998,8 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 	if !ok || len(steps) == 0 {
 		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
 	}
-	if c.Routes[steps[0].Route].Kind != upstream.KindAnthropic {
-		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the anthropic API", model), false)
+	if c.Routes[steps[0].Route].Kind != kind {
+		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the %s API", model, kind), false)
 	}
 	authFailed := false
 	for _, st := range steps {
@@ -974,7 +1014,7 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 		if st.Model != "" && st.Model != model {
 			body = withModel(body, st.Model)
 		}
-		resp, _, err := g.send(ctx, req, st.Route, CountTokensPath, body, g.cfg.HeaderTimeout)
+		resp, _, err := g.send(ctx, req, st.Route, path, body, g.cfg.HeaderTimeout)
 		if err != nil {
 			continue
 		}
@@ -1001,4 +1041,38 @@ func (g *Gateway) CountTokens(ctx context.Context, w Writer, req Request) Result
 		return refused(res, http.StatusBadGateway, CodeUpstreamAuth, "shim: the upstream refused this route's credential; the operator must fix the route", false)
 	}
 	return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: no route of the plan could count the tokens", true)
+}
+
+// Pass forwards req as it is (its Method, its Body, which may be nil) to
+// path on route, which served an earlier answer of the caller's as model
+// identity id (a Responses API answer retrieved or cancelled by its id),
+// and writes the upstream's answer as it came. The caller must still be
+// granted id. Nothing is reserved: retrieving is not generating. A
+// Refusal is returned (nothing written) when the grant is gone, the route
+// is no longer configured, or it cannot be reached.
+func (g *Gateway) Pass(ctx context.Context, w Writer, req Request, route, id, path string) Result {
+	res := Result{}
+	if !req.Caller.Granted(id) {
+		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", id), false)
+	}
+	if _, ok := g.cfg.Upstream.Routes[route]; !ok {
+		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the route %q that served this answer is no longer configured", route), false)
+	}
+	resp, _, err := g.send(ctx, req, route, path, req.Body, g.cfg.HeaderTimeout)
+	if err != nil {
+		return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: the upstream could not be reached", true)
+	}
+	defer resp.Body.Close()
+	b, err := readAll(resp.Body, g.cfg.MaxAnswer)
+	if err != nil {
+		return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: the upstream's answer broke off", true)
+	}
+	if authRefused(resp.StatusCode) {
+		g.refusedCredential(route, id, resp.StatusCode, b)
+		return refused(res, http.StatusBadGateway, CodeUpstreamAuth, "shim: the upstream refused this route's credential; the operator must fix the route", false)
+	}
+	res.Attempts = append(res.Attempts, Attempt{Route: route, Model: id, Outcome: "answered", Status: resp.StatusCode})
+	res.Route, res.Status = route, resp.StatusCode
+	g.passOn(w, outcome{status: resp.StatusCode, errAnswer: b, errHeader: resp.Header})
+	return res
 }

@@ -89,6 +89,9 @@ func (g *Gate) Routes() []server.Route {
 			server.Route{Pattern: "GET /v1/outcomes", Action: "shim.outcomes", Scope: contract.ScopeRoute, Handler: g.outcomes},
 			server.Route{Pattern: "GET /v1/insights", Action: "shim.insights", Scope: contract.ScopeRoute, Handler: g.insights})
 	}
+	if g.cfg.Gateway != nil {
+		rs = append(rs, g.responseRoutes()...)
+	}
 	if g.cfg.Spend != nil {
 		rs = append(rs, server.Route{Pattern: "GET /v1/spend", Action: "shim.spend", Scope: contract.ScopeRoute, Handler: g.spend})
 	}

@@ -249,6 +249,18 @@ func (m *Memory) AddReceipt(_ context.Context, tenant contract.TenantSlot, r shi
 	return nil
 }
 
+// ReceiptOfResponse implements shim.Store.
+func (m *Memory) ReceiptOfResponse(_ context.Context, tenant contract.TenantSlot, responseID string) (shim.Receipt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.receipts[tenant]) - 1; i >= 0; i-- {
+		if r := dec[shim.Receipt](m.receipts[tenant][i]); r.ResponseID == responseID {
+			return r, nil
+		}
+	}
+	return shim.Receipt{}, contract.NotFoundf(shim.CodeNotFound, "shim: no response %q", responseID)
+}
+
 // ListReceipts implements shim.Store.
 func (m *Memory) ListReceipts(_ context.Context, tenant contract.TenantSlot, limit int, before string) ([]shim.Receipt, error) {
 	m.mu.Lock()

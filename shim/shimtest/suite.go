@@ -1,6 +1,7 @@
 package shimtest
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -21,6 +22,31 @@ func TestStore(t *testing.T, open func(t *testing.T) shim.Store) {
 	t.Run("TenantIsolation", func(t *testing.T) { testTenantIsolation(t, open(t)) })
 	t.Run("Ledger", func(t *testing.T) { testLedger(t, open(t)) })
 	t.Run("Receipts", func(t *testing.T) { testReceipts(t, open(t)) })
+	t.Run("ReceiptOfResponse", func(t *testing.T) { testReceiptOfResponse(t, open(t)) })
+}
+
+// testReceiptOfResponse: the receipt whose client got a Responses API
+// answer is found by that answer's id, in its tenant only; the newest
+// wins when two name one id.
+func testReceiptOfResponse(t *testing.T, s shim.Store) {
+	ctx := context.Background()
+	for _, r := range []shim.Receipt{
+		{ID: "rcpt_01AAAAAAAAAAAAAAAAAAAAAAAA", Tenant: tenantA, Decision: shim.DecisionForward, ResponseID: "resp_one", Upstream: "old"},
+		{ID: "rcpt_01AAAAAAAAAAAAAAAAAAAAAAAB", Tenant: tenantA, Decision: shim.DecisionForward},
+		{ID: "rcpt_01AAAAAAAAAAAAAAAAAAAAAAAC", Tenant: tenantA, Decision: shim.DecisionForward, ResponseID: "resp_one", Upstream: "new"},
+	} {
+		if err := s.AddReceipt(ctx, tenantA, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := s.ReceiptOfResponse(ctx, tenantA, "resp_one")
+	if err != nil || r.ID != "rcpt_01AAAAAAAAAAAAAAAAAAAAAAAC" || r.Upstream != "new" {
+		t.Fatalf("ReceiptOfResponse = %+v %v", r, err)
+	}
+	_, err = s.ReceiptOfResponse(ctx, tenantB, "resp_one")
+	wantKind(t, err, contract.KindNotFound, shim.CodeNotFound)
+	_, err = s.ReceiptOfResponse(ctx, tenantA, "resp_none")
+	wantKind(t, err, contract.KindNotFound, shim.CodeNotFound)
 }
 
 const (

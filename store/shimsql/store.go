@@ -297,7 +297,7 @@ func (s *Store) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt,
 		if _, err := store.AppendPrepared(ctx, tx, sealable); err != nil {
 			return err
 		}
-		if err := insertReceiptLedger(ctx, tx, tenant, rc.ID, rc.At, rc.Decision, doc, journal); err != nil {
+		if err := insertReceiptLedger(ctx, tx, tenant, rc, doc, journal); err != nil {
 			return err
 		}
 		if err := closes.Commit(ctx, tx); err != nil {
@@ -352,29 +352,41 @@ func addReceipt(ctx context.Context, q store.Querier, tenant contract.TenantSlot
 	if err != nil {
 		return err
 	}
-	return insertReceipt(ctx, q, tenant, r.ID, r.At, r.Decision, doc)
-}
-
-func insertReceipt(ctx context.Context, q store.Querier, tenant contract.TenantSlot, id, at string, decision shim.Decision, doc []byte) error {
-	return insertReceiptLedger(ctx, q, tenant, id, at, decision, doc, nil)
+	return insertReceiptLedger(ctx, q, tenant, &r, doc, nil)
 }
 
 // insertReceiptLedger inserts a receipt carrying the deferred closes ledger
 // (JSON; nil: none).
-func insertReceiptLedger(ctx context.Context, q store.Querier, tenant contract.TenantSlot, id, at string, decision shim.Decision, doc, ledger []byte) error {
-	var l sql.NullString
+func insertReceiptLedger(ctx context.Context, q store.Querier, tenant contract.TenantSlot, rc *shim.Receipt, doc, ledger []byte) error {
+	var l, resp sql.NullString
 	if ledger != nil {
 		l = sql.NullString{String: string(ledger), Valid: true}
 	}
-	_, err := q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc, ledger) VALUES (?, ?, ?, ?, ?, ?)`,
-		string(tenant), id, at, string(decision), string(doc), l)
+	if rc.ResponseID != "" {
+		resp = sql.NullString{String: rc.ResponseID, Valid: true}
+	}
+	_, err := q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc, ledger, response_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		string(tenant), rc.ID, rc.At, string(rc.Decision), string(doc), l, resp)
 	if store.IsUniqueViolation(err) {
-		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", id)
+		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", rc.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("store: add receipt: %w", err)
 	}
 	return nil
+}
+
+// ReceiptOfResponse implements shim.Store.
+func (s *Store) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot, responseID string) (shim.Receipt, error) {
+	r, err := store.ScanJSON[shim.Receipt](s.db.QueryRow(ctx, `SELECT doc FROM shim_receipts WHERE tenant = ? AND response_id = ? ORDER BY id DESC LIMIT 1`,
+		string(tenant), responseID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return shim.Receipt{}, contract.NotFoundf(shim.CodeNotFound, "shim: no response %q", responseID)
+	}
+	if err != nil {
+		return shim.Receipt{}, fmt.Errorf("store: receipt of response: %w", err)
+	}
+	return r, nil
 }
 
 // ListReceipts implements shim.Store.
