@@ -94,6 +94,8 @@ type instance struct {
 	stderr   *syncBuffer
 	done     chan int
 	cancel   context.CancelFunc
+	// storeArgs name its store to another command (--data DIR or --store DSN), when a test sets them.
+	storeArgs []string
 }
 
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)

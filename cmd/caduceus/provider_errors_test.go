@@ -13,6 +13,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/caduceus-dev/caduceus/store/storetest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -51,12 +52,33 @@ func providerServeEnv(t *testing.T, getenv func(string) string, shimExtra string
 		t.Fatal(err)
 	}
 	in := startEnv(t, getenv, append([]string{"--config", file}, args...)...)
-	code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data,
-		"--models", "openai/gpt-4.1,anthropic/claude-sonnet-4-5")
+	in.storeArgs = storeArgsOf(in, args)
+	code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route",
+		"--models", "openai/gpt-4.1,anthropic/claude-sonnet-4-5"}, in.storeArgs...)...)
 	if code != 0 {
 		t.Fatalf("keys create: %s", errOut)
 	}
 	return in, strings.TrimSpace(out)
+}
+
+// storeArgsOf are the flags that name in's store to another command: its
+// --store when serve was given one, else its data directory.
+func storeArgsOf(in *instance, serveArgs []string) []string {
+	for i, a := range serveArgs {
+		if a == "--store" && i+1 < len(serveArgs) {
+			return []string{"--store", serveArgs[i+1]}
+		}
+	}
+	return []string{"--data", in.data}
+}
+
+// eachStore runs fn on SQLite (no flag: serve's data directory) and, when
+// the tests have Postgres, on a fresh Postgres schema (--store DSN).
+func eachStore(t *testing.T, fn func(t *testing.T, serveArgs ...string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t) })
+	if dsn := os.Getenv(storetest.EnvPostgres); dsn != "" {
+		t.Run("postgres", func(t *testing.T) { fn(t, "--store", storetest.FreshSchema(t, dsn)) })
+	}
 }
 
 // TestProviderRoutesAnswerInTheProvidersShape: every
@@ -121,7 +143,7 @@ func TestProviderRoutesAnswerInTheProvidersShape(t *testing.T) {
 	}
 	_, err = aGood.Models.Get(t.Context(), "gpt-4.1", anthropic.ModelGetParams{})
 	anthropicErr("anthropic models.retrieve of an OpenAI model", err, 404, "model_not_found")
-	_, ungranted, _ := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data, "--models", "openai/gpt-4.1")
+	_, ungranted, _ := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1"}, in.storeArgs...)...)
 	aOther := ac(strings.TrimSpace(ungranted))
 	_, err = aOther.Models.Get(t.Context(), "claude-sonnet-4-5", anthropic.ModelGetParams{})
 	anthropicErr("anthropic models.retrieve of a model the key is not granted", err, 404, "model_not_found")
@@ -236,7 +258,9 @@ func TestBrowserAppsAndLargeRequests(t *testing.T) {
 // chat completion — the caller's grant, a reservation priced per input
 // token (no output), the key's budget, failover along the plan, a receipt
 // — with the official OpenAI SDK.
-func TestEmbeddingsThroughTheGateway(t *testing.T) {
+func TestEmbeddingsThroughTheGateway(t *testing.T) { eachStore(t, testEmbeddingsThroughTheGateway) }
+
+func testEmbeddingsThroughTheGateway(t *testing.T, serveArgs ...string) {
 	up := &fakeProvider{name: "openai"}
 	down := &fakeProvider{name: "down"}
 	down.fail.Store(503)
@@ -262,10 +286,10 @@ func TestEmbeddingsThroughTheGateway(t *testing.T) {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in := start(t, "--config", file)
+	in := start(t, append([]string{"--config", file}, serveArgs...)...)
 	mk := func(models string) string {
 		t.Helper()
-		code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data, "--models", models)
+		code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route", "--models", models}, storeArgsOf(in, serveArgs)...)...)
 		if code != 0 {
 			t.Fatalf("keys create: %s", errOut)
 		}
@@ -327,7 +351,11 @@ func TestEmbeddingsThroughTheGateway(t *testing.T) {
 // answer, for the caller's tenant only; POST /v1/responses/input_tokens
 // is counted by a route of the plan — with the official OpenAI SDK.
 func TestResponsesRetrievedFromTheRouteThatServedThem(t *testing.T) {
-	in, key := providerServe(t, "")
+	eachStore(t, testResponsesRetrieved)
+}
+
+func testResponsesRetrieved(t *testing.T, serveArgs ...string) {
+	in, key := providerServe(t, "", serveArgs...)
 	client := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
 	resp, err := client.Responses.New(t.Context(), responses.ResponseNewParams{Model: "gpt-4.1",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}})
@@ -353,7 +381,7 @@ func TestResponsesRetrievedFromTheRouteThatServedThem(t *testing.T) {
 	if !errors.As(err, &e) || e.StatusCode != 404 || e.Code != "not_found" {
 		t.Errorf("responses.retrieve of an unknown id: %v", err)
 	}
-	code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-2", "--scopes", "route", "--data", in.data, "--models", "openai/gpt-4.1")
+	code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-2", "--scopes", "route", "--models", "openai/gpt-4.1"}, in.storeArgs...)...)
 	if code != 0 {
 		t.Fatal(errOut)
 	}
