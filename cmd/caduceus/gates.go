@@ -84,7 +84,10 @@ func (a *app) gates(ctx context.Context, db *store.DB) (gs []gate.Gate, closeAll
 		cfg := shimgate.Config{Service: g.svc, Memory: g.mem, Sync: g.syncer(a, db, false), AllowedOrigins: a.cfg.Shim.CORS.AllowedOrigins}
 		if g.gw != nil {
 			cfg.Spend, cfg.Gateway = ledger.Of(db), g.gw
-			cfg.Jobs = []gate.Job{{Name: "ledger", Run: func(ctx context.Context) { a.ledgerJob(ctx, db) }}}
+			cfg.Jobs = []gate.Job{
+				{Name: "ledger", Run: func(ctx context.Context) { a.ledgerJob(ctx, db) }},
+				{Name: "route check", Run: func(ctx context.Context) { a.checkRoutes(ctx, g.gw) }},
+			}
 		}
 		gs = append(gs, shimgate.New(cfg))
 	}

@@ -58,6 +58,23 @@ func (a *app) logGateway() {
 	}
 }
 
+// checkRoutes is serve's startup check of the gateway's routes: each
+// upstream is asked for its models with the route's credential, a refused
+// credential is logged as an error and the route shown unhealthy in
+// /metrics (caduceus_shim_route_healthy 0), an unreachable one warned of.
+func (a *app) checkRoutes(ctx context.Context, gw *gateway.Gateway) {
+	for _, c := range gw.CheckRoutes(ctx) {
+		switch {
+		case c.Err != nil && ctx.Err() == nil:
+			a.log.Warn("shim route unreachable at startup", "route", c.Route, "err", c.Err)
+		case c.Refused:
+			a.log.Error("shim route unhealthy: the upstream refused its credential", "route", c.Route, "status", c.Status)
+		case c.Err == nil:
+			a.log.Info("shim route checked", "route", c.Route, "status", c.Status)
+		}
+	}
+}
+
 // staleReservation is how old a reservation still open must be before the
 // sweep releases it: its process died mid-call (a live stream that long is
 // not expected), and it would otherwise count against its budgets forever.

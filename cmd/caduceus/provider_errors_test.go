@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -389,5 +390,53 @@ func testResponsesRetrieved(t *testing.T, serveArgs ...string) {
 	_, err = other.Responses.Get(t.Context(), resp.ID, responses.ResponseGetParams{})
 	if !errors.As(err, &e) || e.StatusCode != 404 {
 		t.Errorf("another tenant retrieves resp_1: %v", err)
+	}
+}
+
+// TestStartupCheckFindsARefusedRouteCredential: serve asks each gateway
+// route's upstream for its models at start; a route whose credential the
+// upstream refuses is logged as an error and shown unhealthy in /metrics
+// before any client meets it, and a good route healthy.
+func TestStartupCheckFindsARefusedRouteCredential(t *testing.T) {
+	bad, good := &fakeProvider{name: "bad"}, &fakeProvider{name: "good"}
+	bad.fail.Store(401)
+	badSrv, goodSrv := httptest.NewServer(bad), httptest.NewServer(good)
+	t.Cleanup(badSrv.Close)
+	t.Cleanup(goodSrv.Close)
+	conf := fmt.Sprintf(`shim:
+  routes:
+    stale: {kind: openai, base_url: %s/v1, key_env: STALE_KEY, models: [gpt-4.1]}
+    fresh: {kind: anthropic, base_url: %s, key_env: FRESH_KEY, models: [claude-sonnet-4-5]}
+  plans:
+    main:
+      failover: none
+      models:
+        gpt-4.1: [{route: stale}]
+        claude-sonnet-4-5: [{route: fresh}]
+  prices:
+    openai/gpt-4.1: {input: 2, output: 8, max_output_tokens: 4096}
+    anthropic/claude-sonnet-4-5: {input: 3, output: 15, max_output_tokens: 4096}
+`, badSrv.URL, goodSrv.URL)
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"STALE_KEY": "sk-revoked", "FRESH_KEY": "sk-good"}
+	in := startEnv(t, func(k string) string { return env[k] }, "--config", file)
+	in.stderr.await(t, regexp.MustCompile(`shim route unhealthy: the upstream refused its credential.*route=stale`), in.done)
+	in.stderr.await(t, regexp.MustCompile(`shim route checked.*route=fresh`), in.done)
+	resp, err := http.Get(in.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`caduceus_shim_route_healthy{route="stale"} 0`, `caduceus_shim_route_healthy{route="fresh"} 1`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(in.stderr.String(), "sk-revoked") || strings.Contains(in.stderr.String(), "sk-good") {
+		t.Error("the log shows a route's key")
 	}
 }

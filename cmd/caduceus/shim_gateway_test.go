@@ -34,6 +34,17 @@ type fakeProvider struct {
 }
 
 func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		// serve's startup check of the route's credential: not a call.
+		if code := int(f.fail.Load()); code == 401 || code == 403 {
+			w.WriteHeader(code)
+			io.WriteString(w, `{"error":{"message":"`+f.name+` says no","type":"invalid_request_error","code":"invalid_api_key"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[]}`)
+		return
+	}
 	f.calls.Add(1)
 	b, _ := io.ReadAll(r.Body)
 	f.last.Store(string(b))

@@ -29,6 +29,12 @@ type fakeLocal struct {
 }
 
 func (f *fakeLocal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		// Ollama and vLLM list their models here (serve's startup check).
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[]}`)
+		return
+	}
 	f.calls.Add(1)
 	f.auth.Store(r.Header.Get("Authorization"))
 	if !strings.HasSuffix(r.URL.Path, "/v1/chat/completions") {

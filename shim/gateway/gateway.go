@@ -1076,3 +1076,46 @@ func (g *Gateway) Pass(ctx context.Context, w Writer, req Request, route, id, pa
 	g.passOn(w, outcome{status: resp.StatusCode, errAnswer: b, errHeader: resp.Header})
 	return res
 }
+
+// ModelsPath is the models endpoint both providers serve.
+const ModelsPath = "/v1/models"
+
+// RouteCheck is what CheckRoutes found of one route.
+type RouteCheck struct {
+	Route  string
+	Status int   // the upstream's status (0: not reached)
+	Err    error // the call's failure, when it was not reached
+	// Refused: the upstream refused the route's credential (401, 403);
+	// the route is marked unhealthy.
+	Refused bool
+}
+
+// CheckRoutes asks every route's upstream for its models with the route's
+// credential, as a startup check: a route whose credential is refused
+// (401, 403) is logged for the operator and marked unhealthy
+// (OnRouteHealth) before any client meets it; any other answer marks it
+// healthy. An unreachable route is reported, not marked. Nothing is
+// reserved or charged: listing models costs nothing.
+func (g *Gateway) CheckRoutes(ctx context.Context) []RouteCheck {
+	var out []RouteCheck
+	for _, name := range slices.Sorted(maps.Keys(g.cfg.Upstream.Routes)) {
+		rc := RouteCheck{Route: name}
+		resp, _, err := g.send(ctx, Request{Method: http.MethodGet, Header: http.Header{}}, name, ModelsPath, nil, 10*time.Second)
+		if err != nil {
+			rc.Err = err
+			out = append(out, rc)
+			continue
+		}
+		b, _ := readAll(resp.Body, 1<<16)
+		resp.Body.Close()
+		rc.Status = resp.StatusCode
+		if authRefused(resp.StatusCode) {
+			rc.Refused = true
+			g.refusedCredential(name, "", resp.StatusCode, b)
+		} else {
+			g.setHealth(name, routeHealthy)
+		}
+		out = append(out, rc)
+	}
+	return out
+}
