@@ -25,7 +25,6 @@ package shim
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -62,7 +61,7 @@ type Config struct {
 	// is shaped by its own only). Entity memory is per key either way.
 	Isolation Isolation
 	// Client sends upstream requests (nil: a client over
-	// upstreamTransport(0), without overall timeout since streams may be
+	// gateway.Transport(0), without overall timeout since streams may be
 	// long; cancellation follows the caller's request).
 	Client *http.Client
 	// Embedder for tier 2 (nil: Local).
@@ -200,7 +199,7 @@ func New(cfg Config) *Service {
 		s.log = slog.Default()
 	}
 	if s.client == nil {
-		s.client = &http.Client{Transport: upstreamTransport(0)}
+		s.client = &http.Client{Transport: gateway.Transport(0)}
 	}
 	st := s.store
 	s.provDocs = documents[Provision, *Provision]{s: s, noun: "provision", keyField: "id",
@@ -234,31 +233,6 @@ type Writer struct {
 // Writer returns the Service's Writer.
 func (s *Service) Writer() Writer {
 	return Writer{Store: s.store, Audit: s.cfg.Audit, BuiltinTenant: s.cfg.BuiltinTenant, Now: s.now, Logger: s.log, Invalidate: s.invalidate, Scope: s.Scope}
-}
-
-// upstreamTransport is the transport the shim forwards with when
-// Config.Client is nil: an idle pool of maxIdlePerHost connections per
-// upstream (0: 256, enough for the concurrency one process serves, so
-// connections are reused rather than re-dialled under load), HTTP/2 where
-// the upstream offers it, and bounds on each phase that has a natural one —
-// dial 10s, TLS handshake 10s, response headers 120s (a provider may think
-// before its first byte) — but no overall timeout: a stream lasts as long as
-// the answer, and the caller's hang-up cancels it.
-func upstreamTransport(maxIdlePerHost int) *http.Transport {
-	if maxIdlePerHost <= 0 {
-		maxIdlePerHost = 256
-	}
-	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          0, // no global cap: the per-host pool bounds it
-		MaxIdleConnsPerHost:   maxIdlePerHost,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 120 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
 }
 
 // BuiltinTenant is the tenant whose rows are the system builtins.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"slices"
@@ -54,7 +55,7 @@ type Config struct {
 	Keys   map[string]string
 	Ledger upstream.Ledger
 	Holds  upstream.Holds
-	// Client sends upstream requests (nil: http.DefaultClient).
+	// Client sends upstream requests (nil: a client over Transport(0)).
 	Client *http.Client
 	// HeaderTimeout (shim.attempt_timeout) bounds the wait for an
 	// attempt's response headers once it is sent, when a further step may
@@ -103,7 +104,7 @@ func New(cfg Config) *Gateway {
 		panic("gateway: Config.Ledger and Config.Holds are required")
 	}
 	if cfg.Client == nil {
-		cfg.Client = http.DefaultClient
+		cfg.Client = &http.Client{Transport: Transport(0)}
 	}
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = 120 * time.Second
@@ -1118,4 +1119,30 @@ func (g *Gateway) CheckRoutes(ctx context.Context) []RouteCheck {
 		out = append(out, rc)
 	}
 	return out
+}
+
+// Transport is the transport the shim forwards with when it is given no
+// client: an idle pool of maxIdlePerHost connections per upstream (0: 256,
+// enough for the concurrency one process serves, so connections are reused
+// rather than dialled anew under load; Go's default keeps 2), HTTP/2 where
+// the upstream offers it, and bounds on the phases that have a natural one —
+// dial 10s, TLS handshake 10s — but none on the wait for the answer: a
+// provider may think for minutes before its first byte, and a stream lasts
+// as long as the answer. The gateway bounds that wait where a plan allows a
+// failover (attempt_timeout) or a route asks (timeout); otherwise the
+// caller's hang-up cancels it.
+func Transport(maxIdlePerHost int) *http.Transport {
+	if maxIdlePerHost <= 0 {
+		maxIdlePerHost = 256
+	}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0, // no global cap: the per-host pool bounds it
+		MaxIdleConnsPerHost:   maxIdlePerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
 }
