@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -71,7 +72,9 @@ type app struct {
 	upstreamFlags []string
 	auditFlags    auditConfig
 	originFlags   []string
-	log           *slog.Logger
+	// shutdownTimeout bounds serve's wait for requests in flight at a stop.
+	shutdownTimeout time.Duration
+	log             *slog.Logger
 }
 
 // run is the whole program: parse args, run the command, return the exit

@@ -55,6 +55,7 @@ creates one for slot-1 and prints it once.`,
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointFile, "audit-checkpoint-file", "", "write a signed audit checkpoint to this file every interval (env CADUCEUS_AUDIT_CHECKPOINT_FILE)")
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointURL, "audit-checkpoint-url", "", "POST a signed audit checkpoint to this URL every interval (env CADUCEUS_AUDIT_CHECKPOINT_URL)")
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointInterval, "audit-checkpoint-interval", "", "how often to write the checkpoint (default 5m; env CADUCEUS_AUDIT_CHECKPOINT_INTERVAL)")
+	cmd.Flags().DurationVar(&a.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long requests and streams in flight may take to finish before their connections are closed")
 	cmd.Flags().StringSliceVar(&a.originFlags, "mcp-allowed-origin", nil, "a browser Origin /mcp accepts; repeatable (default none; env CADUCEUS_MCP_ALLOWED_ORIGINS)")
 	return cmd
 }
@@ -132,9 +133,16 @@ func (a *app) serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	a.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.shutdownTimeout)
 	defer cancel()
 	err = hs.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// What is still in flight past the bound is cut; each answer that
+		// left was committed before it did.
+		a.log.Warn("shutting down: requests still in flight after the shutdown timeout; closing their connections", "timeout", a.shutdownTimeout)
+		hs.Close()
+		err = nil
+	}
 	// The requests have finished: the background work ends, and the
 	// deferred waits hold the store open until it has.
 	stopJobs()
