@@ -66,6 +66,11 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *Call) erro
 		return err
 	}
 	c.Resource = "key/" + key.ID
+	// Only a hash of the secret is ever stored: a replay of this answer
+	// (Idempotency-Key) shows the key without it.
+	if c.ReplayBody, err = json.Marshal(viewOf(key)); err != nil {
+		return contract.Internal(err)
+	}
 	return WriteJSON(w, http.StatusCreated, struct {
 		Key string `json:"key"`
 		KeyView

@@ -71,6 +71,12 @@ type Config struct {
 	// the liveness and readiness probes: the proxy in front adds it, so
 	// nothing reaches the server around it.
 	EdgeSecret string
+	// Keys keeps the Idempotency-Key of write routes (idempotency.go); nil:
+	// Store's, when it keeps them (a *store.DB does).
+	Keys RequestKeys
+	// IdempotencyWait bounds how long a duplicate waits for the request
+	// holding its key (default DefaultIdempotencyWait).
+	IdempotencyWait time.Duration
 }
 
 // Server serves the HTTP API.
@@ -86,6 +92,9 @@ type Server struct {
 	// envelopes are the LLM routes' error envelopes by path, for the
 	// refusals made before a route is matched (the edge check).
 	envelopes map[string]Envelope
+	// keys and inflight: the write routes' idempotency keys.
+	keys     RequestKeys
+	inflight inflight
 }
 
 // New builds a server and its routes.
@@ -102,6 +111,12 @@ func New(cfg Config) *Server {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if cfg.IdempotencyWait <= 0 {
+		cfg.IdempotencyWait = DefaultIdempotencyWait
+	}
+	if cfg.Keys == nil {
+		cfg.Keys, _ = cfg.Store.(RequestKeys)
+	}
 	reg := prometheus.NewRegistry()
 	s := &Server{
 		cfg:     cfg,
@@ -109,6 +124,7 @@ func New(cfg Config) *Server {
 		mux:     http.NewServeMux(),
 		reg:     reg,
 		metrics: newMetrics(reg),
+		keys:    cfg.Keys,
 	}
 	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
 	s.envelopes = map[string]Envelope{}
