@@ -30,6 +30,7 @@ type idemEnv struct {
 	configure string // slot-1, route and configure, harness claude-code
 	flaky     atomic.Int32
 	slow      atomic.Int32
+	llm       atomic.Int32
 	entered   chan struct{}
 	unblock   chan struct{}
 }
@@ -66,6 +67,13 @@ func newIdemEnv(t *testing.T, db *store.DB, wait time.Duration) *idemEnv {
 				<-e.unblock
 			}
 			return server.WriteJSON(w, http.StatusCreated, map[string]string{"done": "yes"})
+		}})
+	// An LLM-shaped route (Envelope set): its Idempotency-Key is the
+	// provider's; the handler sees it and runs every time.
+	routes = append(routes, server.Route{Pattern: "POST /v1/test/llm", Action: "test.llm",
+		Envelope: func(w http.ResponseWriter, status int, code, message string) { http.Error(w, code, status) },
+		Handler: func(w http.ResponseWriter, r *http.Request, c *server.Call) error {
+			return server.WriteJSON(w, http.StatusOK, map[string]any{"run": e.llm.Add(1), "key": r.Header.Get("Idempotency-Key")})
 		}})
 	e.srv = server.New(server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Routes: routes, IdempotencyWait: wait})
 	return e
@@ -297,4 +305,17 @@ func TestIdempotencyInProgress(t *testing.T) {
 			t.Errorf("the slow handler ran %d times, want 1", n)
 		}
 	})
+}
+
+// TestIdempotencyKeyLeftToLLMRoutes: on an LLM route (Envelope set) the
+// wrapper neither stores nor replays: the header reaches the handler (the
+// shim forwards it to the provider) and every call runs.
+func TestIdempotencyKeyLeftToLLMRoutes(t *testing.T) {
+	e := newIdemEnv(t, storetest.OpenSQLite(t), 0)
+	for want := 1.0; want <= 2; want++ {
+		a := e.do(t, "POST", "/v1/test/llm", e.admin, `{"model":"m"}`, "Idempotency-Key", "provider-key-0001")
+		if a.code != 200 || a.replayed || a.body["run"] != want || a.body["key"] != "provider-key-0001" {
+			t.Errorf("call %v: %+v", want, a)
+		}
+	}
 }
