@@ -489,6 +489,10 @@ func (s *Service) passAnswer(w http.ResponseWriter, t *turn, resp *http.Response
 	s.finish(t)
 }
 
+// BodiesAsHashes is the redaction of a receipt's record: the request, the
+// forwarded request and the answer are kept as their sha256, never as text.
+var BodiesAsHashes = contract.Redaction{Level: contract.RedactionPartial, Reason: "request and response bodies kept as their sha256"}
+
 // finish appends the receipt to the audit trail and the store (one
 // transaction with Config.Turns), then tells the observers, on a context the
 // caller's hang-up cannot cancel. It runs before the handler returns, so a
@@ -537,6 +541,7 @@ func (s *Service) finish(t *turn) {
 			Resource: "receipt/" + t.rc.ID, Outcome: outcome, Reason: reason},
 		Provenance: prov,
 		Payload:    t.rc,
+		Redaction:  &BodiesAsHashes,
 	}
 	observers := s.cfg.Observers
 	if s.cfg.Turns != nil {

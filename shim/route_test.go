@@ -24,7 +24,8 @@ func init() {
 // name) and its provider class: codex for an openai route, claude for an
 // anthropic one, local for a model priced at zero (an Ollama route) — in
 // the receipt (valid against the receipt schema: e.receipts checks) and in
-// its audit record's provenance.
+// its audit record's provenance; that record is personal and says the
+// bodies are kept as hashes.
 func TestReceiptCarriesTheHUXRoute(t *testing.T) {
 	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
 	if err != nil {
@@ -69,6 +70,10 @@ func TestReceiptCarriesTheHUXRoute(t *testing.T) {
 		last := recs[len(recs)-1]
 		if last.Provenance == nil || last.Provenance.Route == nil || *last.Provenance.Route != tc.want {
 			t.Errorf("%s: audit provenance %+v, want route %+v", tc.model, last.Provenance, tc.want)
+		}
+		// The record keeps the bodies as hashes, and says so.
+		if last.Sensitivity != contract.SensitivityPersonal || last.Redaction == nil || *last.Redaction != shim.BodiesAsHashes {
+			t.Errorf("%s: sensitivity %q redaction %+v", tc.model, last.Sensitivity, last.Redaction)
 		}
 	}
 }
