@@ -59,7 +59,7 @@ func (s *Server) OpenAPI() map[string]any {
 		if keyed(rt) || rt.OwnIdempotency {
 			params = append(params, map[string]any{"name": HeaderIdempotencyKey, "in": "header", "required": false,
 				"description": "a repeat with the same key and request gets the stored answer (Idempotent-Replayed: true); another request under it is 409 idempotency_key_conflict",
-				"schema": map[string]any{"type": "string", "pattern": "^[A-Za-z0-9._:-]{8,120}$"}})
+				"schema":      map[string]any{"type": "string", "pattern": "^[A-Za-z0-9._:-]{8,120}$"}})
 		}
 		if params != nil {
 			op["parameters"] = params
