@@ -87,14 +87,14 @@ type Server struct {
 	metrics *metrics
 	reg     *prometheus.Registry
 	tools   []Tool
+	// keys and inflight: the write routes' idempotency keys.
+	keys     RequestKeys
+	inflight inflight
 	// table is every route the server serves (routes).
 	table []Route
 	// envelopes are the LLM routes' error envelopes by path, for the
 	// refusals made before a route is matched (the edge check).
 	envelopes map[string]Envelope
-	// keys and inflight: the write routes' idempotency keys.
-	keys     RequestKeys
-	inflight inflight
 }
 
 // New builds a server and its routes.

@@ -84,15 +84,15 @@ type Receipt struct {
 	RequestSHA256   string              `json:"request_sha256,omitempty"`
 	ForwardedSHA256 string              `json:"forwarded_sha256,omitempty"`
 	ResponseSHA256  string              `json:"response_sha256,omitempty"`
-	// Route is the HUX route (seed 002): the model asked for (the protocol
-	// when the request named none), the model identity that served it
-	// ("openai/gpt-4.1", not the route's name) and its provider class.
-	Route          *contract.Route `json:"route,omitempty"`
-	Upstream       string          `json:"upstream,omitempty"`
-	UpstreamStatus int             `json:"upstream_status,omitempty"`
-	OverheadMicros int64           `json:"overhead_us"`
+	Upstream        string              `json:"upstream,omitempty"`
+	UpstreamStatus  int                 `json:"upstream_status,omitempty"`
+	OverheadMicros  int64               `json:"overhead_us"`
 	// Spend is the gateway's account of the request: every attempt with
 	// its reserved and settled microdollars (absent without gateway routes).
 	Spend   *Spend `json:"spend,omitempty"`
 	AuditID string `json:"audit_id,omitempty"`
+	// Route is the HUX route (seed 002): the model asked for (the protocol
+	// when the request named none), the model identity that served it
+	// ("openai/gpt-4.1", not the route's name) and its provider class.
+	Route *contract.Route `json:"route,omitempty"`
 }
