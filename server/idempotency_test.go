@@ -68,10 +68,19 @@ func newIdemEnv(t *testing.T, db *store.DB, wait time.Duration) *idemEnv {
 			}
 			return server.WriteJSON(w, http.StatusCreated, map[string]string{"done": "yes"})
 		}})
-	// An LLM-shaped route (Envelope set): its Idempotency-Key is the
-	// provider's; the handler sees it and runs every time.
-	routes = append(routes, server.Route{Pattern: "POST /v1/test/llm", Action: "test.llm",
-		Envelope: func(w http.ResponseWriter, status int, code, message string) { http.Error(w, code, status) },
+	// An LLM-shaped route (the chat completions route's Envelope): its
+	// Idempotency-Key is the provider's; the handler sees it and runs
+	// every time.
+	var chat server.Envelope
+	for _, rt := range routes {
+		if rt.Pattern == "POST /v1/chat/completions" {
+			chat = rt.Envelope
+		}
+	}
+	if chat == nil {
+		t.Fatal("the shim gate has no chat completions route")
+	}
+	routes = append(routes, server.Route{Pattern: "POST /v1/test/llm", Action: "test.llm", Envelope: chat,
 		Handler: func(w http.ResponseWriter, r *http.Request, c *server.Call) error {
 			return server.WriteJSON(w, http.StatusOK, map[string]any{"run": e.llm.Add(1), "key": r.Header.Get("Idempotency-Key")})
 		}})
