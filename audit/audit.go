@@ -44,7 +44,8 @@ type Record struct {
 	Provenance *contract.Provenance  `json:"provenance,omitempty"`
 	Payload    json.RawMessage       `json:"payload,omitempty"`
 	// Sensitivity and Redaction (seed 002) are on every record sealed
-	// since issue 27; older records have neither, and verify as they were.
+	// since records carry them; older records have neither, and verify as
+	// they were.
 	Redaction   *contract.Redaction  `json:"redaction,omitempty"`
 	Sensitivity contract.Sensitivity `json:"sensitivity,omitempty"`
 
