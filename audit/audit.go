@@ -27,6 +27,12 @@ type Entry struct {
 	Outcome    contract.AuditOutcome
 	Provenance *contract.Provenance // optional
 	Payload    any                  // optional domain payload; must encode to JSON
+	// Sensitivity is how widely the record may be shown; empty: the
+	// action's (SensitivityOf). Every record sealed carries one.
+	Sensitivity contract.Sensitivity
+	// Redaction says how the payload was reduced (message text kept as a
+	// hash, refused bytes kept as hash and size); nil when it was not.
+	Redaction *contract.Redaction
 }
 
 // Record is one sealed link of a tenant's chain.
@@ -37,6 +43,11 @@ type Record struct {
 	Outcome    contract.AuditOutcome `json:"outcome"`
 	Provenance *contract.Provenance  `json:"provenance,omitempty"`
 	Payload    json.RawMessage       `json:"payload,omitempty"`
+	// Sensitivity and Redaction (seed 002) are on every record sealed
+	// since records carry them; older records have neither, and verify as
+	// they were.
+	Redaction   *contract.Redaction  `json:"redaction,omitempty"`
+	Sensitivity contract.Sensitivity `json:"sensitivity,omitempty"`
 
 	Body     []byte `json:"-"` // canonical JSON of the fields above: what is hashed
 	PrevHash string `json:"prev_hash"`
@@ -64,6 +75,16 @@ func Check(e Entry) error {
 			return fmt.Errorf("audit: provenance: %w", err)
 		}
 	}
+	if e.Sensitivity != "" {
+		if err := e.Sensitivity.Validate(); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+	}
+	if e.Redaction != nil {
+		if err := e.Redaction.Validate(); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -71,7 +92,7 @@ func Check(e Entry) error {
 // with the given id: it fills Body, PrevHash and Hash.
 //
 // Body is the canonical JSON of the record (keys sorted: id, outcome,
-// payload, provenance, seq, tenant), written directly rather than by
+// payload, provenance, redaction, sensitivity, seq, tenant), written directly rather than by
 // canonicalizing the whole record, so a payload is canonicalized once.
 // TestSealBodyIsCanonical proves it equals contract.CanonicalJSON(record).
 func Seal(e Entry, id string, seq int64, prevHash string) (Record, error) {
@@ -110,6 +131,9 @@ type CanonicalWriter interface {
 }
 
 func prepare(e Entry, id string) (Sealable, error) {
+	if e.Sensitivity == "" {
+		e.Sensitivity = SensitivityOf(e.Outcome.Action)
+	}
 	s := Sealable{ID: id, entry: e}
 	if e.Payload == nil {
 		return s, nil
@@ -146,13 +170,15 @@ func (s Sealable) Tenant() contract.TenantSlot { return s.entry.Outcome.Identity
 // seq: it fills Body, PrevHash and Hash.
 func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
 	rec := Record{
-		ID:         s.ID,
-		Tenant:     s.Tenant(),
-		Seq:        seq,
-		Outcome:    s.entry.Outcome,
-		Provenance: s.entry.Provenance,
-		Payload:    s.payload,
-		PrevHash:   prevHash,
+		ID:          s.ID,
+		Tenant:      s.Tenant(),
+		Seq:         seq,
+		Outcome:     s.entry.Outcome,
+		Provenance:  s.entry.Provenance,
+		Payload:     s.payload,
+		Redaction:   s.entry.Redaction,
+		Sensitivity: s.entry.Sensitivity,
+		PrevHash:    prevHash,
 	}
 	var b bytes.Buffer
 	b.Grow(512 + len(rec.Payload))
@@ -167,6 +193,19 @@ func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
 	if rec.Provenance != nil {
 		b.WriteString(`,"provenance":`)
 		writeProvenance(&b, rec.Provenance)
+	}
+	if r := rec.Redaction; r != nil {
+		b.WriteString(`,"redaction":{"level":`)
+		contract.WriteJSONString(&b, string(r.Level))
+		if r.Reason != "" {
+			b.WriteString(`,"reason":`)
+			contract.WriteJSONString(&b, r.Reason)
+		}
+		b.WriteByte('}')
+	}
+	if rec.Sensitivity != "" {
+		b.WriteString(`,"sensitivity":`)
+		contract.WriteJSONString(&b, string(rec.Sensitivity))
 	}
 	b.WriteString(`,"seq":`)
 	b.WriteString(strconv.FormatInt(rec.Seq, 10))

@@ -10,8 +10,10 @@ import (
 
 // sealedParts are the hand-encoded parts of a sealed body.
 type sealedParts struct {
-	Outcome    contract.AuditOutcome
-	Provenance *contract.Provenance
+	Outcome     contract.AuditOutcome
+	Provenance  *contract.Provenance
+	Redaction   *contract.Redaction
+	Sensitivity contract.Sensitivity
 }
 
 // TestSealBodyCoversEveryField proves Seal's hand-written body equal to the
@@ -22,7 +24,7 @@ type sealedParts struct {
 func TestSealBodyCoversEveryField(t *testing.T) {
 	paths := contracttest.Fields[sealedParts]()
 	for i, v := range contracttest.Variants[sealedParts]() {
-		e := Entry{Outcome: v.Outcome, Provenance: v.Provenance, Payload: json.RawMessage(`{"b":[1,2],"a":"x"}`)}
+		e := Entry{Outcome: v.Outcome, Provenance: v.Provenance, Redaction: v.Redaction, Sensitivity: v.Sensitivity, Payload: json.RawMessage(`{"b":[1,2],"a":"x"}`)}
 		rec, err := Seal(e, "evt_01ABCDEFGHJKMNPQRSTVWXYZ0", 3, Genesis)
 		if err != nil {
 			t.Fatal(err)

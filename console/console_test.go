@@ -561,3 +561,34 @@ func BenchmarkAuditAPI(b *testing.B) {
 		}
 	}
 }
+
+// TestRecordPageShowsSensitivityAndRedaction: a record's page shows its
+// sensitivity (seed 002) and, when its payload was reduced, the redaction's
+// level and reason.
+func TestRecordPageShowsSensitivityAndRedaction(t *testing.T) {
+	f := newFixture(t, storetest.OpenSQLite(t))
+	rec, err := f.db.Audit().Append(t.Context(), audit.Entry{
+		Outcome: contract.AuditOutcome{At: contract.Timestamp(time.Now()), Identity: auth.CallerOf(f.key1).Identity,
+			Action: "relay.deliver", Resource: "telegram:42", Outcome: contract.OutcomeAllow},
+		Payload:   map[string]any{"content_sha256": contract.SHA256([]byte("hi"))},
+		Redaction: &contract.Redaction{Level: contract.RedactionPartial, Reason: "message text kept as its sha256"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.login(t, console.Login{Tenant: "slot-1", KeyID: f.key1.ID})
+	for id, wants := range map[string][]string{
+		rec.ID:         {"Sensitivity", ">personal<", "Redaction", ">partial<", "message text kept as its sha256"},
+		f.recordIDs[2]: {"Sensitivity", ">sensitive<"}, // trader.apply
+	} {
+		code, body, _ := get(t, c, f.srv.URL+"/console/records/"+id)
+		if code != http.StatusOK {
+			t.Fatalf("GET record %s: %d", id, code)
+		}
+		for _, w := range wants {
+			if !strings.Contains(body, w) {
+				t.Errorf("record %s: page lacks %q", id, w)
+			}
+		}
+	}
+}

@@ -382,3 +382,21 @@ func TestProvenanceValidatorAgreesWithSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestSensitivityAndRedactionValidatorsAgreeWithSchema: the Go validators
+// of sensitivity and redaction accept exactly what the schema accepts.
+func TestSensitivityAndRedactionValidatorsAgreeWithSchema(t *testing.T) {
+	for _, s := range []Sensitivity{SensitivityPublic, SensitivityPersonal, SensitivitySensitive, SensitivityRestricted, "", "secret", "Personal"} {
+		goErr, schemaErr := s.Validate(), Def("sensitivity").Validate(s)
+		if (goErr == nil) != (schemaErr == nil) {
+			t.Errorf("sensitivity %q: Go says %v, schema says %v", s, goErr, schemaErr)
+		}
+	}
+	for _, r := range []Redaction{{Level: RedactionNone}, {Level: RedactionPartial, Reason: "message text kept as its sha256"}, {Level: RedactionFull, Reason: strings.Repeat("é", 200)},
+		{Level: RedactionFull, Reason: strings.Repeat("é", 201)}, {Level: ""}, {Level: "most"}} {
+		goErr, schemaErr := r.Validate(), Def("redaction").Validate(r)
+		if (goErr == nil) != (schemaErr == nil) {
+			t.Errorf("redaction %+v: Go says %v, schema says %v", r, goErr, schemaErr)
+		}
+	}
+}

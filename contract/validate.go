@@ -136,3 +136,27 @@ func validActorType(t ActorType) bool {
 	}
 	return false
 }
+
+// Validate checks a sensitivity against the common schema's sensitivity
+// def. TestSensitivityAndRedactionValidatorsAgreeWithSchema proves it
+// agrees with the schema.
+func (s Sensitivity) Validate() error {
+	switch s {
+	case SensitivityPublic, SensitivityPersonal, SensitivitySensitive, SensitivityRestricted:
+		return nil
+	}
+	return FieldError("/sensitivity", "schema_invalid", "field sensitivity: %q is not one of public, personal, sensitive, restricted", s)
+}
+
+// Validate checks a redaction against the common schema's redaction def.
+func (r *Redaction) Validate() error {
+	switch r.Level {
+	case RedactionNone, RedactionPartial, RedactionFull:
+	default:
+		return FieldError("/redaction/level", "schema_invalid", "field redaction.level: %q is not one of none, partial, full", r.Level)
+	}
+	if runes(r.Reason) > 200 {
+		return FieldError("/redaction/reason", "schema_invalid", "field redaction.reason: longer than 200 characters")
+	}
+	return nil
+}

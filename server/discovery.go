@@ -30,8 +30,9 @@ var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
 
 // OpenAPI returns the OpenAPI 3.1 description of every route of the
 // server, made from its route table: one operation per route, its path
-// parameters, its audit action as summary, the scope its key needs
-// (x-caduceus-scope) and how it authenticates.
+// parameters (and Idempotency-Key on the write routes that take it), its
+// audit action as summary, the scope its key needs (x-caduceus-scope) and
+// how it authenticates.
 func (s *Server) OpenAPI() map[string]any {
 	paths := map[string]map[string]any{}
 	for _, rt := range s.table {
@@ -55,6 +56,11 @@ func (s *Server) OpenAPI() map[string]any {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
 		path = wildcard.ReplaceAllString(path, "{$1}")
+		if keyed(rt) || rt.OwnIdempotency {
+			params = append(params, map[string]any{"name": HeaderIdempotencyKey, "in": "header", "required": false,
+				"description": "a repeat with the same key and request gets the stored answer (Idempotent-Replayed: true); another request under it is 409 idempotency_key_conflict",
+				"schema":      map[string]any{"type": "string", "pattern": "^[A-Za-z0-9._:-]{8,120}$"}})
+		}
 		if params != nil {
 			op["parameters"] = params
 		}

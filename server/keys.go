@@ -66,6 +66,11 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *Call) erro
 		return err
 	}
 	c.Resource = "key/" + key.ID
+	// Only a hash of the secret is ever stored: a replay of this answer
+	// (Idempotency-Key) shows the key without it.
+	if c.ReplayBody, err = json.Marshal(viewOf(key)); err != nil {
+		return contract.Internal(err)
+	}
 	return WriteJSON(w, http.StatusCreated, struct {
 		Key string `json:"key"`
 		KeyView
@@ -196,12 +201,16 @@ func (s *Server) auditTail(w http.ResponseWriter, r *http.Request, c *Call) erro
 		Outcome    contract.AuditOutcome `json:"outcome"`
 		Provenance *contract.Provenance  `json:"provenance,omitempty"`
 		Payload    json.RawMessage       `json:"payload,omitempty"`
-		Hash       string                `json:"hash"`
-		PrevHash   string                `json:"prev_hash"`
+		// Sensitivity and Redaction: seed 002; absent on records sealed
+		// before records carried them.
+		Sensitivity contract.Sensitivity `json:"sensitivity,omitempty"`
+		Redaction   *contract.Redaction  `json:"redaction,omitempty"`
+		Hash        string               `json:"hash"`
+		PrevHash    string               `json:"prev_hash"`
 	}
 	out := make([]rec, 0, len(recs))
 	for _, x := range recs {
-		out = append(out, rec{x.ID, x.Seq, x.Outcome, x.Provenance, x.Payload, x.Hash, x.PrevHash})
+		out = append(out, rec{x.ID, x.Seq, x.Outcome, x.Provenance, x.Payload, x.Sensitivity, x.Redaction, x.Hash, x.PrevHash})
 	}
 	return WriteJSON(w, http.StatusOK, map[string]any{"records": out, "as_of": contract.Timestamp(time.Now())})
 }

@@ -31,6 +31,10 @@ type Call struct {
 	// Outcome overrides the recorded outcome of a request that succeeded at
 	// the HTTP level but was refused in the domain (a rejected decision).
 	Outcome contract.Outcome
+	// ReplayBody, when set, is what the request's idempotency key stores
+	// and a replay answers instead of the body written: an answer that
+	// holds a secret (a new key's token) is stored without it.
+	ReplayBody []byte
 }
 
 // HandlerFunc is a route handler. It writes its response on success and
@@ -161,6 +165,11 @@ type Route struct {
 	// authenticates itself (the relay's gateways with HMAC tokens, its
 	// platforms with their signatures). Only Pattern is read with it.
 	Raw http.Handler
+	// OwnIdempotency is set on a write route whose handler takes the
+	// Idempotency-Key itself (executor ticks: the key also derives their
+	// broker ref_ids); the wrapper then leaves the header to it. Every
+	// other write route of the wrapper takes the key there (keyed).
+	OwnIdempotency bool
 }
 
 // handler is the http.Handler the mux serves for rt: rt.Raw as it is, else
@@ -181,6 +190,7 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 	if rt.Envelope != nil {
 		maxBody, check, answer = s.cfg.MaxLLMBodyBytes, checkLLMHeaders, envelopeWriter(rt.Envelope)
 	}
+	idempotent := keyed(rt)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -205,9 +215,26 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 			caller.Trace, err = traceOf(r)
 			c.Caller = caller
 		}
-		if err == nil {
+		var held *heldKey
+		var replayed *storedAnswer
+		if err == nil && idempotent {
+			held, replayed, err = s.claimKey(r, caller)
+		}
+		switch {
+		case err != nil:
+		case replayed != nil:
+			replay(sw, replayed)
+			c.Resource, c.Reason = replayed.Resource, "idempotent_replay"
+			c.Outcome = OutcomeOfStatus(replayed.Status)
+			c.Payload = replayRecord{IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Replay: true, Status: replayed.Status}
+		default:
 			if !rt.Public {
 				r = r.WithContext(contract.WithCaller(r.Context(), caller))
+			}
+			if held != nil {
+				held.buf = &heldWriter{w: w}
+				sw.ResponseWriter = held.buf
+				defer s.abandon(held)
 			}
 			err = h(sw, r, c)
 		}
@@ -229,6 +256,9 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 			}
 		} else if c.Outcome != "" {
 			outcome = c.Outcome
+		}
+		if held != nil {
+			s.finish(r.Context(), held, c, w)
 		}
 		if caller.Identity.TenantSlot != "" && !c.Audited {
 			s.record(r.Context(), caller, rt.Action, c, outcome)

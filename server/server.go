@@ -72,6 +72,12 @@ type Config struct {
 	// the liveness and readiness probes: the proxy in front adds it, so
 	// nothing reaches the server around it.
 	EdgeSecret string
+	// Keys keeps the Idempotency-Key of write routes (idempotency.go); nil:
+	// Store's, when it keeps them (a *store.DB does).
+	Keys RequestKeys
+	// IdempotencyWait bounds how long a duplicate waits for the request
+	// holding its key (default DefaultIdempotencyWait).
+	IdempotencyWait time.Duration
 }
 
 // DefaultMaxLLMBodyBytes is the default bound of a provider route's
@@ -87,6 +93,9 @@ type Server struct {
 	metrics *metrics
 	reg     *prometheus.Registry
 	tools   []Tool
+	// keys and inflight: the write routes' idempotency keys.
+	keys     RequestKeys
+	inflight inflight
 	// table is every route the server serves (routes).
 	table []Route
 	// envelopes are the LLM routes' error envelopes by path, for the
@@ -112,6 +121,12 @@ func New(cfg Config) *Server {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if cfg.IdempotencyWait <= 0 {
+		cfg.IdempotencyWait = DefaultIdempotencyWait
+	}
+	if cfg.Keys == nil {
+		cfg.Keys, _ = cfg.Store.(RequestKeys)
+	}
 	reg := prometheus.NewRegistry()
 	s := &Server{
 		cfg:     cfg,
@@ -119,6 +134,7 @@ func New(cfg Config) *Server {
 		mux:     http.NewServeMux(),
 		reg:     reg,
 		metrics: newMetrics(reg),
+		keys:    cfg.Keys,
 	}
 	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
 	s.envelopes = map[string]Envelope{}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -57,6 +58,10 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	}
 	t.rc.ResponseID = res.ResponseID
 	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
+	if n := len(res.Attempts); n > 0 {
+		a := res.Attempts[n-1] // the one that answered
+		t.served = &contract.Route{ResolvedTarget: a.Model, Provider: s.cfg.Gateway.ProviderClass(a.Route, a.Model)}
+	}
 	t.rc.ResponseSHA256 = sum(h)
 	t.rc.Broken = res.Broken
 	s.finish(t)

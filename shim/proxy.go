@@ -18,6 +18,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -80,6 +81,9 @@ type turn struct {
 	key    string // the session key it was named by, if any
 	rc     Receipt
 	r      *http.Request
+	// served is the model identity that answered and its provider class
+	// (the receipt's route), once an upstream answered.
+	served *contract.Route
 
 	// hashing runs beside the rule work: the request's and the forwarded
 	// body's sha256 are only read by finish, which waits for them
@@ -429,6 +433,9 @@ func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body 
 	}
 	defer resp.Body.Close()
 	t.rc.UpstreamStatus = resp.StatusCode
+	if t.rc.Model != "" {
+		t.served = &contract.Route{ResolvedTarget: provider + "/" + t.rc.Model, Provider: upstream.KindClass(upstream.Kind(provider))}
+	}
 	hdr := w.Header()
 	for k, v := range resp.Header {
 		if !dropResponseHeaders[k] {
@@ -500,6 +507,10 @@ func (s *Service) passAnswer(w http.ResponseWriter, t *turn, resp *http.Response
 	s.finish(t)
 }
 
+// BodiesAsHashes is the redaction of a receipt's record: the request, the
+// forwarded request and the answer are kept as their sha256, never as text.
+var BodiesAsHashes = contract.Redaction{Level: contract.RedactionPartial, Reason: "request and response bodies kept as their sha256"}
+
 // finish appends the receipt to the audit trail and the store (one
 // transaction with Config.Turns), then tells the observers, on a context the
 // caller's hang-up cannot cancel. It runs before the handler returns, so a
@@ -529,20 +540,26 @@ func (s *Service) finish(t *turn) {
 	if t.key != "" && !contract.IsConversationID(t.key) {
 		prov.SessionID = contract.SessionIDFor(t.key)
 	}
-	// The route: the model asked for (the protocol when the request named
-	// none), the upstream that answered.
+	// The route (seed 002): the model asked for (the protocol when the
+	// request named none), and when an upstream answered, the model
+	// identity it served and its provider class.
 	requested := t.rc.Model
 	if requested == "" {
 		requested = string(t.rc.Protocol)
 	}
 	if requested != "" {
-		prov.Route = &contract.Route{Requested: truncateRunes(requested, 120), ResolvedTarget: truncateRunes(t.rc.Upstream, 120)}
+		r := contract.Route{Requested: truncateRunes(requested, 120)}
+		if t.served != nil {
+			r.ResolvedTarget, r.Provider = truncateRunes(t.served.ResolvedTarget, 120), t.served.Provider
+		}
+		t.rc.Route, prov.Route = &r, &r
 	}
 	e := audit.Entry{
 		Outcome: contract.AuditOutcome{At: t.rc.At, Identity: id, Action: AuditAction,
 			Resource: "receipt/" + t.rc.ID, Outcome: outcome, Reason: reason},
 		Provenance: prov,
 		Payload:    t.rc,
+		Redaction:  &BodiesAsHashes,
 	}
 	observers := s.cfg.Observers
 	if s.cfg.Turns != nil {

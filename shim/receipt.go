@@ -98,4 +98,8 @@ type Receipt struct {
 	// its reserved and settled microdollars (absent without gateway routes).
 	Spend   *Spend `json:"spend,omitempty"`
 	AuditID string `json:"audit_id,omitempty"`
+	// Route is the HUX route (seed 002): the model asked for (the protocol
+	// when the request named none), the model identity that served it
+	// ("openai/gpt-4.1", not the route's name) and its provider class.
+	Route *contract.Route `json:"route,omitempty"`
 }

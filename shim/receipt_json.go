@@ -50,6 +50,15 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	w.optStr("request_sha256", r.RequestSHA256)
 	w.optStr("response_id", r.ResponseID)
 	w.optStr("response_sha256", r.ResponseSHA256)
+	if r.Route != nil {
+		w.key("route")
+		o := jsonObject{b: b}
+		o.optStr("effort", string(r.Route.Effort))
+		o.optStr("provider", string(r.Route.Provider))
+		o.str("requested", r.Route.Requested)
+		o.optStr("resolved_target", r.Route.ResolvedTarget)
+		o.end()
+	}
 	w.key("shimmed")
 	writeList(b, r.Shimmed, Shimmed.writeJSON)
 	w.key("skipped")

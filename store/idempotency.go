@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -94,4 +95,93 @@ func CompleteKey(ctx context.Context, tx *Tx, tenant contract.TenantSlot, scope,
 		return fmt.Errorf("store: complete idempotency key: %w", err)
 	}
 	return nil
+}
+
+// Leased keys: work that runs outside the claiming transaction (an HTTP
+// write whose handler runs transactions of its own, an executor tick that
+// calls a broker) claims its key in a short transaction, runs, then stores
+// its result (CompleteLeasedKey) or frees the key (ReleaseLeasedKey). A
+// claim whose result never arrived (its process died) is taken over after
+// its lease by one taker: the claim's created_at is moved forward with a
+// conditional UPDATE.
+
+// KeyClaim is the state of a leased key as ClaimLeasedKey found it: claimed
+// by this caller (run, then complete or release), complete (Result holds
+// the stored result), or neither: another caller holds it and is running.
+type KeyClaim struct {
+	Claimed bool
+	Result  []byte
+}
+
+// InProgress reports whether another caller holds the key and has stored
+// no result yet.
+func (c KeyClaim) InProgress() bool { return !c.Claimed && c.Result == nil }
+
+// ClaimLeasedKey claims (tenant, scope, key) for a caller whose work runs
+// outside this transaction. A key already used with another bodyHash is a
+// conflict Error (code idempotency_key_conflict) and changes nothing.
+func (db *DB) ClaimLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration) (KeyClaim, error) {
+	var out KeyClaim
+	err := db.InTx(ctx, func(tx *Tx) error {
+		ctx := context.WithoutCancel(ctx)
+		out = KeyClaim{}
+		var prevHash string
+		var result sql.NullString
+		var created int64
+		err := tx.QueryRow(ctx, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`,
+			string(tenant), scope, key).Scan(&prevHash, &result, &created)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			claimed, stored, err := ClaimKey(ctx, tx, tenant, scope, key, bodyHash)
+			if err != nil {
+				return err
+			}
+			out.Claimed = claimed
+			if !claimed && len(stored) > 0 {
+				out.Result = stored // completed by a concurrent transaction (Postgres)
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("store: read idempotency key: %w", err)
+		case prevHash != bodyHash:
+			return errKeyConflict(key)
+		case result.Valid:
+			out.Result = []byte(result.String)
+			return nil
+		}
+		now := Micros(db.Now())
+		if now-created <= lease.Microseconds() {
+			return nil // in progress
+		}
+		n, err := RowsAffected(tx.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
+			now, string(tenant), scope, key, created))
+		if err != nil {
+			return fmt.Errorf("store: take over idempotency key: %w", err)
+		}
+		out.Claimed = n == 1
+		return nil
+	})
+	if err != nil {
+		return KeyClaim{}, err
+	}
+	return out, nil
+}
+
+// CompleteLeasedKey stores the result of the caller that claimed key.
+func (db *DB) CompleteLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string, result []byte) error {
+	return db.InTx(ctx, func(tx *Tx) error { return CompleteKey(ctx, tx, tenant, scope, key, result) })
+}
+
+// ReleaseLeasedKey frees a claimed key whose work changed nothing (it
+// failed), so a retry runs again. A completed key is left as it is.
+func (db *DB) ReleaseLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string) error {
+	if _, err := db.Exec(ctx, `DELETE FROM idempotency WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL`,
+		string(tenant), scope, key); err != nil {
+		return fmt.Errorf("store: release idempotency key: %w", err)
+	}
+	return nil
+}
+
+func errKeyConflict(key string) error {
+	return contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different request", key)
 }

@@ -121,6 +121,11 @@ func newResponse(req Request) Response {
 	}
 }
 
+// RefusedBytes is the redaction of an attempt whose body was not a JSON
+// request within the size limit: the record keeps its sha256 and size
+// (request_sha256, request_bytes), not the bytes.
+var RefusedBytes = contract.Redaction{Level: contract.RedactionPartial, Reason: "refused request bytes kept as their sha256 and size"}
+
 // recordApart records an attempt in a transaction of its own (refused before
 // the decision transaction, or failed and rolled back).
 func (s *Service) recordApart(ctx context.Context, caller contract.Caller, att Attempt, resp Response) error {
@@ -162,7 +167,11 @@ func (s *Service) record(ctx context.Context, tx Tx, caller contract.Caller, att
 	if att.DecisionID != "" {
 		resource += "/" + att.DecisionID
 	}
-	rec, err := tx.AppendAudit(ctx, s.entry(caller, AuditApply, resource, outcome, reason, att.DecidedAt, contract.ActorAssistant, att))
+	e := s.entry(caller, AuditApply, resource, outcome, reason, att.DecidedAt, contract.ActorAssistant, att)
+	if att.Request == nil {
+		e.Redaction = &RefusedBytes
+	}
+	rec, err := tx.AppendAudit(ctx, e)
 	if err != nil {
 		return err
 	}

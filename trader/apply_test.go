@@ -515,3 +515,27 @@ func TestConfiguredRiskModes(t *testing.T) {
 		}
 	}
 }
+
+// TestDecisionRecordsAreSensitive: every decision attempt's record is
+// sensitive (seed 002: finance); one whose body was refused as bytes (not
+// JSON, or over the limit) says its payload was reduced to their sha256
+// and size; one with a JSON request has no redaction.
+func TestDecisionRecordsAreSensitive(t *testing.T) {
+	e := newEnv(t, trader.Options{})
+	e.apply(t, []byte("not json at all"))
+	e.apply(t, body(map[string]any{"reason": strings.Repeat("x", trader.MaxRequestBytes)}))
+	e.apply(t, []byte(`{"a":1}`))
+	recs := e.mem.Records(t1)
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	for i, r := range recs {
+		if r.Sensitivity != contract.SensitivitySensitive {
+			t.Errorf("record %d: sensitivity %q", i, r.Sensitivity)
+		}
+		refused := i < 2
+		if refused != (r.Redaction != nil && *r.Redaction == trader.RefusedBytes) {
+			t.Errorf("record %d: redaction %+v", i, r.Redaction)
+		}
+	}
+}

@@ -141,9 +141,10 @@ chain was truncated, rewound or rewritten since.`,
 				return printJSONLines(a.stdout, recs)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AT\tTENANT\tSEQ\tACTION\tOUTCOME\tRESOURCE\tREASON")
+			fmt.Fprintln(tw, "AT\tTENANT\tSEQ\tACTION\tOUTCOME\tSENSITIVITY\tRESOURCE\tREASON\tREDACTION")
 			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Outcome.At, r.Tenant, r.Seq, r.Outcome.Action, r.Outcome.Outcome, r.Outcome.Resource, orDefault(r.Outcome.Reason, "-"))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Outcome.At, r.Tenant, r.Seq, r.Outcome.Action, r.Outcome.Outcome,
+					orDefault(string(r.Sensitivity), "-"), r.Outcome.Resource, orDefault(r.Outcome.Reason, "-"), redactionText(r.Redaction))
 			}
 			return tw.Flush()
 		},
@@ -153,6 +154,19 @@ chain was truncated, rewound or rewritten since.`,
 	tail.Flags().StringVar(&tailTenant, "tenant", "", "only this tenant")
 	cmd.AddCommand(verify, tail, checkpoint)
 	return cmd
+}
+
+// redactionText is a record's redaction as audit tail shows it: "-" for
+// none (a record sealed before records carried one has none either), else
+// the level and the reason.
+func redactionText(r *contract.Redaction) string {
+	if r == nil {
+		return "-"
+	}
+	if r.Reason == "" {
+		return string(r.Level)
+	}
+	return string(r.Level) + ": " + r.Reason
 }
 
 // auditConfig is the audit section of the config: where serve anchors the

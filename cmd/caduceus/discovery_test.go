@@ -79,6 +79,20 @@ func TestDiscoveryIsPublicAndFromTheRouteTable(t *testing.T) {
 			t.Errorf("%s %s: scope %q, want %q", want.method, want.path, got, want.scope)
 		}
 	}
+	// The write routes name the Idempotency-Key they take; the LLM routes,
+	// whose header is the provider's, and the reads do not.
+	for _, want := range []struct {
+		method, path string
+		keyed        bool
+	}{
+		{"post", "/v1/admin/keys", true}, {"put", "/v1/provisions/{id}", true}, {"delete", "/v1/admin/keys/{id}", true},
+		{"post", "/v1/executor/ticks", true}, {"post", "/v1/chat/completions", false}, {"get", "/v1/admin/keys", false},
+	} {
+		b, _ := json.Marshal(api.Paths[want.path][want.method]["parameters"])
+		if got := strings.Contains(string(b), `"name":"Idempotency-Key"`); got != want.keyed {
+			t.Errorf("%s %s: Idempotency-Key parameter %v, want %v: %s", want.method, want.path, got, want.keyed, b)
+		}
+	}
 	if n := len(api.Paths); n < 35 {
 		t.Errorf("openapi.json describes only %d paths", n)
 	}

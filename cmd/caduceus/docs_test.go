@@ -207,13 +207,13 @@ func TestAPIDocListsSharedErrorCodes(t *testing.T) {
 		t.Fatal("docs/api.md has no section \"Errors every route shares\"")
 	}
 	table, _, _ = strings.Cut(table, "\n## ")
-	anyCode := regexp.MustCompile(`(?:Code: |Invalidf\(|Denyf\(|NotFoundf\(|FieldError\([^,]+, |Code[A-Za-z]+ += )"([a-z_]+)"`)
+	anyCode := regexp.MustCompile(`(?:Code: |Invalidf\(|Denyf\(|NotFoundf\(|Conflictf\(|FieldError\([^,]+, |Code[A-Za-z]+ += )"([a-z_]+)"`)
 	// auth also refuses key specs (bad_scopes, ...): those are POST
 	// /v1/admin/keys's, not every route's; its key refusals are literals.
 	keyRefusal := regexp.MustCompile(`Code: "([a-z_]+)"`)
 	seen := 0
 	for f, re := range map[string]*regexp.Regexp{"contract/error.go": anyCode, "contract/limits.go": anyCode, "contract/caller.go": anyCode,
-		"auth/auth.go": keyRefusal, "server/middleware.go": anyCode, "server/routes.go": anyCode, "server/mcp.go": anyCode} {
+		"auth/auth.go": keyRefusal, "server/middleware.go": anyCode, "server/routes.go": anyCode, "server/mcp.go": anyCode, "server/idempotency.go": anyCode} {
 		src, err := os.ReadFile(filepath.Join("..", "..", f))
 		if err != nil {
 			t.Fatal(err)

@@ -30,7 +30,7 @@ func (g *Gate) Jobs() []gate.Job { return nil }
 
 // Routes implements gate.Gate: one tick through the broker gate (seed 001).
 func (g *Gate) Routes() []server.Route {
-	return []server.Route{{Pattern: "POST /v1/executor/ticks", Action: "executor.tick", Scope: contract.ScopeOperate, Handler: g.tick}}
+	return []server.Route{{Pattern: "POST /v1/executor/ticks", Action: "executor.tick", Scope: contract.ScopeOperate, OwnIdempotency: true, Handler: g.tick}}
 }
 
 func (g *Gate) tick(w http.ResponseWriter, r *http.Request, c *server.Call) error {
@@ -91,7 +91,7 @@ func (u unconfigured) Name() string     { return "executor" }
 func (u unconfigured) Jobs() []gate.Job { return nil }
 
 func (u unconfigured) Routes() []server.Route {
-	return []server.Route{{Pattern: "POST /v1/executor/ticks", Action: "executor.tick", Scope: contract.ScopeOperate,
+	return []server.Route{{Pattern: "POST /v1/executor/ticks", Action: "executor.tick", Scope: contract.ScopeOperate, OwnIdempotency: true,
 		Handler: func(http.ResponseWriter, *http.Request, *server.Call) error { return u.err }}}
 }
 

@@ -152,6 +152,10 @@ func trunc(s string, n int) string {
 	return s[:n]
 }
 
+// TextAsHash is the redaction of a delivery's record: the message text is
+// kept as its sha256 (content_sha256), never as text.
+var TextAsHash = contract.Redaction{Level: contract.RedactionPartial, Reason: "message text kept as its sha256"}
+
 // record writes e to the audit log on a context detached from the request,
 // so a client hanging up cannot erase it. Failures are logged.
 func (c *Connector) record(ctx context.Context, e entry) {
@@ -203,6 +207,9 @@ func (c *Connector) record(ctx context.Context, e entry) {
 	ae := audit.Entry{Outcome: out, Provenance: prov}
 	if e.payload != nil {
 		ae.Payload = e.payload.canonical()
+		if e.payload.ContentSHA256 != "" {
+			ae.Redaction = &TextAsHash
+		}
 	}
 	if _, err := c.cfg.Audit.Append(context.WithoutCancel(ctx), ae); err != nil {
 		c.log.Error("relay: audit append failed", "action", e.action, "err", err)

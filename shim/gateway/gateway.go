@@ -265,6 +265,12 @@ func (g *Gateway) Close(ctx context.Context, attempts []Attempt) {
 // (Config.DeferClose).
 func (g *Gateway) DefersClose() bool { return g.cfg.DeferClose }
 
+// ProviderClass is the HUX provider class of model served by route
+// (upstream.Config.ProviderClass).
+func (g *Gateway) ProviderClass(route, model string) contract.Provider {
+	return g.cfg.Upstream.ProviderClass(route, model)
+}
+
 // Refusal is an answer the gateway did not get from an upstream: the caller
 // writes it in the protocol's envelope.
 type Refusal struct {

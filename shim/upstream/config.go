@@ -182,6 +182,34 @@ func (r Route) ProviderOf() string {
 	return string(r.Kind)
 }
 
+// ProviderClass is the HUX provider class (seed 002 $defs/provider) of
+// model (a model identity, "openai/gpt-4.1") served by route: local when
+// its price is zero (how a configuration declares a local model: Ollama,
+// vLLM), else claude for a route of kind anthropic and codex for one of
+// kind openai; "" for a route this configuration does not know.
+func (c Config) ProviderClass(route, model string) contract.Provider {
+	r, ok := c.Routes[route]
+	if !ok {
+		return ""
+	}
+	if p, ok := c.Prices[model]; ok && p.Free() {
+		return contract.ProviderLocal
+	}
+	return KindClass(r.Kind)
+}
+
+// KindClass is the provider class of a wire kind: claude for anthropic,
+// codex for openai.
+func KindClass(k Kind) contract.Provider {
+	switch k {
+	case KindAnthropic:
+		return contract.ProviderClaude
+	case KindOpenAI:
+		return contract.ProviderCodex
+	}
+	return ""
+}
+
 // Validate checks the configuration and returns an error naming the first
 // bad entry (entries are visited in name order, so the answer is stable).
 func (c Config) Validate() error {
