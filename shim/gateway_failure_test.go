@@ -497,7 +497,7 @@ func TestSlowAnswerOnTheLastStep(t *testing.T) {
 		// The route's own timeout bounds the wait.
 		e = newGatewayEnvOn(t, db, gwconf.Budgets{}, func(c *gateway.Config) {
 			r := c.Upstream.Routes["openai"]
-			r.Timeout = "1ms"
+			r.Timeout = "100ms"
 			c.Upstream.Routes["openai"] = r
 		})
 		e.up.respond = func(w http.ResponseWriter, r *http.Request, _ []byte) { <-r.Context().Done() }

@@ -683,14 +683,32 @@ func (c cancelOnClose) Close() error {
 func (g *Gateway) send(ctx context.Context, req Request, routeName, path string, body []byte, wait time.Duration) (resp *http.Response, wrote bool, err error) {
 	r := g.cfg.Upstream.Routes[routeName]
 	actx, cancel := context.WithCancel(ctx)
-	stop := func() bool { return false }
-	if wait > 0 {
-		stop = time.AfterFunc(wait, cancel).Stop
+	// wait bounds the wait for the answer's headers once the request is
+	// written (not its dial or its writing: an attempt not yet sent is
+	// not waiting on the upstream).
+	var timerMu sync.Mutex
+	var timer *time.Timer
+	stopped := false
+	stop := func() {
+		timerMu.Lock()
+		defer timerMu.Unlock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
 	}
 	var sent atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
-		if info.Err == nil {
-			sent.Store(true)
+		if info.Err != nil {
+			return
+		}
+		sent.Store(true)
+		if wait > 0 {
+			timerMu.Lock()
+			if !stopped {
+				timer = time.AfterFunc(wait, cancel)
+			}
+			timerMu.Unlock()
 		}
 	}}
 	url := endpoint(r.BaseURL, path)
