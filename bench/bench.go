@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -106,7 +107,29 @@ type Result struct {
 	Elapsed  time.Duration
 	P50, P99 time.Duration
 	FirstErr string
-	lat      []time.Duration // sorted
+	// CPU is the process's user and system CPU time over the measured
+	// window: the load generator's and the fake upstream's share is alike
+	// for every target, so the difference between two targets' CPU per
+	// request is what the target itself costs.
+	CPU time.Duration
+	lat []time.Duration // sorted
+}
+
+// CPUPer1k is the process's CPU milliseconds per 1,000 answered requests.
+func (r Result) CPUPer1k() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.CPU.Microseconds()) / float64(r.Requests)
+}
+
+// processCPU is the process's user plus system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Merge adds other (a further round of the same target) to r.
@@ -114,6 +137,7 @@ func (r *Result) Merge(other Result) {
 	r.Requests += other.Requests
 	r.Errors += other.Errors
 	r.Elapsed += other.Elapsed
+	r.CPU += other.CPU
 	if r.FirstErr == "" {
 		r.FirstErr = other.FirstErr
 	}
@@ -148,6 +172,21 @@ func Run(ctx context.Context, name string, l Load) Result {
 		firstErr string
 	}
 	ws := make([]worker, l.Conns)
+	var cpu0, cpu1 time.Duration
+	var cpuWG sync.WaitGroup
+	cpuWG.Go(func() {
+		select {
+		case <-time.After(time.Until(measureFrom)):
+			cpu0 = processCPU()
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(time.Until(stop)):
+			cpu1 = processCPU()
+		case <-ctx.Done():
+		}
+	})
 	var wg sync.WaitGroup
 	for i := range ws {
 		wg.Add(1)
@@ -188,7 +227,11 @@ func Run(ctx context.Context, name string, l Load) Result {
 		}(&ws[i])
 	}
 	wg.Wait()
+	cpuWG.Wait()
 	res := Result{Name: name, Elapsed: l.Duration}
+	if cpu1 > cpu0 {
+		res.CPU = cpu1 - cpu0
+	}
 	var all []time.Duration
 	for _, w := range ws {
 		all = append(all, w.lat...)
@@ -224,13 +267,13 @@ func Report(w io.Writer, base string, rs []Result) {
 			baseRPS = r.RPS()
 		}
 	}
-	fmt.Fprintf(w, "%-28s %10s %10s %10s %8s %s\n", "target", "req/s", "p50", "p99", "errors", "vs "+base)
+	fmt.Fprintf(w, "%-28s %10s %10s %10s %8s %12s %s\n", "target", "req/s", "p50", "p99", "errors", "cpu-ms/1k", "vs "+base)
 	for _, r := range rs {
 		ratio := "-"
 		if baseRPS > 0 && r.Name != base {
 			ratio = fmt.Sprintf("%.2fx", r.RPS()/baseRPS)
 		}
-		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, ratio)
+		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %12.0f %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, r.CPUPer1k(), ratio)
 		if r.FirstErr != "" {
 			fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
 		}

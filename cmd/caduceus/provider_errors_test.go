@@ -67,7 +67,7 @@ func providerServeEnv(t *testing.T, getenv func(string) string, shimExtra string
 func storeArgsOf(in *instance, serveArgs []string) []string {
 	for i, a := range serveArgs {
 		if a == "--store" && i+1 < len(serveArgs) {
-			return []string{"--store", serveArgs[i+1]}
+			return []string{"--store", serveArgs[i+1], "--data", in.data}
 		}
 	}
 	return []string{"--data", in.data}

@@ -56,7 +56,7 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 	storeArgs := []string{"--data", data}
 	for i, a := range serveArgs {
 		if a == "--store" {
-			storeArgs = []string{"--store", serveArgs[i+1]}
+			storeArgs = []string{"--store", serveArgs[i+1], "--data", data} // --data: the signing key's directory
 		}
 	}
 	mk := func(args ...string) string {
