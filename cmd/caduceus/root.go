@@ -72,6 +72,7 @@ type app struct {
 	auditFlags    auditConfig
 	originFlags   []string
 	log           *slog.Logger
+	locks         []*storeLock // store locks held until the command returns
 }
 
 // run is the whole program: parse args, run the command, return the exit
@@ -84,6 +85,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	for _, l := range a.locks {
+		l.Close()
+	}
 	if err == nil {
 		return 0
 	}
@@ -139,7 +143,7 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
 	pf.StringVar(&a.cfg.NATS, "nats", "", "NATS URL routing relay sessions across processes, e.g. nats://127.0.0.1:4222 (env CADUCEUS_NATS)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.backupCmd(), a.restoreCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{2, fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
 	})
@@ -317,9 +321,28 @@ func readConfigFile(file string) (config, error) {
 }
 
 func (a *app) openStore(ctx context.Context) (*store.DB, error) {
+	// A SQLite store is held under its shared lock while it is open, so
+	// restore can tell it is in use (storelock.go).
+	var lock *storeLock
+	if file := a.sqliteFile(); file != "" {
+		var err error
+		if lock, err = lockStore(file, false); errors.Is(err, errStoreInUse) {
+			return nil, &exitError{1, fmt.Errorf("the store %s is being restored (caduceus restore holds %s.lock); try again when it has finished", file, file)}
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	db, err := store.Open(ctx, a.cfg.Store, a.cfg.Data)
 	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
 		return nil, err
+	}
+	if lock != nil {
+		// Held until the command has returned (run), after the store's
+		// last connection has closed.
+		a.locks = append(a.locks, lock)
 	}
 	return db, nil
 }
