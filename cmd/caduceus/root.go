@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -337,6 +338,11 @@ func (a *app) openStore(ctx context.Context) (*store.DB, error) {
 		if lock != nil {
 			lock.Close()
 		}
+		if e, ok := errors.AsType[*store.SchemaTooNewError](err); ok {
+			v, c := buildInfo()
+			return nil, &exitError{1, fmt.Errorf("this store's schema is %s, newer than %s of caduceus %s (commit %.12s), which does not know %s: run the release that wrote it, or a newer one; nothing was changed",
+				e.Store, e.Binary, v, c, strings.Join(e.Unknown, ", "))}
+		}
 		return nil, err
 	}
 	if lock != nil {
@@ -400,7 +406,7 @@ func (a *app) versionCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v, c := buildInfo()
-			fmt.Fprintf(a.stdout, "caduceus %s commit %s\n", v, c)
+			fmt.Fprintf(a.stdout, "caduceus %s commit %s %s %s/%s schema %s\n", v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH, store.SchemaVersion())
 			return nil
 		},
 	}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/store/storetest"
+)
+
+// fixtureFacts is what make-fixture.sh recorded about the store the old
+// release wrote.
+type fixtureFacts struct {
+	Release      string `json:"release"`
+	AdminKey     string `json:"admin_key"`
+	RouteKey     string `json:"route_key"`
+	AuditRecords int64  `json:"audit_records"`
+	DecisionID   string `json:"decision_id"`
+}
+
+// migrations are a SQLite store's schema_migrations rows: name -> applied_at.
+func migrations(t *testing.T, file string) map[string]int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name, applied_at FROM schema_migrations`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var n string
+		var at int64
+		if err := rows.Scan(&n, &at); err != nil {
+			t.Fatal(err)
+		}
+		out[n] = at
+	}
+	return out
+}
+
+// TestUpgradeFromOldRelease opens, with today's binary, the SQLite data
+// directory release ea292f4 wrote (testdata/upgrade, made by its
+// make-fixture.sh with that release's binary): the migrations it lacks run
+// forward, once, and its own are not run again; its keys still
+// authenticate, its trader decision is still there, and every audit chain
+// verifies, the old records and the new ones after them.
+func TestUpgradeFromOldRelease(t *testing.T) {
+	src := filepath.Join("testdata", "upgrade", "ea292f4")
+	var facts fixtureFacts
+	b, err := os.ReadFile(filepath.Join(src, "facts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &facts); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	file := filepath.Join(data, "caduceus.db")
+	if err := copyFile(filepath.Join(src, "caduceus.db"), file); err != nil {
+		t.Fatal(err)
+	}
+	old := migrations(t, file)
+	if len(old) == 0 || len(old) >= len(released) {
+		t.Fatalf("the fixture's migrations: %v", old)
+	}
+
+	p := startProc(t, nil, "--data", data, "--gates", "trader")
+	if strings.Contains(p.stdout.String(), "no admin key existed") {
+		t.Error("serve made a new admin key: the old one was not found")
+	}
+	get := func(key, path string) (int, string) {
+		req, _ := http.NewRequest("GET", p.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get(facts.AdminKey, "/v1/admin/keys"); code != 200 || !strings.Contains(body, facts.AdminKey[4:20]) {
+		t.Errorf("the old admin key lists keys: %d %s", code, body)
+	}
+	if code, body := get(facts.RouteKey, "/v1/trader/strategies"); code != 200 {
+		t.Errorf("the old route key reads strategies: %d %s", code, body)
+	}
+	if code, body := get(facts.AdminKey, "/v1/trader/decisions/"+facts.DecisionID); code != 200 || !strings.Contains(body, facts.DecisionID) {
+		t.Errorf("the old decision: %d %s", code, body)
+	}
+	p.stop(t)
+
+	after := migrations(t, file)
+	for name, at := range old {
+		if after[name] != at {
+			t.Errorf("migration %s, applied by %s, was applied again (applied_at %d, then %d)", name, facts.Release, at, after[name])
+		}
+	}
+	var names []string
+	for n := range after {
+		names = append(names, n)
+	}
+	for _, want := range released {
+		if _, ok := after[want]; !ok {
+			t.Errorf("migration %s did not run on the upgraded store (it holds %v)", want, names)
+		}
+	}
+	code, stdout, stderr := runCaduceus(t, nil, "audit", "verify", "--data", data)
+	var n int64
+	if m := regexp.MustCompile(`ok: verified (\d+) records`).FindStringSubmatch(stdout); m != nil {
+		n = atoi64(m[1])
+	}
+	if code != 0 || n < facts.AuditRecords+3 {
+		t.Errorf("audit verify after the upgrade: exit %d, %d records (the old release left %d, and 3 requests followed): %s %s",
+			code, n, facts.AuditRecords, stdout, stderr)
+	}
+	// A second start migrates nothing.
+	startProc(t, nil, "--data", data, "--gates", "trader").stop(t)
+	if again := migrations(t, file); !reflect.DeepEqual(again, after) {
+		t.Errorf("a second start changed schema_migrations: %v, then %v", after, again)
+	}
+}
+
+// released are the migrations today's binary knows that a store must hold
+// after an upgrade (store/migrate_test.go keeps their names).
+var released = []string{
+	"000_core", "010_key_changes", "020_key_grants", "030_audit_conversations",
+	"100_trader", "200_executor", "210_executor_broker_version",
+	"300_shim", "310_shim_memory", "320_shim_spend", "330_shim_spend_leases", "340_shim_receipts_ledger",
+	"400_relay", "500_console",
+}
+
+func atoi64(s string) int64 {
+	var n int64
+	for _, c := range s {
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// TestNewerSchemaIsRefused: a store holding a migration this binary does
+// not know (a newer release wrote it) is refused by serve and by every
+// command that opens it, with one line naming the store's schema and this
+// binary's, and is left as it was.
+func TestNewerSchemaIsRefused(t *testing.T) {
+	data := t.TempDir()
+	if code, _, stderr := cli(t, "keys", "create", "--data", data, "--tenant", "slot-1", "--scopes", "admin"); code != 0 {
+		t.Fatal(stderr)
+	}
+	file := filepath.Join(data, "caduceus.db")
+	db, err := sql.Open("sqlite", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, `INSERT INTO schema_migrations (name, applied_at) VALUES ('990_from_a_newer_release', 1)`)
+	db.Close()
+	before := migrations(t, file)
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0", "--data", data},
+		{"audit", "verify", "--data", data},
+		{"keys", "list", "--data", data},
+	} {
+		code, _, stderr := runCaduceus(t, nil, args...)
+		line := strings.TrimSpace(stderr)
+		if code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, "990_from_a_newer_release") ||
+			!strings.Contains(line, "500_console") || !strings.Contains(line, "newer than") {
+			t.Errorf("%v on a newer schema: exit %d, want 1 and one line naming both schemas: %q", args[0], code, stderr)
+		}
+	}
+	if after := migrations(t, file); !reflect.DeepEqual(after, before) {
+		t.Errorf("the refused store changed: %v, then %v", before, after)
+	}
+}
+
+// TestTwoProcessesMigrateOnePostgresSchema: two processes opening a new
+// Postgres schema at once both succeed, and every migration is applied
+// once (the advisory lock serializes them).
+func TestTwoProcessesMigrateOnePostgresSchema(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
+	}
+	pg := storetest.FreshSchema(t, dsn)
+	var cmds [2]*strings.Builder
+	var procs [2]interface{ Wait() error }
+	for i := range 2 {
+		c := caduceusCmd(t, nil, "keys", "create", "--store", pg, "--tenant", "slot-1", "--scopes", "route")
+		cmds[i] = &strings.Builder{}
+		c.Stdout, c.Stderr = cmds[i], cmds[i]
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = c
+	}
+	for i, c := range procs {
+		if err := c.Wait(); err != nil {
+			t.Errorf("process %d: %v: %s", i, err, cmds[i])
+		}
+	}
+	db, err := sql.Open("pgx", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows, distinct int
+	if err := db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT name) FROM schema_migrations`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != distinct || rows < len(released) {
+		t.Errorf("schema_migrations after two processes: %d rows, %d names, want %d each", rows, distinct, len(released))
+	}
+	var keys int
+	db.QueryRow(`SELECT COUNT(*) FROM api_keys`).Scan(&keys)
+	if keys != 2 {
+		t.Errorf("%d keys, want 2", keys)
+	}
+}
