@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -489,4 +490,39 @@ func freshDatabase(t *testing.T, dsn string) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// TestHealthCommand: `caduceus health` exits 0 when the server's /healthz
+// answers 200 (by --url, or by the serve address with 0.0.0.0 probed on
+// loopback), 1 with one line when nothing answers, 2 for a bad --url.
+func TestHealthCommand(t *testing.T) {
+	in := start(t, "--gates", "trader")
+	hostport := strings.TrimPrefix(in.url, "http://")
+	_, port, _ := strings.Cut(hostport, ":")
+	for _, args := range [][]string{
+		{"health", "--url", in.url + "/healthz"},
+		{"health", "--addr", hostport},
+		{"health", "--addr", "0.0.0.0:" + port},
+	} {
+		if code, stdout, stderr := cli(t, args...); code != 0 || !strings.Contains(stdout, "200 OK") {
+			t.Errorf("%v: exit %d: %s %s", args, code, stdout, stderr)
+		}
+	}
+	code, _, stderr := cli(t, "health", "--url", in.url+"/nothing-here")
+	if code != 1 || !strings.Contains(stderr, "unhealthy") || !strings.Contains(stderr, "404") {
+		t.Errorf("health of a 404: exit %d: %q", code, stderr)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	code, _, stderr = cli(t, "health", "--addr", closed)
+	if code != 1 || !strings.Contains(stderr, "unhealthy") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Errorf("health of a closed port: exit %d: %q", code, stderr)
+	}
+	if code, _, stderr := cli(t, "health", "--url", "ftp://example"); code != 2 || !strings.Contains(stderr, "--url") {
+		t.Errorf("health --url ftp: exit %d: %q", code, stderr)
+	}
 }

@@ -49,7 +49,9 @@ type config struct {
 	Store    string   `yaml:"store"`
 	Gates    []string `yaml:"gates"`
 	LogLevel string   `yaml:"log_level"`
-	Executor struct {
+	// LogFormat is text (slog's key=value lines, the default) or json.
+	LogFormat string `yaml:"log_format"`
+	Executor  struct {
 		Skills   string `yaml:"skills"`   // skills root of the strategist manifests
 		Broker   string `yaml:"broker"`   // paper (default) or robinhood
 		Scenario string `yaml:"scenario"` // paper scenario YAML
@@ -143,8 +145,9 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
+	pf.StringVar(&a.cfg.LogFormat, "log-format", "", "log format: text or json, one object a line (env CADUCEUS_LOG_FORMAT)")
 	pf.StringVar(&a.cfg.NATS, "nats", "", "NATS URL routing relay sessions across processes, e.g. nats://127.0.0.1:4222 (env CADUCEUS_NATS)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.backupCmd(), a.restoreCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.healthCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.backupCmd(), a.restoreCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{2, fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
 	})
@@ -195,7 +198,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		}
 	}
 	envs := map[string]*string{
-		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel,
+		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel, "CADUCEUS_LOG_FORMAT": &cfg.LogFormat,
 		"CADUCEUS_SKILLS": &cfg.Executor.Skills, "CADUCEUS_BROKER": &cfg.Executor.Broker, "CADUCEUS_SCENARIO": &cfg.Executor.Scenario,
 		"CADUCEUS_MCP_URL": &cfg.Executor.MCPURL, "CADUCEUS_NATS": &cfg.NATS,
 	}
@@ -215,6 +218,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	set("data", &cfg.Data, flags.Data)
 	set("store", &cfg.Store, flags.Store)
 	set("log-level", &cfg.LogLevel, flags.LogLevel)
+	set("log-format", &cfg.LogFormat, flags.LogFormat)
 	set("addr", &cfg.Addr, flags.Addr)
 	set("skills", &cfg.Executor.Skills, flags.Executor.Skills)
 	set("broker", &cfg.Executor.Broker, flags.Executor.Broker)
@@ -251,7 +255,15 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
 		return &exitError{2, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)}
 	}
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "", "text":
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	default:
+		return &exitError{2, fmt.Errorf("log format %q: want text or json", cfg.LogFormat)}
+	}
 	return nil
 }
 
