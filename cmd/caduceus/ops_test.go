@@ -93,7 +93,7 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 		exited <- code
 	}()
 	t.Cleanup(func() { p.stop(t) })
-	p.url = p.stderr.await(t, listenRE, exited)[1]
+	p.url = p.stderr.await(t, listenAnyRE, exited)[1]
 	return p
 }
 
@@ -104,6 +104,9 @@ func (p *proc) awaitKey(t *testing.T) string {
 	p.adminKey = p.stdout.await(t, keyRE, nil)[1]
 	return p.adminKey
 }
+
+// listenAnyRE finds the address serve listens on in a text or JSON log.
+var listenAnyRE = regexp.MustCompile(`(?:listening on |"msg":"listening","addr":")(http://[^\s"]+)`)
 
 // stop sends SIGTERM and waits for the process to end (once).
 func (p *proc) stop(t *testing.T) {

@@ -116,7 +116,9 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	hs := httpServer(srv)
 	a.logStartup(db, ln.Addr().String())
-	fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
+	if a.cfg.LogFormat != "json" { // a JSON log is all JSON: its "listening" record has the address
+		fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
+	}
 
 	if relay != nil {
 		// http.Server.Shutdown does not wait for WebSockets: close them.
