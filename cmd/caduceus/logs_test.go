@@ -190,7 +190,7 @@ relay:
 	p.stop(t)
 
 	log := p.stderr.String()
-	if os.Getenv("LOGTEST_SHOW") != "" {
+	if os.Getenv("CADUCEUS_TEST_SHOW") != "" {
 		t.Log(log)
 	}
 	for name, secret := range secrets {
