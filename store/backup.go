@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -11,16 +12,18 @@ import (
 // ErrBackupPostgres: a Postgres store is backed up with pg_dump, not here.
 var ErrBackupPostgres = errors.New("store: backup copies a SQLite store; back up Postgres with pg_dump (docs/operations.md)")
 
-// Backup writes a consistent copy of a SQLite store to the new file out
-// while the store stays open to writers (other processes' included):
-// VACUUM INTO runs in one read transaction on a reader connection, so the
-// copy holds every transaction committed before it began and none of those
-// after, and WAL lets commits go on meanwhile. The copy is written beside
-// out, synced and renamed into place, so out is either whole or absent. An
+// Backup writes a consistent copy of the SQLite database in file to the
+// new file out while the store stays open to writers in other processes
+// (serve): VACUUM INTO runs in one read transaction, so the copy holds
+// every transaction committed before it began and none of those after, and
+// WAL lets commits go on meanwhile. It opens the file itself and runs no
+// migration: a newer binary backing up the store of an older serve (before
+// an upgrade) leaves its schema alone. The copy is written beside out,
+// synced and renamed into place, so out is either whole or absent. An
 // existing out is refused and left alone.
-func (db *DB) Backup(ctx context.Context, out string) error {
-	if db.dialect != SQLite {
-		return ErrBackupPostgres
+func Backup(ctx context.Context, file, out string) error {
+	if _, err := os.Stat(file); err != nil {
+		return fmt.Errorf("store: backup: %w", err)
 	}
 	if _, err := os.Lstat(out); err == nil {
 		return fmt.Errorf("store: backup: %s already exists (choose a new file)", out)
@@ -33,7 +36,12 @@ func (db *DB) Backup(ctx context.Context, out string) error {
 	}
 	part := out + ".partial"
 	os.Remove(part) // a previous attempt's, never a finished backup
-	if _, err := db.r.ExecContext(ctx, "VACUUM INTO ?", part); err != nil {
+	db, err := sql.Open("sqlite", "file:"+file+"?_busy_timeout=10000")
+	if err != nil {
+		return fmt.Errorf("store: backup: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "VACUUM INTO ?", part); err != nil {
 		os.Remove(part)
 		return fmt.Errorf("store: backup: %w", err)
 	}

@@ -26,7 +26,8 @@ func (a *app) backupCmd() *cobra.Command {
 INTO, in one read transaction): it holds every write committed before the
 backup began, and serve keeps answering and writing meanwhile. The file is
 written beside --out and renamed into place, so --out is whole or absent; an
-existing --out is refused. The audit signing key (audit-signing.key in the data
+existing --out is refused. It runs no migration: a new binary backs up the
+store an older serve still runs, before the upgrade. The audit signing key (audit-signing.key in the data
 directory) is not in the copy: keep it apart. A Postgres store is backed up
 with pg_dump (docs/operations.md).`,
 		Example: `  caduceus backup --out /backup/caduceus-2026-12-01.db
@@ -36,13 +37,20 @@ with pg_dump (docs/operations.md).`,
 			if a.sqliteFile() == "" {
 				return &exitError{2, errors.New(strings.TrimPrefix(store.ErrBackupPostgres.Error(), "store: "))}
 			}
-			db, err := a.openExistingStore(cmd.Context())
-			if err != nil {
+			if err := a.storeMustExist(); err != nil {
 				return err
 			}
-			defer db.Close()
+			// The shared lock keeps a restore out while the copy is made;
+			// no migration runs (store.Backup opens the file itself).
+			lock, err := lockStore(a.sqliteFile(), false)
+			if errors.Is(err, errStoreInUse) {
+				return &exitError{1, fmt.Errorf("the store %s is being restored (caduceus restore holds its lock); back it up when that has finished", a.sqliteFile())}
+			} else if err != nil {
+				return err
+			}
+			defer lock.Close()
 			start := time.Now()
-			if err := db.Backup(cmd.Context(), out); err != nil {
+			if err := store.Backup(cmd.Context(), a.sqliteFile(), out); err != nil {
 				return &exitError{1, errors.New(strings.TrimPrefix(err.Error(), "store: "))}
 			}
 			st, err := os.Stat(out)

@@ -227,3 +227,37 @@ func TestTwoProcessesMigrateOnePostgresSchema(t *testing.T) {
 		t.Errorf("%d keys, want 2", keys)
 	}
 }
+
+// TestBackupOfAnOlderStoreRunsNoMigration: today's binary backs up the
+// store release ea292f4 wrote (as before an upgrade, while the old serve
+// may still run it) without migrating it; restoring that backup brings the
+// copy forward and verifies it.
+func TestBackupOfAnOlderStoreRunsNoMigration(t *testing.T) {
+	data := t.TempDir()
+	file := filepath.Join(data, "caduceus.db")
+	if err := copyFile(filepath.Join("testdata", "upgrade", "ea292f4", "caduceus.db"), file); err != nil {
+		t.Fatal(err)
+	}
+	before := migrations(t, file)
+	out := filepath.Join(t.TempDir(), "before-upgrade.db")
+	if code, stdout, stderr := cli(t, "backup", "--data", data, "--out", out); code != 0 {
+		t.Fatalf("backup: %d %s %s", code, stdout, stderr)
+	}
+	if after := migrations(t, file); !reflect.DeepEqual(after, before) {
+		t.Errorf("backup migrated the store: %v, then %v", before, after)
+	}
+	if got := migrations(t, out); !reflect.DeepEqual(got, before) {
+		t.Errorf("the backup's migrations: %v, want the store's %v", got, before)
+	}
+	fresh := filepath.Join(t.TempDir(), "data")
+	code, stdout, stderr := cli(t, "restore", "--data", fresh, "--from", out)
+	if code != 0 || !strings.Contains(stdout, "verified 5 audit records") {
+		t.Fatalf("restore of the old backup: %d %s %s", code, stdout, stderr)
+	}
+	got := migrations(t, filepath.Join(fresh, "caduceus.db"))
+	for _, want := range released {
+		if _, ok := got[want]; !ok {
+			t.Errorf("the restored store lacks migration %s: %v", want, got)
+		}
+	}
+}
