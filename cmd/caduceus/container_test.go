@@ -190,6 +190,16 @@ func testSystemdUnit(t *testing.T) {
 	if out, err := verify(string(unit)); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
+	// systemd's own exposure score of the unit (0 best, 10 worst; offline:
+	// no running systemd is needed) stays at most 2.0.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "caduceus.service")
+	os.WriteFile(file, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/caduceus", bin)), 0o644)
+	if out, err := exec.Command("systemd-analyze", "security", "--offline=yes", "--threshold=20", file).CombinedOutput(); err != nil {
+		t.Errorf("systemd-analyze security: the unit's exposure is above 2.0: %v\n%s", err, out)
+	} else if m := regexp.MustCompile(`Overall exposure level for caduceus.service: (\S+)`).FindSubmatch(out); m != nil {
+		t.Logf("systemd-analyze security: exposure %s", m[1])
+	}
 	bad := strings.Replace(string(unit), "ProtectSystem=strict", "ProtectSistem=strict", 1)
 	if out, _ := verify(bad); !strings.Contains(out, "ProtectSistem") {
 		t.Errorf("systemd-analyze verify did not name a misspelt directive: %q", out)
