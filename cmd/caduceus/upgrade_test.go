@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -57,26 +59,73 @@ func migrations(t *testing.T, file string) map[string]int64 {
 // authenticate, its trader decision is still there, and every audit chain
 // verifies, the old records and the new ones after them.
 func TestUpgradeFromOldRelease(t *testing.T) {
-	src := filepath.Join("testdata", "upgrade", "ea292f4")
-	var facts fixtureFacts
-	b, err := os.ReadFile(filepath.Join(src, "facts.json"))
+	data := t.TempDir()
+	file := filepath.Join(data, "caduceus.db")
+	if err := copyFile(filepath.Join("testdata", "upgrade", "ea292f4", "caduceus.db"), file); err != nil {
+		t.Fatal(err)
+	}
+	testUpgrade(t, "facts.json", func() map[string]int64 { return migrations(t, file) }, "--data", data)
+}
+
+// TestUpgradeFromOldReleasePostgres is TestUpgradeFromOldRelease on the
+// Postgres schema release ea292f4 wrote (its pg_dump, postgres.sql),
+// restored into a new database.
+func TestUpgradeFromOldReleasePostgres(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
+	}
+	db := freshDatabase(t, dsn)
+	if out, err := exec.Command("psql", "-q", "-v", "ON_ERROR_STOP=1", "-f", filepath.Join("testdata", "upgrade", "ea292f4", "postgres.sql"), db).CombinedOutput(); err != nil {
+		t.Fatalf("psql -f postgres.sql: %v\n%s", err, out)
+	}
+	u, _ := url.Parse(db)
+	q := u.Query()
+	q.Set("search_path", "caduceus_ea292f4")
+	u.RawQuery = q.Encode()
+	pg := u.String()
+	testUpgrade(t, "postgres-facts.json", func() map[string]int64 {
+		conn, err := sql.Open("pgx", pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		rows, err := conn.Query(`SELECT name, applied_at FROM schema_migrations`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int64{}
+		for rows.Next() {
+			var n string
+			var at int64
+			if err := rows.Scan(&n, &at); err != nil {
+				t.Fatal(err)
+			}
+			out[n] = at
+		}
+		return out
+	}, "--store", pg, "--data", t.TempDir()) // the data directory holds serve's audit signing key
+}
+
+// testUpgrade starts today's serve on the store of an old release (store
+// names it; facts is what make-fixture.sh recorded about it; migrations
+// reads its schema_migrations) and checks it the same way on either store.
+func testUpgrade(t *testing.T, facts string, migrations func() map[string]int64, store ...string) {
+	var f fixtureFacts
+	b, err := os.ReadFile(filepath.Join("testdata", "upgrade", "ea292f4", facts))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &facts); err != nil {
+	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
-	file := filepath.Join(data, "caduceus.db")
-	if err := copyFile(filepath.Join(src, "caduceus.db"), file); err != nil {
-		t.Fatal(err)
-	}
-	old := migrations(t, file)
+	old := migrations()
 	if len(old) == 0 || len(old) >= len(released) {
 		t.Fatalf("the fixture's migrations: %v", old)
 	}
 
-	p := startProc(t, nil, "--data", data, "--gates", "trader")
+	p := startProc(t, nil, append([]string{"--gates", "trader"}, store...)...)
 	if strings.Contains(p.stdout.String(), "no admin key existed") {
 		t.Error("serve made a new admin key: the old one was not found")
 	}
@@ -91,44 +140,40 @@ func TestUpgradeFromOldRelease(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	if code, body := get(facts.AdminKey, "/v1/admin/keys"); code != 200 || !strings.Contains(body, facts.AdminKey[4:20]) {
+	if code, body := get(f.AdminKey, "/v1/admin/keys"); code != 200 || !strings.Contains(body, f.AdminKey[4:20]) {
 		t.Errorf("the old admin key lists keys: %d %s", code, body)
 	}
-	if code, body := get(facts.RouteKey, "/v1/trader/strategies"); code != 200 {
+	if code, body := get(f.RouteKey, "/v1/trader/strategies"); code != 200 {
 		t.Errorf("the old route key reads strategies: %d %s", code, body)
 	}
-	if code, body := get(facts.AdminKey, "/v1/trader/decisions/"+facts.DecisionID); code != 200 || !strings.Contains(body, facts.DecisionID) {
+	if code, body := get(f.AdminKey, "/v1/trader/decisions/"+f.DecisionID); code != 200 || !strings.Contains(body, f.DecisionID) {
 		t.Errorf("the old decision: %d %s", code, body)
 	}
 	p.stop(t)
 
-	after := migrations(t, file)
+	after := migrations()
 	for name, at := range old {
 		if after[name] != at {
-			t.Errorf("migration %s, applied by %s, was applied again (applied_at %d, then %d)", name, facts.Release, at, after[name])
+			t.Errorf("migration %s, applied by %s, was applied again (applied_at %d, then %d)", name, f.Release, at, after[name])
 		}
-	}
-	var names []string
-	for n := range after {
-		names = append(names, n)
 	}
 	for _, want := range released {
 		if _, ok := after[want]; !ok {
-			t.Errorf("migration %s did not run on the upgraded store (it holds %v)", want, names)
+			t.Errorf("migration %s did not run on the upgraded store (it holds %v)", want, after)
 		}
 	}
-	code, stdout, stderr := runCaduceus(t, nil, "audit", "verify", "--data", data)
+	code, stdout, stderr := runCaduceus(t, nil, append([]string{"audit", "verify"}, store...)...)
 	var n int64
 	if m := regexp.MustCompile(`ok: verified (\d+) records`).FindStringSubmatch(stdout); m != nil {
 		n = atoi64(m[1])
 	}
-	if code != 0 || n < facts.AuditRecords+3 {
+	if code != 0 || n < f.AuditRecords+3 {
 		t.Errorf("audit verify after the upgrade: exit %d, %d records (the old release left %d, and 3 requests followed): %s %s",
-			code, n, facts.AuditRecords, stdout, stderr)
+			code, n, f.AuditRecords, stdout, stderr)
 	}
 	// A second start migrates nothing.
-	startProc(t, nil, "--data", data, "--gates", "trader").stop(t)
-	if again := migrations(t, file); !reflect.DeepEqual(again, after) {
+	startProc(t, nil, append([]string{"--gates", "trader"}, store...)...).stop(t)
+	if again := migrations(); !reflect.DeepEqual(again, after) {
 		t.Errorf("a second start changed schema_migrations: %v, then %v", after, again)
 	}
 }
