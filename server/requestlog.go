@@ -14,7 +14,8 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
-// The request log: one line per request, written when its answer is done,
+// The request log (Server.Logged, what serve listens with): one line per
+// request, written when its answer is done,
 // with what an operator needs to follow it and nothing a client sent
 // beyond that. It names the request id (X-Request-Id: the client's when it
 // is a short token, else a new one, and always sent back), the route (the
@@ -51,6 +52,15 @@ func RequestIDFrom(ctx context.Context) string {
 
 type requestIDKey struct{}
 
+// Logged is the server with its request log: what serve listens with.
+func (s *Server) Logged() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w, r, logged := s.logRequest(w, r)
+		defer logged()
+		s.ServeHTTP(w, r)
+	})
+}
+
 // logRequest starts r's log line: it returns the writer and request to
 // serve and the function that writes the line when the answer is done.
 func (s *Server) logRequest(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {
@@ -65,6 +75,11 @@ func (s *Server) logRequest(w http.ResponseWriter, r *http.Request) (http.Respon
 	r = r.WithContext(ctx)
 	lw := &logWriter{ResponseWriter: w}
 	return lw, r, func() {
+		// The answer's own X-Request-Id is the line's (a handler may name
+		// the request itself, e.g. by its receipt).
+		if v := w.Header().Get(HeaderRequestID); v != "" {
+			id = v
+		}
 		_, route := s.mux.Handler(r)
 		if route == "" {
 			route = "unmatched"

@@ -124,8 +124,6 @@ func New(cfg Config) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w, r, logged := s.logRequest(w, r) // requestlog.go
-	defer logged()
 	if !s.throughEdge(w, r) {
 		return
 	}
