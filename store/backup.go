@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ErrBackupPostgres: a Postgres store is backed up with pg_dump, not here.
@@ -36,7 +37,10 @@ func Backup(ctx context.Context, file, out string) error {
 	}
 	part := out + ".partial"
 	os.Remove(part) // a previous attempt's, never a finished backup
-	db, err := sql.Open("sqlite", "file:"+file+"?_busy_timeout=10000")
+	// '?', '#' and '%' in the path are escaped: in the file: URI they would
+	// end the path or decode.
+	uri := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(file) + "?_busy_timeout=10000"
+	db, err := sql.Open("sqlite", uri)
 	if err != nil {
 		return fmt.Errorf("store: backup: %w", err)
 	}
