@@ -120,6 +120,29 @@ func TestContainerImage(t *testing.T) {
 	if out := mustPodman(t, "top", name, "user"); !regexp.MustCompile(`(?m)^65532\s*$`).MatchString(out) {
 		t.Errorf("the server does not run as 65532: %s", out)
 	}
+	// The build host's CA certificates and tzdata are in the image (scratch
+	// has neither of its own).
+	export := exec.Command("podman", "--runtime", "runc", "export", name)
+	tarOut, err := export.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := exec.Command("tar", "-t")
+	list.Stdin = tarOut
+	var files strings.Builder
+	list.Stdout = &files
+	if err := export.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := list.Run(); err != nil {
+		t.Fatal(err)
+	}
+	export.Wait()
+	for _, want := range []string{"etc/ssl/certs/ca-certificates.crt", "usr/share/zoneinfo/America/New_York", "usr/local/bin/caduceus", "data/"} {
+		if !regexp.MustCompile(`(?m)^\.?/?` + regexp.QuoteMeta(want) + `$`).MatchString(files.String()) {
+			t.Errorf("the image lacks %s", want)
+		}
+	}
 	ver := mustPodman(t, "exec", name, "/usr/local/bin/caduceus", "version")
 	if !regexp.MustCompile(`^caduceus \S+ commit [0-9a-f]{40} go\S+ linux/\S+ schema \S+\n$`).MatchString(ver) {
 		t.Errorf("caduceus version in the image: %q", ver)
