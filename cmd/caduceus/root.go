@@ -70,12 +70,12 @@ type config struct {
 type app struct {
 	env
 	cfg           config
+	locks         []*storeLock // store locks held until the command returns
 	configFile    string
 	upstreamFlags []string
 	auditFlags    auditConfig
 	originFlags   []string
 	log           *slog.Logger
-	locks         []*storeLock // store locks held until the command returns
 }
 
 // run is the whole program: parse args, run the command, return the exit
