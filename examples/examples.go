@@ -8,5 +8,5 @@ import "embed"
 
 // FS is every example file, by its path under examples/.
 //
-//go:embed caduceus.yaml README.md shim trader executor relay
+//go:embed caduceus.yaml README.md shim trader executor relay systemd
 var FS embed.FS

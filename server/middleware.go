@@ -238,6 +238,7 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 			}
 			err = h(sw, r, c)
 		}
+		noteCaller(r.Context(), caller) // its request log line (requestlog.go)
 		outcome := contract.OutcomeAllow
 		if err != nil {
 			if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {

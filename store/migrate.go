@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -89,6 +90,9 @@ func (db *DB) migrate(ctx context.Context) error {
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
+	if err := refuseNewer(ctx, conn); err != nil {
+		return err
+	}
 	for _, m := range registeredMigrations() {
 		// The check is inside the transaction: on SQLite the immediate
 		// transaction holds the write lock, on Postgres the advisory lock
@@ -117,6 +121,62 @@ func (db *DB) migrate(ctx context.Context) error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("store: migrate %s: %w", m.name, err)
 		}
+	}
+	return nil
+}
+
+// SchemaVersion is the schema this program writes: the name of the newest
+// migration registered.
+func SchemaVersion() string {
+	ms := registeredMigrations()
+	if len(ms) == 0 {
+		return ""
+	}
+	return ms[len(ms)-1].name
+}
+
+// SchemaTooNewError: the store holds migrations this program does not
+// know, so a newer release wrote it. Open refuses it before changing
+// anything: an older program would misread tables it does not know.
+type SchemaTooNewError struct {
+	Store   string   // the store's schema version: its newest migration
+	Binary  string   // SchemaVersion
+	Unknown []string // the store's migrations this program does not know
+}
+
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("store: the store's schema %s is newer than this program's %s (unknown migrations: %s)",
+		e.Store, e.Binary, strings.Join(e.Unknown, ", "))
+}
+
+// refuseNewer returns a *SchemaTooNewError when schema_migrations names a
+// migration no package registered.
+func refuseNewer(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, `SELECT name FROM schema_migrations ORDER BY name`)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	defer rows.Close()
+	known := map[string]bool{}
+	for _, m := range registeredMigrations() {
+		known[m.name] = true
+	}
+	e := &SchemaTooNewError{Binary: SchemaVersion()}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return fmt.Errorf("store: migrate: %w", err)
+		}
+		e.Store = name // names arrive in order: the last is the newest
+		if !known[name] {
+			e.Unknown = append(e.Unknown, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	if len(e.Unknown) > 0 {
+		return e
 	}
 	return nil
 }

@@ -1,7 +1,11 @@
 package store_test
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -54,4 +58,36 @@ func TestRegisterMigrationsRefusesADuplicateName(t *testing.T) {
 		}
 	}()
 	store.RegisterMigrations("test", fstest.MapFS{"100_trader.sql": {Data: []byte("SELECT 1")}}, ".")
+}
+
+// TestOpenRefusesANewerSchema: a store that records a migration no package
+// registered (a newer release wrote it) is refused by Open with a
+// *SchemaTooNewError naming the store's schema and this program's, before
+// anything runs; on SQLite and Postgres.
+func TestOpenRefusesANewerSchema(t *testing.T) {
+	dsns := map[string]string{"sqlite": "sqlite:" + filepath.Join(t.TempDir(), "caduceus.db")}
+	if pg := os.Getenv(storetest.EnvPostgres); pg != "" {
+		dsns["postgres"] = storetest.FreshSchema(t, pg)
+	}
+	for name, dsn := range dsns {
+		t.Run(name, func(t *testing.T) {
+			db, err := store.Open(t.Context(), dsn, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(t.Context(), `INSERT INTO schema_migrations (name, applied_at) VALUES ('990_newer', 1)`); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			_, err = store.Open(t.Context(), dsn, "")
+			e, ok := errors.AsType[*store.SchemaTooNewError](err)
+			if !ok {
+				t.Fatalf("Open of a newer schema: %v", err)
+			}
+			if e.Store != "990_newer" || e.Binary != store.SchemaVersion() || !slices.Equal(e.Unknown, []string{"990_newer"}) ||
+				!strings.Contains(err.Error(), "990_newer") || !strings.Contains(err.Error(), store.SchemaVersion()) {
+				t.Errorf("the refusal: %+v: %v", e, err)
+			}
+		})
+	}
 }

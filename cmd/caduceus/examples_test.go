@@ -125,7 +125,8 @@ func testExampleFiles(t *testing.T) {
 func TestExamples(t *testing.T) {
 	files := t.Run("files", testExampleFiles)
 	demo := t.Run("demo", testDemo)
-	if !files || !demo {
+	unit := t.Run("systemd", testSystemdUnit)
+	if !files || !demo || !unit {
 		return
 	}
 	var missing []string

@@ -535,7 +535,7 @@ func sqlExec(dsn, q string) (sql.Result, error) {
 
 func TestVersion(t *testing.T) {
 	code, out, _ := cli(t, "version")
-	if code != 0 || !regexp.MustCompile(`^caduceus \S+ commit \S+\n$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`^caduceus \S+ commit \S+ go\S+ \S+/\S+ schema \d{3}_\w+\n$`).MatchString(out) {
 		t.Errorf("version: %d %q", code, out)
 	}
 }

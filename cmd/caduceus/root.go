@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -49,7 +50,9 @@ type config struct {
 	Store    string   `yaml:"store"`
 	Gates    []string `yaml:"gates"`
 	LogLevel string   `yaml:"log_level"`
-	Executor struct {
+	// LogFormat is text (slog's key=value lines, the default) or json.
+	LogFormat string `yaml:"log_format"`
+	Executor  struct {
 		Skills   string `yaml:"skills"`   // skills root of the strategist manifests
 		Broker   string `yaml:"broker"`   // paper (default) or robinhood
 		Scenario string `yaml:"scenario"` // paper scenario YAML
@@ -68,6 +71,7 @@ type config struct {
 type app struct {
 	env
 	cfg           config
+	locks         []*storeLock // store locks held until the command returns
 	configFile    string
 	upstreamFlags []string
 	auditFlags    auditConfig
@@ -87,6 +91,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	for _, l := range a.locks {
+		l.Close()
+	}
 	if err == nil {
 		return 0
 	}
@@ -141,8 +148,9 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
+	pf.StringVar(&a.cfg.LogFormat, "log-format", "", "log format: text or json, one object a line (env CADUCEUS_LOG_FORMAT)")
 	pf.StringVar(&a.cfg.NATS, "nats", "", "NATS URL routing relay sessions across processes, e.g. nats://127.0.0.1:4222 (env CADUCEUS_NATS)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.healthCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.backupCmd(), a.restoreCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{2, fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
 	})
@@ -193,7 +201,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		}
 	}
 	envs := map[string]*string{
-		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel,
+		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel, "CADUCEUS_LOG_FORMAT": &cfg.LogFormat,
 		"CADUCEUS_SKILLS": &cfg.Executor.Skills, "CADUCEUS_BROKER": &cfg.Executor.Broker, "CADUCEUS_SCENARIO": &cfg.Executor.Scenario,
 		"CADUCEUS_MCP_URL": &cfg.Executor.MCPURL, "CADUCEUS_NATS": &cfg.NATS,
 	}
@@ -213,6 +221,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	set("data", &cfg.Data, flags.Data)
 	set("store", &cfg.Store, flags.Store)
 	set("log-level", &cfg.LogLevel, flags.LogLevel)
+	set("log-format", &cfg.LogFormat, flags.LogFormat)
 	set("addr", &cfg.Addr, flags.Addr)
 	set("skills", &cfg.Executor.Skills, flags.Executor.Skills)
 	set("broker", &cfg.Executor.Broker, flags.Executor.Broker)
@@ -249,7 +258,15 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
 		return &exitError{2, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)}
 	}
-	a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "", "text":
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	default:
+		return &exitError{2, fmt.Errorf("log format %q: want text or json", cfg.LogFormat)}
+	}
 	return nil
 }
 
@@ -320,9 +337,33 @@ func readConfigFile(file string) (config, error) {
 }
 
 func (a *app) openStore(ctx context.Context) (*store.DB, error) {
+	// A SQLite store is held under its shared lock while it is open, so
+	// restore can tell it is in use (storelock.go).
+	var lock *storeLock
+	if file := a.sqliteFile(); file != "" {
+		var err error
+		if lock, err = lockStore(file, false); errors.Is(err, errStoreInUse) {
+			return nil, &exitError{1, fmt.Errorf("the store %s is being restored (caduceus restore holds %s.lock); try again when it has finished", file, file)}
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	db, err := store.Open(ctx, a.cfg.Store, a.cfg.Data)
 	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		if e, ok := errors.AsType[*store.SchemaTooNewError](err); ok {
+			v, c := buildInfo()
+			return nil, &exitError{1, fmt.Errorf("this store's schema is %s, newer than %s of caduceus %s (commit %.12s), which does not know %s: run the release that wrote it, or a newer one; nothing was changed",
+				e.Store, e.Binary, v, c, strings.Join(e.Unknown, ", "))}
+		}
 		return nil, err
+	}
+	if lock != nil {
+		// Held until the command has returned (run), after the store's
+		// last connection has closed.
+		a.locks = append(a.locks, lock)
 	}
 	return db, nil
 }
@@ -380,7 +421,7 @@ func (a *app) versionCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v, c := buildInfo()
-			fmt.Fprintf(a.stdout, "caduceus %s commit %s\n", v, c)
+			fmt.Fprintf(a.stdout, "caduceus %s commit %s %s %s/%s schema %s\n", v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH, store.SchemaVersion())
 			return nil
 		},
 	}

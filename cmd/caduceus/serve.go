@@ -115,9 +115,11 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hs := httpServer(srv)
+	hs := httpServer(srv.Logged()) // one request log line each (server/requestlog.go)
 	a.logStartup(db, ln.Addr().String())
-	fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
+	if a.cfg.LogFormat != "json" { // a JSON log is all JSON: its "listening" record has the address
+		fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
+	}
 
 	if relay != nil {
 		// http.Server.Shutdown does not wait for WebSockets: close them.
