@@ -22,6 +22,9 @@ import (
 	"time"
 )
 
+// Model is the model ChatBody asks for.
+const Model = "gpt-4o-mini"
+
 // ChatBody is the chat-completions request every target receives.
 var ChatBody = []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/caduceus-dev/caduceus/bench"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/server"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
 // benchTenant owns the harness's key.
@@ -30,13 +31,16 @@ func (a *app) benchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure the shim hot path beside a bare reverse proxy",
+		Short: "Measure the shim hot path, pass-through and governed, beside a bare reverse proxy",
 		Long: `Start a fast fake OpenAI upstream, a bare net/http httputil.ReverseProxy in
 front of it and Caduceus (built by serve's own wiring, on SQLite in a fresh
 temporary data directory, or on --store), then load each in turn with the
 same chat-completions request over --conns keep-alive connections for
---duration, taking turns for --rounds rounds, and print req/s, p50 and p99 of each and Caduceus's ratio to the
-bare proxy. Receipts and audit records are written as in production.`,
+--duration, taking turns for --rounds rounds, and print req/s, p50, p99 and
+the process's CPU milliseconds per 1,000 requests of each, and each one's ratio
+to the bare proxy. Caduceus runs twice: as a pass-through (shim.upstreams) and
+governed (a gateway route with a plan, a price, a grant and a key budget).
+Receipts, audit records and spend are written as in production.`,
 		Example: `  caduceus bench
   caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
   caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
@@ -100,6 +104,36 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	defer cad.Close()
 
+	// Caduceus governed: the same upstream as a gateway route with a plan,
+	// a price, a grant and a key budget, so every request is granted,
+	// reserves its maximum cost (from a lease) and settles it (through its
+	// receipt's transaction and the spend journal).
+	a.cfg.Shim.Upstreams = nil
+	a.cfg.Shim.Gateway = upstream.Config{
+		Routes: map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{bench.Model}}},
+		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone,
+			Models: map[string][]upstream.Step{bench.Model: {{Route: "openai"}}}}},
+		Prices:  map[string]upstream.Price{"openai/" + bench.Model: {Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384}},
+		Budgets: upstream.Budgets{Key: upstream.Limit{Day: 1_000_000_000}},
+	}
+	if err := a.cfg.Shim.Gateway.Validate(); err != nil {
+		return err
+	}
+	governedGates, closeGoverned, err := a.gates(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer closeGoverned()
+	governedToken, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute}, Grants: []string{"openai/" + bench.Model}})
+	if err != nil {
+		return err
+	}
+	gov, err := bench.Serve(server.New(a.serverConfig(db, keys, nil, governedGates)), httpServer(nil))
+	if err != nil {
+		return err
+	}
+	defer gov.Close()
+
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
 		f.conns, f.rounds, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
 	load := func(url string, h http.Header) bench.Load {
@@ -113,6 +147,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		{"upstream (fake, direct)", load(up.URL, nil), false},
 		{"bare-proxy", load(bare.URL, nil), false},
 		{"caduceus (" + storeName(db) + ")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}}), true},
+		{"caduceus governed (" + storeName(db) + ")", load(gov.URL, http.Header{"Authorization": {"Bearer " + governedToken}}), false},
 	}
 	results := make([]bench.Result, len(targets))
 	stopProfile := func() {}
