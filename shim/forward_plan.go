@@ -27,12 +27,14 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	res := s.cfg.Gateway.Forward(t.r.Context(), gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
 		hdr.Set(HeaderReceipt, t.rc.ID)
 		hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
+	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Model: t.req.Model, Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
 	attempts := res.Attempts
 	if attempts == nil {
 		attempts = []gateway.Attempt{}
 	}
-	t.rc.Spend = &Spend{Plan: res.Plan, Attempts: attempts, Reserved: res.Reserved, Settled: res.Settled}
+	if !res.Open { // the ungoverned pass-through keeps no spend
+		t.rc.Spend = &Spend{Plan: res.Plan, Attempts: attempts, Reserved: res.Reserved, Settled: res.Settled}
+	}
 	if n := len(res.Attempts); n > 0 {
 		t.rc.Upstream = res.Attempts[n-1].Route
 	}

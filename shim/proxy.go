@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -365,146 +363,17 @@ func (s *Service) answer(w http.ResponseWriter, t *turn, p wire.Protocol, c *com
 
 func sum(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
 
-// forwardRequestHeaders are passed upstream as they came; credentials are
-// the configured upstream's, never the caller's.
-var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "OpenAI-Organization", "OpenAI-Project",
-	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key"}
-
-// dropResponseHeaders are not passed back to the caller.
-var dropResponseHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
-	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Set-Cookie": true,
-}
-
+// forward sends body upstream through the one forwarder, the gateway:
+// along the caller's plan (shim.routes), or the Open plan of the
+// ungoverned pass-through (shim.upstreams). Without either, nothing can be
+// forwarded.
 func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body []byte) {
-	if s.cfg.Gateway != nil {
-		s.forwardPlan(w, t, p, body)
+	if s.cfg.Gateway == nil {
+		t.rc.Upstream = p.Provider()
+		s.refuse(w, t, http.StatusServiceUnavailable, codeNoUpstream, "shim: no "+p.Provider()+" upstream is configured")
 		return
 	}
-	t.rc.Decision = DecisionForward
-	t.hash(&t.rc.ForwardedSHA256, body)
-	provider := p.Provider()
-	t.rc.Upstream = provider
-	up, ok := s.cfg.Upstreams[provider]
-	if !ok || up.BaseURL == "" {
-		s.refuse(w, t, http.StatusServiceUnavailable, codeNoUpstream, "shim: no "+provider+" upstream is configured")
-		return
-	}
-	url := endpoint(up.BaseURL, p.Path())
-	if q := t.r.URL.RawQuery; q != "" {
-		url += "?" + q
-	}
-	ureq, err := http.NewRequestWithContext(t.r.Context(), http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		s.fail(w, t, err)
-		return
-	}
-	for _, k := range forwardRequestHeaders {
-		if v := t.r.Header.Values(k); len(v) > 0 {
-			ureq.Header[http.CanonicalHeaderKey(k)] = v
-		}
-	}
-	ureq.Header.Set("Content-Type", "application/json")
-	if p == wire.Messages {
-		if ureq.Header.Get("Anthropic-Version") == "" {
-			ureq.Header.Set("Anthropic-Version", "2023-06-01")
-		}
-		if up.APIKey != "" {
-			ureq.Header.Set("X-Api-Key", up.APIKey)
-		}
-	} else if up.APIKey != "" {
-		ureq.Header.Set("Authorization", "Bearer "+up.APIKey)
-	}
-	t.rc.OverheadMicros = t.overhead()
-	resp, err := s.client.Do(ureq)
-	if err != nil {
-		t.rc.Decision = DecisionFailed
-		t.rc.Refusal = &Refusal{Code: CodeUpstreamFailed, Message: "shim: the upstream could not be reached"}
-		s.log.Warn("shim: upstream failed", "receipt", t.rc.ID, "provider", provider, "err", err)
-		w.Header().Set(HeaderReceipt, t.rc.ID)
-		w.Header().Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-		body := wire.ErrorBody(p, http.StatusBadGateway, CodeUpstreamFailed, "shim: the upstream could not be reached")
-		t.rc.ResponseSHA256 = contract.SHA256(body)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = w.Write(body)
-		s.finish(t)
-		return
-	}
-	defer resp.Body.Close()
-	t.rc.UpstreamStatus = resp.StatusCode
-	if t.rc.Model != "" {
-		t.served = &contract.Route{ResolvedTarget: provider + "/" + t.rc.Model, Provider: upstream.KindClass(upstream.Kind(provider))}
-	}
-	hdr := w.Header()
-	for k, v := range resp.Header {
-		if !dropResponseHeaders[k] {
-			hdr[k] = v
-		}
-	}
-	hdr.Set(HeaderReceipt, t.rc.ID)
-	hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-	h := sha256.New()
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		s.passAnswer(w, t, resp, h)
-		return
-	}
-	w.WriteHeader(resp.StatusCode)
-	fl, _ := w.(http.Flusher)
-	if fl != nil {
-		fl.Flush() // the client has the headers before the first event arrives
-	}
-	sr := wire.NewSSEReader(resp.Body)
-	for {
-		ev, err := sr.Next()
-		if err != nil || ev.Incomplete {
-			if err == nil || !errors.Is(err, io.EOF) {
-				s.log.Warn("shim: upstream stream broke off", "receipt", t.rc.ID, "err", err)
-				t.rc.Broken = true
-			}
-			break
-		}
-		h.Write(ev.Raw)
-		if _, err := w.Write(ev.Raw); err != nil {
-			break
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	t.rc.ResponseSHA256 = sum(h)
-	s.finish(t)
-	if t.rc.Broken {
-		abort(w) // the client's stream breaks as the upstream's did
-	}
-}
-
-// maxHeldAnswer bounds the JSON answer that passAnswer holds back whole.
-const maxHeldAnswer = 1 << 20
-
-// passAnswer passes on a JSON (not streamed) upstream answer. Up to
-// maxHeldAnswer it is read whole, its receipt committed (finish), and only
-// then sent, with its length, in one write — as a reverse proxy sends it,
-// and never before its receipt. A larger one (or one whose reading fails)
-// is sent chunked as it comes; its last chunk, which ends the answer for
-// the client, still leaves only after finish.
-func (s *Service) passAnswer(w http.ResponseWriter, t *turn, resp *http.Response, h hash.Hash) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHeldAnswer+1))
-	h.Write(body)
-	if err == nil && len(body) <= maxHeldAnswer {
-		t.rc.ResponseSHA256 = sum(h)
-		s.finish(t)
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(body)
-		return
-	}
-	w.WriteHeader(resp.StatusCode)
-	if _, werr := w.Write(body); werr == nil && err == nil {
-		_, _ = io.Copy(io.MultiWriter(w, h), resp.Body)
-	}
-	t.rc.ResponseSHA256 = sum(h)
-	s.finish(t)
+	s.forwardPlan(w, t, p, body)
 }
 
 // BodiesAsHashes is the redaction of a receipt's record: the request, the

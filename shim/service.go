@@ -32,6 +32,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -53,7 +54,9 @@ type Config struct {
 	// Gateway, when set, forwards every request no provision answers along
 	// the caller's plan: the caller's grant for each attempt's model,
 	// spend reserved before and settled after each attempt, budgets,
-	// failover and rate-limit holds (docs/shim.md). Upstreams is then unused.
+	// failover and rate-limit holds (docs/shim.md). Upstreams is then unused;
+	// without Gateway, New makes one of Upstreams' Open plan (the
+	// ungoverned pass-through through the same forwarder).
 	Gateway *gateway.Gateway
 	// Isolation is the caller scope of provisions, context entries, the
 	// once-per-conversation ledger and receipts (seed 003 H11): tenant (the
@@ -200,6 +203,15 @@ func New(cfg Config) *Service {
 	}
 	if s.client == nil {
 		s.client = &http.Client{Transport: gateway.Transport(0)}
+	}
+	if cfg.Gateway == nil && len(cfg.Upstreams) > 0 {
+		// The ungoverned pass-through goes through the one forwarder too,
+		// along an Open plan.
+		urls, keys := map[string]string{}, map[string]string{}
+		for name, u := range cfg.Upstreams {
+			urls[name], keys[name] = u.BaseURL, u.APIKey
+		}
+		s.cfg.Gateway = gateway.New(gateway.Config{Upstream: upstream.Open(urls), Keys: keys, Client: s.client, Logger: s.log})
 	}
 	st := s.store
 	s.provDocs = documents[Provision, *Provision]{s: s, noun: "provision", keyField: "id",

@@ -15,7 +15,6 @@ import (
 type meta struct {
 	stream       bool
 	maxOut       int64 // 0: unbounded
-	hasMaxTokens bool  // max_tokens present (Anthropic requires it)
 	includeUsage bool  // stream_options.include_usage
 }
 
@@ -32,7 +31,7 @@ func readMeta(body []byte) (meta, error) {
 	if err := json.Unmarshal(body, &m); err != nil {
 		return meta{}, errors.New("the body's stream, max_tokens, max_completion_tokens, max_output_tokens or stream_options field has the wrong type")
 	}
-	out := meta{stream: m.Stream, hasMaxTokens: m.MaxTokens != nil}
+	out := meta{stream: m.Stream}
 	for _, v := range []*int64{m.MaxCompletionTokens, m.MaxOutputTokens, m.MaxTokens} {
 		if v != nil && *v > 0 {
 			out.maxOut = *v

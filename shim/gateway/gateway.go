@@ -52,7 +52,9 @@ type Config struct {
 	Upstream upstream.Config
 	// Keys are the routes' API keys by route name (read from each route's
 	// key_env by the caller); a route without one is sent no credential.
-	Keys   map[string]string
+	Keys map[string]string
+	// Ledger and Holds keep reservations and holds; a gateway whose plans
+	// are all Open keeps neither (nil is allowed then).
 	Ledger upstream.Ledger
 	Holds  upstream.Holds
 	// Client sends upstream requests (nil: a client over Transport(0)).
@@ -98,9 +100,14 @@ type Gateway struct {
 	busy    atomic.Int32
 }
 
-// New returns a Gateway. It panics without a Ledger or Holds (a wiring bug).
+// New returns a Gateway. It panics without a Ledger or Holds when a plan is
+// not Open (a wiring bug).
 func New(cfg Config) *Gateway {
-	if cfg.Ledger == nil || cfg.Holds == nil {
+	governed := false
+	for _, p := range cfg.Upstream.Plans {
+		governed = governed || !p.Open
+	}
+	if governed && (cfg.Ledger == nil || cfg.Holds == nil) {
 		panic("gateway: Config.Ledger and Config.Holds are required")
 	}
 	if cfg.Client == nil {
@@ -207,6 +214,9 @@ type Request struct {
 	ID string
 	// Method is the upstream request's method ("": POST).
 	Method string
+	// Model is the model Body asks for, when the caller has parsed it
+	// already ("": read from Body).
+	Model string
 }
 
 // Attempt is one try of a plan step, as a receipt records it.
@@ -301,6 +311,9 @@ type Result struct {
 	// it once the request's receipt is stored, so a client never holds a
 	// finished stream whose receipt is missing. Nil when nothing was held.
 	Final []byte
+	// Open: the request went along an Open plan (the ungoverned
+	// pass-through): nothing was granted, reserved or settled.
+	Open bool
 	// ResponseID is the id of the Responses API answer the client got
 	// ("resp_..."), for its later retrieval from the route that served it.
 	ResponseID string
@@ -383,6 +396,9 @@ type forwarding struct {
 	res   Result
 	last  *Refusal // why the last step that tried could not answer
 	sent  bool     // an attempt failed that may have run
+	// open: the plan is an Open one (the ungoverned pass-through): no
+	// grant, no price, no reservation, no hold, the body as it came.
+	open bool
 }
 
 // route finds the request's plan and steps and checks, before any upstream
@@ -390,11 +406,18 @@ type forwarding struct {
 // and that the body is one the provider would take.
 func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	c := g.cfg.Upstream
-	f := &forwarding{req: req, cfg: c, model: wire.PeekModel(req.Body)}
+	model := req.Model
+	if model == "" {
+		model = wire.PeekModel(req.Body)
+	}
+	f := &forwarding{req: req, cfg: c, model: model}
 	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
 	f.res.Plan, f.plan = planName, plan
 	if !ok {
 		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: "shim: no plan serves this tenant"}
+	}
+	if plan.Open {
+		return g.routeOpen(f)
 	}
 	f.steps = plan.Models[f.model]
 	if len(f.steps) == 0 {
@@ -414,9 +437,6 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	if err != nil {
 		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "shim: " + err.Error()}
 	}
-	if req.Protocol == wire.Messages && !m.hasMaxTokens {
-		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "max_tokens: Field required"}
-	}
 	f.meta, f.body = m, req.Body
 	if req.Protocol == wire.ChatCompletions && m.stream && !m.includeUsage {
 		f.body, f.strip = withIncludeUsage(req.Body), true
@@ -424,8 +444,30 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	return f, nil
 }
 
-// grantedFrom reports whether the caller is granted step i or a later one.
+// CodeNoUpstream refuses a request whose wire the Open plan has no route
+// for.
+const CodeNoUpstream = "upstream_not_configured"
+
+// routeOpen routes a request of an Open plan to its wire's route, whatever
+// the model; its body goes as it came.
+func (g *Gateway) routeOpen(f *forwarding) (*forwarding, *Refusal) {
+	kind := kindOf(f.req.Protocol)
+	name, ok := f.cfg.OpenRoute(kind)
+	if !ok {
+		return f, &Refusal{Status: http.StatusServiceUnavailable, Code: CodeNoUpstream, Message: fmt.Sprintf("shim: no %s upstream is configured", kind)}
+	}
+	f.open, f.body, f.res.Open = true, f.req.Body, true
+	f.steps = []upstream.Step{{Route: name}}
+	f.ids = []string{f.cfg.StepIdentity(f.steps[0], f.model)}
+	return f, nil
+}
+
+// grantedFrom reports whether the caller is granted step i or a later one
+// (any step of an Open plan).
 func (f *forwarding) grantedFrom(i int) bool {
+	if f.open {
+		return i < len(f.ids)
+	}
 	for _, id := range f.ids[i:] {
 		if f.req.Caller.Granted(id) {
 			return true
@@ -453,22 +495,26 @@ const (
 func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) stepVerdict {
 	st, id := f.steps[i], f.ids[i]
 	att := Attempt{Route: st.Route, Model: id}
-	if !f.req.Caller.Granted(id) {
-		att.Outcome = "not_granted"
-		f.res.Attempts = append(f.res.Attempts, att)
-		return stepNext
-	}
 	now := g.cfg.Now()
-	if v, held := f.held(ctx, g, i, att, now); held {
-		return v
-	}
-	price := f.cfg.Prices[id]
-	amount := price.MaxCost(int64(len(f.body)), f.meta.maxOut)
-	if f.req.Protocol == wire.Embeddings {
-		amount = price.Cost(upstream.Usage{Input: int64(len(f.body))}) // an embedding has no output
-	}
-	if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
-		return v
+	var price upstream.Price
+	var amount upstream.Microdollars
+	if !f.open {
+		if !f.req.Caller.Granted(id) {
+			att.Outcome = "not_granted"
+			f.res.Attempts = append(f.res.Attempts, att)
+			return stepNext
+		}
+		if v, held := f.held(ctx, g, i, att, now); held {
+			return v
+		}
+		price = f.cfg.Prices[id]
+		amount = price.MaxCost(int64(len(f.body)), f.meta.maxOut)
+		if f.req.Protocol == wire.Embeddings {
+			amount = price.Cost(upstream.Usage{Input: int64(len(f.body))}) // an embedding has no output
+		}
+		if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
+			return v
+		}
 	}
 	ubody := f.body
 	if st.Model != "" && st.Model != f.model {
@@ -485,7 +531,9 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
 	f.sent = f.sent || out.failure == upstream.Uncertain
 	att.Outcome, att.Status = out.outcome, out.status
-	f.close(ctx, g, &att, out, int64(amount))
+	if !f.open {
+		f.close(ctx, g, &att, out, int64(amount))
+	}
 	f.res.Attempts = append(f.res.Attempts, att)
 	return f.after(ctx, g, w, i, out, now)
 }
@@ -582,7 +630,7 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		f.res.Refusal = &Refusal{Status: 499, Code: "canceled", Message: "shim: the client went away"}
 		return stepDone
 	}
-	if out.failure == upstream.Definite && out.status == http.StatusTooManyRequests {
+	if out.failure == upstream.Definite && out.status == http.StatusTooManyRequests && !f.open {
 		hold := g.holdFor(id, out.retryAfter, now)
 		if err := g.cfg.Holds.Hold(context.WithoutCancel(ctx), id, g.cfg.Now().Add(hold)); err != nil {
 			g.cfg.Logger.Error("gateway: hold not recorded", "model", id, "err", err)

@@ -95,6 +95,32 @@ type Plan struct {
 	Failover Failover `json:"failover" yaml:"failover"`
 	// Models maps the model a client asks for to its ordered steps.
 	Models map[string][]Step `json:"models" yaml:"models"`
+	// Open marks the ungoverned plan of shim.upstreams (Open): any model
+	// goes to the route of its wire, with no grant, no price, no
+	// reservation and no hold — the pass-through, through the one
+	// forwarder. It is made by Open, never read from a file.
+	Open bool `json:"-" yaml:"-"`
+}
+
+// Open is the configuration of the ungoverned pass-through (shim.upstreams):
+// a route per provider named by its kind ("openai" for chat completions,
+// responses and embeddings; "anthropic" for messages) at the given base
+// URL, and one Open plan.
+func Open(baseURLs map[string]string) Config {
+	c := Config{Routes: map[string]Route{}, Plans: map[string]Plan{"upstreams": {Failover: FailoverNone, Open: true}}}
+	for _, k := range []Kind{KindOpenAI, KindAnthropic} {
+		if u := baseURLs[string(k)]; u != "" {
+			c.Routes[string(k)] = Route{Kind: k, BaseURL: u}
+		}
+	}
+	return c
+}
+
+// OpenRoute is the route of an Open plan that serves kind: the route named
+// by it. ok is false when none is configured.
+func (c Config) OpenRoute(kind Kind) (string, bool) {
+	r, ok := c.Routes[string(kind)]
+	return string(kind), ok && r.Kind == kind
 }
 
 // Config is the gateway's configuration.
