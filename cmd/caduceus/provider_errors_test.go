@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -438,5 +439,72 @@ func TestStartupCheckFindsARefusedRouteCredential(t *testing.T) {
 	}
 	if strings.Contains(in.stderr.String(), "sk-revoked") || strings.Contains(in.stderr.String(), "sk-good") {
 		t.Error("the log shows a route's key")
+	}
+}
+
+// TestGatewayRetriesAStep: a plan's retries try a step again after a
+// definite failure of the moment (503 before any byte), with backoff, so
+// the client sees one answer; when every try fails, the answer carries
+// x-should-retry: false and the SDK does not repeat what Caduceus did.
+func TestGatewayRetriesAStep(t *testing.T) {
+	var calls, failFirst atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
+		if n := calls.Add(1); n <= failFirst.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(503)
+			io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","code":null}}`)
+			return
+		}
+		(&fakeProvider{name: "openai"}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	conf := fmt.Sprintf(`shim:
+  routes:
+    openai: {kind: openai, base_url: %s/v1, models: [gpt-4.1]}
+  plans:
+    main:
+      failover: none
+      retries: 2
+      retry_backoff: 1ms
+      models:
+        gpt-4.1: [{route: openai}]
+  prices:
+    openai/gpt-4.1: {input: 2, output: 8, max_output_tokens: 4096}
+`, up.URL)
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, "--config", file)
+	code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data, "--models", "openai/gpt-4.1")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	key := strings.TrimSpace(out)
+	params := openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(10),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+
+	// Two 503s, then an answer: one answer for the client, who did not retry.
+	failFirst.Store(2)
+	client := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	cc, err := client.Chat.Completions.New(t.Context(), params)
+	if err != nil || cc.Choices[0].Message.Content != "from openai" || calls.Load() != 3 {
+		t.Fatalf("retried step: %v (upstream called %d times)", err, calls.Load())
+	}
+
+	// Every try fails: the upstream's 503 is the answer, with
+	// x-should-retry: false, and the SDK (2 retries of its own) sends it once.
+	calls.Store(0)
+	failFirst.Store(100)
+	client = openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(2))
+	_, err = client.Chat.Completions.New(t.Context(), params)
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 503 || e.Response.Header.Get("X-Should-Retry") != "false" || calls.Load() != 3 {
+		t.Errorf("every try failed: %v, upstream called %d times (want 3: one try and two retries)", err, calls.Load())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -378,6 +379,13 @@ steps:
 		f.last = &Refusal{Status: http.StatusBadGateway, Code: CodeUpstreamIncomplete,
 			Message: "shim: the upstream may have run the request but its answer did not arrive whole; not retried, as that may run it twice"}
 	}
+	if f.retried && f.last.Retry {
+		// Caduceus retried already, as the plan says: another retry by the
+		// client would only repeat them.
+		last := *f.last
+		last.Retry = false
+		f.last = &last
+	}
 	f.res.Refusal = f.last
 	return f.res
 }
@@ -399,6 +407,9 @@ type forwarding struct {
 	// open: the plan is an Open one (the ungoverned pass-through): no
 	// grant, no price, no reservation, no hold, the body as it came.
 	open bool
+	// retried: an attempt was tried again (the plan's retries): the
+	// answer, if an error, tells the SDK not to retry once more.
+	retried bool
 }
 
 // route finds the request's plan and steps and checks, before any upstream
@@ -494,26 +505,21 @@ const (
 // its failure.
 func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) stepVerdict {
 	st, id := f.steps[i], f.ids[i]
-	att := Attempt{Route: st.Route, Model: id}
 	now := g.cfg.Now()
 	var price upstream.Price
 	var amount upstream.Microdollars
 	if !f.open {
 		if !f.req.Caller.Granted(id) {
-			att.Outcome = "not_granted"
-			f.res.Attempts = append(f.res.Attempts, att)
+			f.res.Attempts = append(f.res.Attempts, Attempt{Route: st.Route, Model: id, Outcome: "not_granted"})
 			return stepNext
 		}
-		if v, held := f.held(ctx, g, i, att, now); held {
+		if v, held := f.held(ctx, g, i, Attempt{Route: st.Route, Model: id}, now); held {
 			return v
 		}
 		price = f.cfg.Prices[id]
 		amount = price.MaxCost(int64(len(f.body)), f.meta.maxOut)
 		if f.req.Protocol == wire.Embeddings {
 			amount = price.Cost(upstream.Usage{Input: int64(len(f.body))}) // an embedding has no output
-		}
-		if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
-			return v
 		}
 	}
 	ubody := f.body
@@ -528,14 +534,50 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 	if f.mayMove(i, upstream.Uncertain) && (wait == 0 || g.cfg.HeaderTimeout < wait) {
 		wait = g.cfg.HeaderTimeout
 	}
-	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
-	f.sent = f.sent || out.failure == upstream.Uncertain
-	att.Outcome, att.Status = out.outcome, out.status
-	if !f.open {
-		f.close(ctx, g, &att, out, int64(amount))
+	backoff, _ := f.plan.Backoff() // checked by Validate
+	for try := 0; ; try++ {
+		att := Attempt{Route: st.Route, Model: id}
+		if !f.open {
+			if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
+				return v
+			}
+		}
+		out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
+		f.sent = f.sent || out.failure == upstream.Uncertain
+		att.Outcome, att.Status = out.outcome, out.status
+		if !f.open {
+			f.close(ctx, g, &att, out, int64(amount))
+		}
+		f.res.Attempts = append(f.res.Attempts, att)
+		// A definite failure of the moment (refused, 502, 503, 504 before
+		// any byte) is tried again on this step, as the plan allows.
+		if try < f.plan.Retries && upstream.Retryable(out.failure, out.status) && ctx.Err() == nil {
+			f.retried = true
+			if !sleep(ctx, jitter(backoff<<try)) {
+				return f.after(ctx, g, w, i, out, now)
+			}
+			continue
+		}
+		return f.after(ctx, g, w, i, out, now)
 	}
-	f.res.Attempts = append(f.res.Attempts, att)
-	return f.after(ctx, g, w, i, out, now)
+}
+
+// jitter is d scaled by a random factor in [0.5, 1.5), so clients that
+// failed together do not retry together.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)+1))
+}
+
+// sleep waits d or until ctx ends; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // held checks the step's model identity for a rate-limit hold; a held step
@@ -566,7 +608,8 @@ func (f *forwarding) held(ctx context.Context, g *Gateway, i int, att Attempt, n
 // (budget exceeded, or the ledger failed).
 func (f *forwarding) reserve(ctx context.Context, g *Gateway, i int, att *Attempt, amount upstream.Microdollars) (stepVerdict, bool) {
 	id, caller := f.ids[i], f.req.Caller
-	rid := f.req.ID + "-" + strconv.Itoa(i)
+	rid := f.req.ID + "-" + strconv.Itoa(len(f.res.Attempts)) // the attempt's number: a retry is another
+
 	keyLim, tenLim := f.cfg.Budgets.For(string(caller.Identity.TenantSlot), caller.KeyID)
 	ticket, err := g.cfg.Ledger.Reserve(ctx, upstream.Reservation{ID: rid, Tenant: caller.Identity.TenantSlot, KeyID: caller.KeyID,
 		Identity: id, Amount: amount, KeyLimit: keyLim, TenantLimit: tenLim})
@@ -648,6 +691,10 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 	}
 	if out.errAnswer != nil {
 		// No step may take over: the upstream's own error is the answer.
+		if f.retried {
+			out.errHeader = out.errHeader.Clone()
+			out.errHeader.Set("X-Should-Retry", "false")
+		}
 		g.passOn(w, out)
 		f.res.Route, f.res.Status = st.Route, out.status
 		return stepDone

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -93,6 +94,13 @@ type Step struct {
 // Plan orders routes per requested model.
 type Plan struct {
 	Failover Failover `json:"failover" yaml:"failover"`
+	// Retries is how often a step is tried again after a definite failure
+	// (connection refused, 502, 503, 504 before any byte) before the plan
+	// moves on (0 to 5; default 0).
+	Retries int `json:"retries,omitempty" yaml:"retries"`
+	// RetryBackoff is the wait before the first retry ("100ms"), doubled
+	// for each next one, each jittered by ±50% (default 100ms).
+	RetryBackoff string `json:"retry_backoff,omitempty" yaml:"retry_backoff"`
 	// Models maps the model a client asks for to its ordered steps.
 	Models map[string][]Step `json:"models" yaml:"models"`
 	// Open marks the ungoverned plan of shim.upstreams (Open): any model
@@ -100,6 +108,37 @@ type Plan struct {
 	// reservation and no hold — the pass-through, through the one
 	// forwarder. It is made by Open, never read from a file.
 	Open bool `json:"-" yaml:"-"`
+}
+
+// MaxRetries bounds a plan's retries of one step.
+const MaxRetries = 5
+
+// Backoff is the plan's RetryBackoff (100ms when unset).
+func (p Plan) Backoff() (time.Duration, error) {
+	if p.RetryBackoff == "" {
+		return 100 * time.Millisecond, nil
+	}
+	d, err := time.ParseDuration(p.RetryBackoff)
+	if err != nil || d < time.Millisecond || d > 10*time.Second {
+		return 0, fmt.Errorf("upstream: retry_backoff %q", p.RetryBackoff)
+	}
+	return d, nil
+}
+
+// Retryable reports whether a definite failure with status (0: not
+// reached) is one a plan's retries try again on the same step: the
+// upstream refused the connection or answered 502, 503 or 504 before any
+// byte of an answer. A 429 is held, not retried; a 401/403 or a 4xx is the
+// request's or the route's, not the moment's.
+func Retryable(failure Failure, status int) bool {
+	if failure != Definite {
+		return false
+	}
+	switch status {
+	case 0, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // Open is the configuration of the ungoverned pass-through (shim.upstreams):
@@ -367,6 +406,12 @@ func (c Config) validatePlan(name string, p Plan) error {
 	}
 	if len(p.Models) == 0 {
 		return fmt.Errorf("upstream: plans.%s.models: a plan routes at least one model", name)
+	}
+	if p.Retries < 0 || p.Retries > MaxRetries {
+		return fmt.Errorf("upstream: plans.%s.retries %d: want 0 to %d", name, p.Retries, MaxRetries)
+	}
+	if _, err := p.Backoff(); err != nil {
+		return fmt.Errorf("upstream: plans.%s.retry_backoff %q: want a duration from 1ms to 10s, e.g. 100ms", name, p.RetryBackoff)
 	}
 	// One route per model identity in a plan: a second credential for the
 	// same upstream model would let a request escape that model's limits.

@@ -263,3 +263,30 @@ func TestBackoffAndSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRetriesAreBounded: a plan's retries are 0 to MaxRetries and its
+// backoff a duration from 1ms to 10s; only a definite failure of the
+// moment (refused, 502, 503, 504) is retried.
+func TestPlanRetriesAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		retries int
+		backoff string
+		ok      bool
+	}{{0, "", true}, {5, "250ms", true}, {6, "", false}, {-1, "", false}, {1, "0s", false}, {1, "1m", false}, {1, "soon", false}} {
+		p := Plan{Failover: FailoverNone, Retries: tc.retries, RetryBackoff: tc.backoff, Models: map[string][]Step{"gpt-4.1": {{Route: "openai"}}}}
+		c := Config{Routes: map[string]Route{"openai": {Kind: KindOpenAI, BaseURL: "https://api.openai.com/v1", Models: []string{"gpt-4.1"}}},
+			Plans: map[string]Plan{"main": p}, Prices: map[string]Price{"openai/gpt-4.1": {Input: 1, Output: 1, MaxOutputTokens: 10}}}
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("retries %d backoff %q: %v", tc.retries, tc.backoff, err)
+		}
+	}
+	for _, tc := range []struct {
+		f      Failure
+		status int
+		want   bool
+	}{{Definite, 0, true}, {Definite, 502, true}, {Definite, 503, true}, {Definite, 504, true}, {Definite, 429, false}, {Definite, 500, false}, {Uncertain, 0, false}} {
+		if got := Retryable(tc.f, tc.status); got != tc.want {
+			t.Errorf("Retryable(%v, %d) = %v", tc.f, tc.status, got)
+		}
+	}
+}
