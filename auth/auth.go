@@ -122,7 +122,7 @@ func CheckTenant(t contract.TenantSlot) error {
 }
 
 // checkGrants checks grants as a key or a tenant holds them
-// (contract.CheckGrants: exact provider/model pairs, no wildcards, no
+// (contract.CheckGrants: exact provider/model pairs or explicit patterns, no
 // contributor-tier models) and returns them sorted and without duplicates.
 // A bad one is an invalid Error on field, bad_grant, naming it.
 func checkGrants(field string, grants []string) ([]string, error) {

@@ -49,9 +49,16 @@ type Caller struct {
 	Trace Trace
 }
 
-// Granted reports whether the caller holds the exact provider/model grant.
+// Granted reports whether the caller holds a grant of identity: that
+// exact provider/model pair, or a pattern the operator granted that it
+// matches (MatchModel: "openai/gpt-4.1*").
 func (c Caller) Granted(identity string) bool {
-	return slices.Contains(c.Grants, identity)
+	for _, g := range c.Grants {
+		if MatchModel(g, identity) {
+			return true
+		}
+	}
+	return false
 }
 
 // Has reports whether the caller holds scope s. Admin does not imply other

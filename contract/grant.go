@@ -31,15 +31,17 @@ func SplitIdentity(s string) (provider, model string, err error) {
 	return provider, model, nil
 }
 
-// CheckGrant checks one grant: an exact provider/model pair, no wildcard,
-// no contributor-tier model.
+// CheckGrant checks one grant: an exact provider/model pair, or an
+// explicit pattern the operator wrote, whose model ends with one '*' and
+// has no other ("openai/gpt-4.1*": every dated snapshot of gpt-4.1;
+// "local/*": every model of that provider); no contributor-tier model.
 func CheckGrant(g string) error {
 	_, model, err := SplitIdentity(g)
 	if err != nil {
 		return err
 	}
-	if strings.Contains(g, "*") {
-		return fmt.Errorf("grant %q: grants name exact provider/model pairs, no wildcards", g)
+	if i := strings.IndexByte(g, '*'); i >= 0 && i != len(g)-1 {
+		return fmt.Errorf("grant %q: a pattern has one '*', at the end of the model (openai/gpt-4.1*)", g)
 	}
 	if strings.Contains(strings.ToLower(model), "contributor") {
 		return fmt.Errorf("grant %q: contributor-tier models are refused", g)
@@ -58,6 +60,16 @@ func CheckGrants(grants []string) ([]string, error) {
 	out := slices.Clone(grants)
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// MatchModel reports whether name (a model or a provider/model identity)
+// is pattern: equal to it, or, when pattern ends with '*', starting with
+// what precedes the '*'.
+func MatchModel(pattern, name string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, prefix)
+	}
+	return pattern == name
 }
 
 // ValidName reports whether s is a configuration name: 1 to 64 lowercase

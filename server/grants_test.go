@@ -136,7 +136,7 @@ func TestTenantGrantsRoutes(t *testing.T) {
 			{"read without admin", "GET", "/v1/admin/tenants/slot-1/grants", e.route, "", 403, "missing_scope", "", "admin"},
 			{"set without admin", "PUT", "/v1/admin/tenants/slot-1/grants", e.route, `{"grants":[]}`, 403, "missing_scope", "", "admin"},
 			{"no provider", "PUT", "/v1/admin/tenants/slot-1/grants", e.admin, `{"grants":["openai/gpt-4o","gpt-4o"]}`, 400, "bad_grant", "grants", `"gpt-4o" is not provider/model`},
-			{"a wildcard", "PUT", "/v1/admin/tenants/slot-1/grants", e.admin, `{"grants":["openai/*"]}`, 400, "bad_grant", "grants", "no wildcards"},
+			{"a wildcard inside a model", "PUT", "/v1/admin/tenants/slot-1/grants", e.admin, `{"grants":["openai/gpt-*-mini"]}`, 400, "bad_grant", "grants", "one '*', at the end"},
 			{"a contributor model", "PUT", "/v1/admin/tenants/slot-1/grants", e.admin, `{"grants":["openai/acme-contributor-7b"]}`, 400, "bad_grant", "grants", "contributor"},
 			{"an empty grant", "PUT", "/v1/admin/tenants/slot-1/grants", e.admin, `{"grants":[""]}`, 400, "bad_grant", "grants", "provider/model"},
 			{"a space", "PUT", "/v1/admin/tenants/slot-1/grants", e.admin, `{"grants":["openai/gpt-4o "]}`, 400, "bad_grant", "grants", "no spaces"},

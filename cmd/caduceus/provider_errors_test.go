@@ -508,3 +508,72 @@ func TestGatewayRetriesAStep(t *testing.T) {
 		t.Errorf("every try failed: %v, upstream called %d times (want 3: one try and two retries)", err, calls.Load())
 	}
 }
+
+// TestModelPatterns: a route and a plan may serve a pattern
+// ("gpt-4.1*"), priced per pattern, so a dated snapshot needs no new
+// config; it is served, granted and charged as the identity asked for
+// (openai/gpt-4.1-2025-04-14). An exact grant does not reach a snapshot;
+// an explicit pattern grant does.
+func TestModelPatterns(t *testing.T) {
+	up := httptest.NewServer(&fakeProvider{name: "openai"})
+	t.Cleanup(up.Close)
+	conf := fmt.Sprintf(`shim:
+  routes:
+    openai: {kind: openai, base_url: %s/v1, models: ["gpt-4.1*"]}
+  plans:
+    main:
+      failover: none
+      models:
+        "gpt-4.1*": [{route: openai}]
+  prices:
+    "openai/gpt-4.1*": {input: 2, output: 8, max_output_tokens: 4096}
+`, up.URL)
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, "--config", file)
+	mk := func(models string) openai.Client {
+		code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data, "--models", models)
+		if code != 0 {
+			t.Fatal(errOut)
+		}
+		return openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(strings.TrimSpace(out)), option.WithMaxRetries(0))
+	}
+	params := func(model string) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(10), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+	}
+	pattern, exact := mk("openai/gpt-4.1*"), mk("openai/gpt-4.1")
+	var hr *http.Response
+	cc, err := pattern.Chat.Completions.New(t.Context(), params("gpt-4.1-2025-04-14"), option.WithResponseInto(&hr))
+	if err != nil || cc.Choices[0].Message.Content != "from openai" {
+		t.Fatalf("a dated snapshot through the pattern: %v", err)
+	}
+	if _, err := exact.Chat.Completions.New(t.Context(), params("gpt-4.1")); err != nil {
+		t.Errorf("the exact model with an exact grant: %v", err)
+	}
+	var e *openai.Error
+	if _, err := exact.Chat.Completions.New(t.Context(), params("gpt-4.1-2025-04-14")); !errors.As(err, &e) || e.StatusCode != 403 || e.Code != "model_not_granted" {
+		t.Errorf("a snapshot with only the exact grant: %v", err)
+	}
+	if _, err := pattern.Chat.Completions.New(t.Context(), params("gpt-5")); !errors.As(err, &e) || e.StatusCode != 404 || e.Code != "model_not_found" {
+		t.Errorf("a model no pattern routes: %v", err)
+	}
+	code, body := in.do(t, "GET", "/v1/receipts", in.adminKey, nil)
+	if code != 200 {
+		t.Fatal(body)
+	}
+	for _, r := range body["receipts"].([]any) {
+		rc := r.(map[string]any)
+		if rc["id"] != hr.Header.Get("X-Caduceus-Receipt") {
+			continue
+		}
+		att := rc["spend"].(map[string]any)["attempts"].([]any)[0].(map[string]any)
+		// The fake reports 1,000 input tokens (400 cached, free here: the
+		// pattern's price has no cached rate) and 100 output, at the
+		// pattern's $2/$8 per million: 600×2 + 100×8 = 2,000 µ$.
+		if att["model"] != "openai/gpt-4.1-2025-04-14" || att["settled_microdollars"].(float64) != 2000 {
+			t.Errorf("the snapshot's attempt: %v", att)
+		}
+	}
+}

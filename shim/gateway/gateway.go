@@ -430,7 +430,7 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	if plan.Open {
 		return g.routeOpen(f)
 	}
-	f.steps = plan.Models[f.model]
+	f.steps = plan.Steps(f.model)
 	if len(f.steps) == 0 {
 		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: fmt.Sprintf("shim: the model %q does not exist or is not routed here", f.model)}
 	}
@@ -516,7 +516,7 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 		if v, held := f.held(ctx, g, i, Attempt{Route: st.Route, Model: id}, now); held {
 			return v
 		}
-		price = f.cfg.Prices[id]
+		price, _ = f.cfg.PriceOf(id)
 		amount = price.MaxCost(int64(len(f.body)), f.meta.maxOut)
 		if f.req.Protocol == wire.Embeddings {
 			amount = price.Cost(upstream.Usage{Input: int64(len(f.body))}) // an embedding has no output
@@ -1074,6 +1074,9 @@ func (g *Gateway) Models(c contract.Caller) []Model {
 	}
 	var out []Model
 	for _, name := range slices.Sorted(maps.Keys(plan.Models)) {
+		if strings.HasSuffix(name, "*") {
+			continue // a pattern is no model a client can name as it stands
+		}
 		steps := plan.Models[name]
 		for _, st := range steps {
 			if id := g.cfg.Upstream.StepIdentity(st, name); c.Granted(id) {
@@ -1114,7 +1117,7 @@ func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string,
 	model := wire.PeekModel(req.Body)
 	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
 	res := Result{Plan: planName}
-	steps := plan.Models[model]
+	steps := plan.Steps(model)
 	if !ok || len(steps) == 0 {
 		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
 	}

@@ -110,6 +110,56 @@ type Plan struct {
 	Open bool `json:"-" yaml:"-"`
 }
 
+// Serves reports whether the route serves model: one of its models, or a
+// pattern of them ("gpt-4.1*" serves "gpt-4.1-2025-04-14"; a pattern a plan
+// names is served by the same pattern or a wider one).
+func (r Route) Serves(model string) bool {
+	for _, m := range r.Models {
+		if contract.MatchModel(m, model) || (strings.HasSuffix(model, "*") && contract.MatchModel(m, strings.TrimSuffix(model, "*"))) {
+			return true
+		}
+	}
+	return false
+}
+
+// Steps are the plan's steps for model: its own, else those of the
+// longest pattern of the plan that model matches ("gpt-4.1*" routes
+// "gpt-4.1-2025-04-14"). The model of each step's identity is the one asked
+// for, so a dated snapshot is served, held and charged as itself.
+func (p Plan) Steps(model string) []Step {
+	if st, ok := p.Models[model]; ok {
+		return st
+	}
+	var best string
+	for k := range p.Models {
+		if strings.HasSuffix(k, "*") && contract.MatchModel(k, model) && len(k) > len(best) {
+			best = k
+		}
+	}
+	if best == "" {
+		return nil
+	}
+	return p.Models[best]
+}
+
+// PriceOf is the price of model identity id: its own, else that of the
+// longest pattern of prices it matches ("openai/gpt-4.1*").
+func (c Config) PriceOf(id string) (Price, bool) {
+	if p, ok := c.Prices[id]; ok {
+		return p, true
+	}
+	var best string
+	for k := range c.Prices {
+		if strings.HasSuffix(k, "*") && (contract.MatchModel(k, id) || (strings.HasSuffix(id, "*") && contract.MatchModel(k, strings.TrimSuffix(id, "*")))) && len(k) > len(best) {
+			best = k
+		}
+	}
+	if best == "" {
+		return Price{}, false
+	}
+	return c.Prices[best], true
+}
+
 // MaxRetries bounds a plan's retries of one step.
 const MaxRetries = 5
 
@@ -257,7 +307,7 @@ func (c Config) ProviderClass(route, model string) contract.Provider {
 	if !ok {
 		return ""
 	}
-	if p, ok := c.Prices[model]; ok && p.Free() {
+	if p, ok := c.PriceOf(model); ok && p.Free() {
 		return contract.ProviderLocal
 	}
 	return KindClass(r.Kind)
@@ -320,7 +370,7 @@ func (c Config) Validate() error {
 		for _, m := range slices.Sorted(maps.Keys(p.Models)) {
 			for i, st := range p.Models[m] {
 				id := c.StepIdentity(st, m)
-				if _, ok := c.Prices[id]; !ok {
+				if _, ok := c.PriceOf(id); !ok {
 					return fmt.Errorf("upstream: plans.%s.models.%s[%d]: %s has no price in prices", name, m, i, id)
 				}
 			}
@@ -362,6 +412,9 @@ func (r Route) validate(name string) error {
 	for i, m := range r.Models {
 		if m == "" || strings.ContainsFunc(m, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 			return fmt.Errorf("upstream: routes.%s.models[%d] %q: want a model name", name, i, m)
+		}
+		if j := strings.IndexByte(m, '*'); j >= 0 && j != len(m)-1 {
+			return fmt.Errorf("upstream: routes.%s.models[%d] %q: a pattern has one '*', at its end (gpt-4.1*)", name, i, m)
 		}
 		if contributor(m) {
 			return fmt.Errorf("upstream: routes.%s.models[%d] %q: contributor-tier models are refused", name, i, m)
@@ -438,7 +491,7 @@ func (c Config) validatePlan(name string, p Plan) error {
 			if contributor(model) {
 				return fmt.Errorf("upstream: %s: contributor-tier model %q is refused", at, model)
 			}
-			if !slices.Contains(r.Models, model) {
+			if !r.Serves(model) {
 				return fmt.Errorf("upstream: %s: route %q does not serve %q (its models: %s)", at, st.Route, model, strings.Join(r.Models, ", "))
 			}
 			if i == 0 {

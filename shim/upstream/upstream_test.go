@@ -105,12 +105,16 @@ func TestGrants(t *testing.T) {
 	if strings.Join(g, ",") != "anthropic/claude-sonnet-4-5,openai/gpt-4.1" {
 		t.Errorf("grants = %v", g)
 	}
-	for _, bad := range []string{"gpt-4.1", "openai/", "/gpt", "openai/gpt-*", "openai/my-contributor", "Open AI/x", "openai/a b"} {
+	for _, bad := range []string{"gpt-4.1", "openai/", "/gpt", "openai/gpt-*-mini", "openai/*gpt", "openai/my-contributor", "Open AI/x", "openai/a b"} {
 		if _, err := ParseGrants(bad); err == nil {
 			t.Errorf("grant %q accepted", bad)
 		} else if !strings.Contains(err.Error(), bad) {
 			t.Errorf("error %q does not name %q", err, bad)
 		}
+	}
+	// An explicit pattern the operator wrote is a grant: one '*', at the end.
+	if g, err := ParseGrants("openai/gpt-4.1*,local/*"); err != nil || strings.Join(g, ",") != "local/*,openai/gpt-4.1*" {
+		t.Errorf("pattern grants: %v %v", g, err)
 	}
 	// A model name may hold slashes (openrouter-style identities).
 	if p, m, err := SplitIdentity("openrouter/meta/llama-3"); err != nil || p != "openrouter" || m != "meta/llama-3" {
@@ -287,6 +291,37 @@ func TestPlanRetriesAreBounded(t *testing.T) {
 	}{{Definite, 0, true}, {Definite, 502, true}, {Definite, 503, true}, {Definite, 504, true}, {Definite, 429, false}, {Definite, 500, false}, {Uncertain, 0, false}} {
 		if got := Retryable(tc.f, tc.status); got != tc.want {
 			t.Errorf("Retryable(%v, %d) = %v", tc.f, tc.status, got)
+		}
+	}
+}
+
+// TestPatternsRouteAndPrice: a plan's own name wins over a pattern, the
+// longest matching pattern over a shorter one; prices likewise; a route
+// serves what its patterns match.
+func TestPatternsRouteAndPrice(t *testing.T) {
+	p := Plan{Models: map[string][]Step{"gpt-4.1": {{Route: "exact"}}, "gpt-4.1*": {{Route: "family"}}, "gpt-*": {{Route: "wide"}}}}
+	for model, want := range map[string]string{"gpt-4.1": "exact", "gpt-4.1-2025-04-14": "family", "gpt-4o": "wide", "claude-x": ""} {
+		got := ""
+		if st := p.Steps(model); len(st) > 0 {
+			got = st[0].Route
+		}
+		if got != want {
+			t.Errorf("Steps(%q) = %q, want %q", model, got, want)
+		}
+	}
+	c := Config{Prices: map[string]Price{"openai/gpt-4.1": {Input: 1}, "openai/gpt-4.1*": {Input: 2}, "openai/*": {Input: 3}}}
+	for id, want := range map[string]Microdollars{"openai/gpt-4.1": 1, "openai/gpt-4.1-mini": 2, "openai/o3": 3} {
+		if got, ok := c.PriceOf(id); !ok || got.Input != want {
+			t.Errorf("PriceOf(%q) = %v %v, want input %v", id, got, ok, want)
+		}
+	}
+	if _, ok := c.PriceOf("anthropic/claude"); ok {
+		t.Error("a price for an identity no entry matches")
+	}
+	r := Route{Models: []string{"gpt-4.1*", "o3"}}
+	for model, want := range map[string]bool{"gpt-4.1-2025-04-14": true, "gpt-4.1*": true, "o3": true, "o3-mini": false, "gpt-4o": false} {
+		if r.Serves(model) != want {
+			t.Errorf("Serves(%q) = %v", model, !want)
 		}
 	}
 }
