@@ -577,3 +577,75 @@ func TestModelPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestPricesAsProvidersBillThroughTheSDKs: Anthropic's cache writes are
+// charged at their own price, OpenAI's reasoning tokens at theirs, and a
+// per-request fee on each answer — as the receipts say, with the official
+// SDKs.
+func TestPricesAsProvidersBillThroughTheSDKs(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet:
+			io.WriteString(w, `{"object":"list","data":[]}`)
+		case strings.HasSuffix(r.URL.Path, "/messages"):
+			io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1000,"cache_creation_input_tokens":4000,"cache_read_input_tokens":2000,"output_tokens":100}}`)
+		default:
+			io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"o3","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":500,"total_tokens":1500,"completion_tokens_details":{"reasoning_tokens":300}}}`)
+		}
+	}))
+	t.Cleanup(up.Close)
+	conf := fmt.Sprintf(`shim:
+  routes:
+    openai: {kind: openai, base_url: %[1]s/v1, models: [o3]}
+    anthropic: {kind: anthropic, base_url: %[1]s, models: [claude-sonnet-4-5]}
+  plans:
+    main:
+      failover: none
+      models:
+        o3: [{route: openai}]
+        claude-sonnet-4-5: [{route: anthropic}]
+  prices:
+    openai/o3: {input: 2, output: 8, reasoning: 10, per_request: 0.001, max_output_tokens: 1000}
+    anthropic/claude-sonnet-4-5: {input: 3, cached_input: 0.3, cache_write: 3.75, output: 15, max_output_tokens: 1000}
+`, up.URL)
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, "--config", file)
+	code, out, errOut := cli(t, "keys", "create", "--tenant", "slot-1", "--scopes", "route", "--data", in.data, "--models", "openai/o3,anthropic/claude-sonnet-4-5")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	key := strings.TrimSpace(out)
+	oc := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	ac := anthropic.NewClient(aoption.WithBaseURL(in.url), aoption.WithAPIKey(key), aoption.WithMaxRetries(0))
+	var oh, ah *http.Response
+	if _, err := oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "o3", MaxCompletionTokens: openai.Int(600),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("think")}}, option.WithResponseInto(&oh)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.Messages.New(t.Context(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 200,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("cache me"))}}, aoption.WithResponseInto(&ah)); err != nil {
+		t.Fatal(err)
+	}
+	settled := map[string]float64{}
+	_, body := in.do(t, "GET", "/v1/receipts", in.adminKey, nil)
+	for _, r := range body["receipts"].([]any) {
+		rc := r.(map[string]any)
+		if sp, ok := rc["spend"].(map[string]any); ok {
+			settled[rc["id"].(string)] = sp["settled_microdollars"].(float64)
+		}
+	}
+	// o3: 1,000 input at $2, 200 output at $8, 300 reasoning at $10, and
+	// the $0.001 fee: 2,000 + 1,600 + 3,000 + 1,000.
+	if got := settled[oh.Header.Get("X-Caduceus-Receipt")]; got != 7600 {
+		t.Errorf("o3 settled %v µ$, want 7,600", got)
+	}
+	// claude: 1,000 input at $3, 2,000 cache reads at $0.30, 4,000 cache
+	// writes at $3.75, 100 output at $15: 3,000 + 600 + 15,000 + 1,500.
+	if got := settled[ah.Header.Get("X-Caduceus-Receipt")]; got != 20100 {
+		t.Errorf("claude settled %v µ$, want 20,100", got)
+	}
+}

@@ -154,6 +154,12 @@ type rawUsage struct {
 	PromptTokensDetails *struct {
 		CachedTokens int64 `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+	OutputTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
 	InputTokens        int64 `json:"input_tokens"`
 	OutputTokens       int64 `json:"output_tokens"`
 	InputTokensDetails *struct {
@@ -170,15 +176,23 @@ func (r rawUsage) usage(p wire.Protocol) upstream.Usage {
 		if r.PromptTokensDetails != nil {
 			cached = r.PromptTokensDetails.CachedTokens
 		}
-		return upstream.Usage{Input: r.PromptTokens - cached, CachedInput: cached, Output: r.CompletionTokens}
+		var reasoning int64
+		if r.CompletionTokensDetails != nil {
+			reasoning = r.CompletionTokensDetails.ReasoningTokens
+		}
+		return upstream.Usage{Input: r.PromptTokens - cached, CachedInput: cached, Output: r.CompletionTokens, Reasoning: reasoning}
 	case wire.Responses:
 		var cached int64
 		if r.InputTokensDetails != nil {
 			cached = r.InputTokensDetails.CachedTokens
 		}
-		return upstream.Usage{Input: r.InputTokens - cached, CachedInput: cached, Output: r.OutputTokens}
+		var reasoning int64
+		if r.OutputTokensDetails != nil {
+			reasoning = r.OutputTokensDetails.ReasoningTokens
+		}
+		return upstream.Usage{Input: r.InputTokens - cached, CachedInput: cached, Output: r.OutputTokens, Reasoning: reasoning}
 	default:
-		return upstream.Usage{Input: r.InputTokens + r.CacheCreationInputTokens, CachedInput: r.CacheReadInputTokens, Output: r.OutputTokens}
+		return upstream.Usage{Input: r.InputTokens, CachedInput: r.CacheReadInputTokens, CacheWrite: r.CacheCreationInputTokens, Output: r.OutputTokens}
 	}
 }
 
@@ -291,6 +305,8 @@ func (m *meter) observe(data []byte) (usageOnly bool) {
 	m.u.Input = max(m.u.Input, u.Input)
 	m.u.CachedInput = max(m.u.CachedInput, u.CachedInput)
 	m.u.Output = max(m.u.Output, u.Output)
+	m.u.CacheWrite = max(m.u.CacheWrite, u.CacheWrite)
+	m.u.Reasoning = max(m.u.Reasoning, u.Reasoning)
 	m.seen = true
 	return m.p == wire.ChatCompletions && d.Usage != nil && bytes.Equal(bytes.TrimSpace(d.Choices), []byte("[]"))
 }

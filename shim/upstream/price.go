@@ -93,21 +93,49 @@ type Price struct {
 	// A price without an output rate (a local model's, an embedding
 	// model's) may leave it 0: there is nothing to bound.
 	MaxOutputTokens int64 `json:"max_output_tokens" yaml:"max_output_tokens"`
+	// CacheWrite is the price of input tokens written to the provider's
+	// prompt cache (Anthropic's cache_creation_input_tokens); 0: Input's.
+	CacheWrite Microdollars `json:"cache_write,omitempty" yaml:"cache_write"`
+	// Reasoning is the price of reasoning tokens where the provider
+	// reports them apart (OpenAI's reasoning_tokens, part of the output);
+	// 0: Output's.
+	Reasoning Microdollars `json:"reasoning,omitempty" yaml:"reasoning"`
+	// PerRequest is a fee per answered attempt, in dollars (not per
+	// million tokens).
+	PerRequest Microdollars `json:"per_request,omitempty" yaml:"per_request"`
 }
 
 // Free reports whether p costs nothing at all (a local model's price).
-func (p Price) Free() bool { return p.Input == 0 && p.CachedInput == 0 && p.Output == 0 }
+func (p Price) Free() bool {
+	return p.Input == 0 && p.CachedInput == 0 && p.Output == 0 && p.CacheWrite == 0 && p.Reasoning == 0 && p.PerRequest == 0
+}
+
+// cacheWrite and reasoning are the rates of those tokens (their own, else
+// Input's and Output's).
+func (p Price) cacheWrite() Microdollars {
+	if p.CacheWrite > 0 {
+		return p.CacheWrite
+	}
+	return p.Input
+}
+
+func (p Price) reasoning() Microdollars {
+	if p.Reasoning > 0 {
+		return p.Reasoning
+	}
+	return p.Output
+}
 
 // MaxTokens bounds every token count the arithmetic sees (a billion).
 const MaxTokens = 1_000_000_000
 
 func (p Price) validate() error {
-	for _, v := range []Microdollars{p.Input, p.CachedInput, p.Output} {
+	for _, v := range []Microdollars{p.Input, p.CachedInput, p.Output, p.CacheWrite, p.Reasoning, p.PerRequest} {
 		if v < 0 || v > MaxMicrodollars {
 			return fmt.Errorf("a price is negative or above %s", MaxMicrodollars)
 		}
 	}
-	if p.MaxOutputTokens == 0 && p.Output == 0 {
+	if p.MaxOutputTokens == 0 && p.Output == 0 && p.Reasoning == 0 {
 		return nil
 	}
 	if p.MaxOutputTokens <= 0 || p.MaxOutputTokens > MaxTokens {
@@ -123,7 +151,13 @@ func (p Price) validate() error {
 type Usage struct {
 	Input       int64
 	CachedInput int64
-	Output      int64
+	Output      int64 // every output token, reasoning included
+	// CacheWrite are input tokens written to the provider's prompt cache
+	// (Anthropic's cache_creation_input_tokens), not counted in Input.
+	CacheWrite int64
+	// Reasoning are the output tokens the provider reports as reasoning
+	// (OpenAI's reasoning_tokens): part of Output, priced apart.
+	Reasoning int64
 }
 
 // Cost is the exact cost of u at price p: the sum of tokens × price per
@@ -132,10 +166,17 @@ type Usage struct {
 // so the ledger never undercounts). Negative counts count as zero and counts
 // are clamped at MaxTokens.
 func (p Price) Cost(u Usage) Microdollars {
-	return ceilDiv(mulAdd(
+	reasoning := min(clampTokens(u.Reasoning), clampTokens(u.Output))
+	c := ceilDiv(mulAdd(
 		clampTokens(u.Input), int64(p.Input),
 		clampTokens(u.CachedInput), int64(p.CachedInput),
-		clampTokens(u.Output), int64(p.Output)), 1_000_000)
+		clampTokens(u.CacheWrite), int64(p.cacheWrite()),
+		clampTokens(u.Output)-reasoning, int64(p.Output),
+		reasoning, int64(p.reasoning())), 1_000_000)
+	if c > MaxMicrodollars-p.PerRequest {
+		return MaxMicrodollars
+	}
+	return c + p.PerRequest
 }
 
 // MaxCost is what an attempt reserves before the call: its request body
@@ -148,18 +189,24 @@ func (p Price) MaxCost(requestBytes, maxOutput int64) Microdollars {
 	if maxOutput <= 0 {
 		maxOutput = p.MaxOutputTokens
 	}
-	return p.Cost(Usage{Input: requestBytes, Output: maxOutput})
+	// The bound is priced at the dearer rate of each: the input could all
+	// be cache writes, the output all reasoning.
+	bound := p
+	bound.Input = max(p.Input, p.cacheWrite())
+	bound.Output = max(p.Output, p.reasoning())
+	return bound.Cost(Usage{Input: requestBytes, Output: maxOutput})
 }
 
 func clampTokens(n int64) int64 { return max(0, min(n, MaxTokens)) }
 
-// mulAdd is a*b + c*d + e*f for non-negative operands bounded by MaxTokens
-// and MaxMicrodollars: each product is below 2^110, so the sum is computed
-// in 128 bits and saturates at MaxInt64 (never reached by real prices).
-func mulAdd(a, b, c, d, e, f int64) uint64 {
+// mulAdd is the sum of the products of its operands taken in pairs
+// (a*b + c*d + ...), all non-negative and bounded by MaxTokens and
+// MaxMicrodollars: each product is below 2^110, so the sum is computed in
+// 128 bits and saturates at MaxInt64 (never reached by real prices).
+func mulAdd(pairs ...int64) uint64 {
 	var hi, lo uint64
-	for _, pr := range [][2]int64{{a, b}, {c, d}, {e, f}} {
-		h, l := bits.Mul64(uint64(pr[0]), uint64(pr[1]))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		h, l := bits.Mul64(uint64(pairs[i]), uint64(pairs[i+1]))
 		var carry uint64
 		lo, carry = bits.Add64(lo, l, 0)
 		hi += h + carry

@@ -325,3 +325,33 @@ func TestPatternsRouteAndPrice(t *testing.T) {
 		}
 	}
 }
+
+// TestPricesAsProvidersBill: cache writes at their own price (else the
+// input's), reasoning tokens at theirs (else the output's; they are part
+// of the output), a per-request fee on every answer, and a reservation
+// that bounds the dearer rate of each.
+func TestPricesAsProvidersBill(t *testing.T) {
+	p := Price{Input: 3_000_000, CachedInput: 300_000, Output: 15_000_000, CacheWrite: 3_750_000, Reasoning: 20_000_000, PerRequest: 1_000, MaxOutputTokens: 100}
+	// 1,000 input, 2,000 cache reads, 4,000 cache writes, 500 output of
+	// which 200 reasoning: 3,000 + 600 + 15,000 + 300×15 + 200×20 + 1,000 fee.
+	if got := p.Cost(Usage{Input: 1000, CachedInput: 2000, CacheWrite: 4000, Output: 500, Reasoning: 200}); got != 3000+600+15000+4500+4000+1000 {
+		t.Errorf("Cost = %d", got)
+	}
+	// Without their own prices, cache writes are input and reasoning output.
+	plain := Price{Input: 3_000_000, Output: 15_000_000, MaxOutputTokens: 100}
+	if got := plain.Cost(Usage{Input: 1000, CacheWrite: 1000, Output: 500, Reasoning: 200}); got != 6000+7500 {
+		t.Errorf("Cost without their own prices = %d", got)
+	}
+	// More reasoning than output is the output.
+	if got := plain.Cost(Usage{Output: 10, Reasoning: 50}); got != 150 {
+		t.Errorf("Cost of reasoning past the output = %d", got)
+	}
+	// The bound: 1,000 bytes at the dearer input rate (cache writes) and
+	// 100 output at the dearer output rate (reasoning), plus the fee.
+	if got := p.MaxCost(1000, 0); got != 3750+2000+1000 {
+		t.Errorf("MaxCost = %d", got)
+	}
+	if err := (Price{Input: 1, PerRequest: 5}).validate(); err != nil {
+		t.Errorf("a price with no output rate needs no max_output_tokens: %v", err)
+	}
+}
