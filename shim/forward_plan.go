@@ -46,6 +46,9 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
 		}
+		for k, v := range f.Header {
+			w.Header()[k] = v
+		}
 		msg := f.Message
 		if p == wire.Messages {
 			// Anthropic's envelope has no field for the code: it leads.

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -647,5 +649,52 @@ func TestPricesAsProvidersBillThroughTheSDKs(t *testing.T) {
 	// writes at $3.75, 100 output at $15: 3,000 + 600 + 15,000 + 1,500.
 	if got := settled[ah.Header.Get("X-Caduceus-Receipt")]; got != 20100 {
 		t.Errorf("claude settled %v µ$, want 20,100", got)
+	}
+}
+
+// TestRateLimitsPerKeyAndTenant: a key's rpm and a tenant's tpm (beside
+// their budgets) are enforced before any upstream call: 429
+// rate_limit_exceeded in the provider's envelope, with Retry-After (the
+// rest of the minute, at most 60) and the provider's rate-limit headers,
+// which the official SDKs read; on SQLite and Postgres.
+func TestRateLimitsPerKeyAndTenant(t *testing.T) { eachStore(t, testRateLimits) }
+
+func testRateLimits(t *testing.T, serveArgs ...string) {
+	in, key := providerServe(t, `  budgets:
+    key: {rpm: 2}
+    tenant: {tpm: 2000}
+`, serveArgs...)
+	oc := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(10), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+	// The windows are UTC minutes: start with the minute's end well ahead,
+	// so the requests below share one.
+	if s := time.Now().UTC().Second(); s > 50 {
+		time.Sleep(time.Duration(61-s) * time.Second)
+	}
+	for i := range 2 {
+		if _, err := oc.Chat.Completions.New(t.Context(), params); err != nil {
+			t.Fatalf("request %d within the rpm: %v", i, err)
+		}
+	}
+	_, err := oc.Chat.Completions.New(t.Context(), params)
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 429 || e.Code != "rate_limit_exceeded" {
+		t.Fatalf("the third request in a minute with rpm 2: %v", err)
+	}
+	h := e.Response.Header
+	ra, _ := strconv.Atoi(h.Get("Retry-After"))
+	if ra < 1 || ra > 60 || h.Get("X-Ratelimit-Limit-Requests") != "2" || h.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Errorf("the refusal's headers: %v", h)
+	}
+	// The tenant's tpm: the fake reports 1,100 tokens an answer, so two
+	// answers pass 2,000; another key of the tenant is refused for tokens.
+	_, other, _ := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route", "--models", "anthropic/claude-sonnet-4-5"}, in.storeArgs...)...)
+	ac := anthropic.NewClient(aoption.WithBaseURL(in.url), aoption.WithAPIKey(strings.TrimSpace(other)), aoption.WithMaxRetries(0))
+	_, err = ac.Messages.New(t.Context(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 10,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 429 || !strings.Contains(ae.RawJSON(), "rate_limit_exceeded: shim: tokens per minute of tenant") ||
+		ae.Response.Header.Get("Anthropic-Ratelimit-Tokens-Limit") != "2000" || ae.Response.Header.Get("Anthropic-Ratelimit-Tokens-Remaining") != "0" {
+		t.Errorf("another key past the tenant's tpm: %v", err)
 	}
 }

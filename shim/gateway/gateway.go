@@ -58,6 +58,9 @@ type Config struct {
 	// are all Open keeps neither (nil is allowed then).
 	Ledger upstream.Ledger
 	Holds  upstream.Holds
+	// Rates counts the requests and tokens of the rate limits (budgets'
+	// rpm and tpm) across processes; nil: rate limits are not kept.
+	Rates upstream.Rates
 	// Client sends upstream requests (nil: a client over Transport(0)).
 	Client *http.Client
 	// HeaderTimeout (shim.attempt_timeout) bounds the wait for an
@@ -292,6 +295,8 @@ type Refusal struct {
 	// the Retry-After value in seconds, when there is one.
 	Retry      bool
 	RetryAfter string
+	// Header is set on the refusal's answer (a rate limit's headers).
+	Header http.Header
 }
 
 // Result is what happened to a request.
@@ -361,6 +366,14 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 		f.res.Refusal = refusal
 		return f.res
 	}
+	windows, refusal := g.admit(ctx, f)
+	if refusal != nil {
+		f.res.Refusal = refusal
+		return f.res
+	}
+	if len(windows) > 0 {
+		defer g.used(ctx, windows, f)
+	}
 steps:
 	for i := range f.steps {
 		switch f.step(ctx, g, w, i) {
@@ -410,6 +423,9 @@ type forwarding struct {
 	// retried: an attempt was tried again (the plan's retries): the
 	// answer, if an error, tells the SDK not to retry once more.
 	retried bool
+	// tokens are the input and output tokens the answered attempt
+	// reported (for the rate limits' tpm).
+	tokens int64
 }
 
 // route finds the request's plan and steps and checks, before any upstream
@@ -667,6 +683,7 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		g.answeredBy(id)
 		f.res.Route, f.res.Status, f.res.Final, f.res.Broken = st.Route, out.status, out.final, out.broken
 		f.res.ResponseID = out.responseID
+		f.tokens = out.tokens
 		return stepDone
 	}
 	if out.outcome == "canceled" {
@@ -732,6 +749,7 @@ type outcome struct {
 	retryAfter string
 	final      []byte // a stream's terminal event, held back
 	responseID string // a Responses API answer's id
+	tokens     int64  // the usage's input and output tokens
 }
 
 // terminal reports whether ev ends its stream: chat's [DONE], Anthropic's
@@ -1011,6 +1029,7 @@ func (g *Gateway) charged(status int, mt *meter, body []byte, price upstream.Pri
 	o.settle = true
 	if mt.seen {
 		o.cost = int64(price.Cost(mt.u))
+		o.tokens = mt.u.Input + mt.u.CachedInput + mt.u.CacheWrite + mt.u.Output
 	} else {
 		o.cost = -1 // the reservation stands
 	}
@@ -1267,4 +1286,93 @@ func Transport(maxIdlePerHost int) *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+}
+
+// CodeRateLimitedHere refuses a request past a key's or tenant's rpm or
+// tpm (not the upstream's 429, which is rate_limited).
+const CodeRateLimitedHere = "rate_limit_exceeded"
+
+// admit counts the request in its key's and tenant's rate windows (the
+// budgets' rpm and tpm), or refuses it with 429, Retry-After (the rest of
+// the minute) and the provider's rate-limit headers. An Open plan has no
+// rate limits.
+func (g *Gateway) admit(ctx context.Context, f *forwarding) ([]upstream.RateWindow, *Refusal) {
+	if g.cfg.Rates == nil || f.open {
+		return nil, nil
+	}
+	caller := f.req.Caller
+	keyLim, tenLim := f.cfg.Budgets.For(string(caller.Identity.TenantSlot), caller.KeyID)
+	now := g.cfg.Now()
+	minute := now.Unix() / 60
+	var ws []upstream.RateWindow
+	if keyLim.RPM > 0 || keyLim.TPM > 0 {
+		ws = append(ws, upstream.RateWindow{Scope: "key:" + string(caller.Identity.TenantSlot) + ":" + caller.KeyID, Minute: minute, RPM: keyLim.RPM, TPM: keyLim.TPM})
+	}
+	if tenLim.RPM > 0 || tenLim.TPM > 0 {
+		ws = append(ws, upstream.RateWindow{Scope: "tenant:" + string(caller.Identity.TenantSlot), Minute: minute, RPM: tenLim.RPM, TPM: tenLim.TPM})
+	}
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	got, refused, err := g.cfg.Rates.Admit(ctx, ws)
+	if refused != nil {
+		reset := time.Unix((minute+1)*60, 0).Sub(now)
+		secs := upstream.Seconds(reset)
+		what := "requests"
+		if refused.RPM == 0 || refused.Requests < refused.RPM {
+			what = "tokens"
+		}
+		return nil, &Refusal{Status: http.StatusTooManyRequests, Code: CodeRateLimitedHere, RetryAfter: secs, Retry: true,
+			Header:  rateHeaders(f.req.Protocol, *refused, now, reset),
+			Message: fmt.Sprintf("shim: %s per minute of %s used up; retry after %s seconds", what, refused.Scope[:strings.IndexByte(refused.Scope, ':')], secs)}
+	}
+	if err != nil {
+		f.res.Err = err
+		return nil, &Refusal{Status: http.StatusInternalServerError, Code: CodeLedgerUnhealthy, Message: "internal error", Retry: true}
+	}
+	return got, nil
+}
+
+// used adds the tokens the answered attempt reported to the request's
+// rate windows.
+func (g *Gateway) used(ctx context.Context, ws []upstream.RateWindow, f *forwarding) {
+	if f.tokens <= 0 {
+		return
+	}
+	if err := g.cfg.Rates.Used(context.WithoutCancel(ctx), ws, f.tokens); err != nil {
+		g.cfg.Logger.Error("gateway: rate window tokens not counted", "err", err)
+	}
+}
+
+// rateHeaders are the rate-limit headers of a refusal in the provider's
+// own names: OpenAI's x-ratelimit-*, Anthropic's anthropic-ratelimit-*.
+func rateHeaders(p wire.Protocol, w upstream.RateWindow, now time.Time, reset time.Duration) http.Header {
+	h := http.Header{}
+	remaining := func(limit, used int64) string { return strconv.FormatInt(max(0, limit-used), 10) }
+	if p == wire.Messages {
+		at := now.Add(reset).UTC().Format(time.RFC3339)
+		if w.RPM > 0 {
+			h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.FormatInt(w.RPM, 10))
+			h.Set("Anthropic-Ratelimit-Requests-Remaining", remaining(w.RPM, w.Requests))
+			h.Set("Anthropic-Ratelimit-Requests-Reset", at)
+		}
+		if w.TPM > 0 {
+			h.Set("Anthropic-Ratelimit-Tokens-Limit", strconv.FormatInt(w.TPM, 10))
+			h.Set("Anthropic-Ratelimit-Tokens-Remaining", remaining(w.TPM, w.Tokens))
+			h.Set("Anthropic-Ratelimit-Tokens-Reset", at)
+		}
+		return h
+	}
+	in := strconv.FormatFloat(reset.Seconds(), 'f', 0, 64) + "s"
+	if w.RPM > 0 {
+		h.Set("X-Ratelimit-Limit-Requests", strconv.FormatInt(w.RPM, 10))
+		h.Set("X-Ratelimit-Remaining-Requests", remaining(w.RPM, w.Requests))
+		h.Set("X-Ratelimit-Reset-Requests", in)
+	}
+	if w.TPM > 0 {
+		h.Set("X-Ratelimit-Limit-Tokens", strconv.FormatInt(w.TPM, 10))
+		h.Set("X-Ratelimit-Remaining-Tokens", remaining(w.TPM, w.Tokens))
+		h.Set("X-Ratelimit-Reset-Tokens", in)
+	}
+	return h
 }

@@ -346,6 +346,9 @@ func closeAttempts(ctx context.Context, tx *store.Tx, now time.Time, attempts []
 // began (their process died before its spend journal wrote them), and
 // reports how many it released and wrote.
 func (s *Ledger) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := s.sweepRates(ctx, cutoff); err != nil {
+		return 0, fmt.Errorf("store: stale rate windows: %w", err)
+	}
 	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend WHERE state = ? AND created_at < ?`, spendReserved, store.Micros(cutoff))
 	if err != nil {
 		return 0, fmt.Errorf("store: stale reservations: %w", err)

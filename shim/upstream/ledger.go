@@ -178,3 +178,30 @@ func parseSeconds(v string) (int64, error) {
 	}
 	return n, nil
 }
+
+// RateWindow is one scope's rate limits for one UTC minute: a key
+// ("key:slot-1:3f9a…") or a tenant ("tenant:slot-1").
+type RateWindow struct {
+	Scope    string
+	Minute   int64 // Unix minutes
+	RPM, TPM int64 // 0: no bound
+	// Requests and Tokens are the window's counts once Admit has counted
+	// this request (or, refused, as they stood).
+	Requests, Tokens int64
+}
+
+// ErrRateLimited is the error of an Admit that a window refused.
+var ErrRateLimited = errors.New("upstream: rate limited")
+
+// Rates counts requests and tokens per scope and UTC minute, in the store
+// every process shares.
+type Rates interface {
+	// Admit counts one request in every window, when each has room: fewer
+	// requests than its RPM and fewer tokens than its TPM. Otherwise it
+	// counts nothing and returns ErrRateLimited with the window that
+	// refused (its counts as they stood). The windows come back with
+	// their counts.
+	Admit(ctx context.Context, ws []RateWindow) ([]RateWindow, *RateWindow, error)
+	// Used adds tokens to the windows a request was admitted in.
+	Used(ctx context.Context, ws []RateWindow, tokens int64) error
+}

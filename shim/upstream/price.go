@@ -222,10 +222,14 @@ func ceilDiv(n uint64, d uint64) Microdollars {
 }
 
 // Limit is a budget: at most Day in each UTC day and Month in each UTC
-// month (0: no bound).
+// month (0: no bound), and rate limits: at most RPM requests and TPM
+// tokens (input and output, as the answers report them) in each UTC
+// minute (0: no bound).
 type Limit struct {
 	Day   Microdollars `json:"day" yaml:"day"`
 	Month Microdollars `json:"month" yaml:"month"`
+	RPM   int64        `json:"rpm,omitempty" yaml:"rpm"`
+	TPM   int64        `json:"tpm,omitempty" yaml:"tpm"`
 }
 
 // Budgets bound spend per key and per tenant. A key named in Keys uses that
@@ -241,6 +245,9 @@ func (b Budgets) validate() error {
 	check := func(at string, l Limit) error {
 		if l.Day < 0 || l.Month < 0 || l.Day > MaxMicrodollars || l.Month > MaxMicrodollars {
 			return fmt.Errorf("upstream: budgets.%s: a limit is negative or above %s", at, MaxMicrodollars)
+		}
+		if l.RPM < 0 || l.TPM < 0 || l.RPM > MaxTokens || l.TPM > MaxTokens {
+			return fmt.Errorf("upstream: budgets.%s: rpm and tpm are 0 (no bound) to %d", at, MaxTokens)
 		}
 		return nil
 	}
