@@ -27,7 +27,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	res := s.cfg.Gateway.Forward(t.r.Context(), gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
 		hdr.Set(HeaderReceipt, t.rc.ID)
 		hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Model: t.req.Model, Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
+	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Model: t.req.Model, Scope: string(s.Scope(t.caller)), Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
 	attempts := res.Attempts
 	if attempts == nil {
 		attempts = []gateway.Attempt{}
@@ -61,7 +61,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		s.reject(w, t, decision, f.Status, f.Code, msg, f.Retry)
 		return
 	}
-	t.rc.ResponseID = res.ResponseID
+	t.rc.ResponseID, t.rc.CacheHit = res.ResponseID, res.CacheHit
 	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
 	if n := len(res.Attempts); n > 0 {
 		a := res.Attempts[n-1] // the one that answered

@@ -87,7 +87,10 @@ type Receipt struct {
 	// ResponseID is the id of the Responses API answer the client got
 	// (resp_...): GET /v1/responses/{id} and its cancel go to the route
 	// that served it.
-	ResponseID     string `json:"response_id,omitempty"`
+	ResponseID string `json:"response_id,omitempty"`
+	// CacheHit is the receipt of the request whose answer the plan's cache
+	// replayed to this one (nothing was called or charged).
+	CacheHit       string `json:"cache_hit,omitempty"`
 	Upstream       string `json:"upstream,omitempty"`
 	UpstreamStatus int    `json:"upstream_status,omitempty"`
 	OverheadMicros int64  `json:"overhead_us"`

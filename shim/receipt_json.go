@@ -24,6 +24,7 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	if r.Broken {
 		w.bool("broken", true)
 	}
+	w.optStr("cache_hit", r.CacheHit)
 	w.optStr("conversation_id", r.ConversationID)
 	w.str("decision", string(r.Decision))
 	w.int("evaluated", int64(r.Evaluated))

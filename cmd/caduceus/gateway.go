@@ -34,7 +34,7 @@ func (a *app) gateway(db *store.DB) *gateway.Gateway {
 	// The shim records turns with shimsql.New(db), whose transaction settles the
 	// reservations too: one commit fewer per request.
 	timeout, _ := a.cfg.Shim.attemptTimeout() // checked at startup
-	return gateway.New(gateway.Config{Upstream: c, Keys: keys, Ledger: ledger.Of(db), Holds: ledger.Of(db), Rates: ledger.Of(db), Logger: a.log,
+	return gateway.New(gateway.Config{Upstream: c, Keys: keys, Ledger: ledger.Of(db), Holds: ledger.Of(db), Rates: ledger.Of(db), Cache: ledger.Of(db), Logger: a.log,
 		DeferClose: true, HeaderTimeout: timeout, OnRouteHealth: server.RouteHealth})
 }
 

@@ -698,3 +698,95 @@ func testRateLimits(t *testing.T, serveArgs ...string) {
 		t.Errorf("another key past the tenant's tpm: %v", err)
 	}
 }
+
+// TestResponseCache: with a plan's cache, a request equal to an earlier
+// one (key order aside) is answered from it — the same bytes, a stream as
+// the same events — without an upstream call or a charge, its receipt
+// naming the original; Cache-Control: no-cache goes upstream; another
+// tenant has its own cache. Official OpenAI SDK, SQLite and Postgres.
+func TestResponseCache(t *testing.T) { eachStore(t, testResponseCache) }
+
+func testResponseCache(t *testing.T, serveArgs ...string) {
+	up := &fakeProvider{name: "openai"}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	conf := fmt.Sprintf(`shim:
+  routes:
+    openai: {kind: openai, base_url: %s/v1, models: [gpt-4.1]}
+  plans:
+    main:
+      failover: none
+      cache: {ttl: 10m}
+      models:
+        gpt-4.1: [{route: openai}]
+  prices:
+    openai/gpt-4.1: {input: 2, output: 8, max_output_tokens: 4096}
+`, upSrv.URL)
+	file := filepath.Join(t.TempDir(), "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, append([]string{"--config", file}, serveArgs...)...)
+	storeArgs := storeArgsOf(in, serveArgs)
+	mk := func(tenant string) string {
+		code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", tenant, "--scopes", "route", "--models", "openai/gpt-4.1"}, storeArgs...)...)
+		if code != 0 {
+			t.Fatal(errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	key := mk("slot-1")
+	post := func(key, body string, hdr ...string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", in.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":20,"stream":%v,"messages":[{"role":"user","content":"cache me"}]}`, stream)
+		same := fmt.Sprintf(`{"messages":[{"content":"cache me","role":"user"}],"stream":%v,"max_tokens":20,"model":"gpt-4.1"}`, stream)
+		calls := up.calls.Load()
+		first, firstBody := post(key, body)
+		hit, hitBody := post(key, same)
+		if first.StatusCode != 200 || hit.StatusCode != 200 || hitBody != firstBody || hit.Header.Get("X-Caduceus-Cache") != "hit" || up.calls.Load() != calls+1 {
+			t.Fatalf("stream %v: first %d, hit %d %q, same bytes %v, upstream calls %d", stream, first.StatusCode, hit.StatusCode, hit.Header.Get("X-Caduceus-Cache"), hitBody == firstBody, up.calls.Load()-calls)
+		}
+		// The hit's receipt names the first and charged nothing.
+		_, rs := in.do(t, "GET", "/v1/receipts", key, nil)
+		for _, r := range rs["receipts"].([]any) {
+			rc := r.(map[string]any)
+			if rc["id"] != hit.Header.Get("X-Caduceus-Receipt") {
+				continue
+			}
+			if rc["cache_hit"] != first.Header.Get("X-Caduceus-Receipt") || rc["spend"].(map[string]any)["settled_microdollars"].(float64) != 0 {
+				t.Errorf("stream %v: the hit's receipt %v", stream, rc)
+			}
+		}
+		// no-cache goes upstream.
+		if resp, _ := post(key, body, "Cache-Control", "no-cache"); resp.Header.Get("X-Caduceus-Cache") != "" || up.calls.Load() != calls+2 {
+			t.Errorf("stream %v: no-cache answered from the cache (%d calls)", stream, up.calls.Load()-calls)
+		}
+	}
+	// The official SDK reads a hit as any answer.
+	oc := openai.NewClient(option.WithBaseURL(in.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	params := openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(5), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("sdk")}}
+	a, err := oc.Chat.Completions.New(t.Context(), params)
+	calls := up.calls.Load()
+	b, err2 := oc.Chat.Completions.New(t.Context(), params)
+	if err != nil || err2 != nil || a.Choices[0].Message.Content != b.Choices[0].Message.Content || up.calls.Load() != calls {
+		t.Errorf("the SDK's second call: %v %v (upstream calls %d)", err, err2, up.calls.Load()-calls)
+	}
+	// Another tenant has a cache of its own.
+	if resp, _ := post(mk("slot-2"), `{"model":"gpt-4.1","max_tokens":20,"stream":false,"messages":[{"role":"user","content":"cache me"}]}`); resp.Header.Get("X-Caduceus-Cache") != "" {
+		t.Error("another tenant got slot-1's cached answer")
+	}
+}

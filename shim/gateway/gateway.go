@@ -9,6 +9,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +63,9 @@ type Config struct {
 	// Rates counts the requests and tokens of the rate limits (budgets'
 	// rpm and tpm) across processes; nil: rate limits are not kept.
 	Rates upstream.Rates
+	// Cache keeps the plans' cached answers across processes; nil: no
+	// plan caches.
+	Cache upstream.Cache
 	// Client sends upstream requests (nil: a client over Transport(0)).
 	Client *http.Client
 	// HeaderTimeout (shim.attempt_timeout) bounds the wait for an
@@ -221,6 +226,9 @@ type Request struct {
 	// Model is the model Body asks for, when the caller has parsed it
 	// already ("": read from Body).
 	Model string
+	// Scope is whose cache the request reads and fills: its tenant, or
+	// its tenant's key under key isolation ("": the caller's tenant).
+	Scope string
 }
 
 // Attempt is one try of a plan step, as a receipt records it.
@@ -317,6 +325,9 @@ type Result struct {
 	// it once the request's receipt is stored, so a client never holds a
 	// finished stream whose receipt is missing. Nil when nothing was held.
 	Final []byte
+	// CacheHit is the receipt of the request whose answer the plan's
+	// cache replayed ("": not from the cache).
+	CacheHit string
 	// Open: the request went along an Open plan (the ungoverned
 	// pass-through): nothing was granted, reserved or settled.
 	Open bool
@@ -364,6 +375,9 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 	f, refusal := g.route(req)
 	if refusal != nil {
 		f.res.Refusal = refusal
+		return f.res
+	}
+	if g.fromCache(ctx, w, f) {
 		return f.res
 	}
 	windows, refusal := g.admit(ctx, f)
@@ -426,6 +440,10 @@ type forwarding struct {
 	// tokens are the input and output tokens the answered attempt
 	// reported (for the rate limits' tpm).
 	tokens int64
+	// cacheKey is the request's key in its plan's cache ("": not cached);
+	// capture bounds the answer kept.
+	cacheKey string
+	capture  int
 }
 
 // route finds the request's plan and steps and checks, before any upstream
@@ -558,7 +576,7 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 				return v
 			}
 		}
-		out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
+		out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip, f.capture)
 		f.sent = f.sent || out.failure == upstream.Uncertain
 		att.Outcome, att.Status = out.outcome, out.status
 		if !f.open {
@@ -684,6 +702,9 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		f.res.Route, f.res.Status, f.res.Final, f.res.Broken = st.Route, out.status, out.final, out.broken
 		f.res.ResponseID = out.responseID
 		f.tokens = out.tokens
+		if f.cacheKey != "" && out.captured != nil && out.status >= 200 && out.status < 300 {
+			g.keep(ctx, f, out)
+		}
 		return stepDone
 	}
 	if out.outcome == "canceled" {
@@ -750,6 +771,10 @@ type outcome struct {
 	final      []byte // a stream's terminal event, held back
 	responseID string // a Responses API answer's id
 	tokens     int64  // the usage's input and output tokens
+	// captured is the answer as the client got it, for the plan's cache
+	// (a stream's events but the last; nil: not kept).
+	captured    []byte
+	contentType string
 }
 
 // terminal reports whether ev ends its stream: chat's [DONE], Anthropic's
@@ -874,7 +899,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 // attempt makes one call and, when it answers, writes the answer to w.
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
-func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool) outcome {
+func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int) outcome {
 	mt := &meter{p: req.Protocol}
 	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body, wait)
 	if err != nil {
@@ -916,6 +941,9 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 		if req.Protocol == wire.Responses {
 			o.responseID = responseID(b)
 		}
+		if capture > 0 && len(b) <= capture {
+			o.captured, o.contentType = b, resp.Header.Get("Content-Type")
+		}
 		return o
 	}
 	sr := wire.NewSSEReader(resp.Body)
@@ -938,6 +966,7 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	}
 	broken, gone := false, false
 	respID := ""
+	var captured []byte
 	for {
 		var ev wire.SSE
 		if first != nil {
@@ -975,6 +1004,13 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 			final = ev.Raw
 			break
 		}
+		if capture > 0 {
+			if len(captured)+len(ev.Raw) > capture {
+				capture = -1 // too long to keep
+			} else {
+				captured = append(captured, ev.Raw...)
+			}
+		}
 		if _, err := w.Write(ev.Raw); err != nil {
 			gone = true // the client went away: closing the body stops the call
 			break
@@ -985,6 +1021,9 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 	}
 	o := g.charged(resp.StatusCode, mt, nil, price, id)
 	o.final, o.responseID = final, respID
+	if capture > 0 && final != nil && !broken && !gone {
+		o.captured, o.contentType = append([]byte{}, captured...), resp.Header.Get("Content-Type")
+	}
 	switch {
 	case broken:
 		o.outcome, o.broken = "broken", true
@@ -1375,4 +1414,83 @@ func rateHeaders(p wire.Protocol, w upstream.RateWindow, now time.Time, reset ti
 		h.Set("X-Ratelimit-Reset-Tokens", in)
 	}
 	return h
+}
+
+// HeaderCache says an answer came from the plan's cache ("hit").
+const HeaderCache = "X-Caduceus-Cache"
+
+// cacheKey is a request's key in a cache: the sha256 of its wire and its
+// canonical body, so key order and white space do not matter.
+func cacheKey(p wire.Protocol, body []byte) (string, bool) {
+	canon, err := contract.CanonicalJSON(body)
+	if err != nil {
+		return "", false
+	}
+	h := sha256.New()
+	h.Write([]byte(p))
+	h.Write([]byte{0})
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil)), true
+}
+
+// fromCache answers f from its plan's cache when the answer is there and
+// fresh (and the client did not send Cache-Control: no-cache): the same
+// status, content type and bytes — a stream as the same events, its last
+// held for the caller as any stream's is — and reports true. Otherwise it
+// notes the key, for the answer to come, and reports false.
+func (g *Gateway) fromCache(ctx context.Context, w Writer, f *forwarding) bool {
+	c := f.plan.Cache
+	if c == nil || g.cfg.Cache == nil || f.open {
+		return false
+	}
+	key, ok := cacheKey(f.req.Protocol, f.body)
+	if !ok {
+		return false
+	}
+	f.cacheKey, f.capture = key, c.Bound()
+	if strings.Contains(strings.ToLower(f.req.Header.Get("Cache-Control")), "no-cache") {
+		return false // bypassed, but the fresh answer is kept
+	}
+	a, found, err := g.cfg.Cache.CacheGet(ctx, f.scope(), key, g.cfg.Now())
+	if err != nil {
+		g.cfg.Logger.Warn("gateway: cache not read", "err", err)
+		return false
+	}
+	if !found {
+		return false
+	}
+	hdr := http.Header{"Content-Type": {a.ContentType}, HeaderCache: {"hit"}}
+	if a.Final == nil {
+		writeAnswer(w, hdr, a.Status, a.Body)
+	} else {
+		writeHeader(w, hdr, a.Status)
+		if w.Hash != nil {
+			w.Hash.Write(a.Body)
+			w.Hash.Write(a.Final)
+		}
+		_, _ = w.Write(a.Body)
+		if fl, ok := w.ResponseWriter.(http.Flusher); ok {
+			fl.Flush()
+		}
+		f.res.Final = a.Final
+	}
+	f.res.CacheHit, f.res.Route, f.res.Status = a.Receipt, "cache", a.Status
+	return true
+}
+
+// keep puts an answered attempt's answer in the plan's cache.
+func (g *Gateway) keep(ctx context.Context, f *forwarding, out outcome) {
+	ttl, _ := f.plan.Cache.Fresh() // checked by Validate
+	a := upstream.CachedAnswer{Receipt: f.req.ID, Status: out.status, ContentType: out.contentType, Body: out.captured, Final: out.final}
+	if err := g.cfg.Cache.CachePut(context.WithoutCancel(ctx), f.scope(), f.cacheKey, a, g.cfg.Now().Add(ttl)); err != nil {
+		g.cfg.Logger.Warn("gateway: answer not cached", "err", err)
+	}
+}
+
+// scope is whose cache the request uses.
+func (f *forwarding) scope() string {
+	if f.req.Scope != "" {
+		return f.req.Scope
+	}
+	return string(f.req.Caller.Identity.TenantSlot)
 }

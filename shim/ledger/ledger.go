@@ -349,6 +349,9 @@ func (s *Ledger) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error
 	if err := s.sweepRates(ctx, cutoff); err != nil {
 		return 0, fmt.Errorf("store: stale rate windows: %w", err)
 	}
+	if err := s.sweepCache(ctx, s.db.Now()); err != nil {
+		return 0, fmt.Errorf("store: expired cache: %w", err)
+	}
 	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend WHERE state = ? AND created_at < ?`, spendReserved, store.Micros(cutoff))
 	if err != nil {
 		return 0, fmt.Errorf("store: stale reservations: %w", err)

@@ -101,6 +101,11 @@ type Plan struct {
 	// RetryBackoff is the wait before the first retry ("100ms"), doubled
 	// for each next one, each jittered by ±50% (default 100ms).
 	RetryBackoff string `json:"retry_backoff,omitempty" yaml:"retry_backoff"`
+	// Cache, when set, answers a request equal to an earlier one (same
+	// wire, same canonical body, same tenant, or key under key isolation)
+	// from the earlier answer while it is fresh: nothing is called,
+	// reserved or charged.
+	Cache *CacheConfig `json:"cache,omitempty" yaml:"cache"`
 	// Models maps the model a client asks for to its ordered steps.
 	Models map[string][]Step `json:"models" yaml:"models"`
 	// Open marks the ungoverned plan of shim.upstreams (Open): any model
@@ -158,6 +163,32 @@ func (c Config) PriceOf(id string) (Price, bool) {
 		return Price{}, false
 	}
 	return c.Prices[best], true
+}
+
+// CacheConfig is a plan's response cache.
+type CacheConfig struct {
+	// TTL is how long an answer is served from the cache (1s to 24h).
+	TTL string `json:"ttl" yaml:"ttl"`
+	// MaxBytes bounds an answer kept (default 1 MiB; larger ones are not
+	// kept).
+	MaxBytes int `json:"max_bytes,omitempty" yaml:"max_bytes"`
+}
+
+// Fresh is the cache's TTL.
+func (c CacheConfig) Fresh() (time.Duration, error) {
+	d, err := time.ParseDuration(c.TTL)
+	if err != nil || d < time.Second || d > 24*time.Hour {
+		return 0, fmt.Errorf("upstream: cache ttl %q: want a duration from 1s to 24h, e.g. 10m", c.TTL)
+	}
+	return d, nil
+}
+
+// Bound is the largest answer the cache keeps.
+func (c CacheConfig) Bound() int {
+	if c.MaxBytes <= 0 {
+		return 1 << 20
+	}
+	return c.MaxBytes
 }
 
 // MaxRetries bounds a plan's retries of one step.
@@ -465,6 +496,14 @@ func (c Config) validatePlan(name string, p Plan) error {
 	}
 	if _, err := p.Backoff(); err != nil {
 		return fmt.Errorf("upstream: plans.%s.retry_backoff %q: want a duration from 1ms to 10s, e.g. 100ms", name, p.RetryBackoff)
+	}
+	if p.Cache != nil {
+		if _, err := p.Cache.Fresh(); err != nil {
+			return fmt.Errorf("upstream: plans.%s.cache.ttl %q: want a duration from 1s to 24h, e.g. 10m", name, p.Cache.TTL)
+		}
+		if p.Cache.MaxBytes < 0 || p.Cache.MaxBytes > 64<<20 {
+			return fmt.Errorf("upstream: plans.%s.cache.max_bytes %d: want 0 (1 MiB) to 67108864", name, p.Cache.MaxBytes)
+		}
 	}
 	// One route per model identity in a plan: a second credential for the
 	// same upstream model would let a request escape that model's limits.

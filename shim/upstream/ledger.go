@@ -205,3 +205,22 @@ type Rates interface {
 	// Used adds tokens to the windows a request was admitted in.
 	Used(ctx context.Context, ws []RateWindow, tokens int64) error
 }
+
+// CachedAnswer is an answer a plan's cache keeps: what the client got.
+type CachedAnswer struct {
+	Receipt     string // the receipt of the request that got it first
+	Status      int
+	ContentType string
+	Body        []byte // a whole answer, or a stream's events but the last
+	Final       []byte // a stream's terminal event (nil: not a stream)
+}
+
+// Cache keeps answers by scope (a tenant, or a tenant's key) and key, in
+// the store every process shares.
+type Cache interface {
+	// CacheGet returns the fresh answer kept under key (found false when
+	// there is none or it expired by now).
+	CacheGet(ctx context.Context, scope, key string, now time.Time) (a CachedAnswer, found bool, err error)
+	// CachePut keeps a until expires (replacing an older one).
+	CachePut(ctx context.Context, scope, key string, a CachedAnswer, expires time.Time) error
+}
