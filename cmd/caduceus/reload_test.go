@@ -220,7 +220,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		answers   []answer
 		failures  []string
 		wg        sync.WaitGroup
-		answered  = make(chan struct{}, 1024)
+		answered  = make(chan struct{}) // told only while awaitAnswers waits
 		turnCount atomic.Int64
 	)
 	phase.Store(1)
