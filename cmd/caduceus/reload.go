@@ -207,6 +207,7 @@ func (r *reloader) reload() {
 		if e, ok := errors.AsType[*exitError](err); ok {
 			msg = userMessage(e.err)
 		}
+		msg = strings.Join(strings.Fields(msg), " ") // one line (YAML's errors have several)
 		r.a.log.Error("reload refused: the config in force is unchanged", "config", file, "err", msg)
 		r.status("refused: " + msg)
 		return

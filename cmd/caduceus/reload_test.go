@@ -161,7 +161,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--config", file, "--data", data, "--gates", "shim"}
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--config", file, "--data", data, "--gates", "shim", "--mcp-allowed-origin", "https://flag.example"}
 	child := exec.Command(self, "-test.run=^$")
 	child.Env = append(os.Environ(), "CADUCEUS_TEST_RUN_MAIN=1", "CADUCEUS_TEST_ARGS="+strings.Join(args, " "))
 	stderr, err := child.StderrPipe()
@@ -269,7 +269,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	// SIGHUP with a config that moves the plan to route b, doubles the
 	// price and gives slot-2 a budget of a microdollar (and changes the log
 	// level, which a reload does not change).
-	write("log_level: debug\n" + reloadConf(srvA, srvB, "b", 2, true, ""))
+	write("log_level: debug\nmcp_allowed_origins: [https://file.example]\n" + reloadConf(srvA, srvB, "b", 2, true, ""))
 	m := log.mark()
 	phase.Store(2)
 	if err := child.Process.Signal(syscall.SIGHUP); err != nil {
@@ -279,6 +279,27 @@ func TestReloadUnderLoad(t *testing.T) {
 	phase.Store(3)
 	if line := log.wait(t, m, "change only at a restart"); !strings.Contains(line, "settings=log_level") {
 		t.Errorf("the reload's warning does not name log_level: %s", line)
+	}
+	// The flag still wins over the file.
+	mcp := func(origin string) string {
+		req, _ := http.NewRequest("POST", url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Authorization", "Bearer "+llmKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Origin", origin)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}
+	if got := mcp("https://file.example"); !strings.Contains(got, "origin_refused") {
+		t.Errorf("/mcp from the origin of the reloaded file, not of the flag: %s (want origin_refused: the flag wins)", got)
+	}
+	if got := mcp("https://flag.example"); strings.Contains(got, "origin_refused") {
+		t.Errorf("/mcp from the flag's origin after the reload: %s", got)
 	}
 	awaitAnswers(30)
 	if code, body, _, err := chat(probeKey, "probe"); err != nil || code != 429 || !strings.Contains(body, "budget_exceeded") {
