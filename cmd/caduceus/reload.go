@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -270,20 +271,35 @@ func (r *reloader) status(outcome string) {
 }
 
 // writePidFile records serve's pid in the data directory for caduceus
-// reload; the returned func removes it (when it is still this process's).
+// reload, under an exclusive lock held while serve runs (so a pid file
+// left by a serve that died is told apart from a live one); the returned
+// func removes it. When another serve holds it, this one is not reachable
+// by caduceus reload (a warning says so), only by its signal.
 func (a *app) writePidFile() (remove func(), err error) {
 	if err := os.MkdirAll(a.cfg.Data, 0o700); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(a.cfg.Data, pidFile)
-	pid := strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(path, []byte(pid+"\n"), 0o600); err != nil {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		a.log.Warn("another serve holds the data directory's pid file: caduceus reload reaches that one; reload this one with kill -HUP", "file", path, "pid", os.Getpid())
+		return func() {}, nil
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		f.Close()
 		return nil, err
 	}
 	return func() {
-		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == pid {
-			os.Remove(path)
-		}
+		os.Remove(path)
+		f.Close()
 	}, nil
 }
 
@@ -315,9 +331,17 @@ restart.`,
 // of its reload.
 func (a *app) reload(ctx context.Context, timeout time.Duration) error {
 	pidPath := filepath.Join(a.cfg.Data, pidFile)
-	b, err := os.ReadFile(pidPath)
+	f, err := os.Open(pidPath)
 	if err != nil {
 		return &exitError{1, fmt.Errorf("no serve is running on the data directory %s (no %s; pass the serve's --data)", a.cfg.Data, pidPath)}
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		return &exitError{1, fmt.Errorf("no serve is running on the data directory %s (%s was left by one that did not stop cleanly)", a.cfg.Data, pidPath)}
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("%s: %v", pidPath, err)}
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {

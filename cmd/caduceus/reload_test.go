@@ -361,6 +361,18 @@ func TestReloadUnderLoad(t *testing.T) {
 	for _, f := range failures {
 		t.Errorf("a request failed: %s", f)
 	}
+	// Once serve has stopped, caduceus reload signals nothing: not with its
+	// pid file gone, nor with one a dead serve left (here naming this test's
+	// own process, which a SIGHUP would end).
+	if code, _, errOut := cli(t, "reload", "--data", data); code != 1 || !strings.Contains(errOut, "no serve is running") {
+		t.Errorf("caduceus reload with no serve: %d %s", code, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(data, "caduceus.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := cli(t, "reload", "--data", data); code != 1 || !strings.Contains(errOut, "did not stop cleanly") {
+		t.Errorf("caduceus reload with a stale pid file: %d %s", code, errOut)
+	}
 	for _, line := range log.since(0) {
 		if strings.Contains(line, "level=ERROR") && !strings.Contains(line, "reload refused") {
 			t.Errorf("logged: %s", line)
