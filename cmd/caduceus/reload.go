@@ -40,7 +40,7 @@ import (
 
 // Files serve keeps in its data directory for caduceus reload.
 const (
-	pidFile    = "caduceus.pid"    // the pid of the serve that last started on the data directory
+	pidFile    = "caduceus.pid"    // the pid of the serve holding it (locked while it runs)
 	reloadFile = "caduceus.reload" // the outcome of its last reload
 )
 
@@ -57,10 +57,10 @@ type generation struct {
 	stopJobs context.CancelFunc
 	waitJobs func()
 
-	mu      sync.Mutex
-	n       int  // requests in flight on it
-	retired bool // no request starts on it any more
-	idle    chan struct{}
+	n        atomic.Int64 // requests in flight on it (and ones backing out)
+	retired  atomic.Bool  // no request starts on it any more
+	idleOnce sync.Once
+	idle     chan struct{} // closed once retired with no request in flight
 }
 
 // build makes the generation of a's configuration over the process's
@@ -99,23 +99,21 @@ func (g *generation) start(jobs context.Context) {
 	g.waitJobs = gate.Start(ctx, g.a.log, g.gates)
 }
 
-// enter counts a request starting on g; false once g is retired.
+// enter counts a request starting on g; false once g is retired. It
+// counts before it looks, and retire marks before it looks, so a request
+// either is counted before retire's look or sees the mark and backs out.
 func (g *generation) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.retired {
+	g.n.Add(1)
+	if g.retired.Load() {
+		g.leave()
 		return false
 	}
-	g.n++
 	return true
 }
 
 func (g *generation) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.n--
-	if g.retired && g.n == 0 {
-		close(g.idle)
+	if g.n.Add(-1) == 0 && g.retired.Load() {
+		g.idleOnce.Do(func() { close(g.idle) })
 	}
 }
 
@@ -131,12 +129,10 @@ func (g *generation) closeSockets() {
 // sockets (its gateways reconnect, to the new generation), ends g's jobs and
 // closes what its gates hold.
 func (g *generation) retire() {
-	g.mu.Lock()
-	g.retired = true
-	if g.n == 0 {
-		close(g.idle)
+	g.retired.Store(true)
+	if g.n.Load() == 0 {
+		g.idleOnce.Do(func() { close(g.idle) })
 	}
-	g.mu.Unlock()
 	<-g.idle
 	g.stop()
 }
