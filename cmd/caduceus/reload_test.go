@@ -97,6 +97,31 @@ func (l *serveLog) since(from int) []string {
 	return append([]string(nil), l.lines[from:]...)
 }
 
+// startServeProcess runs serve with args (and env added to the test's
+// environment) in a child process, as the real binary, and waits for it
+// to listen.
+func startServeProcess(t *testing.T, env []string, args ...string) (*exec.Cmd, *serveLog, string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)
+	child := exec.Command(self, "-test.run=^$")
+	child.Env = append(append(os.Environ(), env...), "CADUCEUS_TEST_RUN_MAIN=1", "CADUCEUS_TEST_ARGS="+strings.Join(args, " "))
+	stderr, err := child.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stdout = io.Discard
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	log := newServeLog(stderr)
+	return child, log, listenRE.FindStringSubmatch(log.wait(t, 0, "listening on "))[1]
+}
+
 // reloadConf is the test's config: model gpt-4.1 on route, at the price
 // factor times (input 2, cached input 1, output 8 dollars per million
 // tokens), and tenant slot-2 with a budget of one microdollar a day when
@@ -157,24 +182,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	llmKey, probeKey := mk("slot-1"), mk("slot-2")
 
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--config", file, "--data", data, "--gates", "shim", "--mcp-allowed-origin", "https://flag.example"}
-	child := exec.Command(self, "-test.run=^$")
-	child.Env = append(os.Environ(), "CADUCEUS_TEST_RUN_MAIN=1", "CADUCEUS_TEST_ARGS="+strings.Join(args, " "))
-	stderr, err := child.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child.Stdout = io.Discard
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	log := newServeLog(stderr)
-	url := listenRE.FindStringSubmatch(log.wait(t, 0, "listening on "))[1]
+	child, log, url := startServeProcess(t, nil, "--config", file, "--data", data, "--gates", "shim", "--mcp-allowed-origin", "https://flag.example")
 	// caduceus reload finds the serve through its data directory.
 	log.wait(t, 0, `msg="shim plan"`)
 
@@ -419,4 +427,67 @@ func TestReloadUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("%d answers (by phase %v), %d failures", len(answers), count, len(failures))
+}
+
+// TestReloadRelayPlatforms reloads the relay's platform entries: a bot the
+// re-read file adds answers its webhooks, one it drops no longer does, and
+// a file whose new bot names an empty env: secret is refused whole.
+func TestReloadRelayPlatforms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a serve process")
+	}
+	data := t.TempDir()
+	file := filepath.Join(data, "caduceus.yaml")
+	conf := func(bots string) string {
+		return "relay:\n  telegram_base_url: http://127.0.0.1:9\n  gateways:\n    gw-a: {tenant: slot-1, secrets: [\"env:RELOAD_GW_SECRET\"]}\n  telegram:\n" + bots
+	}
+	const (
+		oldBot = "    oldbot: {token: \"env:RELOAD_TG_TOKEN\", secret_token: old-webhook-secret, tenant: slot-1}\n"
+		newBot = "    newbot: {token: \"env:RELOAD_TG_TOKEN\", secret_token: new-webhook-secret, tenant: slot-2}\n"
+		badBot = "    badbot: {token: \"env:RELOAD_NO_SUCH_TOKEN\", secret_token: bad-webhook-secret, tenant: slot-2}\n"
+	)
+	if err := os.WriteFile(file, []byte(conf(oldBot)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, log, url := startServeProcess(t, []string{"RELOAD_GW_SECRET=a-shared-gateway-secret-of-40-characters", "RELOAD_TG_TOKEN=123:TGTOKEN"},
+		"--config", file, "--data", data, "--gates", "relay")
+	post := func(bot, secret string) int {
+		t.Helper()
+		update := `{"update_id":1,"message":{"message_id":77,"from":{"id":42,"first_name":"Al"},"chat":{"id":-1001,"type":"supergroup","title":"Team"},"date":1700000000,"text":"hello agent"}}`
+		req, _ := http.NewRequest("POST", url+"/hooks/telegram/"+bot, strings.NewReader(update))
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, b := post("oldbot", "old-webhook-secret"), post("newbot", "new-webhook-secret"); a != 200 || b == 200 {
+		t.Fatalf("before the reload: oldbot %d, newbot %d (want 200 and a refusal)", a, b)
+	}
+	if err := os.WriteFile(file, []byte(conf(newBot)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := log.mark()
+	if code, out, errOut := cli(t, "reload", "--data", data); code != 0 {
+		t.Fatalf("caduceus reload: %d %s %s", code, out, errOut)
+	}
+	log.wait(t, m, `msg="config reloaded"`)
+	if a, b := post("oldbot", "old-webhook-secret"), post("newbot", "new-webhook-secret"); a == 200 || b != 200 {
+		t.Errorf("after the reload: oldbot %d, newbot %d (want a refusal and 200)", a, b)
+	}
+	if err := os.WriteFile(file, []byte(conf(newBot+badBot)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m = log.mark()
+	if code, _, errOut := cli(t, "reload", "--data", data); code != 1 || !strings.Contains(errOut, "RELOAD_NO_SUCH_TOKEN") {
+		t.Errorf("caduceus reload of a bot whose secret is empty: %d %s", code, errOut)
+	}
+	if line := log.wait(t, m, "reload refused"); !strings.Contains(line, "RELOAD_NO_SUCH_TOKEN") {
+		t.Errorf("the refusal does not name the empty variable: %s", line)
+	}
+	if b, c := post("newbot", "new-webhook-secret"), post("badbot", "bad-webhook-secret"); b != 200 || c == 200 {
+		t.Errorf("after the refused reload: newbot %d, badbot %d (want the config in force: 200 and a refusal)", b, c)
+	}
 }
