@@ -78,6 +78,9 @@ type Config struct {
 	// IdempotencyWait bounds how long a duplicate waits for the request
 	// holding its key (default DefaultIdempotencyWait).
 	IdempotencyWait time.Duration
+	// Previous is the server this one replaces in the same process (a
+	// reload of the configuration): its metrics and registry carry over.
+	Previous *Server
 }
 
 // DefaultMaxLLMBodyBytes is the default bound of a provider route's
@@ -127,15 +130,19 @@ func New(cfg Config) *Server {
 	if cfg.Keys == nil {
 		cfg.Keys, _ = cfg.Store.(RequestKeys)
 	}
-	reg := prometheus.NewRegistry()
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		mux:     http.NewServeMux(),
-		reg:     reg,
-		metrics: newMetrics(reg),
-		keys:    cfg.Keys,
+		cfg:  cfg,
+		log:  cfg.Logger,
+		mux:  http.NewServeMux(),
+		keys: cfg.Keys,
 	}
+	if p := cfg.Previous; p != nil {
+		s.reg, s.metrics = p.reg, p.metrics
+	} else {
+		s.reg = prometheus.NewRegistry()
+		s.metrics = newMetrics(s.reg)
+	}
+	s.cfg.Previous = nil // not kept: a chain of reloads holds no old server
 	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
 	s.envelopes = map[string]Envelope{}
 	s.cors = http.NewServeMux()

@@ -183,7 +183,8 @@ trap stop_serve EXIT
 		t.Log(string(out))
 	}
 	for _, want := range []string{": OK", "schema 500_console", "cad_", "ok: http://127.0.0.1:" + port + "/healthz answered 200 OK",
-		"wrote backup of", "restored ", "the store it replaced is kept at", "ok: verified", `"msg":"request"`} {
+		"wrote backup of", "restored ", "the store it replaced is kept at", "ok: verified", `"msg":"request"`,
+		`"msg":"config reloaded"`, "caduceus: reload refused: config "} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the walkthrough's output lacks %q:\n%s", want, out)
 		}

@@ -79,6 +79,11 @@ type app struct {
 	// shutdownTimeout bounds serve's wait for requests in flight at a stop.
 	shutdownTimeout time.Duration
 	log             *slog.Logger
+	// cmd and flagCfg are the command run and the values its flags held
+	// before the layering (loadConfig), so a reload layers the re-read file
+	// under the same environment and flags.
+	cmd     *cobra.Command
+	flagCfg config
 }
 
 // run is the whole program: parse args, run the command, return the exit
@@ -150,7 +155,7 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
 	pf.StringVar(&a.cfg.LogFormat, "log-format", "", "log format: text or json, one object a line (env CADUCEUS_LOG_FORMAT)")
 	pf.StringVar(&a.cfg.NATS, "nats", "", "NATS URL routing relay sessions across processes, e.g. nats://127.0.0.1:4222 (env CADUCEUS_NATS)")
-	root.AddCommand(a.versionCmd(), a.serveCmd(), a.healthCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.backupCmd(), a.restoreCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
+	root.AddCommand(a.versionCmd(), a.serveCmd(), a.healthCmd(), a.keysCmd(), a.spendCmd(), a.auditCmd(), a.backupCmd(), a.restoreCmd(), a.traceCmd(), a.traderCmd(), a.execCmd(), a.shimCmd(), a.relayCmd(), a.reloadCmd(), a.demoCmd(), a.benchCmd(), a.consoleCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{2, fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())}
 	})
@@ -188,16 +193,46 @@ func strictArgs(c *cobra.Command) {
 
 // loadConfig layers file < environment < flags into a.cfg.
 func (a *app) loadConfig(cmd *cobra.Command) error {
-	flags := a.cfg
-	file := a.configFile
-	if file == "" {
-		file = a.getenv("CADUCEUS_CONFIG")
+	a.cmd, a.flagCfg = cmd, a.cfg
+	cfg, err := a.layerConfig()
+	if err != nil {
+		return err
 	}
+	a.cfg = cfg
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
+		return &exitError{2, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "", "text":
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	default:
+		return &exitError{2, fmt.Errorf("log format %q: want text or json", cfg.LogFormat)}
+	}
+	return nil
+}
+
+// configFileName is the config file named by --config or CADUCEUS_CONFIG
+// ("": none).
+func (a *app) configFileName() string {
+	if a.configFile != "" {
+		return a.configFile
+	}
+	return a.getenv("CADUCEUS_CONFIG")
+}
+
+// layerConfig reads the config file and layers the environment and the
+// command's flags (as they were given, a.flagCfg) over it.
+func (a *app) layerConfig() (config, error) {
+	cmd, flags := a.cmd, a.flagCfg
 	var cfg config
-	if file != "" {
+	if file := a.configFileName(); file != "" {
 		var err error
 		if cfg, err = readConfigFile(file); err != nil {
-			return err
+			return cfg, err
 		}
 	}
 	envs := map[string]*string{
@@ -234,7 +269,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	if f := cmd.Flags().Lookup("upstream"); f != nil && f.Changed {
 		ups, err := parseUpstreams(a.upstreamFlags)
 		if err != nil {
-			return err
+			return cfg, err
 		}
 		cfg.Shim.Upstreams = ups
 	}
@@ -242,7 +277,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 		cfg.Shim.Offline = flags.Shim.Offline
 	}
 	if err := a.layerHardening(cmd, &cfg); err != nil {
-		return err
+		return cfg, err
 	}
 	if cfg.Data == "" {
 		cfg.Data = ".caduceus"
@@ -253,21 +288,7 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	if len(cfg.Gates) == 0 {
 		cfg.Gates = allGates
 	}
-	a.cfg = cfg
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(orDefault(cfg.LogLevel, "info"))); err != nil {
-		return &exitError{2, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)}
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch cfg.LogFormat {
-	case "", "text":
-		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
-	case "json":
-		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
-	default:
-		return &exitError{2, fmt.Errorf("log format %q: want text or json", cfg.LogFormat)}
-	}
-	return nil
+	return cfg, nil
 }
 
 // openExistingStore opens the store for a command that must not create

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"sync"
 	"syscall"
@@ -15,11 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/auth"
-	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/gate"
-	"github.com/caduceus-dev/caduceus/relay/connector"
-	"github.com/caduceus-dev/caduceus/relay/relaygate"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/store"
 )
@@ -90,49 +88,58 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	core.Go(func() { a.checkpointer(jobs, db.Audit(), signer) })
 
-	gates, closeGates, err := a.gates(ctx, db)
+	// SIGHUP reloads the config (reload.go); caught from here on, so it
+	// never ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	first, err := a.build(ctx, db, keys, signer, nil)
 	if err != nil {
 		return err
 	}
-	defer closeGates()
-	cfg := a.serverConfig(db, keys, signer, gates)
-	var gateways console.Gateways
-	var relay *connector.Connector
-	for _, g := range gates {
-		if r, ok := g.(*relaygate.Gate); ok {
-			relay = r.Connector()
-			gateways = relay
-		}
-	}
-	con, err := a.consoleHandler(ctx, db, cfg.Trails, gateways, signer)
-	if err != nil {
-		return err
-	}
-	cfg.Console = con
-	srv := server.New(cfg)
+	first.start(jobs)
+	h := &swapHandler{}
+	h.cur.Store(first)
+	r := &reloader{a: a, ctx: ctx, jobs: jobs, db: db, keys: keys, signer: signer, h: h}
+	// At the end: the generations' jobs end and what they hold closes,
+	// after the requests (and before the core's jobs and the store).
+	defer func() {
+		stopJobs()
+		r.retiring.Wait()
+		h.cur.Load().stop()
+	}()
 
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return err
 	}
-	hs := httpServer(srv.Logged()) // one request log line each (server/requestlog.go)
+	hs := httpServer(h)
 	a.logStartup(db, ln.Addr().String())
 	if a.cfg.LogFormat != "json" { // a JSON log is all JSON: its "listening" record has the address
 		fmt.Fprintf(a.stderr, "caduceus: listening on http://%s\n", ln.Addr())
 	}
-
-	if relay != nil {
-		// http.Server.Shutdown does not wait for WebSockets: close them.
-		hs.RegisterOnShutdown(func() { relay.Close() })
+	removePid, err := a.writePidFile()
+	if err != nil {
+		ln.Close()
+		return err
 	}
-	waitGates := gate.Start(jobs, a.log, gates)
-	defer func() { stopJobs(); waitGates() }()
+	defer removePid()
+
+	// http.Server.Shutdown does not wait for WebSockets: close them.
+	hs.RegisterOnShutdown(func() { h.cur.Load().closeSockets() })
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+wait:
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			r.reload()
+		case <-ctx.Done():
+			break wait
+		}
 	}
 	a.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.shutdownTimeout)
