@@ -78,7 +78,9 @@ type app struct {
 	originFlags   []string
 	// shutdownTimeout bounds serve's wait for requests in flight at a stop.
 	shutdownTimeout time.Duration
-	log             *slog.Logger
+	// otlpEndpoint is serve's --otlp-endpoint (telemetry.go).
+	otlpEndpoint string
+	log          *slog.Logger
 }
 
 // run is the whole program: parse args, run the command, return the exit

@@ -24,7 +24,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/internal/telemetry"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -81,6 +84,10 @@ type Config struct {
 	// healthy again at its next other answer. It is called outside any
 	// lock, at most once per change.
 	OnRouteHealth func(route string, healthy bool)
+	// OnAttempt, when set, is told of every upstream call made: its
+	// route, its outcome (Attempt.Outcome) and how long it took, its
+	// answer included.
+	OnAttempt func(route, outcome string, took time.Duration)
 }
 
 // Gateway forwards requests along plans.
@@ -482,12 +489,33 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 	if f.mayMove(i, upstream.Uncertain) && (wait == 0 || g.cfg.HeaderTimeout < wait) {
 		wait = g.cfg.HeaderTimeout
 	}
-	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
+	actx, span := telemetry.Child(ctx, "shim.attempt", trace.SpanKindClient) // nil: not traced
+	began := time.Now()
+	out := g.attempt(actx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
+	if span != nil {
+		endAttemptSpan(span, st.Route, id, out)
+	}
+	if g.cfg.OnAttempt != nil {
+		g.cfg.OnAttempt(st.Route, out.outcome, time.Since(began))
+	}
 	f.sent = f.sent || out.failure == upstream.Uncertain
 	att.Outcome, att.Status = out.outcome, out.status
 	f.close(ctx, g, &att, out, int64(amount))
 	f.res.Attempts = append(f.res.Attempts, att)
 	return f.after(ctx, g, w, i, out, now)
+}
+
+// endAttemptSpan ends an attempt's span with its route, model identity,
+// outcome and upstream status.
+func endAttemptSpan(span trace.Span, route, id string, out outcome) {
+	span.SetAttributes(telemetry.KeyRoute.String(route), telemetry.KeyModelIdentity.String(id), telemetry.KeyOutcome.String(out.outcome))
+	if out.status != 0 {
+		span.SetAttributes(telemetry.KeyStatus.Int(out.status))
+	}
+	if !out.answered {
+		telemetry.Fail(span, out.outcome)
+	}
+	span.End()
 }
 
 // held checks the step's model identity for a rate-limit hold; a held step
@@ -650,9 +678,11 @@ func terminal(ev wire.SSE) bool {
 }
 
 // forwardRequestHeaders are passed upstream as they came; credentials are
-// the route's, never the caller's.
+// the route's, never the caller's. The W3C trace context (traceparent,
+// tracestate) passes as it came; when serve traces, send replaces it with
+// the attempt span's.
 var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "OpenAI-Organization", "OpenAI-Project",
-	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key"}
+	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key", "Traceparent", "Tracestate"}
 
 // dropResponseHeaders are not passed back to the caller.
 var dropResponseHeaders = map[string]bool{
@@ -734,6 +764,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 			ureq.Header[http.CanonicalHeaderKey(k)] = v
 		}
 	}
+	telemetry.Inject(actx, ureq.Header) // the attempt's traceparent, when traced
 	if body != nil {
 		ureq.Header.Set("Content-Type", "application/json")
 	}
