@@ -489,33 +489,12 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 	if f.mayMove(i, upstream.Uncertain) && (wait == 0 || g.cfg.HeaderTimeout < wait) {
 		wait = g.cfg.HeaderTimeout
 	}
-	actx, span := telemetry.Child(ctx, "shim.attempt", trace.SpanKindClient) // nil: not traced
-	began := time.Now()
-	out := g.attempt(actx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
-	if span != nil {
-		endAttemptSpan(span, st.Route, id, out)
-	}
-	if g.cfg.OnAttempt != nil {
-		g.cfg.OnAttempt(st.Route, out.outcome, time.Since(began))
-	}
+	out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip)
 	f.sent = f.sent || out.failure == upstream.Uncertain
 	att.Outcome, att.Status = out.outcome, out.status
 	f.close(ctx, g, &att, out, int64(amount))
 	f.res.Attempts = append(f.res.Attempts, att)
 	return f.after(ctx, g, w, i, out, now)
-}
-
-// endAttemptSpan ends an attempt's span with its route, model identity,
-// outcome and upstream status.
-func endAttemptSpan(span trace.Span, route, id string, out outcome) {
-	span.SetAttributes(telemetry.KeyRoute.String(route), telemetry.KeyModelIdentity.String(id), telemetry.KeyOutcome.String(out.outcome))
-	if out.status != 0 {
-		span.SetAttributes(telemetry.KeyStatus.Int(out.status))
-	}
-	if !out.answered {
-		telemetry.Fail(span, out.outcome)
-	}
-	span.End()
 }
 
 // held checks the step's model identity for a rate-limit hold; a held step
@@ -789,10 +768,33 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 	return resp, true, nil
 }
 
-// attempt makes one call and, when it answers, writes the answer to w.
+// attempt is call observed: in a traced request, a "shim.attempt" span
+// (whose traceparent goes upstream) with the route, the model identity,
+// the outcome and the status; and OnAttempt told.
+func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool) outcome {
+	actx, span := telemetry.Child(ctx, "shim.attempt", trace.SpanKindClient) // nil: not traced
+	began := time.Now()
+	out := g.call(actx, w, req, routeName, id, price, body, wait, holdFirst, strip)
+	if span != nil {
+		span.SetAttributes(telemetry.KeyRoute.String(routeName), telemetry.KeyModelIdentity.String(id), telemetry.KeyOutcome.String(out.outcome))
+		if out.status != 0 {
+			span.SetAttributes(telemetry.KeyStatus.Int(out.status))
+		}
+		if !out.answered {
+			telemetry.Fail(span, out.outcome)
+		}
+		span.End()
+	}
+	if g.cfg.OnAttempt != nil {
+		g.cfg.OnAttempt(routeName, out.outcome, time.Since(began))
+	}
+	return out
+}
+
+// call makes one call and, when it answers, writes the answer to w.
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
-func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool) outcome {
+func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool) outcome {
 	mt := &meter{p: req.Protocol}
 	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body, wait)
 	if err != nil {
