@@ -42,7 +42,12 @@ type Job struct {
 func Routes(gates []Gate) []server.Route {
 	var out []server.Route
 	for _, g := range gates {
-		out = append(out, g.Routes()...)
+		for _, rt := range g.Routes() {
+			if rt.Gate == "" {
+				rt.Gate = g.Name()
+			}
+			out = append(out, rt)
+		}
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -22,7 +24,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "outcome"}),
 	}
-	reg.MustRegister(m.requests, m.latency, routeHealthy, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.requests, m.latency, routeHealthy, upstreamAttempts, upstreamLatency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -43,4 +45,29 @@ func RouteHealth(route string, healthy bool) {
 		v = 1
 	}
 	routeHealthy.WithLabelValues(route).Set(v)
+}
+
+// upstreamAttempts and upstreamLatency are each shim gateway route's
+// upstream calls (set through UpstreamAttempt), the process's as
+// routeHealthy is: an operator reads a route's health from its share of
+// answered attempts and its latency.
+var (
+	upstreamAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "caduceus_shim_upstream_attempts_total",
+		Help: "Upstream calls of the shim gateway by route and outcome (answered, broken, definite, uncertain, auth_failed, rate_limited, canceled).",
+	}, []string{"route", "outcome"})
+	upstreamLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "caduceus_shim_upstream_attempt_duration_seconds",
+		Help:    "Duration of the shim gateway's upstream calls by route, from sending to the end of the answer (a stream's included).",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	}, []string{"route"})
+)
+
+// UpstreamAttempt records one upstream call of a shim gateway route in
+// /metrics (caduceus_shim_upstream_attempts_total,
+// caduceus_shim_upstream_attempt_duration_seconds); it is the gateway's
+// OnAttempt.
+func UpstreamAttempt(route, outcome string, took time.Duration) {
+	upstreamAttempts.WithLabelValues(route, outcome).Inc()
+	upstreamLatency.WithLabelValues(route).Observe(took.Seconds())
 }

@@ -11,8 +11,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/internal/telemetry"
 )
 
 // Call is what the wrapper hands a handler: the authenticated caller and the
@@ -165,6 +169,9 @@ type Route struct {
 	// authenticates itself (the relay's gateways with HMAC tokens, its
 	// platforms with their signatures). Only Pattern is read with it.
 	Raw http.Handler
+	// Gate names the gate the route belongs to (gate.Routes sets it; ""
+	// is the core's): the request span's caduceus.gate.
+	Gate string
 	// OwnIdempotency is set on a write route whose handler takes the
 	// Idempotency-Key itself (executor ticks: the key also derives their
 	// broker ref_ids); the wrapper then leaves the header to it. Every
@@ -176,9 +183,32 @@ type Route struct {
 // rt.Handler inside the wrapper.
 func (s *Server) handler(rt Route) http.Handler {
 	if rt.Raw != nil {
+		if rt.Gate != "" {
+			return rawSpan(rt)
+		}
 		return rt.Raw
 	}
 	return s.serve(rt, rt.Handler)
+}
+
+// rawSpan serves a gate's Raw route (the relay's webhooks and gateway
+// WebSockets) in a request span of its own when serve traces: the gate and
+// the route (the route authenticates itself; its status is its own).
+func rawSpan(rt Route) http.Handler {
+	path := rt.Pattern
+	if _, p, ok := strings.Cut(path, " "); ok {
+		path = p
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, span := telemetry.StartRequest(r, rt.Pattern)
+		if span == nil {
+			rt.Raw.ServeHTTP(w, r)
+			return
+		}
+		defer span.End()
+		span.SetAttributes(telemetry.KeyGate.String(rt.Gate), telemetry.KeyMethod.String(r.Method), telemetry.KeyHTTPRoute.String(path))
+		rt.Raw.ServeHTTP(w, r)
+	})
 }
 
 // serve turns a HandlerFunc into the http.Handler of rt, the one wrapper
@@ -193,6 +223,7 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 	idempotent := keyed(rt)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		r, span := telemetry.StartRequest(r, rt.Pattern) // nil: tracing is off
 		sw := &statusWriter{ResponseWriter: w}
 		c := &Call{Resource: r.URL.Path}
 		if rt.Resource != "" {
@@ -214,6 +245,11 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 		if err == nil && !rt.Public {
 			caller.Trace, err = traceOf(r)
 			c.Caller = caller
+			if span != nil && caller.Trace.Conversation != "" {
+				// Set now: a gate that records the request under a
+				// conversation of its own (the shim's conv_ id) names it later.
+				span.SetAttributes(telemetry.KeyConversation.String(caller.Trace.Conversation))
+			}
 		}
 		var held *heldKey
 		var replayed *storedAnswer
@@ -273,7 +309,42 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 		}
 		s.metrics.requests.WithLabelValues(pattern, string(outcome)).Inc()
 		s.metrics.latency.WithLabelValues(pattern, string(outcome)).Observe(time.Since(start).Seconds())
+		if span != nil {
+			endRequestSpan(r, span, rt, caller, outcome, sw.status)
+		}
 	})
+}
+
+// endRequestSpan ends a request's span with what an operator follows it by:
+// the gate, the tenant, the route, the outcome, the status and the request
+// id (the conversation is set when known; the shim adds the model identity).
+func endRequestSpan(r *http.Request, span trace.Span, rt Route, caller contract.Caller, outcome contract.Outcome, status int) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	g := rt.Gate
+	if g == "" {
+		g = "core"
+	}
+	path := rt.Pattern
+	if _, p, ok := strings.Cut(path, " "); ok {
+		path = p
+	}
+	attrs := []attribute.KeyValue{
+		telemetry.KeyGate.String(g), telemetry.KeyMethod.String(r.Method), telemetry.KeyHTTPRoute.String(path),
+		telemetry.KeyOutcome.String(string(outcome)), telemetry.KeyStatus.Int(status),
+	}
+	if caller.Identity.TenantSlot != "" {
+		attrs = append(attrs, telemetry.KeyTenant.String(string(caller.Identity.TenantSlot)))
+	}
+	if id := RequestIDFrom(r.Context()); id != "" {
+		attrs = append(attrs, telemetry.KeyRequestID.String(id))
+	}
+	span.SetAttributes(attrs...)
+	if status >= 500 {
+		telemetry.Fail(span, http.StatusText(status))
+	}
+	span.End()
 }
 
 // envelopeWriter answers a refusal in LLM protocol p's error envelope (the

@@ -423,6 +423,7 @@ func (s *Service) finish(t *turn) {
 		}
 		t.rc.Route, prov.Route = &r, &r
 	}
+	annotateSpan(ctx, t, requested) // the request span's model identity, when traced
 	e := audit.Entry{
 		Outcome: contract.AuditOutcome{At: t.rc.At, Identity: id, Action: AuditAction,
 			Resource: "receipt/" + t.rc.ID, Outcome: outcome, Reason: reason},

@@ -25,8 +25,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"go.opentelemetry.io/otel/trace"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/caduceus-dev/caduceus/internal/telemetry"
 )
 
 // Dialect is the SQL flavour of a DB.
@@ -358,11 +361,26 @@ func (t *Tx) DB() *DB { return t.db }
 // caller's cancellation no longer interrupts it: the answer always says
 // whether the change was committed. A panic in fn rolls the transaction back
 // and is returned as an error.
-func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
+//
+// In a traced request, the caller's wait (its turn in the group commit and
+// the commit) is a "store.commit" span of the request's trace.
+func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) (err error) {
+	if _, span := telemetry.Child(ctx, "store.commit", trace.SpanKindInternal); span != nil {
+		span.SetAttributes(telemetry.KeyDBSystem.String(db.dialect.otelName()))
+		defer func() { telemetry.End(span, err) }()
+	}
 	if db.batch != nil {
 		return db.batch.do(ctx, fn)
 	}
 	return db.inTxRetried(ctx, fn)
+}
+
+// otelName is the dialect's OpenTelemetry db.system.name.
+func (d Dialect) otelName() string {
+	if d == Postgres {
+		return "postgresql"
+	}
+	return "sqlite"
 }
 
 // InSeparateTx runs fn in a transaction of its own on Postgres, outside
@@ -370,8 +388,12 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
 // runs every transaction in turn, it joins the group commit. For writes
 // that lock shared rows (a budget's totals) which a group commit's other
 // transactions must not hold while they wait on theirs.
-func (db *DB) InSeparateTx(ctx context.Context, fn func(*Tx) error) error {
+func (db *DB) InSeparateTx(ctx context.Context, fn func(*Tx) error) (err error) {
 	if db.dialect == Postgres {
+		if _, span := telemetry.Child(ctx, "store.commit", trace.SpanKindInternal); span != nil {
+			span.SetAttributes(telemetry.KeyDBSystem.String(db.dialect.otelName()))
+			defer func() { telemetry.End(span, err) }()
+		}
 		return db.inTxRetried(ctx, fn)
 	}
 	return db.InTx(ctx, fn)

@@ -53,6 +53,7 @@ Receipts, audit records and spend are written as in production.`,
 	cmd.Flags().DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load before each measurement")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
+	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "trace Caduceus's requests as serve does, exporting to this OTLP/HTTP collector base URL (default "+envOTLPEndpoint+"; unset: no tracing)")
 	return cmd
 }
 
@@ -78,6 +79,13 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		return err
 	}
 	defer bare.Close()
+
+	// Tracing, as serve sets it up (--otlp-endpoint or the environment).
+	endTracing, err := a.startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer endTracing()
 
 	// Caduceus as serve builds it, with the fake upstream as "openai".
 	a.cfg.Shim.Upstreams = map[string]string{"openai": up.URL}

@@ -35,7 +35,7 @@ func (a *app) gateway(db *store.DB) *gateway.Gateway {
 	// reservations too: one commit fewer per request.
 	timeout, _ := a.cfg.Shim.attemptTimeout() // checked at startup
 	return gateway.New(gateway.Config{Upstream: c, Keys: keys, Ledger: ledger.Of(db), Holds: ledger.Of(db), Rates: ledger.Of(db), Cache: ledger.Of(db), Logger: a.log,
-		DeferClose: true, HeaderTimeout: timeout, OnRouteHealth: server.RouteHealth})
+		DeferClose: true, HeaderTimeout: timeout, OnRouteHealth: server.RouteHealth, OnAttempt: server.UpstreamAttempt})
 }
 
 // logGateway states the gateway's routes and plans at startup, warning for

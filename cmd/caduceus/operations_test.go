@@ -37,7 +37,7 @@ func TestOperationsDoc(t *testing.T) {
 	if dsn == "" {
 		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
 	}
-	for _, tool := range []string{"podman", "runc", "make", "curl", "pg_dump", "pg_restore", "psql"} {
+	for _, tool := range []string{"podman", "runc", "make", "curl", "pg_dump", "pg_restore", "psql", "promtool"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (.ci/run installs what the tests need)", tool)
 		}

@@ -78,7 +78,9 @@ type app struct {
 	originFlags   []string
 	// shutdownTimeout bounds serve's wait for requests in flight at a stop.
 	shutdownTimeout time.Duration
-	log             *slog.Logger
+	// otlpEndpoint is serve's --otlp-endpoint (telemetry.go).
+	otlpEndpoint string
+	log          *slog.Logger
 	// cmd and flagCfg are the command run and the values its flags held
 	// before the layering (loadConfig), so a reload layers the re-read file
 	// under the same environment and flags.

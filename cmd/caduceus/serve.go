@@ -54,6 +54,7 @@ creates one for slot-1 and prints it once.`,
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointURL, "audit-checkpoint-url", "", "POST a signed audit checkpoint to this URL every interval (env CADUCEUS_AUDIT_CHECKPOINT_URL)")
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointInterval, "audit-checkpoint-interval", "", "how often to write the checkpoint (default 5m; env CADUCEUS_AUDIT_CHECKPOINT_INTERVAL)")
 	cmd.Flags().DurationVar(&a.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long requests and streams in flight may take to finish before their connections are closed")
+	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry traces over OTLP/HTTP to this collector base URL (http://HOST:4318; spans go to /v1/traces); default "+envOTLPEndpoint+", unset: no tracing")
 	cmd.Flags().StringSliceVar(&a.originFlags, "mcp-allowed-origin", nil, "a browser Origin /mcp accepts; repeatable (default none; env CADUCEUS_MCP_ALLOWED_ORIGINS)")
 	return cmd
 }
@@ -64,6 +65,13 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Tracing ends last, once requests, jobs and the store have: its
+	// flush exports the spans still buffered (telemetry.go).
+	endTracing, err := a.startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer endTracing()
 
 	db, err := a.openStore(ctx)
 	if err != nil {

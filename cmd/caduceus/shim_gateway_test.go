@@ -31,6 +31,8 @@ type fakeProvider struct {
 	fail  atomic.Int32
 	last  atomic.Value // the last request body
 	org   atomic.Value // the last OpenAI-Organization header
+	// traceparent is the last call's W3C traceparent header.
+	traceparent atomic.Value
 }
 
 func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -49,6 +51,7 @@ func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	f.last.Store(string(b))
 	f.org.Store(r.Header.Get("OpenAI-Organization"))
+	f.traceparent.Store(r.Header.Get("Traceparent"))
 	if code := int(f.fail.Load()); code != 0 {
 		if code == 429 {
 			w.Header().Set("Retry-After", "120")

@@ -27,7 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/internal/telemetry"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -92,6 +95,10 @@ type Config struct {
 	// healthy again at its next other answer. It is called outside any
 	// lock, at most once per change.
 	OnRouteHealth func(route string, healthy bool)
+	// OnAttempt, when set, is told of every upstream call made: its
+	// route, its outcome (Attempt.Outcome) and how long it took, its
+	// answer included.
+	OnAttempt func(route, outcome string, took time.Duration)
 }
 
 // Gateway forwards requests along plans.
@@ -788,9 +795,11 @@ func terminal(ev wire.SSE) bool {
 }
 
 // forwardRequestHeaders are passed upstream as they came; credentials are
-// the route's, never the caller's.
+// the route's, never the caller's. The W3C trace context (traceparent,
+// tracestate) passes as it came; when serve traces, send replaces it with
+// the attempt span's.
 var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "OpenAI-Organization", "OpenAI-Project",
-	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key"}
+	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key", "Traceparent", "Tracestate"}
 
 // dropResponseHeaders are not passed back to the caller.
 var dropResponseHeaders = map[string]bool{
@@ -872,6 +881,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 			ureq.Header[http.CanonicalHeaderKey(k)] = v
 		}
 	}
+	telemetry.Inject(actx, ureq.Header) // the attempt's traceparent, when traced
 	if body != nil {
 		ureq.Header.Set("Content-Type", "application/json")
 	}
@@ -896,10 +906,33 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 	return resp, true, nil
 }
 
-// attempt makes one call and, when it answers, writes the answer to w.
+// attempt is call observed: in a traced request, a "shim.attempt" span
+// (whose traceparent goes upstream) with the route, the model identity,
+// the outcome and the status; and OnAttempt told.
+func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int) outcome {
+	actx, span := telemetry.Child(ctx, "shim.attempt", trace.SpanKindClient) // nil: not traced
+	began := time.Now()
+	out := g.call(actx, w, req, routeName, id, price, body, wait, holdFirst, strip, capture)
+	if span != nil {
+		span.SetAttributes(telemetry.KeyRoute.String(routeName), telemetry.KeyModelIdentity.String(id), telemetry.KeyOutcome.String(out.outcome))
+		if out.status != 0 {
+			span.SetAttributes(telemetry.KeyStatus.Int(out.status))
+		}
+		if !out.answered {
+			telemetry.Fail(span, out.outcome)
+		}
+		span.End()
+	}
+	if g.cfg.OnAttempt != nil {
+		g.cfg.OnAttempt(routeName, out.outcome, time.Since(began))
+	}
+	return out
+}
+
+// call makes one call and, when it answers, writes the answer to w.
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
-func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int) outcome {
+func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int) outcome {
 	mt := &meter{p: req.Protocol}
 	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body, wait)
 	if err != nil {
