@@ -269,38 +269,38 @@ func deltaBytes(p wire.Protocol, data []byte) int64 {
 	return n
 }
 
-type usageDoc struct {
-	Usage    *rawUsage `json:"usage"`
-	Response *struct {
-		Usage *rawUsage `json:"usage"`
-	} `json:"response"`
-	Message *struct {
-		Usage *rawUsage `json:"usage"`
-	} `json:"message"`
-	Choices json.RawMessage `json:"choices"`
-}
-
 // observe reads one JSON document (an answer or an event's data) and
 // reports whether it is a chat stream's usage-only chunk (no choices).
+// Only the usage object is decoded: the document around it (a whole
+// answer, a responses stream's terminal response) is scanned.
 func (m *meter) observe(data []byte) (usageOnly bool) {
 	if !bytes.Contains(data, []byte(`"usage"`)) {
 		return false
 	}
-	var d usageDoc
-	if json.Unmarshal(data, &d) != nil {
+	top, ok := wire.Members(data, "usage", "response", "message", "choices")
+	if !ok {
 		return false
 	}
-	var ru *rawUsage
-	switch {
-	case d.Usage != nil:
-		ru, m.final = d.Usage, true
-	case d.Response != nil && d.Response.Usage != nil:
-		ru, m.final = d.Response.Usage, true
-	case d.Message != nil && d.Message.Usage != nil:
-		ru = d.Message.Usage
-	default:
+	raw, final := present(top[0]), true // the whole usage: an answer's, a chunk's, a message_delta's
+	if raw == nil {
+		for i, parent := range top[1:3] { // a responses stream's response, Anthropic's message_start
+			if parent = present(parent); parent == nil {
+				continue
+			}
+			if u, ok := wire.Members(parent, "usage"); ok && present(u[0]) != nil {
+				raw, final = u[0], i == 0
+				break
+			}
+		}
+	}
+	if raw == nil {
 		return false
 	}
+	var ru rawUsage
+	if json.Unmarshal(raw, &ru) != nil {
+		return false
+	}
+	m.final = m.final || final
 	u := ru.usage(m.p)
 	m.u.Input = max(m.u.Input, u.Input)
 	m.u.CachedInput = max(m.u.CachedInput, u.CachedInput)
@@ -308,7 +308,15 @@ func (m *meter) observe(data []byte) (usageOnly bool) {
 	m.u.CacheWrite = max(m.u.CacheWrite, u.CacheWrite)
 	m.u.Reasoning = max(m.u.Reasoning, u.Reasoning)
 	m.seen = true
-	return m.p == wire.ChatCompletions && d.Usage != nil && bytes.Equal(bytes.TrimSpace(d.Choices), []byte("[]"))
+	return m.p == wire.ChatCompletions && present(top[0]) != nil && bytes.Equal(bytes.TrimSpace(top[3]), []byte("[]"))
+}
+
+// present is v, or nil when v is absent or JSON null.
+func present(v []byte) []byte {
+	if string(v) == "null" {
+		return nil
+	}
+	return v
 }
 
 // readAll reads at most max bytes of r.

@@ -85,3 +85,41 @@ func FuzzSSEReader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMembers checks Members against encoding/json: for a valid JSON object
+// it finds what a map of raw members holds (the last of duplicates), and it
+// never accepts what is not an object.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{"usage":{"prompt_tokens":3},"choices":[]}`,
+		` {"type":"response.completed","response":{"id":"r","usage":{"input_tokens":1}}}`,
+		`{"usage":1,"usage":{"output_tokens":2}}`,
+		`{"message":null}`,
+		`[1]`,
+		`{"a\u0062":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	keys := []string{"usage", "response", "message", "choices", "ab"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := Members(b, keys...)
+		var want map[string]json.RawMessage
+		if json.Unmarshal(b, &want) != nil || want == nil {
+			if ok && json.Valid(b) {
+				t.Fatalf("Members accepted %q, which is not an object", b)
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("Members refused the object %q", b)
+		}
+		if bytes.IndexByte(b, '\\') >= 0 {
+			return // a key with an escape is not decoded
+		}
+		for i, k := range keys {
+			if w, has := want[k]; !bytes.Equal(got[i], w) || has != (got[i] != nil) {
+				t.Fatalf("Members(%q)[%s] = %q, encoding/json: %q", b, k, got[i], w)
+			}
+		}
+	})
+}
