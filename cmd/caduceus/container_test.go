@@ -197,6 +197,13 @@ func testSystemdUnit(t *testing.T) {
 			t.Errorf("the unit lacks %q", strings.TrimSpace(want))
 		}
 	}
+	// systemd's SIGKILL must come after serve's own bound on a stop (the
+	// requests in flight), so its background work and the store get their turn.
+	if m := regexp.MustCompile(`\nTimeoutStopSec=(\S+)\n`).FindStringSubmatch(string(unit)); m == nil {
+		t.Error("the unit sets no TimeoutStopSec")
+	} else if d, err := time.ParseDuration(m[1]); err != nil || d <= 30*time.Second {
+		t.Errorf("TimeoutStopSec=%s: want a duration longer than serve's --shutdown-timeout default (30s)", m[1])
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
