@@ -59,6 +59,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/broker"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/internal/keyowner"
 )
 
 // Executor runs ticks. Its fields are set once and then only read, so one
@@ -82,7 +83,7 @@ type Executor struct {
 	NewTickID func() string
 
 	manifests manifestCache
-	inflight  inflight
+	inflight  keyowner.Set
 }
 
 // TickRequest is one tick as every surface (CLI, HTTP, MCP) hands it over.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -52,35 +51,6 @@ const TickKeyWait = 30 * time.Second
 
 // NotIdempotentNote is the envelope note of a tick that carried no key.
 const NotIdempotentNote = "not idempotent: no idempotency key, so a retry runs again; ref_ids derive from tenant, strategy, intent and New York day, so the broker's ref_id search catches an identical intent re-sent the same day"
-
-// inflight is the set of keys a tick of this process is working on.
-type inflight struct {
-	mu   sync.Mutex
-	keys map[string]chan struct{}
-}
-
-// acquire makes the caller the process-local owner of k, or returns the
-// channel closed when the current owner is done.
-func (f *inflight) acquire(k string) (wait chan struct{}, owner bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ch, ok := f.keys[k]; ok {
-		return ch, false
-	}
-	if f.keys == nil {
-		f.keys = map[string]chan struct{}{}
-	}
-	ch := make(chan struct{})
-	f.keys[k] = ch
-	return ch, true
-}
-
-func (f *inflight) release(k string, ch chan struct{}) {
-	f.mu.Lock()
-	delete(f.keys, k)
-	f.mu.Unlock()
-	close(ch)
-}
 
 // TickInputHash is the sha256 of a tick's canonical input: the payload and
 // the message, which is what the same idempotency key must repeat. The
@@ -140,7 +110,7 @@ func (e *Executor) idempotentTick(ctx context.Context, req TickRequest, p *Paylo
 	deadline := time.Now().Add(TickKeyWait)
 	poll := 5 * time.Millisecond
 	for {
-		ch, owner := e.inflight.acquire(local)
+		ch, owner := e.inflight.Acquire(local)
 		if !owner {
 			// A call of this process holds the key. If the key is
 			// complete (the holder is only replaying it too), replay now:
@@ -160,7 +130,7 @@ func (e *Executor) idempotentTick(ctx context.Context, req TickRequest, p *Paylo
 			}
 		}
 		env, done, err := e.claimAndTick(ctx, rp, req, p, hash)
-		e.inflight.release(local, ch)
+		e.inflight.Release(local, ch)
 		if done {
 			return env, err
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -109,33 +108,6 @@ type heldKey struct {
 	finished bool
 }
 
-// inflight is the set of keys the requests of this process hold.
-type inflight struct {
-	mu   sync.Mutex
-	keys map[string]chan struct{}
-}
-
-func (f *inflight) acquire(k string) (chan struct{}, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ch, ok := f.keys[k]; ok {
-		return ch, false
-	}
-	if f.keys == nil {
-		f.keys = map[string]chan struct{}{}
-	}
-	ch := make(chan struct{})
-	f.keys[k] = ch
-	return ch, true
-}
-
-func (f *inflight) release(k string, ch chan struct{}) {
-	f.mu.Lock()
-	delete(f.keys, k)
-	f.mu.Unlock()
-	close(ch)
-}
-
 // requestHash is the sha256 of what the same key must repeat: the method,
 // the path and query, If-Match and the canonical JSON body.
 func requestHash(r *http.Request) (string, error) {
@@ -189,7 +161,7 @@ func (s *Server) claimKey(r *http.Request, caller contract.Caller) (*heldKey, *s
 	deadline := time.Now().Add(s.cfg.IdempotencyWait)
 	poll := 5 * time.Millisecond
 	for {
-		ch, owner := s.inflight.acquire(local)
+		ch, owner := s.inflight.Acquire(local)
 		if !owner {
 			// A request of this process holds the key: wait for it.
 			if !wait(ctx, ch, deadline) {
@@ -200,12 +172,12 @@ func (s *Server) claimKey(r *http.Request, caller contract.Caller) (*heldKey, *s
 		claim, err := s.keys.ClaimLeasedKey(ctx, tenant, KeyScope, key, hash, KeyLease)
 		switch {
 		case err != nil:
-			s.inflight.release(local, ch)
+			s.inflight.Release(local, ch)
 			return nil, nil, err
 		case claim.Claimed:
 			return &heldKey{tenant: tenant, key: key, local: local, done: ch}, nil, nil
 		case !claim.InProgress():
-			s.inflight.release(local, ch)
+			s.inflight.Release(local, ch)
 			var a storedAnswer
 			if err := json.Unmarshal(claim.Result, &a); err != nil {
 				return nil, nil, contract.Internal(fmt.Errorf("server: stored answer of idempotency key %s: %w", key, err))
@@ -213,7 +185,7 @@ func (s *Server) claimKey(r *http.Request, caller contract.Caller) (*heldKey, *s
 			return nil, &a, nil
 		}
 		// Another process holds the key: read it again shortly.
-		s.inflight.release(local, ch)
+		s.inflight.Release(local, ch)
 		timer := time.NewTimer(poll)
 		ok := wait(ctx, timer.C, deadline)
 		timer.Stop()
@@ -252,7 +224,7 @@ func inProgress(key string) error {
 // replay.
 func (s *Server) finish(ctx context.Context, k *heldKey, c *Call, w http.ResponseWriter) {
 	k.finished = true
-	defer s.inflight.release(k.local, k.done)
+	defer s.inflight.Release(k.local, k.done)
 	ctx = context.WithoutCancel(ctx)
 	b := k.buf
 	if b.status == 0 {
@@ -296,7 +268,7 @@ func (s *Server) abandon(k *heldKey) {
 	if err := s.keys.ReleaseLeasedKey(context.Background(), k.tenant, KeyScope, k.key); err != nil {
 		s.log.Error("idempotency key not released", "key", k.key, "err", err)
 	}
-	s.inflight.release(k.local, k.done)
+	s.inflight.Release(k.local, k.done)
 }
 
 // replay writes a stored answer, marked as replayed.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/internal/keyowner"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trail"
 )
@@ -98,7 +99,7 @@ type Server struct {
 	tools   []Tool
 	// keys and inflight: the write routes' idempotency keys.
 	keys     RequestKeys
-	inflight inflight
+	inflight keyowner.Set
 	// table is every route the server serves (routes).
 	table []Route
 	// envelopes are the LLM routes' error envelopes by path, for the
