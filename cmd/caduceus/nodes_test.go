@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,23 +38,7 @@ func TestThreeProcessesOnOnePostgres(t *testing.T) {
 	upSrv := newHTTPServer(t, up)
 	data := t.TempDir()
 	const budgetMicros, turnMicros = 200_000, 100 * 8 // $0.20; 100 output tokens at $8 a million
-	conf := fmt.Sprintf(`shim:
-  routes:
-    openai: {kind: openai, base_url: %s/v1, models: [gpt-4.1]}
-  plans:
-    main:
-      failover: none
-      models:
-        gpt-4.1: [{route: openai}]
-  prices:
-    openai/gpt-4.1: {input: 0, output: 8, max_output_tokens: 100}
-  budgets:
-    key: {day: 0.2}
-`, upSrv)
-	file := filepath.Join(data, "caduceus.yaml")
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, `{day: 0.2}`))
 	storeArgs := []string{"--store", pg, "--data", data}
 	code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1"}, storeArgs...)...)
 	if code != 0 {

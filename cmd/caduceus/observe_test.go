@@ -298,29 +298,13 @@ func TestMetricsPassPromtool(t *testing.T) {
 	col := &fakeCollector{}
 	up := &fakeProvider{name: "openai"}
 	data := t.TempDir()
-	conf := fmt.Sprintf(`shim:
-  routes:
-    openai: {kind: openai, base_url: %s/v1, models: [gpt-4.1]}
-  plans:
-    main:
-      failover: none
-      models:
-        gpt-4.1: [{route: openai}]
-  prices:
-    openai/gpt-4.1: {input: 2, output: 8, max_output_tokens: 4096}
-  budgets:
-    key: {day: 1000}
-relay:
+	file := writeConfig(t, data, oneRouteShim(newHTTPServer(t, up), `{input: 2, output: 8, max_output_tokens: 4096}`, `{day: 1000}`)+`relay:
   telegram:
     metricsbot:
       token: env:METRICS_TELEGRAM_TOKEN
       secret_token: env:METRICS_TELEGRAM_SECRET
       tenant: slot-1
-`, newHTTPServer(t, up))
-	file := filepath.Join(data, "caduceus.yaml")
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	mk := func(args ...string) string {
 		t.Helper()
 		code, out, errOut := cli(t, append([]string{"keys", "create", "--data", data, "--tenant", "slot-1"}, args...)...)

@@ -36,23 +36,7 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 	up := &fakeProvider{name: "openai"}
 	upSrv := newHTTPServer(t, up)
 	data := t.TempDir()
-	conf := fmt.Sprintf(`shim:
-  routes:
-    openai: {kind: openai, base_url: %s/v1, models: [gpt-4.1]}
-  plans:
-    main:
-      failover: none
-      models:
-        gpt-4.1: [{route: openai}]
-  prices:
-    openai/gpt-4.1: {input: 2, output: 8, max_output_tokens: 4096}
-  budgets:
-    key: {day: 1000}
-`, upSrv)
-	file := filepath.Join(data, "caduceus.yaml")
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 2, output: 8, max_output_tokens: 4096}`, `{day: 1000}`))
 	storeArgs := []string{"--data", data}
 	for i, a := range serveArgs {
 		if a == "--store" {
@@ -256,6 +240,35 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 		t.Errorf("audit verify after the stop: %d %s %s", code, out, errOut)
 	}
 	t.Logf("answered before or during the stop: %d receipts, %d decisions, %d ticks", len(receipts), len(decisions), len(ticks))
+}
+
+// oneRouteShim is a config's shim section: the fake upstream at url as the
+// route openai, serving gpt-4.1 through the plan main (no failover) at
+// price, under a budget for every key.
+func oneRouteShim(url, price, keyBudget string) string {
+	return fmt.Sprintf(`shim:
+  routes:
+    openai: {kind: openai, base_url: %s/v1, models: [gpt-4.1]}
+  plans:
+    main:
+      failover: none
+      models:
+        gpt-4.1: [{route: openai}]
+  prices:
+    openai/gpt-4.1: %s
+  budgets:
+    key: %s
+`, url, price, keyBudget)
+}
+
+// writeConfig writes text as dir/caduceus.yaml and returns its path.
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	file := filepath.Join(dir, "caduceus.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // newHTTPServer serves h on a loopback port for the test and returns its URL.
