@@ -1419,32 +1419,25 @@ func (g *Gateway) used(ctx context.Context, ws []upstream.RateWindow, f *forward
 // rateHeaders are the rate-limit headers of a refusal in the provider's
 // own names: OpenAI's x-ratelimit-*, Anthropic's anthropic-ratelimit-*.
 func rateHeaders(p wire.Protocol, w upstream.RateWindow, now time.Time, reset time.Duration) http.Header {
-	h := http.Header{}
-	remaining := func(limit, used int64) string { return strconv.FormatInt(max(0, limit-used), 10) }
+	// name gives the header of a kind ("requests", "tokens") and a field
+	// ("limit", "remaining", "reset") in the provider's spelling.
+	name := func(kind, field string) string { return "X-Ratelimit-" + field + "-" + kind }
+	at := strconv.FormatFloat(reset.Seconds(), 'f', 0, 64) + "s"
 	if p == wire.Messages {
-		at := now.Add(reset).UTC().Format(time.RFC3339)
-		if w.RPM > 0 {
-			h.Set("Anthropic-Ratelimit-Requests-Limit", strconv.FormatInt(w.RPM, 10))
-			h.Set("Anthropic-Ratelimit-Requests-Remaining", remaining(w.RPM, w.Requests))
-			h.Set("Anthropic-Ratelimit-Requests-Reset", at)
-		}
-		if w.TPM > 0 {
-			h.Set("Anthropic-Ratelimit-Tokens-Limit", strconv.FormatInt(w.TPM, 10))
-			h.Set("Anthropic-Ratelimit-Tokens-Remaining", remaining(w.TPM, w.Tokens))
-			h.Set("Anthropic-Ratelimit-Tokens-Reset", at)
-		}
-		return h
+		name = func(kind, field string) string { return "Anthropic-Ratelimit-" + kind + "-" + field }
+		at = now.Add(reset).UTC().Format(time.RFC3339)
 	}
-	in := strconv.FormatFloat(reset.Seconds(), 'f', 0, 64) + "s"
-	if w.RPM > 0 {
-		h.Set("X-Ratelimit-Limit-Requests", strconv.FormatInt(w.RPM, 10))
-		h.Set("X-Ratelimit-Remaining-Requests", remaining(w.RPM, w.Requests))
-		h.Set("X-Ratelimit-Reset-Requests", in)
-	}
-	if w.TPM > 0 {
-		h.Set("X-Ratelimit-Limit-Tokens", strconv.FormatInt(w.TPM, 10))
-		h.Set("X-Ratelimit-Remaining-Tokens", remaining(w.TPM, w.Tokens))
-		h.Set("X-Ratelimit-Reset-Tokens", in)
+	h := http.Header{}
+	for _, k := range []struct {
+		kind        string
+		limit, used int64
+	}{{"Requests", w.RPM, w.Requests}, {"Tokens", w.TPM, w.Tokens}} {
+		if k.limit <= 0 {
+			continue
+		}
+		h.Set(name(k.kind, "Limit"), strconv.FormatInt(k.limit, 10))
+		h.Set(name(k.kind, "Remaining"), strconv.FormatInt(max(0, k.limit-k.used), 10))
+		h.Set(name(k.kind, "Reset"), at)
 	}
 	return h
 }

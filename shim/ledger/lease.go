@@ -71,8 +71,9 @@ func bookOf(db *store.DB) *leaseBook {
 	return p.leases
 }
 
-// stop ends the idle expiry timer (the store is closing). Leases not
-// returned stay with the store until the stale sweep releases them.
+// stop ends the idle expiry timer and waits for the refills under way; it
+// counts as one quiet holder until a matching quiet--. On a closing store,
+// leases not returned stay with it until the stale sweep releases them.
 func (b *leaseBook) stop() {
 	b.mu.Lock()
 	b.quiet++
@@ -571,14 +572,7 @@ func (s *Ledger) ReturnLeases(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	b := s.book
-	b.mu.Lock()
-	b.quiet++
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
-	}
-	b.mu.Unlock()
-	b.refills.Wait()
+	b.stop()
 	defer func() {
 		b.mu.Lock()
 		b.quiet--

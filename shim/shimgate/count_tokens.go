@@ -7,7 +7,6 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/server"
-	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -24,30 +23,14 @@ const HeaderTokenCount = "X-Caduceus-Token-Count"
 // estimated as a quarter of the request's text bytes, rounded up, and
 // marked with X-Caduceus-Token-Count: estimate.
 func (g *Gate) countTokens(w http.ResponseWriter, r *http.Request, c *server.Call) error {
-	body, err := server.ReadBody(r)
+	body, err := countBody(r)
 	if err != nil {
 		return err
-	}
-	if err := contract.CheckJSON(body); err != nil {
-		return err
-	}
-	if shim.IsContributorModel(wire.PeekModel(body)) {
-		return contract.Denyf(shim.CodeContributorRefused, "contributor-tier models are refused")
 	}
 	if g.cfg.Gateway != nil {
 		res := g.cfg.Gateway.CountTokens(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Messages,
 			Caller: c.Caller, Body: body, Header: r.Header, RawQuery: r.URL.RawQuery})
-		if f := res.Refusal; f != nil {
-			// The gateway's refusals carry their own status (429, 502, ...).
-			if !f.Retry {
-				w.Header().Set("X-Should-Retry", "false")
-			}
-			wire.WriteError(w, wire.Messages, f.Status, f.Code, f.Message)
-			c.Outcome, c.Reason = server.OutcomeOfStatus(f.Status), f.Code
-			return nil
-		}
-		c.Outcome = server.OutcomeOfStatus(res.Status)
-		return nil
+		return answered(w, wire.Messages, c, res)
 	}
 	req, err := wire.Parse(wire.Messages, body)
 	if err != nil {

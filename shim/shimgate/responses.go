@@ -49,7 +49,7 @@ func (g *Gate) response(w http.ResponseWriter, r *http.Request, c *server.Call) 
 	}
 	res := g.cfg.Gateway.Pass(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Responses, Caller: c.Caller,
 		Body: body, Header: r.Header, RawQuery: r.URL.RawQuery, Method: r.Method}, route, model, path)
-	return answered(w, c, res)
+	return answered(w, wire.Responses, c, res)
 }
 
 // servedBy is the route and model identity of the attempt that answered
@@ -69,31 +69,41 @@ func servedBy(rc shim.Receipt) (route, model string) {
 // inputTokens forwards POST /v1/responses/input_tokens to a route of the
 // caller's plan for its model, as count_tokens does for Anthropic's.
 func (g *Gate) inputTokens(w http.ResponseWriter, r *http.Request, c *server.Call) error {
-	body, err := server.ReadBody(r)
+	body, err := countBody(r)
 	if err != nil {
 		return err
 	}
-	if err := contract.CheckJSON(body); err != nil {
-		return err
-	}
-	if shim.IsContributorModel(wire.PeekModel(body)) {
-		return contract.Denyf(shim.CodeContributorRefused, "contributor-tier models are refused")
-	}
 	res := g.cfg.Gateway.InputTokens(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Responses,
 		Caller: c.Caller, Body: body, Header: r.Header, RawQuery: r.URL.RawQuery})
-	return answered(w, c, res)
+	return answered(w, wire.Responses, c, res)
+}
+
+// countBody is the body of a token count request: JSON, and not for a
+// contributor-tier model.
+func countBody(r *http.Request) ([]byte, error) {
+	body, err := server.ReadBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := contract.CheckJSON(body); err != nil {
+		return nil, err
+	}
+	if shim.IsContributorModel(wire.PeekModel(body)) {
+		return nil, contract.Denyf(shim.CodeContributorRefused, "contributor-tier models are refused")
+	}
+	return body, nil
 }
 
 // answered finishes a call the gateway passed on: its refusal written in
-// OpenAI's envelope (the gateway's refusals carry their own status), or
-// the outcome of the upstream's answer recorded.
-func answered(w http.ResponseWriter, c *server.Call, res gateway.Result) error {
+// p's envelope (the gateway's refusals carry their own status), or the
+// outcome of the upstream's answer recorded.
+func answered(w http.ResponseWriter, p wire.Protocol, c *server.Call, res gateway.Result) error {
 	if f := res.Refusal; f != nil {
 		if !f.Retry {
 			w.Header().Set("X-Should-Retry", "false")
 		}
-		w.Header().Set(wire.RequestIDHeader(wire.Responses), contract.NewID("req"))
-		wire.WriteError(w, wire.Responses, f.Status, f.Code, f.Message)
+		w.Header().Set(wire.RequestIDHeader(p), contract.NewID("req"))
+		wire.WriteError(w, p, f.Status, f.Code, f.Message)
 		c.Outcome, c.Reason = server.OutcomeOfStatus(f.Status), f.Code
 		return nil
 	}
