@@ -86,6 +86,9 @@ func New(cfg Config) (*Connector, error) {
 	if c.router == nil {
 		c.router = NewLocalRouter()
 	}
+	if bs, ok := c.router.(BufferSignal); ok {
+		bs.OnBuffered(c.drainFor)
+	}
 	if cfg.SessionKeys != nil {
 		c.keys = *cfg.SessionKeys
 	}

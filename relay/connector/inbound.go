@@ -130,14 +130,27 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 	d.BufferID, d.Success = b.ID, true
 	e.outcome = contract.OutcomeAllow
 	c.record(ctx, e)
-	// A gateway may have said hello between pick and Enqueue: drain for it.
-	c.mu.RLock()
-	conns := append([]*conn(nil), c.byID[identKey{in.Tenant, src.Platform, in.Bot}]...)
-	c.mu.RUnlock()
-	if len(conns) > 0 {
-		go c.drain(conns[0], src.Platform, in.Bot)
+	// A gateway may have said hello between pick and Enqueue: drain for it;
+	// and one may be connected to another process sharing the store.
+	c.drainFor(in.Tenant, src.Platform, in.Bot)
+	if bs, ok := c.router.(BufferSignal); ok {
+		bs.Buffered(in.Tenant, src.Platform, in.Bot)
 	}
 	return Buffered, nil
+}
+
+// drainFor offers tenant's buffered events for (platform, bot) to one of
+// this process's connections serving it, if any.
+func (c *Connector) drainFor(tenant contract.TenantSlot, platform, bot string) {
+	c.mu.RLock()
+	var k *conn
+	if list := c.byID[identKey{tenant, platform, bot}]; len(list) > 0 {
+		k = list[0]
+	}
+	c.mu.RUnlock()
+	if k != nil {
+		go c.drain(k, platform, bot)
+	}
 }
 
 func isStop(text string) bool {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +33,8 @@ type NATSRouter struct {
 	// conns holds this process's owners by id, for forwarded frames.
 	conns map[string]Owner
 	subs  []*nats.Subscription
+	// onBuffered runs for another process's buffered signal.
+	onBuffered atomic.Pointer[func(contract.TenantSlot, string, string)]
 }
 
 // NATSOptions configure a NATSRouter.
@@ -50,6 +53,13 @@ type claimMsg struct {
 	Key     string              `json:"k,omitempty"`
 	ChatID  string              `json:"chat,omitempty"`
 	Serves  [][2]string         `json:"s,omitempty"`
+}
+
+type bufferedMsg struct {
+	Process  string              `json:"p"`
+	Tenant   contract.TenantSlot `json:"t"`
+	Platform string              `json:"pl"`
+	Bot      string              `json:"b"`
 }
 
 type forwardMsg struct {
@@ -83,6 +93,9 @@ func NewNATSRouter(nc *nats.Conn, o NATSOptions) (*NATSRouter, error) {
 		return nil, err
 	}
 	if err := sub(r.prefix+".proc."+r.process, r.onForward); err != nil {
+		return nil, err
+	}
+	if err := sub(r.prefix+".buffered", r.onBufferedMsg); err != nil {
 		return nil, err
 	}
 	if err := nc.Flush(); err != nil {
@@ -179,6 +192,27 @@ func (r *NATSRouter) onOwn(msg *nats.Msg) {
 	r.mu.Lock()
 	r.remote[k] = &remoteOwner{r: r, process: m.Process, conn: m.Conn, chatID: m.ChatID, serves: m.Serves}
 	r.mu.Unlock()
+}
+
+// Buffered implements BufferSignal: published on <prefix>.buffered.
+func (r *NATSRouter) Buffered(tenant contract.TenantSlot, platform, bot string) {
+	b, _ := json.Marshal(bufferedMsg{Process: r.process, Tenant: tenant, Platform: platform, Bot: bot})
+	_ = r.nc.Publish(r.prefix+".buffered", b)
+}
+
+// OnBuffered implements BufferSignal.
+func (r *NATSRouter) OnBuffered(fn func(tenant contract.TenantSlot, platform, bot string)) {
+	r.onBuffered.Store(&fn)
+}
+
+func (r *NATSRouter) onBufferedMsg(msg *nats.Msg) {
+	var m bufferedMsg
+	if json.Unmarshal(msg.Data, &m) != nil || m.Process == r.process {
+		return
+	}
+	if fn := r.onBuffered.Load(); fn != nil {
+		(*fn)(m.Tenant, m.Platform, m.Bot)
+	}
 }
 
 func (r *NATSRouter) drop(m claimMsg) {

@@ -178,3 +178,65 @@ func TestNATSRoutingAcrossProcesses(t *testing.T) {
 		t.Fatal("the second process kept a gone owner")
 	}
 }
+
+// The first message of a chat has no session owner. When it arrives at a
+// process with no gateway for its bot, that process buffers it in the
+// shared store and says so on NATS; the process holding the gateway drains
+// it at once (not at its next maintenance tick, two minutes apart by
+// default), the gateway's reply goes out through that process, and the
+// platform receives it once.
+func TestNATSFirstMessageReachesAGatewayOnAnotherProcess(t *testing.T) {
+	url := startNATS(t)
+	r1, nc1 := natsRouter(t, url)
+	r2, nc2 := natsRouter(t, url)
+	e := newEnv(t, func(c *connector.Config) { c.Router = r1 })
+	cfg2 := e.config
+	cfg2.Router = r2
+	cfg2.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c2, err := connector.New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(c2.Handler())
+	t.Cleanup(func() { _ = c2.Close(); srv2.Close() })
+	e2 := *e
+	e2.conn, e2.srv = c2, srv2
+
+	g1 := e.gateway("gw-a", secretA, "telegram", telegramBot)
+	settle(t, nc1, nc2)
+	if s := e2.postTelegram(forumUpdate(1, 77, 42, "first words"), tgSecret); s != 200 {
+		t.Fatalf("webhook at the second process: %d", s)
+	}
+	in := g1.next(t)
+	if in.Event.Text != "first words" || in.SessionKey != "agent:main:telegram:forum:-1001234567890:42" {
+		t.Fatalf("inbound %+v", in)
+	}
+	if res := g1.Send(t.Context(), forumChat, "hello back", "77", map[string]any{"thread_id": "42"}); !res.Success {
+		t.Fatalf("reply through the first process: %+v", res)
+	}
+	e.await(t, "the buffered event to be acknowledged", func() bool {
+		n, err := e.store.Pending(t.Context(), slot1, "telegram", telegramBot, e.clock.Now().Add(time.Hour), 10)
+		return err == nil && len(n) == 0
+	})
+	sends := 0
+	for _, c := range e.telegram.Calls() {
+		if strings.HasSuffix(c.Path, "/sendMessage") && c.Body["text"] == "hello back" {
+			sends++
+		}
+	}
+	if sends != 1 {
+		t.Errorf("the platform got the reply %d times, want once", sends)
+	}
+	// The session is now owned on the first process, and the second knows:
+	// its next event goes straight there.
+	settle(t, nc1, nc2)
+	if o, _, ok := r2.Owner(slot1, in.SessionKey); !ok || o.ID() == "" {
+		t.Fatal("the second process did not learn the new owner")
+	}
+	if s := e2.postTelegram(forumUpdate(2, 78, 42, "second words"), tgSecret); s != 200 {
+		t.Fatalf("webhook: %d", s)
+	}
+	if in := g1.next(t); in.Event.Text != "second words" {
+		t.Fatalf("forwarded %+v", in.Event)
+	}
+}

@@ -32,6 +32,19 @@ type Router interface {
 	Forget(o Owner)
 }
 
+// BufferSignal is a Router that also tells the other processes when one of
+// them buffers an event, so a process with a connection for it drains the
+// shared buffer at once rather than at its next maintenance tick. The first
+// event of a chat has no session owner; without this it waits in the
+// buffer until the process holding the tenant's gateway looks again.
+type BufferSignal interface {
+	// Buffered tells the other processes that tenant's buffer has an
+	// event for (platform, bot).
+	Buffered(tenant contract.TenantSlot, platform, bot string)
+	// OnBuffered sets what runs when another process says so.
+	OnBuffered(fn func(tenant contract.TenantSlot, platform, bot string))
+}
+
 // LocalRouter is the in-process Router.
 type LocalRouter struct {
 	mu     sync.RWMutex
