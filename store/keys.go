@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -227,7 +225,7 @@ func (k *Keys) poll(ctx context.Context, changed func(), every time.Duration) er
 
 func (k *Keys) listen(ctx context.Context, changed func()) error {
 	for {
-		err := k.listenOnce(ctx, changed)
+		err := k.db.Listen(ctx, keysChannel, changed)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -236,24 +234,6 @@ func (k *Keys) listen(ctx context.Context, changed func()) error {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		k.poll(pctx, changed, 50*time.Millisecond)
 		cancel()
-	}
-}
-
-func (k *Keys) listenOnce(ctx context.Context, changed func()) error {
-	conn, err := pgx.Connect(ctx, k.db.dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+keysChannel); err != nil {
-		return err
-	}
-	changed() // a change may have happened while not listening
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		changed()
 	}
 }
 

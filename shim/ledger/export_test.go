@@ -41,3 +41,11 @@ func (s *Ledger) DropJournal() {
 	}
 	j.mu.Unlock()
 }
+
+// HoldsListening reports whether this store's holds listener is up.
+func (s *Ledger) HoldsListening() bool {
+	b := &processOf(s.db).holds
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.listening
+}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,8 +11,8 @@ import (
 )
 
 // HoldRefresh bounds how late this process learns of a hold another process
-// placed: the holds are read from the table at most this long ago. A hold
-// this process places is seen by it at once.
+// placed on SQLite: the holds are read from the table at most this long
+// ago. A hold this process places is seen by it at once.
 //
 // Reading the table on every attempt cost a read transaction per forwarded
 // request, most of what the gateway added to one; a hold is a provider's
@@ -20,22 +21,45 @@ import (
 // limit, which holds them again.
 const HoldRefresh = 250 * time.Millisecond
 
+// On Postgres a hold that is placed or moved later is announced on
+// holdsChannel; every process listens (one connection each) and reads the
+// holds again on its next attempt, so another process's hold applies
+// within a notification's round trip. While the listener is up the copy is
+// read again only every HoldRefreshListening (a notification lost with its
+// connection is covered by the re-read when listening starts again).
+const (
+	holdsChannel         = "caduceus_holds"
+	HoldRefreshListening = 5 * time.Second
+)
+
 // holdBook is a DB's copy of shim_holds: the holds still running when it was
 // read, and when that was (by the DB's clock).
 type holdBook struct {
 	mu    sync.Mutex
 	until map[string]time.Time
 	read  time.Time
+	// listening: the Postgres listener is up; its notifications drop the
+	// copy (until = nil).
+	listening bool
+	watch     sync.Once
+	stop      context.CancelFunc
+	done      chan struct{}
 }
 
 // Hold implements upstream.Holds: one upsert that only ever moves the end
-// of a hold later, then this process's copy.
+// of a hold later, then this process's copy; on Postgres a change is
+// announced to the other processes.
 func (s *Ledger) Hold(ctx context.Context, identity string, until time.Time) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO shim_holds (identity, until_at) VALUES (?, ?)
+	res, err := s.db.Exec(ctx, `INSERT INTO shim_holds (identity, until_at) VALUES (?, ?)
 		ON CONFLICT (identity) DO UPDATE SET until_at = excluded.until_at WHERE shim_holds.until_at < excluded.until_at`,
 		identity, store.Micros(until))
 	if err != nil {
 		return fmt.Errorf("store: hold: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 && s.db.Dialect() == store.Postgres {
+		if _, err := s.db.Exec(ctx, `SELECT pg_notify(?, ?)`, holdsChannel, identity); err != nil {
+			return fmt.Errorf("store: hold: notify: %w", err)
+		}
 	}
 	b := &processOf(s.db).holds
 	b.mu.Lock()
@@ -46,14 +70,56 @@ func (s *Ledger) Hold(ctx context.Context, identity string, until time.Time) err
 	return nil
 }
 
+// listen keeps the Postgres listener of db's holds up until close.
+func (b *holdBook) listen(db *store.DB) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.stop, b.done = cancel, make(chan struct{})
+	go func() {
+		defer close(b.done)
+		for {
+			err := db.Listen(ctx, holdsChannel, func() {
+				b.mu.Lock()
+				b.until, b.listening = nil, true
+				b.mu.Unlock()
+			})
+			b.mu.Lock()
+			b.listening = false
+			b.mu.Unlock()
+			if errors.Is(err, store.ErrNoListen) || ctx.Err() != nil {
+				return
+			}
+			select { // down: HoldRefresh bounds meanwhile; try again
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+}
+
+// close stops the listener, if one was started.
+func (b *holdBook) close() {
+	if b.stop != nil {
+		b.stop()
+		<-b.done
+	}
+}
+
 // HeldUntil implements upstream.Holds from this process's copy of the
 // holds, read again when it is HoldRefresh old.
 func (s *Ledger) HeldUntil(ctx context.Context, identity string) (time.Time, error) {
 	now := s.db.Now()
 	b := &processOf(s.db).holds
+	if s.db.Dialect() == store.Postgres {
+		b.watch.Do(func() { b.listen(s.db) })
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.until == nil || now.Sub(b.read) >= HoldRefresh || now.Before(b.read) {
+	refresh := HoldRefresh
+	if b.listening {
+		refresh = HoldRefreshListening
+	}
+	if b.until == nil || now.Sub(b.read) >= refresh || now.Before(b.read) {
 		until, err := s.readHolds(ctx, now)
 		if err != nil {
 			return time.Time{}, err

@@ -65,6 +65,8 @@ func processOf(db *store.DB) *process {
 // Close stops the lease book's expiry timer and writes the journal's
 // pending settlements (for at most 30 seconds): the store is closing.
 func (p *process) Close() error {
+	p.holds.watch.Do(func() {}) // no listener starts after this
+	p.holds.close()
 	if p.leases != nil {
 		p.leases.stop()
 	}
