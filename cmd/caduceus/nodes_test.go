@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -146,4 +148,142 @@ func TestThreeProcessesOnOnePostgres(t *testing.T) {
 		t.Errorf("audit verify: %d %s %s", code, out, errOut)
 	}
 	t.Logf("answered %v (%d in all, %d µ$ of %d), %d refused for the budget", answered, len(receipts), settled, budgetMicros, refused.Load())
+}
+
+// TestThreeProcessesShareHoldsRevocationsAndSpend: three serve processes
+// on one Postgres schema. A key revoked through one is refused by the other
+// two, which had it cached; a provider's 429 seen by one holds the model in
+// the other two, which then refuse without calling the provider; and
+// /v1/spend agrees on all three.
+func TestThreeProcessesShareHoldsRevocationsAndSpend(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
+	}
+	if testing.Short() {
+		t.Skip("starts three serve processes")
+	}
+	pg := storetest.FreshSchema(t, dsn)
+	up := &fakeProvider{name: "openai"}
+	upSrv := newHTTPServer(t, up)
+	data := t.TempDir()
+	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, `{day: 10}`))
+	storeArgs := []string{"--store", pg, "--data", data}
+	code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "admin,route", "--models", "openai/gpt-4.1"}, storeArgs...)...)
+	if code != 0 {
+		t.Fatalf("keys create: %s", errOut)
+	}
+	admin := strings.TrimSpace(out)
+	var procs []*proc
+	for range 3 {
+		procs = append(procs, startProc(t, nil, append([]string{"--config", file}, storeArgs...)...))
+	}
+	a, b, c := procs[0], procs[1], procs[2]
+	client := &http.Client{Timeout: 30 * time.Second}
+	do := func(p *proc, method, path, key, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, p.url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(got)
+	}
+	turn := func(p *proc, key string) (int, string) {
+		return do(p, "POST", "/v1/chat/completions", key, `{"model":"gpt-4.1","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
+	}
+
+	// Revocation: a route key used (and so cached) on all three, revoked
+	// through c.
+	st, body := do(c, "POST", "/v1/admin/keys", admin, `{"tenant":"slot-1","scopes":["route"],"models":["openai/gpt-4.1"]}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create a key through c: %d %s", st, body)
+	}
+	var made struct{ Key, ID string }
+	if err := json.Unmarshal([]byte(body), &made); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range procs {
+		if st, body := turn(p, made.Key); st != 200 {
+			t.Fatalf("process %d before the revocation: %d %s", i, st, body)
+		}
+	}
+	if st, body := do(c, "DELETE", "/v1/admin/keys/"+made.ID, admin, ""); st/100 != 2 {
+		t.Fatalf("revoke through c: %d %s", st, body)
+	}
+	revoked := time.Now()
+	for i, p := range []*proc{a, b} {
+		for {
+			st, _ := turn(p, made.Key)
+			if st == http.StatusUnauthorized {
+				t.Logf("process %d refused the revoked key %v after the revocation answered", i, time.Since(revoked))
+				break
+			}
+			if st != 200 {
+				t.Fatalf("process %d: %d for the key being revoked", i, st)
+			}
+			if time.Since(revoked) > auth.DefaultCacheTTL {
+				t.Fatalf("process %d still took the revoked key after %v (its cache TTL): no notification reached it", i, time.Since(revoked))
+			}
+		}
+	}
+
+	// /v1/spend agrees on every process: each writes its settlements
+	// through its own journal (at most journalDelay, 20 ms, after the
+	// answer), so the three agree once those are written.
+	var spends []string
+	for start := time.Now(); ; {
+		spends = spends[:0]
+		for _, p := range procs {
+			st, body := do(p, "GET", "/v1/spend", admin, "")
+			if st != 200 {
+				t.Fatalf("spend: %d %s", st, body)
+			}
+			spends = append(spends, body)
+		}
+		if spends[0] == spends[1] && spends[1] == spends[2] && strings.Contains(spends[0], `"attempts":3,"reserved_microdollars":2400,"settled_microdollars":2400`) {
+			t.Logf("/v1/spend agreed on the three processes %v after the last answer", time.Since(start))
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("/v1/spend differs between processes (or misses the three turns) 2 s after the answers:\n%s\n%s\n%s", spends[0], spends[1], spends[2])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// Holds: the provider answers 429 (Retry-After 120) to b; after the
+	// 100 ms the issue allows, a and c refuse without calling it. Their
+	// copies of the holds are read just before (once their listeners are
+	// surely up, which drops a copy), so only a notification tells them.
+	for range 2 {
+		for i, p := range procs {
+			if st, body := turn(p, admin); st != 200 {
+				t.Fatalf("process %d before the hold: %d %s", i, st, body)
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	up.fail.Store(429)
+	before := up.calls.Load()
+	if st, body := turn(b, admin); st != http.StatusTooManyRequests {
+		t.Fatalf("b's turn with the provider limiting: %d %s", st, body)
+	}
+	if n := up.calls.Load() - before; n != 1 {
+		t.Fatalf("b called the provider %d times, want 1", n)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i, p := range []*proc{a, c, a, c} {
+		if st, body := turn(p, admin); st != http.StatusTooManyRequests {
+			t.Errorf("turn %d on a or c during the hold: %d %s", i, st, body)
+		}
+	}
+	if n := up.calls.Load() - before; n != 1 {
+		t.Errorf("the provider was called %d times while held, want only b's one", n)
+	}
 }
