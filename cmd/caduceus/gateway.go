@@ -80,11 +80,17 @@ func (a *app) checkRoutes(ctx context.Context, gw *gateway.Gateway) {
 // not expected), and it would otherwise count against its budgets forever.
 const staleReservation = 6 * time.Hour
 
-// ledgerJob is the shim gateway's background work: the stale sweep
-// (releaseStale) until ctx ends, then the budget slices this process
-// leased and did not use go back to the store for the other processes.
+// deadAfterSweeps: a process whose beat is this many sweep intervals old
+// is dead, and the sweep gives its budget leases back.
+const deadAfterSweeps = 6
+
+// ledgerJob is the shim gateway's background work: every shim.ledger_sweep
+// this process beats (says it is alive) and sweeps the ledger, until ctx
+// ends; then the budget slices it leased and did not use go back to the
+// store for the other processes.
 func (a *app) ledgerJob(ctx context.Context, db *store.DB) {
-	a.releaseStale(ctx, db)
+	every, _ := a.cfg.Shim.ledgerSweep() // checked at start
+	a.sweepLedger(ctx, db, every)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if n, err := ledger.Of(db).ReturnLeases(rctx); err != nil {
@@ -94,14 +100,25 @@ func (a *app) ledgerJob(ctx context.Context, db *store.DB) {
 	}
 }
 
-// releaseStale sweeps the store every five minutes until ctx ends,
-// releasing reservations and leases left for longer than staleReservation
-// and writing the settlements dead processes left in their receipts.
-func (a *app) releaseStale(ctx context.Context, db *store.DB) {
-	t := time.NewTicker(5 * time.Minute)
+// sweepLedger beats and sweeps every interval until ctx ends: the leases of
+// processes not heard from for deadAfterSweeps intervals are released
+// (kill -9, a lost machine), reservations left for longer than
+// staleReservation too, and the settlements dead processes left in their
+// receipts are written.
+func (a *app) sweepLedger(ctx context.Context, db *store.DB, every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
+	l := ledger.Of(db)
 	for {
-		n, err := ledger.Of(db).ReleaseStale(ctx, time.Now().Add(-staleReservation))
+		if err := l.Beat(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("shim: ledger beat not written", "err", err)
+		}
+		if n, err := l.ReleaseDead(ctx, db.Now().Add(-deadAfterSweeps*every)); err != nil && ctx.Err() == nil {
+			a.log.Warn("shim: leases of dead processes not released", "err", err)
+		} else if n > 0 {
+			a.log.Info("shim: released the budget leases of a process not heard from", "count", n, "silent_for", deadAfterSweeps*every)
+		}
+		n, err := l.ReleaseStale(ctx, time.Now().Add(-staleReservation))
 		switch {
 		case err != nil && ctx.Err() == nil:
 			a.log.Warn("shim: stale ledger not swept", "err", err)

@@ -287,3 +287,155 @@ func TestThreeProcessesShareHoldsRevocationsAndSpend(t *testing.T) {
 		t.Errorf("the provider was called %d times while held, want only b's one", n)
 	}
 }
+
+// TestKillOneOfThreeUnderLoad: three serve processes on one Postgres
+// schema take governed turns from 12 clients; one is killed with SIGKILL in
+// the middle. Every turn a client got an answer for has its receipt and
+// its settled spend row (the dead process's unwritten settlements are
+// written from its receipts by the survivors' sweep), the dead process's
+// budget leases go back to the budget (shim.ledger_sweep: 1s, so it is
+// taken for dead after 6 s of silence), the day total is exactly what was
+// settled once the survivors stop, and the tenant's audit chain verifies.
+func TestKillOneOfThreeUnderLoad(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
+	}
+	if testing.Short() {
+		t.Skip("starts three serve processes")
+	}
+	pg := storetest.FreshSchema(t, dsn)
+	up := &fakeProvider{name: "openai"}
+	upSrv := newHTTPServer(t, up)
+	data := t.TempDir()
+	const turnMicros = 100 * 8
+	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, `{day: 100}`)+"  ledger_sweep: 1s\n")
+	storeArgs := []string{"--store", pg, "--data", data}
+	code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1"}, storeArgs...)...)
+	if code != 0 {
+		t.Fatalf("keys create: %s", errOut)
+	}
+	key := strings.TrimSpace(out)
+	var procs []*proc
+	for range 3 {
+		procs = append(procs, startProc(t, nil, append([]string{"--config", file}, storeArgs...)...))
+	}
+	victim := procs[1]
+
+	var (
+		mu       sync.Mutex
+		receipts []string
+		answered [3]int
+		failed   [3]int
+		wg       sync.WaitGroup
+	)
+	client := &http.Client{Timeout: 30 * time.Second}
+	start := time.Now()
+	deadline := start.Add(3 * time.Second)
+	for c := range 12 {
+		p := c % 3
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				body := fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"turn %d of client %d"}]}`, i%2 == 0, i, c)
+				req, _ := http.NewRequest("POST", procs[p].url+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					mu.Lock()
+					failed[p]++
+					mu.Unlock()
+					if p == 1 {
+						time.Sleep(10 * time.Millisecond) // the victim is gone
+						continue
+					}
+					t.Errorf("process %d: %v", p, err)
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				switch {
+				case err == nil && resp.StatusCode == 200:
+					receipts = append(receipts, resp.Header.Get("X-Caduceus-Receipt"))
+					answered[p]++
+				case p == 1:
+					failed[p]++ // cut by the kill: not acknowledged
+				default:
+					t.Errorf("process %d: %d %s", p, resp.StatusCode, b)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	wg.Wait()
+	if answered[1] == 0 || answered[0] == 0 || answered[2] == 0 {
+		t.Fatalf("answered %v: every process must answer before the kill", answered)
+	}
+
+	db, err := store.Open(context.Background(), pg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	one := func(q string) int64 {
+		t.Helper()
+		got, err := store.AppendRows([]int64(nil), store.QueryRows(t.Context(), db, "n", store.ScanValue[int64], q))
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%s: %v %v", q, got, err)
+		}
+		return got[0]
+	}
+	// The survivors take the victim for dead after six silent sweeps and
+	// release its leases (its holder row goes), and write what its journal
+	// left in its receipts.
+	for {
+		holders := one(`SELECT COUNT(*) FROM shim_ledger_holders`)
+		pending := one(`SELECT COUNT(*) FROM shim_receipts WHERE ledger IS NOT NULL`)
+		if holders == 2 && pending == 0 {
+			t.Logf("the victim's leases released and settlements written %v after the kill", time.Since(killed).Round(time.Millisecond))
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("30 s after the kill: %d lease holders (want the 2 survivors), %d receipts with unwritten settlements", holders, pending)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	procs[0].stop(t)
+	procs[2].stop(t)
+
+	stored := map[string]bool{}
+	ids, err := store.AppendRows([]string(nil), store.QueryRows(t.Context(), db, "ids", store.ScanValue[string], `SELECT id FROM shim_receipts`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		stored[id] = true
+	}
+	for _, id := range receipts {
+		if !stored[id] {
+			t.Errorf("answered receipt %s is not in the store", id)
+		}
+	}
+	// Every stored receipt is one answered turn (some of the victim's were
+	// committed but never reached their client), each settled once.
+	settled := one(`SELECT COALESCE(SUM(settled), 0) FROM shim_spend WHERE state = 'settled'`)
+	if want := int64(len(ids)) * turnMicros; settled != want {
+		t.Errorf("settled %d µ$ for %d stored receipts of %d µ$ (want %d)", settled, len(ids), turnMicros, want)
+	}
+	if held := one(`SELECT COALESCE(SUM(amount), 0) FROM shim_spend_leases WHERE state = 'open'`); held != 0 {
+		t.Errorf("open leases hold %d µ$ after the survivors stopped and the victim was swept", held)
+	}
+	if day := one(`SELECT COALESCE(SUM(amount), 0) FROM shim_spend_totals WHERE scope LIKE 'key:%' AND length(period) = 10`); day != settled {
+		t.Errorf("the day totals hold %d µ$, the settled spend is %d: the victim's leases still count", day, settled)
+	}
+	if code, out, errOut := cli(t, append([]string{"audit", "verify"}, storeArgs...)...); code != 0 {
+		t.Errorf("audit verify: %d %s %s", code, out, errOut)
+	}
+	t.Logf("answered %v, cut %d on the victim; %d receipts stored (%d acknowledged)", answered, failed[1], len(ids), len(receipts))
+}

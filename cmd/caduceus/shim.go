@@ -68,6 +68,24 @@ type shimConfig struct {
 	// step is tried. An attempt nothing may follow waits as long as its
 	// client does, or its route's timeout.
 	AttemptTimeout string `yaml:"attempt_timeout"`
+	// LedgerSweep is how often this process says it is alive to the other
+	// processes of its store and sweeps the ledger ("10s", the default;
+	// from 1s to 5m): budget leases of a process not heard from for six
+	// sweeps go back to the budgets, and the settlements a dead process
+	// left in its receipts are written a minute after their turn.
+	LedgerSweep string `yaml:"ledger_sweep"`
+}
+
+// ledgerSweep is LedgerSweep parsed (default 10 s).
+func (c shimConfig) ledgerSweep() (time.Duration, error) {
+	if c.LedgerSweep == "" {
+		return 10 * time.Second, nil
+	}
+	d, err := time.ParseDuration(c.LedgerSweep)
+	if err != nil || d < time.Second || d > 5*time.Minute {
+		return 0, fmt.Errorf("shim.ledger_sweep %q: want a duration from 1s to 5m such as 10s", c.LedgerSweep)
+	}
+	return d, nil
 }
 
 // attemptTimeout is AttemptTimeout parsed (0: the gateway's default).
@@ -91,6 +109,9 @@ func (c shimConfig) checkGateway() error {
 		return fmt.Errorf("shim.isolation %q: want key or tenant", c.Isolation)
 	}
 	if _, err := c.attemptTimeout(); err != nil {
+		return err
+	}
+	if _, err := c.ledgerSweep(); err != nil {
 		return err
 	}
 	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > 1<<30 {

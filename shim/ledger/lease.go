@@ -98,10 +98,12 @@ type leaseBook struct {
 	// lease writes an attempt waited for (the tests read it).
 	refills sync.WaitGroup
 	writes  atomic.Int64
-	mu      sync.Mutex // guards what follows
-	leases  map[leaseKey]*lease
-	day     string // the UTC day of the last reservation
-	timer   *time.Timer
+	// beaten: Beat has written this holder's row.
+	beaten atomic.Bool
+	mu     sync.Mutex // guards what follows
+	leases map[leaseKey]*lease
+	day    string // the UTC day of the last reservation
+	timer  *time.Timer
 	// quiet: no refill starts (ReturnLeases is giving everything back, or
 	// the store is closing).
 	quiet int
@@ -594,10 +596,81 @@ func (s *Ledger) ExpireLeases(ctx context.Context) {
 	}
 }
 
+// Beat says this process is alive and holds leases: its row in
+// shim_ledger_holders is written with the store's time. If the row was
+// gone though this process had written it (another process's sweep took it
+// for dead and released its leases), the leases in memory are dropped, so
+// later attempts lease anew rather than carve from released slices.
+func (s *Ledger) Beat(ctx context.Context) error {
+	if s.book == nil {
+		return nil
+	}
+	b := s.book
+	now := store.Micros(s.db.Now())
+	res, err := s.db.Exec(ctx, `UPDATE shim_ledger_holders SET seen_at = ? WHERE holder = ?`, now, b.holder)
+	if err != nil {
+		return fmt.Errorf("store: ledger beat: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		b.beaten.Store(true)
+		return nil
+	}
+	if b.beaten.Load() {
+		b.mu.Lock()
+		b.leases = map[leaseKey]*lease{}
+		b.mu.Unlock()
+	}
+	if _, err := s.db.Exec(ctx, `INSERT INTO shim_ledger_holders (holder, seen_at) VALUES (?, ?)
+		ON CONFLICT (holder) DO UPDATE SET seen_at = excluded.seen_at`, b.holder, now); err != nil {
+		return fmt.Errorf("store: ledger beat: %w", err)
+	}
+	b.beaten.Store(true)
+	return nil
+}
+
+// ReleaseDead releases the open leases of every holder last seen before
+// seenBefore (its process died: kill -9, a lost machine), forgets those
+// holders, and writes the settlements left in receipts whose turn began
+// before seenBefore (a live process's journal writes them within
+// milliseconds; writing one twice is refused). What the leases held leaves
+// the totals, so the other processes can spend it. It reports how many
+// leases it released and settlements it wrote. A live process beats far
+// more often than the sweep's threshold; see Beat for one that was taken
+// for dead.
+func (s *Ledger) ReleaseDead(ctx context.Context, seenBefore time.Time) (int, error) {
+	dead, err := store.AppendRows([]string(nil), store.QueryRows(ctx, s.db, "holder", store.ScanValue[string],
+		`SELECT holder FROM shim_ledger_holders WHERE seen_at < ?`, store.Micros(seenBefore)))
+	if err != nil {
+		return 0, fmt.Errorf("store: dead lease holders: %w", err)
+	}
+	n := 0
+	for _, h := range dead {
+		m, err := s.releaseLeases(ctx, `substr(id, 1, ?) = ?`, []any{len(h) + 1, h + "_"}, func(int64) bool { return true })
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if _, err := s.db.Exec(ctx, `DELETE FROM shim_ledger_holders WHERE holder = ? AND seen_at < ?`, h, store.Micros(seenBefore)); err != nil {
+			return n, fmt.Errorf("store: dead lease holders: %w", err)
+		}
+	}
+	k, err := s.recoverJournal(ctx, seenBefore)
+	return n + k, err
+}
+
 // releaseStaleLeases releases the leases not written since cutoff: their
 // process died holding them. What they held leaves the totals.
 func (s *Ledger) releaseStaleLeases(ctx context.Context, cutoff time.Time) (int, error) {
-	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend_leases WHERE state = ? AND updated_at < ?`, leaseOpen, store.Micros(cutoff))
+	c := store.Micros(cutoff)
+	return s.releaseLeases(ctx, `updated_at < ?`, []any{c}, func(updated int64) bool { return updated < c })
+}
+
+// releaseLeases releases the open leases where (a condition on
+// shim_spend_leases with args) holds, each in a transaction of its own
+// that first checks again that it is open and still (by its updated_at)
+// to be released.
+func (s *Ledger) releaseLeases(ctx context.Context, where string, args []any, still func(updated int64) bool) (int, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend_leases WHERE state = ? AND `+where, append([]any{leaseOpen}, args...)...)
 	if err != nil {
 		return 0, fmt.Errorf("store: stale leases: %w", err)
 	}
@@ -625,7 +698,7 @@ func (s *Ledger) releaseStaleLeases(ctx context.Context, cutoff time.Time) (int,
 				Scan(&scope, &period, &amount, &state, &updated); err != nil {
 				return fmt.Errorf("store: stale leases: %w", err)
 			}
-			if state != leaseOpen || updated >= store.Micros(cutoff) {
+			if state != leaseOpen || !still(updated) {
 				return nil // written meanwhile
 			}
 			if _, err := tx.Exec(ctx, `UPDATE shim_spend_leases SET state = ?, updated_at = ? WHERE id = ?`, leaseReleased, store.Micros(s.db.Now()), id); err != nil {

@@ -514,3 +514,94 @@ func TestLeasesTwoGatewaysNeverOverspend(t *testing.T) {
 		}
 	})
 }
+
+// TestLeasesOfADeadProcessGoBack: process a leases a slice of a key's small
+// day budget, beats, and dies (it never returns its lease); process b,
+// which beats on, is refused while a's lease holds the budget. The sweep
+// releases nothing while a's beat is recent; once it is older than the
+// threshold a's lease goes back and b's attempt fits. b's own lease is
+// never taken for dead. If a was only slow and beats again, it drops the
+// leases it had in memory and leases anew.
+func TestLeasesOfADeadProcessGoBack(t *testing.T) {
+	openTwice(t, func(t *testing.T, dbA, dbB *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		clock := func() time.Time { return now }
+		dbA.Now, dbB.Now = clock, clock
+		a, b := ledger.Of(dbA), ledger.Of(dbB)
+		const budget, amount = 20_000, 1000
+		r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: amount, KeyLimit: upstream.Limit{Day: budget}}
+		for _, l := range []*ledger.Ledger{a, b} {
+			if err := l.Beat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.ID = "rct_a-0"
+		first, err := a.Reserve(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := spendTotal(t, a, "key:k1", "2026-11-29")
+		if held < amount || held > budget {
+			t.Fatalf("a's lease holds %d of a budget of %d", held, budget)
+		}
+		// b needs more than what a's lease leaves of the budget.
+		big := r
+		big.ID, big.Amount = "rct_b-0", upstream.Microdollars(budget-held+1)
+		if _, err := b.Reserve(ctx, big); !errors.Is(err, upstream.ErrBudgetExceeded) {
+			t.Fatalf("b while a's lease holds the budget: %v", err)
+		}
+		// a dies here. 30 s later: a's beat is recent, nothing is released.
+		now = now.Add(30 * time.Second)
+		if err := b.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.ReleaseDead(ctx, now.Add(-time.Minute)); err != nil || n != 0 {
+			t.Fatalf("released %d (%v) while a was recently seen", n, err)
+		}
+		// 61 s after a's last beat, b's sweep takes a for dead.
+		now = now.Add(31 * time.Second)
+		if err := b.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.ReleaseDead(ctx, now.Add(-time.Minute)); err != nil || n != 1 {
+			t.Fatalf("released %d (%v), want a's one lease", n, err)
+		}
+		if n := spendTotal(t, b, "key:k1", "2026-11-29"); n != 0 {
+			t.Fatalf("key day total %d after a's lease went back, want 0", n)
+		}
+		tk, err := b.Reserve(ctx, big)
+		if err != nil {
+			t.Fatalf("b once a's lease went back: %v", err)
+		}
+		if err := b.Settle(ctx, tk, big.Amount); err != nil {
+			t.Fatal(err)
+		}
+		// b beats on; its leases are never taken for dead.
+		now = now.Add(2 * time.Minute)
+		if err := b.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := spendTotal(t, b, "key:k1", "2026-11-29")
+		if n, err := b.ReleaseDead(ctx, now.Add(-time.Minute)); err != nil || n != 0 {
+			t.Fatalf("released %d (%v) of a live process", n, err)
+		}
+		if n := spendTotal(t, b, "key:k1", "2026-11-29"); n != before {
+			t.Fatalf("key day total %d, was %d: a live process's lease was touched", n, before)
+		}
+		// a was only slow: its next beat finds itself forgotten, and its next
+		// attempt takes a new lease instead of carving from the released one.
+		if err := a.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		small := r
+		small.ID = "rct_a-1"
+		tk, err = a.Reserve(ctx, small)
+		if !errors.Is(err, upstream.ErrBudgetExceeded) && (err != nil || tk.Leases[0] == first.Leases[0]) {
+			t.Fatalf("a after it was taken for dead: %+v, %v (its released lease was %s)", tk, err, first.Leases[0])
+		}
+		if got := spendTotal(t, a, "key:k1", "2026-11-29"); got > budget {
+			t.Fatalf("key day total %d past the budget of %d", got, budget)
+		}
+	})
+}
