@@ -11,11 +11,10 @@ const hexDigits = "0123456789abcdef"
 // (canonical JSON, audit records, receipts, relay frames, injected shims).
 //
 // It is written by hand because it is on every request's path (each
-// audit record, receipt and relay frame is made of such strings):
-// BenchmarkAppendJSONString in jsonstring_test.go compares it with
-// encoding/json's Encoder (2026-12-01, 2 cores: 409 against 490 ns on a
-// 254-byte string, without the Encoder's buffer and newline to trim), and
-// FuzzAppendJSONString holds it to the same bytes.
+// audit record, receipt and relay frame is made of such strings) and
+// appends without allocating; the package doc has its figure against
+// encoding/json's Encoder, and FuzzAppendJSONString holds it to the same
+// bytes.
 func AppendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0

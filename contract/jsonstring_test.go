@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/caduceus-dev/caduceus/contract/contracttest"
 )
 
 // encodingJSON is what encoding/json writes for s with HTML escaping off.
@@ -47,26 +49,24 @@ func FuzzAppendJSONString(f *testing.F) {
 	})
 }
 
-// BenchmarkAppendJSONString compares the escaper with encoding/json's
-// Encoder (HTML escaping off) on a receipt-sized string with a few
-// characters to escape.
+// BenchmarkAppendJSONString compares the escaper ("hand") with
+// encoding/json's Encoder, HTML escaping off ("encoding_json"), on a
+// receipt-sized string with a few characters to escape.
 func BenchmarkAppendJSONString(b *testing.B) {
 	s := strings.Repeat(`user said "deploy it" to prod\n`, 8) + "é ✓"
-	b.Run("AppendJSONString", func(b *testing.B) {
+	b.Run("hand", func(b *testing.B) {
 		buf := make([]byte, 0, 512)
 		b.SetBytes(int64(len(s)))
-		for b.Loop() {
-			buf = AppendJSONString(buf[:0], s)
-		}
+		contracttest.Loop(b, func() { buf = AppendJSONString(buf[:0], s) })
 	})
-	b.Run("encoding-json", func(b *testing.B) {
+	b.Run("encoding_json", func(b *testing.B) {
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		b.SetBytes(int64(len(s)))
-		for b.Loop() {
+		contracttest.Loop(b, func() {
 			buf.Reset()
 			_ = enc.Encode(s)
-		}
+		})
 	})
 }

@@ -1,6 +1,9 @@
 package relay
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // parseFrameFast decodes the hot frame types (inbound and inbound_ack) in
 // one pass without reflection. It takes only input it is sure about:
@@ -10,6 +13,9 @@ import "unicode/utf8"
 // of any kind) it declines with ok false, and the caller falls back to the
 // reflective decoder, so both always agree (decode_test.go proves it).
 func parseFrameFast(b []byte) (f Frame, ok bool) {
+	if !bytes.Contains(b, []byte(`"inbound`)) {
+		return Frame{}, false // no inbound or inbound_ack: decline before copying b
+	}
 	s := newScanner(b)
 	if !s.open() {
 		return Frame{}, false
@@ -18,7 +24,7 @@ func parseFrameFast(b []byte) (f Frame, ok bool) {
 		typ, buf, platform, bot   string
 		haveType, haveEv, haveBuf bool
 		havePlatform, haveBot     bool
-		ev                        MessageEvent
+		ev                        *MessageEvent // allocated when the key comes
 	)
 	for more := true; more; {
 		k, ok := s.key()
@@ -37,7 +43,8 @@ func parseFrameFast(b []byte) (f Frame, ok bool) {
 				return Frame{}, false
 			}
 			haveEv = true
-			ok = s.event(&ev)
+			ev = new(MessageEvent)
+			ok = s.event(ev)
 		case "bufferId":
 			if haveBuf {
 				return Frame{}, false
@@ -71,7 +78,7 @@ func parseFrameFast(b []byte) (f Frame, ok bool) {
 	}
 	switch {
 	case typ == FrameInbound && haveEv:
-		return Frame{Type: typ, Event: &ev, BufferID: buf, Platform: platform, BotID: bot}, true
+		return Frame{Type: typ, Event: ev, BufferID: buf, Platform: platform, BotID: bot}, true
 	case typ == FrameInboundAck && !haveEv && !havePlatform && !haveBot:
 		return Frame{Type: typ, BufferID: buf}, true
 	}

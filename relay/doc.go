@@ -16,6 +16,17 @@
 // declines anything unusual to encoding/json. encode_test.go and
 // decode_test.go hold the reflective codec they replaced and prove the two
 // equal (differential tests and fuzz targets).
+//
+// They are hand-written because they are several times faster on the
+// frames of every message. BenchmarkFrameCodec (2 shared cores, CPU time
+// per op, median of six runs): appending an inbound MessageEvent frame to
+// a connection's queue takes 0.49 µs and 0 allocs against encoding/json's
+// 22 µs and 38 (46×), an outbound_result 0.16 µs and 0 against 1.7 µs and
+// 3 (10×); decoding the inbound frame takes 3.4 µs and 2 allocs against
+// 36 µs and 75 (11×), an inbound_ack 0.44 µs and 1 against 4.1 µs and 10
+// (9×). Frames the decoder declines (outbound, hello) and outbound actions
+// with metadata cost what encoding/json costs. Reproduce with
+// go test -run '^$' -bench FrameCodec -benchmem -count 6 ./relay/
 package relay
 
 // ContractVersion is the relay contract version carried in every

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"strconv"
 	"strings"
@@ -54,12 +53,13 @@ type delivery struct {
 	Error         string `json:"error,omitempty"`
 }
 
-// canonical returns d's canonical JSON (contract.CanonicalJSON of its
-// encoding/json form: keys sorted, empty fields omitted), written directly
-// so the audit log does not marshal and re-sort it by reflection.
-// TestDeliveryCanonical proves the two equal.
-func (d *delivery) canonical() json.RawMessage {
-	var b bytes.Buffer
+var _ audit.CanonicalWriter = (*delivery)(nil)
+
+// WriteCanonicalJSON writes d's canonical JSON (contract.CanonicalJSON of
+// its encoding/json form: keys sorted, empty fields omitted) directly, so
+// the audit log neither marshals it by reflection nor canonicalizes it
+// again. TestDeliveryCanonical proves the two equal.
+func (d *delivery) WriteCanonicalJSON(b *bytes.Buffer) {
 	b.Grow(320)
 	b.WriteByte('{')
 	first := true
@@ -74,7 +74,7 @@ func (d *delivery) canonical() json.RawMessage {
 		b.WriteByte('"')
 		b.WriteString(k)
 		b.WriteString(`":`)
-		contract.WriteJSONString(&b, validUTF8(v))
+		contract.WriteJSONString(b, validUTF8(v))
 	}
 	// In key order.
 	str("bot", d.Bot)
@@ -94,7 +94,7 @@ func (d *delivery) canonical() json.RawMessage {
 		b.WriteByte(',')
 	}
 	b.WriteString(`"direction":`) // always present: no omitempty
-	contract.WriteJSONString(&b, validUTF8(d.Direction))
+	contract.WriteJSONString(b, validUTF8(d.Direction))
 	first = false
 	str("error", d.Error)
 	str("gateway", d.Gateway)
@@ -109,7 +109,6 @@ func (d *delivery) canonical() json.RawMessage {
 	} else {
 		b.WriteString(`,"success":false}`)
 	}
-	return b.Bytes()
 }
 
 // validUTF8 replaces each invalid byte of s with U+FFFD, as encoding/json
@@ -206,7 +205,7 @@ func (c *Connector) record(ctx context.Context, e entry) {
 	}
 	ae := audit.Entry{Outcome: out, Provenance: prov}
 	if e.payload != nil {
-		ae.Payload = e.payload.canonical()
+		ae.Payload = e.payload
 		if e.payload.ContentSHA256 != "" {
 			ae.Redaction = &TextAsHash
 		}

@@ -30,23 +30,29 @@ func deliveryFrom(strs []string, n int, bits uint32) *delivery {
 		ContentSHA256: next(), Gateway: next(), Conn: next(), Success: bits&(1<<31) != 0, Error: next()}
 }
 
-// sameCanonical fails t unless d.canonical() is contract.CanonicalJSON(d)
-// and the sealed audit record is the same either way.
+// plainDelivery is delivery without its writer: the audit log marshals
+// it with encoding/json and canonicalizes that.
+type plainDelivery delivery
+
+// sameCanonical fails t unless d.WriteCanonicalJSON writes
+// contract.CanonicalJSON(d) and the sealed audit record is the same
+// either way.
 func sameCanonical(t *testing.T, d *delivery) {
 	t.Helper()
 	want, err := contract.CanonicalJSON(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := d.canonical()
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%+v:\n got %s\nwant %s", d, got, want)
+	var got bytes.Buffer
+	d.WriteCanonicalJSON(&got)
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("%+v:\n got %s\nwant %s", d, got.Bytes(), want)
 	}
 	out := contract.AuditOutcome{At: "2026-01-02T03:04:05Z", Action: "relay.deliver", Resource: "telegram:1",
 		Outcome: contract.OutcomeAllow, Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_1",
 			Surface: contract.SurfaceTelegram, Trust: contract.TrustRelay}}
-	a, errA := audit.Seal(audit.Entry{Outcome: out, Payload: d}, "evt_1", 1, audit.Genesis)
-	b, errB := audit.Seal(audit.Entry{Outcome: out, Payload: got}, "evt_1", 1, audit.Genesis)
+	a, errA := audit.Seal(audit.Entry{Outcome: out, Payload: (*plainDelivery)(d)}, "evt_1", 1, audit.Genesis)
+	b, errB := audit.Seal(audit.Entry{Outcome: out, Payload: d}, "evt_1", 1, audit.Genesis)
 	if errA != nil || errB != nil || !bytes.Equal(a.Body, b.Body) || a.Hash != b.Hash {
 		t.Fatalf("sealed records differ: %v %v\n%s\n%s", errA, errB, a.Body, b.Body)
 	}
@@ -99,4 +105,32 @@ func TestDeliveryCanonicalCoversEveryField(t *testing.T) {
 	for _, d := range contracttest.Variants[delivery]() {
 		sameCanonical(t, &d)
 	}
+}
+
+// BenchmarkDeliveryPayload measures what an inbound message's delivery
+// payload costs the audit log (audit.prepare): the hand-written writer
+// ("hand") against encoding/json and contract.CanonicalJSON, what the log
+// does with a payload without one ("encoding_json").
+func BenchmarkDeliveryPayload(b *testing.B) {
+	d := &delivery{Direction: "in", Platform: "telegram", Bot: "acmebot", ChatID: "-1001234567890",
+		SessionKey: "agent:main:telegram:group:-1001234567890:9", MessageID: "77",
+		ContentSHA256: contentHash("hi 👋, can you look at the deploy log?"), Conn: "conn_01KB00000000000000000000", Success: true}
+	var got bytes.Buffer
+	d.WriteCanonicalJSON(&got)
+	if want, err := contract.CanonicalJSON(d); err != nil || !bytes.Equal(got.Bytes(), want) {
+		b.Fatalf("the two differ (%v):\n%s\n%s", err, got.Bytes(), want)
+	}
+	b.Run("hand", func(b *testing.B) {
+		contracttest.Loop(b, func() {
+			var buf bytes.Buffer
+			d.WriteCanonicalJSON(&buf)
+		})
+	})
+	b.Run("encoding_json", func(b *testing.B) {
+		contracttest.Loop(b, func() {
+			if _, err := contract.CanonicalJSON(d); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
 }

@@ -69,8 +69,9 @@ type ledgerEntry struct {
 }
 
 // encodeLedger is the JSON of entries, as encoding/json writes it (the
-// field names of ledgerEntry's tags, in its order), written by hand: it is
-// on every forwarded request's path, where encoding/json took ~4 µs.
+// field names of ledgerEntry's tags, in its order) but for <, > and &,
+// left unescaped, written by hand: it is on every forwarded request's path
+// (the figure against json.Marshal is in the package doc).
 func encodeLedger(entries []ledgerEntry) []byte {
 	var b bytes.Buffer
 	b.Grow(256 * len(entries))

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/caduceus-dev/caduceus/contract/contracttest"
 )
 
 // TestEncodeLedgerReadsAsEncodingJSON: the hand-written encoding of the
@@ -52,5 +54,27 @@ func FuzzEncodeLedger(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, key, model, lease string, amount, final int64) {
 		checkLedgerEncoding(t, []ledgerEntry{{ID: id, KeyID: key, Model: model, Day: "2026-12-01", Month: "2026-12", Amount: amount,
 			Leases: [4]string{lease, "", lease, ""}, State: spendSettled, Final: final, At: amount ^ final}})
+	})
+}
+
+// BenchmarkEncodeLedger measures the receipt row's ledger column for a
+// turn of one settled attempt held by two leases: encodeLedger ("hand")
+// against json.Marshal ("encoding_json").
+func BenchmarkEncodeLedger(b *testing.B) {
+	entries := []ledgerEntry{{ID: "rcpt_01M8QY2XPM56VK5TJV0E5G9E24-0", KeyID: "0123456789abcdef", Model: "openai/gpt-4.1",
+		Day: "2026-12-01", Month: "2026-12", Amount: 966, Leases: [4]string{"lse_cd16630bf020_1", "", "", "lse_cd16630bf020_2"},
+		State: spendSettled, Final: 360, At: 1796099634903453}}
+	if want, _ := json.Marshal(entries); string(encodeLedger(entries)) != string(want) {
+		b.Fatalf("the two differ:\n%s\n%s", encodeLedger(entries), want)
+	}
+	b.Run("hand", func(b *testing.B) {
+		contracttest.Loop(b, func() { _ = encodeLedger(entries) })
+	})
+	b.Run("encoding_json", func(b *testing.B) {
+		contracttest.Loop(b, func() {
+			if _, err := json.Marshal(entries); err != nil {
+				b.Fatal(err)
+			}
+		})
 	})
 }

@@ -3,6 +3,18 @@
 // only what rules need, edits request bodies as raw JSON so that fields it
 // does not know survive byte for byte, writes direct answers and error
 // envelopes the official SDKs parse, and reads server-sent events.
+//
+// The chat completions fast path (fast.go) and the span scanner under it
+// (scan.go: PeekModel, Members, Inject's splices) read JSON by hand, with
+// encoding/json as the fallback that also words the errors. On 2 shared
+// cores (CPU time per op, median of six runs) BenchmarkChatParse decodes a
+// coding agent's 26 KB request in 110 µs and 276 allocs against
+// json.Unmarshal's 325 µs and 112 (2.9×), an 8 KB one-message request in
+// 4.0 µs and 17 allocs against 78 µs and 15 (20×); PeekModel reads the
+// model in 4.7 µs against 100 µs (21×), Members an answer's usage in
+// 2.4 µs and 11 allocs against 27 µs and 30 (11×). FuzzFastParse,
+// FuzzParseChecked and FuzzMembers hold them to encoding/json. Reproduce
+// with go test -run '^$' -bench 'ChatParse|PeekModel|Members' -benchmem -count 6 ./shim/wire/
 package wire
 
 import "fmt"
