@@ -1,71 +1,19 @@
 package connector_test
 
 import (
-	"bufio"
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/caduceus-dev/caduceus/internal/natstest"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/connector"
 )
-
-// startNATS runs a nats-server on a port of its choosing on loopback for
-// the test, and returns its URL once the server says it is ready.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("nats-server is not installed; CI must run the NATS router test")
-		}
-		t.Skip("nats-server is not installed; the NATS router needs it for this test")
-	}
-	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", "-1") // -1: a random free port
-	logs, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	// The server logs the address it listens on, then that it is ready.
-	ready := make(chan string, 1)
-	go func() {
-		addr := ""
-		sc := bufio.NewScanner(logs)
-		for sc.Scan() {
-			line := sc.Text()
-			if _, a, ok := strings.Cut(line, "Listening for client connections on "); ok {
-				addr = strings.TrimSpace(a)
-			}
-			if strings.Contains(line, "Server is ready") {
-				ready <- addr
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, logs) // keep the pipe drained
-		close(ready)
-	}()
-	select {
-	case addr, ok := <-ready:
-		if !ok || addr == "" {
-			t.Fatal("nats-server exited before it was ready")
-		}
-		return "nats://" + addr
-	case <-time.After(10 * time.Second):
-		t.Fatal("nats-server did not say it was ready")
-		return ""
-	}
-}
 
 // natsRouter returns a router of its own process on its own connection.
 func natsRouter(t *testing.T, url string) (*connector.NATSRouter, *nats.Conn) {
@@ -111,7 +59,7 @@ func settle(t *testing.T, from, to *nats.Conn) {
 // events that arrive at the second; the second's connections may not
 // follow up in it.
 func TestNATSRoutingAcrossProcesses(t *testing.T) {
-	url := startNATS(t)
+	url := natstest.Start(t)
 	r1, nc1 := natsRouter(t, url)
 	r2, nc2 := natsRouter(t, url)
 	e := newEnv(t, func(c *connector.Config) { c.Router = r1 })
@@ -186,7 +134,7 @@ func TestNATSRoutingAcrossProcesses(t *testing.T) {
 // default), the gateway's reply goes out through that process, and the
 // platform receives it once.
 func TestNATSFirstMessageReachesAGatewayOnAnotherProcess(t *testing.T) {
-	url := startNATS(t)
+	url := natstest.Start(t)
 	r1, nc1 := natsRouter(t, url)
 	r2, nc2 := natsRouter(t, url)
 	e := newEnv(t, func(c *connector.Config) { c.Router = r1 })
