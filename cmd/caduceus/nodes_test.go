@@ -20,8 +20,8 @@ import (
 
 // TestThreeProcessesOnOnePostgres: three serve processes on one Postgres
 // schema, with one config, take governed LLM turns (streamed and not) from
-// 12 clients, four on each, against one key's daily budget that runs out
-// while they answer. Every turn costs exactly what it reserved (no input
+// 300 clients at once, 100 on each, against one key's daily budget of 250
+// turns. Every turn costs exactly what it reserved (no input
 // price, 100 output tokens asked and reported), so the ledger's promise is
 // exact: the spend settled across the three never passes the budget, equals
 // the answered turns' cost, and every answer a client got has its receipt
@@ -63,11 +63,11 @@ func TestThreeProcessesOnOnePostgres(t *testing.T) {
 	)
 	client := &http.Client{Timeout: 30 * time.Second}
 	deadline := time.Now().Add(4 * time.Second)
-	for c := range 12 {
+	for c := range 300 {
 		p := c % 3
 		wg.Go(func() {
 			for i := 0; time.Now().Before(deadline); i++ {
-				body := fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"turn %d of client %d"}]}`, i%2 == 0, i, c)
+				body := fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"turn %d of client %d"}]}`, (i+c)%2 == 0, i, c)
 				req, _ := http.NewRequest("POST", procs[p].url+"/v1/chat/completions", strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+key)
 				req.Header.Set("Content-Type", "application/json")
