@@ -70,7 +70,7 @@ func AppendPrepared(ctx context.Context, tx *Tx, s audit.Sealable) (audit.Record
 	if p := rec.Provenance; p != nil && p.ConversationID != "" {
 		conv, session = p.ConversationID, p.SessionID
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash, conversation_id, session_id)
+	if err := tx.ExecLater(ctx, `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash, conversation_id, session_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, rec.Seq, rec.ID, rec.Outcome.At, rec.Outcome.Action, rec.Outcome.Resource, string(rec.Outcome.Outcome),
 		string(rec.Body), rec.PrevHash, rec.Hash, conv, session); err != nil {
@@ -133,7 +133,7 @@ func writeAuditHead(ctx context.Context, tx *Tx, tenant string, head auditHead) 
 	if !head.row {
 		q = `INSERT INTO audit_heads (seq, hash, tenant) VALUES (?, ?, ?)`
 	}
-	if _, err := tx.Exec(ctx, q, head.seq, head.hash, tenant); err != nil {
+	if err := tx.ExecLater(ctx, q, head.seq, head.hash, tenant); err != nil {
 		return fmt.Errorf("store: audit head: %w", err)
 	}
 	return nil

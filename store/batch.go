@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 )
 
 // batcher is the store's group commit (on Postgres, see runPostgres: a
@@ -27,7 +28,9 @@ import (
 // (stmtCache): database/sql's BeginTx parsed its BEGIN anew each time, and a
 // statement prepared on the pool had to be re-bound to each transaction.
 type batcher struct {
-	db   *DB
+	// wholeFails counts Postgres first passes that failed (the tests read it).
+	wholeFails atomic.Int64
+	db         *DB
 	conn *sql.Conn // the writer connection, pinned on the first batch
 	reqs chan *txReq
 	stop chan struct{}
@@ -179,6 +182,7 @@ func (b *batcher) runPostgres(batch []*txReq) {
 	if b.runWhole(batch) {
 		return
 	}
+	b.wholeFails.Add(1)
 	b.runSaved(batch)
 }
 
@@ -193,19 +197,28 @@ func (b *batcher) runWhole(batch []*txReq) bool {
 		}
 	}
 	ctx := context.Background()
-	sqlTx, err := b.db.w.BeginTx(ctx, nil)
+	conn, err := b.db.w.Conn(ctx)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	sqlTx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false
 	}
 	heads := auditHeads{}
-	t := &Tx{q: sqlTx, dialect: Postgres, db: b.db, heads: &heads, shared: true, whole: true}
+	t := &Tx{q: sqlTx, dialect: Postgres, db: b.db, heads: &heads, shared: true, whole: true, raw: conn}
 	for _, r := range batch {
-		if err := safe(r.fn)(t); err != nil {
+		if err := safe(r.fn)(t); err != nil || t.failed != nil {
 			sqlTx.Rollback()
 			return false
 		}
 	}
 	if err := heads.write(ctx, t); err != nil {
+		sqlTx.Rollback()
+		return false
+	}
+	if err := t.flush(ctx); err != nil {
 		sqlTx.Rollback()
 		return false
 	}

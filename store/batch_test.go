@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -195,6 +196,89 @@ func TestGroupCommitAuditHeadsRollBack(t *testing.T) {
 		}
 		if rep, err := audit.Verify(ctx, db.Audit(), nil); err != nil || rep.Break != nil {
 			t.Fatalf("verify after = %+v %v", rep, err)
+		}
+	})
+}
+
+// TestExecLaterInAGroupCommit: transactions at once, each writing with
+// ExecLater (kept for one batch on Postgres) and then reading its own row
+// back; every tenth inserts a key another already holds. Each reads what it
+// wrote, the duplicates alone fail (their unique violation surfaces though
+// the statement was kept), every other row is committed once.
+func TestExecLaterInAGroupCommit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		if _, err := db.Exec(ctx, `CREATE TABLE gl (n INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(ctx, `INSERT INTO gl (n, v) VALUES (-1, 'taken')`); err != nil {
+			t.Fatal(err)
+		}
+		// Without a duplicate, no pass fails: every read found the kept
+		// statements written before it.
+		var ok sync.WaitGroup
+		for i := range 40 {
+			ok.Go(func() {
+				err := db.InTx(ctx, func(tx *store.Tx) error {
+					if err := tx.ExecLater(ctx, `INSERT INTO gl (n, v) VALUES (?, 'x')`, 1000+i); err != nil {
+						return err
+					}
+					var v string
+					return tx.QueryRow(ctx, `SELECT v FROM gl WHERE n = ?`, 1000+i).Scan(&v)
+				})
+				if err != nil {
+					t.Errorf("tx %d: %v", i, err)
+				}
+			})
+		}
+		ok.Wait()
+		if n := db.WholePassFailures(); n != 0 {
+			t.Errorf("%d first passes failed without a failing statement: a read did not see the kept writes", n)
+		}
+		if _, err := db.Exec(ctx, `DELETE FROM gl WHERE n >= 1000`); err != nil {
+			t.Fatal(err)
+		}
+		const n = 60
+		results := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				results[i] = db.InTx(ctx, func(tx *store.Tx) error {
+					key := i
+					if i%10 == 0 {
+						key = -1
+					}
+					if err := tx.ExecLater(ctx, `INSERT INTO gl (n, v) VALUES (?, ?)`, key, fmt.Sprint("v", i)); err != nil {
+						return err
+					}
+					var v string
+					if err := tx.QueryRow(ctx, `SELECT v FROM gl WHERE n = ?`, key).Scan(&v); err != nil {
+						return err
+					}
+					if v != fmt.Sprint("v", i) {
+						return fmt.Errorf("read %q back, wrote v%d", v, i)
+					}
+					return store.ExecLater(ctx, tx, `UPDATE gl SET v = v || '!' WHERE n = ?`, key)
+				})
+			})
+		}
+		wg.Wait()
+		for i, err := range results {
+			if (i%10 == 0) != (err != nil) {
+				t.Errorf("tx %d: %v", i, err)
+			}
+		}
+		rows, err := store.AppendRows([]string(nil), store.QueryRows(ctx, db, "v", store.ScanValue[string], `SELECT v FROM gl WHERE n >= 0 ORDER BY n`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != n-n/10 {
+			t.Fatalf("%d rows committed, want %d", len(rows), n-n/10)
+		}
+		for _, v := range rows {
+			if !strings.HasSuffix(v, "!") || strings.Count(v, "!") != 1 {
+				t.Errorf("row %q: its kept update ran %d times", v, strings.Count(v, "!"))
+			}
 		}
 	})
 }

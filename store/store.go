@@ -279,6 +279,11 @@ type Tx struct {
 	// is not needed either: an error fails the pass, and the batch runs
 	// again with savepoints, where Savepoints reports true.
 	whole bool
+	// raw, later, failed: the Postgres group commit's first pass keeps the
+	// statements ExecLater is given and sends them together (later.go).
+	raw    *sql.Conn
+	later  []laterStmt
+	failed error
 }
 
 // Savepoints reports whether a savepoint inside t can isolate a failure
@@ -298,6 +303,9 @@ type execer interface {
 
 // Exec runs a statement in the transaction.
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := t.flushFirst(ctx); err != nil {
+		return nil, err
+	}
 	ctx = t.stmtContext(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
@@ -307,6 +315,9 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 
 // Query runs a read in the transaction.
 func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := t.flushFirst(ctx); err != nil {
+		return nil, err
+	}
 	ctx = t.stmtContext(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
@@ -316,11 +327,23 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 
 // QueryRow runs a single-row read in the transaction.
 func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	// A failed batch aborts the Postgres transaction: the row's read then
+	// fails too, and t.failed fails the pass.
+	_ = t.flushFirst(ctx)
 	ctx = t.stmtContext(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return t.q.QueryRowContext(ctx, t.dialect.Rebind(query), args...)
+}
+
+// flushFirst sends the statements ExecLater kept before one that may read
+// what they wrote.
+func (t *Tx) flushFirst(ctx context.Context) error {
+	if t.raw == nil {
+		return nil
+	}
+	return t.flush(ctx)
 }
 
 // stmtContext is the context a statement runs with: in a transaction the

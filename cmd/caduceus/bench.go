@@ -25,6 +25,7 @@ type benchFlags struct {
 	conns, rounds          int
 	duration, warmup       time.Duration
 	cpuProfile, memProfile string
+	profile                string // the target profiled: pass-through or governed
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -53,6 +54,7 @@ Receipts, audit records and spend are written as in production.`,
 	cmd.Flags().DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load before each measurement")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
+	cmd.Flags().StringVar(&f.profile, "profile", "pass-through", "the target --cpuprofile profiles (its first round): pass-through or governed")
 	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "trace Caduceus's requests as serve does, exporting to this OTLP/HTTP collector base URL (default "+envOTLPEndpoint+"; unset: no tracing)")
 	return cmd
 }
@@ -60,6 +62,9 @@ Receipts, audit records and spend are written as in production.`,
 func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
 	if f.conns <= 0 || f.rounds <= 0 || f.duration <= 0 || f.warmup < 0 {
 		return &exitError{2, fmt.Errorf("--conns, --rounds and --duration must be positive, --warmup not negative")}
+	}
+	if f.profile != "pass-through" && f.profile != "governed" {
+		return &exitError{2, fmt.Errorf("--profile %q: want pass-through or governed", f.profile)}
 	}
 	if fl := cmd.Flags().Lookup("data"); fl == nil || !fl.Changed {
 		dir, err := os.MkdirTemp("", "caduceus-bench-")
@@ -154,8 +159,8 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}{
 		{"upstream (fake, direct)", load(up.URL, nil), false},
 		{"bare-proxy", load(bare.URL, nil), false},
-		{"caduceus (" + storeName(db) + ")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}}), true},
-		{"caduceus governed (" + storeName(db) + ")", load(gov.URL, http.Header{"Authorization": {"Bearer " + governedToken}}), false},
+		{"caduceus (" + storeName(db) + ")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}}), f.profile == "pass-through"},
+		{"caduceus governed (" + storeName(db) + ")", load(gov.URL, http.Header{"Authorization": {"Bearer " + governedToken}}), f.profile == "governed"},
 	}
 	results := make([]bench.Result, len(targets))
 	stopProfile := func() {}

@@ -38,7 +38,7 @@ func (s *Memory) TouchEntities(ctx context.Context, tenant contract.TenantSlot, 
 func touchEntities(ctx context.Context, q store.Querier, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
 	us := store.Micros(at)
 	for _, e := range es {
-		_, err := q.Exec(ctx, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
+		err := store.ExecLater(ctx, q, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
 VALUES (?, ?, ?, ?, ?, ?, ?, 1)
 ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
 			string(tenant), subject, project, e.Kind, e.Value, us, us)
@@ -67,7 +67,10 @@ func recordMemory(ctx context.Context, q store.Querier, w shim.MemoryWrite) erro
 	if w.Conversation == "" {
 		return nil
 	}
-	if _, err := resolveOutcomes(ctx, q, w.Tenant, w.Conversation, w.Receipt, w.Outcome, w.Signature, w.Receipt, w.At); err != nil {
+	// The count is not read here: the statement may wait for the
+	// transaction's next batch (store.ExecLater).
+	if err := store.ExecLater(ctx, q, resolveOutcomesSQL, w.Outcome, w.Signature, w.Receipt, store.Micros(w.At),
+		string(w.Tenant), w.Conversation, memory.OutcomePending, w.Receipt); err != nil {
 		return err
 	}
 	return addOutcomes(ctx, q, w.Tenant, w.Pending)
@@ -109,7 +112,7 @@ func addOutcomes(ctx context.Context, q store.Querier, tenant contract.TenantSlo
 		if o.Builtin {
 			builtin = 1
 		}
-		_, err := q.Exec(ctx, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
+		err := store.ExecLater(ctx, q, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
 outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
 			string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, memory.OutcomePending, fired)
 		if err != nil {
@@ -128,9 +131,13 @@ func (s *Memory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot
 	return n, nil
 }
 
+// resolveOutcomesSQL resolves a conversation's pending outcomes but those
+// of one receipt.
+const resolveOutcomesSQL = `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
+WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`
+
 func resolveOutcomes(ctx context.Context, q store.Querier, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
-	n, err := store.RowsAffected(q.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
-WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
+	n, err := store.RowsAffected(q.Exec(ctx, resolveOutcomesSQL,
 		outcome, signature, nextReceipt, store.Micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt))
 	return int(n), err
 }

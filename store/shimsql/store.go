@@ -365,7 +365,7 @@ func insertReceiptLedger(ctx context.Context, q store.Querier, tenant contract.T
 	if rc.ResponseID != "" {
 		resp = sql.NullString{String: rc.ResponseID, Valid: true}
 	}
-	_, err := q.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc, ledger, response_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	err := store.ExecLater(ctx, q, `INSERT INTO shim_receipts (tenant, id, at, decision, doc, ledger, response_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		string(tenant), rc.ID, rc.At, string(rc.Decision), string(doc), l, resp)
 	if store.IsUniqueViolation(err) {
 		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", rc.ID)
