@@ -31,10 +31,10 @@ type batcher struct {
 	// wholeFails counts Postgres first passes that failed (the tests read it).
 	wholeFails atomic.Int64
 	db         *DB
-	conn *sql.Conn // the writer connection, pinned on the first batch
-	reqs chan *txReq
-	stop chan struct{}
-	wg   sync.WaitGroup
+	conn       *sql.Conn // the writer connection, pinned on the first batch
+	reqs       chan *txReq
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 type txReq struct {
