@@ -50,6 +50,9 @@ const (
 	// this long after its turn began was left by a process that died (or
 	// cannot write); the stale sweep writes them.
 	journalStale = time.Minute
+	// journalChunk: receipts or spend rows per statement of a journal
+	// write (12 parameters a row: far below either database's limit).
+	journalChunk = 100
 )
 
 // ledgerEntry is one attempt's close as a receipt carries it.
@@ -269,29 +272,68 @@ func writeJournal(ctx context.Context, tx *store.Tx, batch []journaled) error {
 	slices.SortFunc(batch, func(a, b journaled) int {
 		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.receipt, b.receipt))
 	})
-	for _, r := range batch {
-		if _, err := tx.Exec(ctx, `UPDATE shim_receipts SET ledger = NULL WHERE tenant = ? AND id = ?`, string(r.tenant), r.receipt); err != nil {
+	// The receipts' ledger columns, then the spend rows: a statement per
+	// journalChunk, not per receipt and per attempt (on Postgres each
+	// statement is a round trip).
+	for part := range slices.Chunk(batch, journalChunk) {
+		var q strings.Builder
+		args := make([]any, 0, 2*len(part))
+		q.WriteString(`UPDATE shim_receipts SET ledger = NULL WHERE `)
+		for i, r := range part {
+			if i > 0 {
+				q.WriteString(" OR ")
+			}
+			q.WriteString(`(tenant = ? AND id = ?)`)
+			args = append(args, string(r.tenant), r.receipt)
+		}
+		if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
 			return fmt.Errorf("store: spend journal: %w", err)
 		}
 	}
-	var m ledgerMoves
+	type row struct {
+		t upstream.Ticket
+		e ledgerEntry
+	}
+	var rows []row
 	for _, r := range batch {
 		for _, e := range r.entries {
 			t := e.ticket(r.tenant)
 			if t.ID == "" || t.Day == "" || t.Month == "" {
 				return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
 			}
-			settled := sql.NullInt64{Int64: e.Final, Valid: e.State == spendSettled}
-			res, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at, estimated)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-				t.ID, string(t.Tenant), t.KeyID, t.Identity, t.Day, t.Month, e.Amount, settled, e.State, e.At, e.At, flag(e.Estimated))
-			if err != nil {
-				return fmt.Errorf("store: spend journal: %w", err)
+			rows = append(rows, row{t, e})
+		}
+	}
+	var m ledgerMoves
+	moved := map[string]bool{}
+	for part := range slices.Chunk(rows, journalChunk) {
+		var q strings.Builder
+		args := make([]any, 0, 12*len(part))
+		q.WriteString(`INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at, estimated) VALUES `)
+		for i, x := range part {
+			if i > 0 {
+				q.WriteString(", ")
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				continue // written already
+			q.WriteString(`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			settled := sql.NullInt64{Int64: x.e.Final, Valid: x.e.State == spendSettled}
+			args = append(args, x.t.ID, string(x.t.Tenant), x.t.KeyID, x.t.Identity, x.t.Day, x.t.Month, x.e.Amount, settled, x.e.State, x.e.At, x.e.At, flag(x.e.Estimated))
+		}
+		q.WriteString(` ON CONFLICT (id) DO NOTHING RETURNING id`)
+		// The rows written now; an attempt whose row is there already was
+		// written before (the stale sweep, or this process).
+		ids, err := store.AppendRows([]string(nil), store.QueryRows(ctx, tx, "spend journal", store.ScanValue[string], q.String(), args...))
+		if err != nil {
+			return fmt.Errorf("store: spend journal: %w", err)
+		}
+		written := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			written[id] = true
+		}
+		for _, x := range part {
+			if written[x.t.ID] && !moved[x.t.ID] {
+				moved[x.t.ID] = true
+				m.add(x.t, x.e.Final)
 			}
-			m.add(t, e.Final)
 		}
 	}
 	return m.write(ctx, tx)
