@@ -3,7 +3,9 @@
 // its maximum cost before the call and settles to the reported usage after
 // it (or releases on failure); a failed attempt moves to the plan's next
 // step only as upstream.MayFailOver allows; a 429 holds the model identity
-// on every route, in the store every process shares.
+// on every route, in the store every process shares. A balanced step picks
+// one of its routes per request by weight, skipping those the caller is not
+// granted, held and unhealthy ones (balance.go).
 package gateway
 
 import (
@@ -69,6 +71,14 @@ type Config struct {
 	// Cache keeps the plans' cached answers across processes; nil: no
 	// plan caches.
 	Cache upstream.Cache
+	// Health keeps the health of the routes of balanced steps across
+	// processes; nil: Holds's, when it keeps health too (the store's
+	// ledger does), else this gateway's memory.
+	Health upstream.RouteHealth
+	// Rand, when set, is the source of a balanced step's weighted choice
+	// (tests set a seeded one; it is used under a lock); nil: the
+	// runtime's generator, which needs none.
+	Rand rand.Source
 	// Client sends upstream requests (nil: a client over Transport(0)).
 	Client *http.Client
 	// HeaderTimeout (shim.attempt_timeout) bounds the wait for an
@@ -114,6 +124,17 @@ type Gateway struct {
 	mu      sync.Mutex
 	streaks map[string]int
 	busy    atomic.Int32
+	// balanced are the routes that are members of some balanced step:
+	// their outcomes make their health (rh), and probing[route] is set
+	// while a request of this process tries the route after its
+	// cool-down.
+	balanced  map[string]bool
+	probing   map[string]*atomic.Bool
+	rh        upstream.RouteHealth
+	threshold int
+	cooldown  time.Duration
+	randMu    sync.Mutex
+	rnd       *rand.Rand // nil: the runtime's generator
 }
 
 // New returns a Gateway. It panics without a Ledger or Holds when a plan is
@@ -144,10 +165,35 @@ func New(cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}, streaks: map[string]int{}, timeouts: map[string]time.Duration{}}
+	g := &Gateway{cfg: cfg, health: map[string]*atomic.Int32{}, streaks: map[string]int{}, timeouts: map[string]time.Duration{},
+		balanced: map[string]bool{}, probing: map[string]*atomic.Bool{}, rh: cfg.Health, threshold: cfg.Upstream.RouteHealth.Threshold()}
 	for name, r := range cfg.Upstream.Routes {
 		g.health[name] = new(atomic.Int32)
 		g.timeouts[name] = r.Wait()
+	}
+	for _, p := range cfg.Upstream.Plans {
+		for _, steps := range p.Models {
+			for _, st := range steps {
+				for _, m := range st.Balance {
+					g.balanced[m.Route] = true
+					g.probing[m.Route] = new(atomic.Bool)
+				}
+			}
+		}
+	}
+	if g.rh == nil {
+		if h, ok := cfg.Holds.(upstream.RouteHealth); ok {
+			g.rh = h
+		} else {
+			g.rh = &memHealth{runs: map[string]*healthRun{}}
+		}
+	}
+	var err error
+	if g.cooldown, err = cfg.Upstream.RouteHealth.Rest(); err != nil {
+		g.cooldown = 30 * time.Second // Validate refuses it
+	}
+	if cfg.Rand != nil {
+		g.rnd = rand.New(cfg.Rand)
 	}
 	return g
 }
@@ -395,6 +441,10 @@ func (g *Gateway) Forward(ctx context.Context, w Writer, req Request) Result {
 	if len(windows) > 0 {
 		defer g.used(ctx, windows, f)
 	}
+	if len(f.groups) > 0 {
+		g.choose(ctx, f)
+		defer g.endProbes(f)
+	}
 steps:
 	for i := range f.steps {
 		switch f.step(ctx, g, w, i) {
@@ -432,12 +482,18 @@ type forwarding struct {
 	plan  upstream.Plan
 	steps []upstream.Step
 	ids   []string // each step's model identity
-	meta  meta
-	body  []byte // what goes upstream (include_usage added when strip)
-	strip bool   // the client did not ask for the usage chunk: strip it
-	res   Result
-	last  *Refusal // why the last step that tried could not answer
-	sent  bool     // an attempt failed that may have run
+	// groups are the balanced steps' members among steps, [from, to),
+	// with each step's weight (weights: only when there are groups);
+	// probes are the routes this request tries after their cool-down.
+	groups  [][2]int
+	weights []int
+	probes  []string
+	meta    meta
+	body    []byte // what goes upstream (include_usage added when strip)
+	strip   bool   // the client did not ask for the usage chunk: strip it
+	res     Result
+	last    *Refusal // why the last step that tried could not answer
+	sent    bool     // an attempt failed that may have run
 	// open: the plan is an Open one (the ungoverned pass-through): no
 	// grant, no price, no reservation, no hold, the body as it came.
 	open bool
@@ -471,17 +527,14 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	if plan.Open {
 		return g.routeOpen(f)
 	}
-	f.steps = plan.Steps(f.model)
-	if len(f.steps) == 0 {
+	steps := plan.Steps(f.model)
+	if len(steps) == 0 {
 		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: fmt.Sprintf("shim: the model %q does not exist or is not routed here", f.model)}
 	}
-	if k := c.Routes[f.steps[0].Route].Kind; k != kindOf(req.Protocol) {
+	if k := c.Routes[steps[0].Members()[0].Route].Kind; k != kindOf(req.Protocol) {
 		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeWrongWire, Message: fmt.Sprintf("shim: %q is served over the %s API, not %s", f.model, k, req.Protocol)}
 	}
-	f.ids = make([]string, len(f.steps))
-	for i, st := range f.steps {
-		f.ids[i] = c.StepIdentity(st, f.model)
-	}
+	f.flatten(steps)
 	if !f.grantedFrom(0) {
 		return f, &Refusal{Status: http.StatusForbidden, Code: CodeNotGranted, Message: fmt.Sprintf("shim: this key is not granted %s", f.ids[0])}
 	}
@@ -584,6 +637,7 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 			}
 		}
 		out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip, f.capture)
+		g.observe(ctx, st.Route, out)
 		f.sent = f.sent || out.failure == upstream.Uncertain
 		att.Outcome, att.Status = out.outcome, out.status
 		if !f.open {
@@ -1169,11 +1223,14 @@ func (g *Gateway) Models(c contract.Caller) []Model {
 			continue // a pattern is no model a client can name as it stands
 		}
 		steps := plan.Models[name]
+	members:
 		for _, st := range steps {
-			if id := g.cfg.Upstream.StepIdentity(st, name); c.Granted(id) {
-				provider, _, _ := strings.Cut(id, "/")
-				out = append(out, Model{ID: name, OwnedBy: provider, Kind: g.cfg.Upstream.Routes[steps[0].Route].Kind})
-				break
+			for _, m := range st.Members() {
+				if id := g.cfg.Upstream.MemberIdentity(m, name); c.Granted(id) {
+					provider, _, _ := strings.Cut(id, "/")
+					out = append(out, Model{ID: name, OwnedBy: provider, Kind: g.cfg.Upstream.Routes[steps[0].Members()[0].Route].Kind})
+					break members
+				}
 			}
 		}
 	}
@@ -1212,12 +1269,18 @@ func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string,
 	if !ok || len(steps) == 0 {
 		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
 	}
-	if c.Routes[steps[0].Route].Kind != kind {
+	if c.Routes[steps[0].Members()[0].Route].Kind != kind {
 		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the %s API", model, kind), false)
 	}
-	authFailed := false
+	// Counting costs nothing: a balanced step's members are tried in
+	// their order.
+	var members []upstream.Member
 	for _, st := range steps {
-		id := c.StepIdentity(st, model)
+		members = append(members, st.Members()...)
+	}
+	authFailed := false
+	for _, st := range members {
+		id := c.MemberIdentity(st, model)
 		if !req.Caller.Granted(id) {
 			continue
 		}
@@ -1248,8 +1311,8 @@ func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string,
 		g.passOn(w, outcome{status: resp.StatusCode, errAnswer: b, errHeader: resp.Header})
 		return res
 	}
-	if !slices.ContainsFunc(steps, func(st upstream.Step) bool { return req.Caller.Granted(c.StepIdentity(st, model)) }) {
-		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", c.StepIdentity(steps[0], model)), false)
+	if !slices.ContainsFunc(members, func(m upstream.Member) bool { return req.Caller.Granted(c.MemberIdentity(m, model)) }) {
+		return refused(res, http.StatusForbidden, CodeNotGranted, fmt.Sprintf("shim: this key is not granted %s", c.MemberIdentity(members[0], model)), false)
 	}
 	if authFailed {
 		return refused(res, http.StatusBadGateway, CodeUpstreamAuth, "shim: the upstream refused this route's credential; the operator must fix the route", false)

@@ -24,7 +24,9 @@ const HoldRefresh = 250 * time.Millisecond
 // On Postgres a hold that is placed or moved later is announced on
 // holdsChannel; every process listens (one connection each) and reads the
 // holds again on its next attempt, so another process's hold applies
-// within a notification's round trip. While the listener is up the copy is
+// within a notification's round trip. A change of a route's health
+// (health.go) is announced on the same channel, and the same listener
+// drops both copies. While the listener is up the copy is
 // read again only every HoldRefreshListening (a notification lost with its
 // connection is covered by the re-read when listening starts again).
 const (
@@ -70,8 +72,10 @@ func (s *Ledger) Hold(ctx context.Context, identity string, until time.Time) err
 	return nil
 }
 
-// listen keeps the Postgres listener of db's holds up until close.
-func (b *holdBook) listen(db *store.DB) {
+// listen keeps the Postgres listener of db's holds up until close; also
+// tells the routes' health (also) of every notification, and whether it
+// listens.
+func (b *holdBook) listen(db *store.DB, also func(listening bool)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop, b.done = cancel, make(chan struct{})
 	go func() {
@@ -81,10 +85,12 @@ func (b *holdBook) listen(db *store.DB) {
 				b.mu.Lock()
 				b.until, b.listening = nil, true
 				b.mu.Unlock()
+				also(true)
 			})
 			b.mu.Lock()
 			b.listening = false
 			b.mu.Unlock()
+			also(false)
 			if errors.Is(err, store.ErrNoListen) || ctx.Err() != nil {
 				return
 			}
@@ -109,9 +115,10 @@ func (b *holdBook) close() {
 // holds, read again when it is HoldRefresh old.
 func (s *Ledger) HeldUntil(ctx context.Context, identity string) (time.Time, error) {
 	now := s.db.Now()
-	b := &processOf(s.db).holds
+	p := processOf(s.db)
+	b := &p.holds
 	if s.db.Dialect() == store.Postgres {
-		b.watch.Do(func() { b.listen(s.db) })
+		b.watch.Do(func() { b.listen(s.db, p.health.heard) })
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

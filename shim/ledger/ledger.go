@@ -53,6 +53,7 @@ type process struct {
 	journalOnce sync.Once
 	journal     *spendJournal // made on first use
 	holds       holdBook
+	health      healthBook // the routes' health, as last read
 }
 
 type processKey struct{}

@@ -85,10 +85,93 @@ func (r Route) Wait() time.Duration {
 }
 
 // Step is one attempt of a plan: a route, and the model to ask it for
-// (empty: the model the client asked for).
+// (empty: the model the client asked for); or, with Balance instead, a
+// group of routes the gateway chooses among per request, each its own
+// model identity.
 type Step struct {
-	Route string `json:"route" yaml:"route"`
+	Route string `json:"route,omitempty" yaml:"route"`
 	Model string `json:"model,omitempty" yaml:"model"`
+	// Balance makes the step a balanced group: per request the gateway
+	// picks one member by weight among those the caller is granted, not
+	// held and healthy, and after a failure the plan lets it move on from,
+	// tries the group's other members (heaviest first) before the next
+	// step.
+	Balance []Member `json:"balance,omitempty" yaml:"balance"`
+}
+
+// Member is one route of a balanced step: the route, the model to ask it
+// for (empty: the model the client asked for) and its weight (0: 1).
+type Member struct {
+	Route  string `json:"route" yaml:"route"`
+	Model  string `json:"model,omitempty" yaml:"model"`
+	Weight int    `json:"weight,omitempty" yaml:"weight"`
+}
+
+// Balance bounds: a balanced step has MinBalance to MaxBalance members,
+// each of weight 1 to MaxWeight.
+const (
+	MinBalance = 2
+	MaxBalance = 16
+	MaxWeight  = 1000
+)
+
+// W is the member's weight (1 when unset).
+func (m Member) W() int {
+	if m.Weight <= 0 {
+		return 1
+	}
+	return m.Weight
+}
+
+// Members are the routes the step may use: its Balance, or its own route
+// (weight 1).
+func (st Step) Members() []Member {
+	if len(st.Balance) > 0 {
+		return st.Balance
+	}
+	return []Member{{Route: st.Route, Model: st.Model}}
+}
+
+// Balanced reports whether the step is a balanced group.
+func (st Step) Balanced() bool { return len(st.Balance) > 0 }
+
+// HealthConfig is when the gateway takes a route of a balanced step for
+// unhealthy (route_health): after Failures failures in a row (a refused
+// connection, a 5xx before any byte, no headers in time, its credential
+// refused), for Cooldown; then one request tries it again.
+type HealthConfig struct {
+	// Failures in a row that make a route unhealthy (1 to 100; default 3).
+	Failures int `json:"failures,omitempty" yaml:"failures"`
+	// Cooldown is how long it stays unhealthy (1s to 1h; default 30s).
+	Cooldown string `json:"cooldown,omitempty" yaml:"cooldown"`
+}
+
+// Threshold is the failures in a row that make a route unhealthy.
+func (h HealthConfig) Threshold() int {
+	if h.Failures <= 0 {
+		return 3
+	}
+	return h.Failures
+}
+
+// Rest is the cool-down of an unhealthy route.
+func (h HealthConfig) Rest() (time.Duration, error) {
+	if h.Cooldown == "" {
+		return 30 * time.Second, nil
+	}
+	d, err := time.ParseDuration(h.Cooldown)
+	if err != nil || d < time.Second || d > time.Hour {
+		return 0, fmt.Errorf("upstream: route_health.cooldown %q: want a duration from 1s to 1h, e.g. 30s", h.Cooldown)
+	}
+	return d, nil
+}
+
+func (h HealthConfig) validate() error {
+	if h.Failures < 0 || h.Failures > 100 {
+		return fmt.Errorf("upstream: route_health.failures %d: want 1 to 100 (0: 3)", h.Failures)
+	}
+	_, err := h.Rest()
+	return err
 }
 
 // Plan orders routes per requested model.
@@ -254,6 +337,9 @@ type Config struct {
 	// Prices by model identity.
 	Prices  map[string]Price `json:"prices" yaml:"prices"`
 	Budgets Budgets          `json:"budgets" yaml:"budgets"`
+	// RouteHealth is when a route of a balanced step is skipped as
+	// unhealthy.
+	RouteHealth HealthConfig `json:"route_health,omitzero" yaml:"route_health"`
 }
 
 // Parse decodes a JSON configuration (unknown fields refused) and validates
@@ -400,14 +486,30 @@ func (c Config) Validate() error {
 		p := c.Plans[name]
 		for _, m := range slices.Sorted(maps.Keys(p.Models)) {
 			for i, st := range p.Models[m] {
-				id := c.StepIdentity(st, m)
-				if _, ok := c.PriceOf(id); !ok {
-					return fmt.Errorf("upstream: plans.%s.models.%s[%d]: %s has no price in prices", name, m, i, id)
+				for j, mb := range st.Members() {
+					id := c.MemberIdentity(mb, m)
+					if _, ok := c.PriceOf(id); !ok {
+						return fmt.Errorf("upstream: %s: %s has no price in prices", stepAt(name, m, i, j, st), id)
+					}
 				}
 			}
 		}
 	}
+	if err := c.RouteHealth.validate(); err != nil {
+		return err
+	}
 	return c.Budgets.validate()
+}
+
+// stepAt names member j of step i of model m in plan name, as an error
+// does: plans.main.models.gpt-4.1[0], or ...[0].balance[1] for a member
+// of a balanced step.
+func stepAt(name, m string, i, j int, st Step) string {
+	at := fmt.Sprintf("plans.%s.models.%s[%d]", name, m, i)
+	if st.Balanced() {
+		at += fmt.Sprintf(".balance[%d]", j)
+	}
+	return at
 }
 
 func (r Route) validate(name string) error {
@@ -469,12 +571,18 @@ func validEnv(s string) bool {
 }
 
 // StepIdentity is the model identity a step reaches when a client asked
-// for model.
+// for model (a balanced step's: its first member's).
 func (c Config) StepIdentity(st Step, model string) string {
-	if st.Model != "" {
-		model = st.Model
+	return c.MemberIdentity(st.Members()[0], model)
+}
+
+// MemberIdentity is the model identity a member of a step reaches when a
+// client asked for model.
+func (c Config) MemberIdentity(m Member, model string) string {
+	if m.Model != "" {
+		model = m.Model
 	}
-	return Identity(c.Routes[st.Route].ProviderOf(), model)
+	return Identity(c.Routes[m.Route].ProviderOf(), model)
 }
 
 func (c Config) validatePlan(name string, p Plan) error {
@@ -518,32 +626,69 @@ func (c Config) validatePlan(name string, p Plan) error {
 		}
 		var kind Kind
 		for i, st := range steps {
-			at := fmt.Sprintf("plans.%s.models.%s[%d]", name, m, i)
-			r, ok := c.Routes[st.Route]
-			if !ok {
-				return fmt.Errorf("upstream: %s: route %q is not in routes", at, st.Route)
+			if err := st.validateShape(fmt.Sprintf("plans.%s.models.%s[%d]", name, m, i)); err != nil {
+				return err
 			}
-			model := m
-			if st.Model != "" {
-				model = st.Model
+			for j, mb := range st.Members() {
+				at := stepAt(name, m, i, j, st)
+				r, ok := c.Routes[mb.Route]
+				if !ok {
+					return fmt.Errorf("upstream: %s: route %q is not in routes", at, mb.Route)
+				}
+				model := m
+				if mb.Model != "" {
+					model = mb.Model
+				}
+				if contributor(model) {
+					return fmt.Errorf("upstream: %s: contributor-tier model %q is refused", at, model)
+				}
+				if !r.Serves(model) {
+					return fmt.Errorf("upstream: %s: route %q does not serve %q (its models: %s)", at, mb.Route, model, strings.Join(r.Models, ", "))
+				}
+				if i == 0 && j == 0 {
+					kind = r.Kind
+				} else if r.Kind != kind {
+					return fmt.Errorf("upstream: %s: route %q speaks %s but the first step speaks %s; a plan does not translate between wires", at, mb.Route, r.Kind, kind)
+				}
+				id := Identity(r.ProviderOf(), model)
+				if prev, ok := routeOf[id]; ok && prev != mb.Route {
+					return fmt.Errorf("upstream: %s: %s is already reached through route %q; a model identity is reachable through one route per plan", at, id, prev)
+				}
+				routeOf[id] = mb.Route
 			}
-			if contributor(model) {
-				return fmt.Errorf("upstream: %s: contributor-tier model %q is refused", at, model)
-			}
-			if !r.Serves(model) {
-				return fmt.Errorf("upstream: %s: route %q does not serve %q (its models: %s)", at, st.Route, model, strings.Join(r.Models, ", "))
-			}
-			if i == 0 {
-				kind = r.Kind
-			} else if r.Kind != kind {
-				return fmt.Errorf("upstream: %s: route %q speaks %s but the first step speaks %s; a plan does not translate between wires", at, st.Route, r.Kind, kind)
-			}
-			id := Identity(r.ProviderOf(), model)
-			if prev, ok := routeOf[id]; ok && prev != st.Route {
-				return fmt.Errorf("upstream: %s: %s is already reached through route %q; a model identity is reachable through one route per plan", at, id, prev)
-			}
-			routeOf[id] = st.Route
 		}
+	}
+	return nil
+}
+
+// validateShape checks a step's own fields (at names it): a route, or a
+// balance of MinBalance to MaxBalance distinct routes of weight 1 to
+// MaxWeight, never both.
+func (st Step) validateShape(at string) error {
+	if st.Balance == nil {
+		if st.Route == "" {
+			return fmt.Errorf("upstream: %s: a step names a route, or a balance of routes", at)
+		}
+		return nil
+	}
+	if st.Route != "" || st.Model != "" {
+		return fmt.Errorf("upstream: %s: a step has a route or a balance, not both (give each member of the balance its own model)", at)
+	}
+	if n := len(st.Balance); n < MinBalance || n > MaxBalance {
+		return fmt.Errorf("upstream: %s.balance: %d members; a balance has %d to %d", at, n, MinBalance, MaxBalance)
+	}
+	seen := map[string]bool{}
+	for j, mb := range st.Balance {
+		if mb.Route == "" {
+			return fmt.Errorf("upstream: %s.balance[%d].route is required", at, j)
+		}
+		if mb.Weight < 0 || mb.Weight > MaxWeight {
+			return fmt.Errorf("upstream: %s.balance[%d].weight %d: want 1 to %d (0: 1)", at, j, mb.Weight, MaxWeight)
+		}
+		if seen[mb.Route] {
+			return fmt.Errorf("upstream: %s.balance[%d]: route %q is already a member of this balance", at, j, mb.Route)
+		}
+		seen[mb.Route] = true
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 // is valid and reaches every identity of every plan through one route.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(goodConfig))
+	f.Add([]byte(balancedConfig))
 	f.Add([]byte(`{"routes": {}}`))
 	f.Add([]byte(`{"prices": {"a/b": {"input": "1.000001", "max_output_tokens": 1}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -23,11 +24,19 @@ func FuzzParse(f *testing.F) {
 			routeOf := map[string]string{}
 			for m, steps := range p.Models {
 				for _, st := range steps {
-					id := c.StepIdentity(st, m)
-					if r, ok := routeOf[id]; ok && r != st.Route {
-						t.Fatalf("%s through %s and %s", id, r, st.Route)
+					if n := len(st.Balance); n != 0 && (n < MinBalance || n > MaxBalance || st.Route != "") {
+						t.Fatalf("accepted a balance of %d members (route %q)", n, st.Route)
 					}
-					routeOf[id] = st.Route
+					for _, mb := range st.Members() {
+						id := c.MemberIdentity(mb, m)
+						if r, ok := routeOf[id]; ok && r != mb.Route {
+							t.Fatalf("%s through %s and %s", id, r, mb.Route)
+						}
+						routeOf[id] = mb.Route
+						if mb.W() < 1 || mb.W() > MaxWeight {
+							t.Fatalf("accepted weight %d", mb.Weight)
+						}
+					}
 				}
 			}
 		}

@@ -79,6 +79,22 @@ type Holds interface {
 	HeldUntil(ctx context.Context, identity string) (time.Time, error)
 }
 
+// RouteHealth keeps, across processes, each route's run of failures in a
+// row, and whether that run made it unhealthy: the gateway skips an
+// unhealthy route of a balanced step while another member is healthy.
+type RouteHealth interface {
+	// RouteFailed counts one more failure in route's run; once the run
+	// reaches threshold, the route is unhealthy until the given time.
+	RouteFailed(ctx context.Context, route string, threshold int, until time.Time) error
+	// RouteAnswered ends route's run, and any unhealthy spell with it.
+	// It should cost nothing when no run is known.
+	RouteAnswered(ctx context.Context, route string) error
+	// UnhealthyUntil reports until when route is (or, past that time,
+	// was last) unhealthy: the zero time when its run has not reached the
+	// threshold since it last answered.
+	UnhealthyUntil(ctx context.Context, route string) (time.Time, error)
+}
+
 // Failure classifies an attempt that did not produce an answer.
 type Failure int
 
