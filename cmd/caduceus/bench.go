@@ -54,7 +54,7 @@ Receipts, audit records and spend are written as in production.`,
 	cmd.Flags().DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load before each measurement")
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
-	cmd.Flags().StringVar(&f.profile, "profile", "pass-through", "the target --cpuprofile profiles (its first round): pass-through or governed")
+	cmd.Flags().StringVar(&f.profile, "profile", "pass-through", "the target --cpuprofile profiles (its first round): pass-through, governed or breadth (governed with balancing and rate limits)")
 	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "trace Caduceus's requests as serve does, exporting to this OTLP/HTTP collector base URL (default "+envOTLPEndpoint+"; unset: no tracing)")
 	return cmd
 }
@@ -63,8 +63,8 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	if f.conns <= 0 || f.rounds <= 0 || f.duration <= 0 || f.warmup < 0 {
 		return &exitError{2, fmt.Errorf("--conns, --rounds and --duration must be positive, --warmup not negative")}
 	}
-	if f.profile != "pass-through" && f.profile != "governed" {
-		return &exitError{2, fmt.Errorf("--profile %q: want pass-through or governed", f.profile)}
+	if f.profile != "pass-through" && f.profile != "governed" && f.profile != "breadth" {
+		return &exitError{2, fmt.Errorf("--profile %q: want pass-through, governed or breadth", f.profile)}
 	}
 	if fl := cmd.Flags().Lookup("data"); fl == nil || !fl.Changed {
 		dir, err := os.MkdirTemp("", "caduceus-bench-")
@@ -147,6 +147,46 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	defer gov.Close()
 
+	// Caduceus governed with the breadth features on: the model balanced
+	// over two routes (two deployments of the one fake upstream, weights
+	// 3:1, both granted and priced) and requests and tokens per minute
+	// limited per key and per tenant (far above the load), so every request
+	// also picks a member and counts in four rate windows.
+	a.cfg.Shim.Gateway = upstream.Config{
+		Routes: map[string]upstream.Route{
+			"eu": {Provider: "eu", Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{bench.Model}},
+			"us": {Provider: "us", Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{bench.Model}},
+		},
+		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverDefinite,
+			Models: map[string][]upstream.Step{bench.Model: {{Balance: []upstream.Member{{Route: "eu", Weight: 3}, {Route: "us", Weight: 1}}}}}}},
+		Prices: map[string]upstream.Price{
+			"eu/" + bench.Model: {Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384},
+			"us/" + bench.Model: {Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384},
+		},
+		Budgets: upstream.Budgets{
+			Key:    upstream.Limit{Day: 1_000_000_000, RPM: 1_000_000_000, TPM: 1_000_000_000},
+			Tenant: upstream.Limit{RPM: 1_000_000_000, TPM: 1_000_000_000},
+		},
+	}
+	if err := a.cfg.Shim.Gateway.Validate(); err != nil {
+		return err
+	}
+	breadthGates, closeBreadth, err := a.gates(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer closeBreadth()
+	breadthToken, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute},
+		Grants: []string{"eu/" + bench.Model, "us/" + bench.Model}})
+	if err != nil {
+		return err
+	}
+	breadth, err := bench.Serve(server.New(a.serverConfig(db, keys, nil, breadthGates)), httpServer(nil))
+	if err != nil {
+		return err
+	}
+	defer breadth.Close()
+
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
 		f.conns, f.rounds, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
 	load := func(url string, h http.Header) bench.Load {
@@ -161,6 +201,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		{"bare-proxy", load(bare.URL, nil), false},
 		{"caduceus (" + storeName(db) + ")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}}), f.profile == "pass-through"},
 		{"caduceus governed (" + storeName(db) + ")", load(gov.URL, http.Header{"Authorization": {"Bearer " + governedToken}}), f.profile == "governed"},
+		{"governed+balance+rpm (" + storeName(db) + ")", load(breadth.URL, http.Header{"Authorization": {"Bearer " + breadthToken}}), f.profile == "breadth"},
 	}
 	results := make([]bench.Result, len(targets))
 	stopProfile := func() {}
