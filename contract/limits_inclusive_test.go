@@ -1,0 +1,94 @@
+package contract
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLengthLimitsAreInclusive: every length limit of the Go mirrors of the
+// schema (provenance, audit outcome, redaction) accepts a value of exactly
+// the limit, counted in characters, and refuses one more, as the schema
+// does.
+func TestLengthLimitsAreInclusive(t *testing.T) {
+	goodProv := func() Provenance {
+		return Provenance{Surface: SurfaceChat, Actor: Actor{Type: ActorUser, ID: "u1", Display: "U"}, RecordedAt: "2026-11-29T19:57:41.5Z",
+			SessionID: "s", ConversationID: "conv_abcd", MessageID: "m", RunID: "r",
+			Route: &Route{Requested: "fast", ResolvedTarget: "t", Provider: ProviderLocal, Effort: EffortHigh}}
+	}
+	prov := map[string]func(p *Provenance, s string){
+		"actor.id":              func(p *Provenance, s string) { p.Actor.ID = s },
+		"actor.display":         func(p *Provenance, s string) { p.Actor.Display = s },
+		"session_id":            func(p *Provenance, s string) { p.SessionID = s },
+		"message_id":            func(p *Provenance, s string) { p.MessageID = s },
+		"run_id":                func(p *Provenance, s string) { p.RunID = s },
+		"route.requested":       func(p *Provenance, s string) { p.Route.Requested = s },
+		"route.resolved_target": func(p *Provenance, s string) { p.Route.ResolvedTarget = s },
+	}
+	for field, set := range prov {
+		for n, ok := range map[int]bool{120: true, 121: false} {
+			p := goodProv()
+			set(&p, strings.Repeat("é", n))
+			goErr, schemaErr := p.Validate(), Def("provenance").Validate(p)
+			if (goErr == nil) != ok || (schemaErr == nil) != ok {
+				t.Errorf("provenance %s of %d characters: Go %v, schema %v; want ok %v", field, n, goErr, schemaErr, ok)
+			}
+		}
+	}
+	// A conversation id is optional, but when given it is an id.
+	for id, ok := range map[string]bool{"": true, "conv_abcd": true, "conv_" + strings.Repeat("x", 80): true, "conv_" + strings.Repeat("x", 81): false, "conv": false} {
+		p := goodProv()
+		p.ConversationID = id
+		if err := p.Validate(); (err == nil) != ok {
+			t.Errorf("conversation_id %q: %v, want ok %v", id, err, ok)
+		}
+	}
+	goodOutcome := func() AuditOutcome {
+		return AuditOutcome{At: "2026-11-29T19:57:41Z", Identity: Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: SurfaceAPI, Trust: TrustRouter},
+			Action: "keys.create", Resource: "key/1", Outcome: OutcomeAllow, Reason: "ok"}
+	}
+	for field, set := range map[string]func(o *AuditOutcome, s string){
+		"resource": func(o *AuditOutcome, s string) { o.Resource = s },
+		"reason":   func(o *AuditOutcome, s string) { o.Reason = s },
+	} {
+		for n, ok := range map[int]bool{200: true, 201: false} {
+			o := goodOutcome()
+			set(&o, strings.Repeat("é", n))
+			goErr, schemaErr := o.Validate(), Def("audit_outcome").Validate(o)
+			if (goErr == nil) != ok || (schemaErr == nil) != ok {
+				t.Errorf("audit outcome %s of %d characters: Go %v, schema %v; want ok %v", field, n, goErr, schemaErr, ok)
+			}
+		}
+	}
+	for n, ok := range map[int]bool{200: true, 201: false} {
+		r := Redaction{Level: RedactionFull, Reason: strings.Repeat("é", n)}
+		if err := r.Validate(); (err == nil) != ok {
+			t.Errorf("redaction reason of %d characters: %v, want ok %v", n, err, ok)
+		}
+	}
+}
+
+// TestOutcomeRefusalNamesTheField: a refused audit outcome names the
+// offending field as a JSON pointer, the identity's fields under
+// /identity.
+func TestOutcomeRefusalNamesTheField(t *testing.T) {
+	good := AuditOutcome{At: "2026-11-29T19:57:41Z", Identity: Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: SurfaceAPI, Trust: TrustRouter},
+		Action: "keys.create", Resource: "key/1", Outcome: OutcomeAllow}
+	for want, mutate := range map[string]func(o *AuditOutcome){
+		"/at":                   func(o *AuditOutcome) { o.At = "now" },
+		"/identity/tenant_slot": func(o *AuditOutcome) { o.Identity.TenantSlot = "slot-x" },
+		"/identity/subject":     func(o *AuditOutcome) { o.Identity.Subject = "usr_x" },
+		"/identity/surface":     func(o *AuditOutcome) { o.Identity.Surface = "fax" },
+		"/identity/trust":       func(o *AuditOutcome) { o.Identity.Trust = "" },
+		"/action":               func(o *AuditOutcome) { o.Action = "keys" },
+		"/resource":             func(o *AuditOutcome) { o.Resource = "\xff" },
+		"/outcome":              func(o *AuditOutcome) { o.Outcome = "maybe" },
+		"/reason":               func(o *AuditOutcome) { o.Reason = strings.Repeat("x", 201) },
+	} {
+		o := good
+		mutate(&o)
+		e := AsError(o.Validate())
+		if e == nil || e.Field != want || e.Code != "schema_invalid" || !strings.HasPrefix(e.Message, "field "+strings.ReplaceAll(strings.TrimPrefix(want, "/"), "/", ".")) {
+			t.Errorf("%s: %+v", want, e)
+		}
+	}
+}
