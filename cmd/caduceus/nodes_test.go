@@ -296,6 +296,8 @@ func TestThreeProcessesShareHoldsRevocationsAndSpend(t *testing.T) {
 // budget leases go back to the budget (shim.ledger_sweep: 1s, so it is
 // taken for dead after 6 s of silence), the day total is exactly what was
 // settled once the survivors stop, and the tenant's audit chain verifies.
+// Six more clients send trader decisions and executor ticks to the three:
+// every one acknowledged, on the victim too, is in the store.
 func TestKillOneOfThreeUnderLoad(t *testing.T) {
 	dsn := os.Getenv(storetest.EnvPostgres)
 	if dsn == "" {
@@ -316,26 +318,99 @@ func TestKillOneOfThreeUnderLoad(t *testing.T) {
 		t.Fatalf("keys create: %s", errOut)
 	}
 	key := strings.TrimSpace(out)
+	mk := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := cli(t, append(append([]string{"keys", "create", "--tenant", "slot-1"}, args...), storeArgs...)...)
+		if code != 0 {
+			t.Fatalf("keys create %v: %s", args, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	opKey := mk("--scopes", "route,operate")
+	cronKey := mk("--scopes", "operate", "--context", "cron", "--harness", "autotrader")
+	if code, out, errOut := cli(t, append([]string{"trader", "import", "testdata/strategies.yaml"}, storeArgs...)...); code != 0 {
+		t.Fatalf("trader import: %s %s", out, errOut)
+	}
 	var procs []*proc
 	for range 3 {
-		procs = append(procs, startProc(t, nil, append([]string{"--config", file}, storeArgs...)...))
+		procs = append(procs, startProc(t, nil, append([]string{"--config", file, "--skills", exSkills, "--scenario", exScenario}, storeArgs...)...))
 	}
 	victim := procs[1]
 
 	var (
-		mu       sync.Mutex
-		receipts []string
-		answered [3]int
-		failed   [3]int
-		wg       sync.WaitGroup
+		mu               sync.Mutex
+		receipts         []string
+		decisions, ticks []string
+		answered         [3]int
+		failed           [3]int
+		victimAcks       [2]int // decisions, ticks the victim acknowledged
+		wg               sync.WaitGroup
 	)
 	client := &http.Client{Timeout: 30 * time.Second}
-	start := time.Now()
-	deadline := start.Add(3 * time.Second)
+	// The clients run until 1.5 s after the kill, which comes once the
+	// victim has acknowledged turns, decisions and ticks (or 20 s).
+	var stopAt atomic.Int64
+	stopAt.Store(time.Now().Add(time.Hour).UnixNano())
+	running := func() bool { return time.Now().UnixNano() < stopAt.Load() }
+	modes := []string{"normal", "reduced", "defensive"}
+	// Six more clients, two per process: trader decisions and executor
+	// ticks, each recording what it was acknowledged.
+	for c := range 6 {
+		p := c % 3
+		wg.Go(func() {
+			for i := 0; running(); i++ {
+				var path, k, body, id string
+				var hdr []string
+				if c < 3 {
+					id = fmt.Sprintf("dec_kill_%d_%d", c, i)
+					path, k = "/v1/trader/decisions", opKey
+					body = fmt.Sprintf(`{"decision_id":%q,"concern_id":"qndd8o9ppop6:xrpusd","account_id":"qndd8o9ppop6","market_symbol":"xrpusd","action":"set_risk_mode","risk_mode":%q,"reason":"kill test","confidence":0.5,"dry_run":false,"override":false,"requested_at":"2026-04-16T20:15:00Z"}`, id, modes[i%3])
+				} else {
+					id = fmt.Sprintf("tick-kill-%d-%06d", c, i)
+					path, k, hdr = "/v1/executor/ticks", cronKey, []string{"Idempotency-Key", id}
+					body = `{"payload":{"strategy":"momentum","mode":"live","intents":[{"symbol":"SPY","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":481.60,"max_slippage_pct":1,"time_in_force":"gfd","reason":"kill test"}]}}`
+				}
+				req, _ := http.NewRequest("POST", procs[p].url+path, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+k)
+				req.Header.Set("Content-Type", "application/json")
+				for j := 0; j+1 < len(hdr); j += 2 {
+					req.Header.Set(hdr[j], hdr[j+1])
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					if p != 1 {
+						t.Errorf("process %d: %s: %v", p, path, err)
+						return
+					}
+					time.Sleep(10 * time.Millisecond) // the victim is gone
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					if p != 1 {
+						t.Errorf("process %d: %s: %d %s %v", p, path, resp.StatusCode, b, err)
+						return
+					}
+					continue // cut by the kill: not acknowledged
+				}
+				mu.Lock()
+				if c < 3 {
+					decisions = append(decisions, id)
+				} else {
+					ticks = append(ticks, id)
+				}
+				if p == 1 {
+					victimAcks[c/3]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
 	for c := range 12 {
 		p := c % 3
 		wg.Go(func() {
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := 0; running(); i++ {
 				body := fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":100,"stream":%v,"messages":[{"role":"user","content":"turn %d of client %d"}]}`, i%2 == 0, i, c)
 				req, _ := http.NewRequest("POST", procs[p].url+"/v1/chat/completions", strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+key)
@@ -369,13 +444,22 @@ func TestKillOneOfThreeUnderLoad(t *testing.T) {
 		})
 	}
 	time.Sleep(1500 * time.Millisecond)
+	for waited := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		ready := answered[1] > 0 && victimAcks[0] > 0 && victimAcks[1] > 0
+		mu.Unlock()
+		if ready || time.Since(waited) > 20*time.Second {
+			break
+		}
+	}
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	stopAt.Store(killed.Add(1500 * time.Millisecond).UnixNano())
 	wg.Wait()
-	if answered[1] == 0 || answered[0] == 0 || answered[2] == 0 {
-		t.Fatalf("answered %v: every process must answer before the kill", answered)
+	if answered[1] == 0 || answered[0] == 0 || answered[2] == 0 || victimAcks[0] == 0 || victimAcks[1] == 0 {
+		t.Fatalf("answered %v turns, the victim %d decisions and %d ticks: every process must answer before the kill", answered, victimAcks[0], victimAcks[1])
 	}
 
 	db, err := store.Open(context.Background(), pg, "")
@@ -434,8 +518,29 @@ func TestKillOneOfThreeUnderLoad(t *testing.T) {
 	if day := one(`SELECT COALESCE(SUM(amount), 0) FROM shim_spend_totals WHERE scope LIKE 'key:%' AND length(period) = 10`); day != settled {
 		t.Errorf("the day totals hold %d µ$, the settled spend is %d: the victim's leases still count", day, settled)
 	}
+	for what, q := range map[string]string{"decision": `SELECT decision_id FROM trader_decisions`,
+		"tick": `SELECT key FROM idempotency WHERE scope = 'executor.tick' AND result IS NOT NULL`} {
+		got, err := store.AppendRows([]string(nil), store.QueryRows(t.Context(), db, what, store.ScanValue[string], q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, id := range got {
+			have[id] = true
+		}
+		acked := decisions
+		if what == "tick" {
+			acked = ticks
+		}
+		for _, id := range acked {
+			if !have[id] {
+				t.Errorf("acknowledged %s %s is not in the store", what, id)
+			}
+		}
+	}
 	if code, out, errOut := cli(t, append([]string{"audit", "verify"}, storeArgs...)...); code != 0 {
 		t.Errorf("audit verify: %d %s %s", code, out, errOut)
 	}
-	t.Logf("answered %v, cut %d on the victim; %d receipts stored (%d acknowledged)", answered, failed[1], len(ids), len(receipts))
+	t.Logf("answered %v, cut %d on the victim; %d receipts stored (%d acknowledged); %d decisions and %d ticks acknowledged (the victim's: %v)",
+		answered, failed[1], len(ids), len(receipts), len(decisions), len(ticks), victimAcks)
 }
