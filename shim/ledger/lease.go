@@ -629,10 +629,12 @@ func (s *Ledger) Beat(ctx context.Context) error {
 }
 
 // ReleaseDead releases the open leases of every holder last seen before
-// seenBefore (its process died: kill -9, a lost machine), forgets those
-// holders, and writes the settlements left in receipts whose turn began
-// before seenBefore (a live process's journal writes them within
-// milliseconds; writing one twice is refused). What the leases held leaves
+// seenBefore (its process died: kill -9, a lost machine), writes the
+// settlements left in receipts whose turn began before seenBefore (a live
+// process's journal writes them within milliseconds; writing one twice is
+// refused), then releases the reservations those holders made in the
+// store and left open (their calls died with them), and forgets the
+// holders. What the leases held leaves
 // the totals, so the other processes can spend it. It reports how many
 // leases it released and settlements it wrote. A live process beats far
 // more often than the sweep's threshold; see Beat for one that was taken
@@ -650,12 +652,25 @@ func (s *Ledger) ReleaseDead(ctx context.Context, seenBefore time.Time) (int, er
 		if err != nil {
 			return n, err
 		}
+	}
+	// The settlements first: a stored reservation its receipt settled is
+	// settled, not released.
+	k, err := s.recoverJournal(ctx, seenBefore)
+	n += k
+	if err != nil {
+		return n, err
+	}
+	for _, h := range dead {
+		m, err := s.releaseReserved(ctx, `holder = ?`, h)
+		n += m
+		if err != nil {
+			return n, err
+		}
 		if _, err := s.db.Exec(ctx, `DELETE FROM shim_ledger_holders WHERE holder = ? AND seen_at < ?`, h, store.Micros(seenBefore)); err != nil {
 			return n, fmt.Errorf("store: dead lease holders: %w", err)
 		}
 	}
-	k, err := s.recoverJournal(ctx, seenBefore)
-	return n + k, err
+	return n, nil
 }
 
 // releaseStaleLeases releases the leases not written since cutoff: their

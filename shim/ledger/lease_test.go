@@ -605,3 +605,66 @@ func TestLeasesOfADeadProcessGoBack(t *testing.T) {
 		}
 	})
 }
+
+// TestStoredReservationsOfADeadProcessGoBack: a budget too tight to lease
+// is reserved in the store, in the name of the process that reserved it;
+// when that process dies mid-call, the sweep that takes it for dead
+// releases the reservation (not six hours later), while a reservation of
+// a live process is left as it is.
+func TestStoredReservationsOfADeadProcessGoBack(t *testing.T) {
+	openTwice(t, func(t *testing.T, dbA, dbB *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		clock := func() time.Time { return now }
+		dbA.Now, dbB.Now = clock, clock
+		a, b := ledger.Of(dbA), ledger.Of(dbB)
+		const budget = 10_000
+		r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", KeyLimit: upstream.Limit{Day: budget}}
+		for _, l := range []*ledger.Ledger{a, b} {
+			if err := l.Beat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		state := func(id string) string {
+			t.Helper()
+			got, err := store.AppendRows([]string(nil), store.QueryRows(ctx, dbB, "state", store.ScanValue[string], `SELECT state FROM shim_spend WHERE id = ?`, id))
+			if err != nil || len(got) != 1 {
+				t.Fatalf("spend row %s: %v %v", id, got, err)
+			}
+			return got[0]
+		}
+		// a reserves most of the budget: too tight to lease, so in the store.
+		ra := r
+		ra.ID, ra.Amount = "rct_a-0", 6_000
+		if _, err := a.Reserve(ctx, ra); err != nil {
+			t.Fatal(err)
+		}
+		if got := state("rct_a-0"); got != "reserved" {
+			t.Fatalf("a's reservation of 6,000 of 10,000: spend row %s, want reserved in the store", got)
+		}
+		rb := r
+		rb.ID, rb.Amount = "rct_b-0", 3_000
+		if _, err := b.Reserve(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+		// a dies mid-call; 61 s after its last beat b's sweep takes it for
+		// dead and its reservation goes back; b's own stays.
+		now = now.Add(61 * time.Second)
+		if err := b.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.ReleaseDead(ctx, now.Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got := state("rct_a-0"); got != "released" {
+			t.Fatalf("the dead process's stored reservation is %s, want released", got)
+		}
+		if n := spendTotal(t, b, "key:k1", "2026-11-29"); n > 4_000 || n < 3_000 {
+			t.Fatalf("key day total %d after a's reservation went back; b holds 3,000", n)
+		}
+		ra.ID = "rct_b-1"
+		if _, err := b.Reserve(ctx, ra); err != nil {
+			t.Fatalf("b reserving what a held: %v", err)
+		}
+	})
+}

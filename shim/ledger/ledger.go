@@ -202,8 +202,10 @@ func (s *Ledger) freeHeld(ctx context.Context, ps [4]spendTotal) (bool, error) {
 	return pending || n > 0, err
 }
 
-// reserveStored reserves r in the store: its own row, and its amount in all
-// four totals, each bounded one only while it stays within its budget.
+// reserveStored reserves r in the store: its own row (naming this
+// process's lease holder, so a sweep that takes the process for dead
+// releases it), and its amount in all four totals, each bounded one only
+// while it stays within its budget.
 func (s *Ledger) reserveStored(ctx context.Context, r upstream.Reservation, ps [4]spendTotal, now time.Time) error {
 	amount := int64(r.Amount)
 	return s.db.InSeparateTx(ctx, func(tx *store.Tx) error {
@@ -218,9 +220,13 @@ func (s *Ledger) reserveStored(ctx context.Context, r upstream.Reservation, ps [
 				return upstream.ErrBudgetExceeded
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
-			r.ID, string(r.Tenant), r.KeyID, r.Identity, ps[0].period, ps[1].period, amount, spendReserved, store.Micros(now), store.Micros(now))
+		var holder any // NULL: no leases, no holder
+		if s.book != nil {
+			holder = s.book.holder
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at, holder)
+			VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)`,
+			r.ID, string(r.Tenant), r.KeyID, r.Identity, ps[0].period, ps[1].period, amount, spendReserved, store.Micros(now), store.Micros(now), holder)
 		if store.IsUniqueViolation(err) {
 			return contract.Conflictf("reservation_exists", "reservation %s already exists", r.ID)
 		}
@@ -359,20 +365,27 @@ func (s *Ledger) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error
 	if err := s.sweepCache(ctx, s.db.Now()); err != nil {
 		return 0, fmt.Errorf("store: expired cache: %w", err)
 	}
-	rows, err := s.db.Query(ctx, `SELECT id FROM shim_spend WHERE state = ? AND created_at < ?`, spendReserved, store.Micros(cutoff))
+	n, err := s.releaseReserved(ctx, `created_at < ?`, store.Micros(cutoff))
 	if err != nil {
-		return 0, fmt.Errorf("store: stale reservations: %w", err)
+		return n, err
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("store: stale reservations: %w", err)
-		}
-		ids = append(ids, id)
+	m, err := s.releaseStaleLeases(ctx, cutoff)
+	if err != nil {
+		return n + m, err
 	}
-	rows.Close()
+	k, err := s.recoverJournal(ctx, s.db.Now().Add(-journalStale))
+	return n + m + k, err
+}
+
+// releaseReserved releases the attempts still reserved where (a condition
+// on shim_spend with arg) holds, each in a transaction of its own (one
+// settled meanwhile is left alone), and reports how many.
+func (s *Ledger) releaseReserved(ctx context.Context, where string, arg any) (int, error) {
+	ids, err := store.AppendRows([]string(nil), store.QueryRows(ctx, s.db, "reservation", store.ScanValue[string],
+		`SELECT id FROM shim_spend WHERE state = ? AND `+where, spendReserved, arg))
+	if err != nil {
+		return 0, fmt.Errorf("store: open reservations: %w", err)
+	}
 	n := 0
 	for _, id := range ids {
 		err := s.db.InSeparateTx(ctx, func(tx *store.Tx) error {
@@ -386,12 +399,7 @@ func (s *Ledger) ReleaseStale(ctx context.Context, cutoff time.Time) (int, error
 		}
 		n++
 	}
-	m, err := s.releaseStaleLeases(ctx, cutoff)
-	if err != nil {
-		return n + m, err
-	}
-	k, err := s.recoverJournal(ctx, s.db.Now().Add(-journalStale))
-	return n + m + k, err
+	return n, nil
 }
 
 // SpendRow is one key's spend on one model identity.
