@@ -61,7 +61,7 @@ func TestConfigErrorsNameTheBadEntry(t *testing.T) {
 			"plans.main.models.gpt-4.1-mini[0]: openai/gpt-4.1-mini is already reached through route \"openai-main\""},
 		{"unknown route", `{"route": "openai-backup"}`, `{"route": "nowhere"}`, `plans.main.models.gpt-4.1[1]: route "nowhere" is not in routes`},
 		{"route does not serve model", `{"route": "claude"}]`, `{"route": "claude", "model": "claude-opus"}]`, `route "claude" does not serve "claude-opus"`},
-		{"mixed wires", `{"route": "openai-backup"}`, `{"route": "claude", "model": "claude-sonnet-4-5"}`, "a plan does not translate between wires"},
+		{"mixed wires", `{"route": "openai-backup"}`, `{"route": "claude", "model": "claude-sonnet-4-5"}`, "a step serves the other wire only with translate: true"},
 		{"bad failover", `"failover": "definite"`, `"failover": "always"`, `plans.main.failover "always"`},
 		{"bad kind", `"kind": "anthropic"`, `"kind": "gemini"`, `routes.claude.kind "gemini"`},
 		{"bad url", `"https://backup.example.com"`, `"ftp://backup"`, `routes.openai-backup.base_url`},
