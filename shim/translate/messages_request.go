@@ -12,7 +12,7 @@ var (
 	messagesCarried = map[string]bool{"model": true, "messages": true, "system": true, "max_tokens": true,
 		"temperature": true, "top_p": true, "stop_sequences": true, "stream": true, "tools": true,
 		"tool_choice": true, "metadata": true, "thinking": true}
-	messagesDropped = map[string]bool{"service_tier": true}
+	messagesDropped = map[string]bool{"service_tier": true, "cache_control": true}
 )
 
 // Chat completions request shapes, as a translation writes them.
