@@ -275,6 +275,19 @@ func TestShimTranslateExample(t *testing.T) {
 		ac := anthropic.NewClient(aoption.WithBaseURL(in.url), aoption.WithAPIKey(key), aoption.WithMaxRetries(0))
 		var receipts []string // of the translated turns
 
+		// Both models are listed to both SDKs: each is served over both
+		// wires.
+		for _, hdr := range [][]string{nil, {"Anthropic-Version", "2023-06-01"}} {
+			_, body := in.do(t, "GET", "/v1/models", key, nil, hdr...)
+			var ids []string
+			for _, m := range body["data"].([]any) {
+				ids = append(ids, m.(map[string]any)["id"].(string))
+			}
+			if strings.Join(ids, ",") != "claude-sonnet-4-5,gpt-4.1" {
+				t.Errorf("models (%v): %v", hdr, ids)
+			}
+		}
+
 		t.Run("openai sdk to claude", func(t *testing.T) {
 			chatToClaude(t, oc, ups["anthropic"], &receipts)
 		})

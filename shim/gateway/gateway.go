@@ -1274,7 +1274,13 @@ type Model struct {
 	ID      string        // the name a client asks for
 	OwnedBy string        // the provider of its first step the caller is granted
 	Kind    upstream.Kind // the wire it is served over
+	// Translated: a step the caller is granted translates, so the model
+	// is served over both wires.
+	Translated bool
 }
+
+// Serves reports whether clients of kind's wire may ask for the model.
+func (m Model) Serves(kind upstream.Kind) bool { return m.Kind == kind || m.Translated }
 
 // Models lists, sorted by name, the models of the caller's plan that reach
 // at least one model identity the caller is granted.
@@ -1289,15 +1295,22 @@ func (g *Gateway) Models(c contract.Caller) []Model {
 			continue // a pattern is no model a client can name as it stands
 		}
 		steps := plan.Models[name]
-	members:
+		var model *Model
 		for _, st := range steps {
 			for _, m := range st.Members() {
-				if id := g.cfg.Upstream.MemberIdentity(m, name); c.Granted(id) {
-					provider, _, _ := strings.Cut(id, "/")
-					out = append(out, Model{ID: name, OwnedBy: provider, Kind: g.cfg.Upstream.Routes[steps[0].Members()[0].Route].Kind})
-					break members
+				id := g.cfg.Upstream.MemberIdentity(m, name)
+				if !c.Granted(id) {
+					continue
 				}
+				if model == nil {
+					provider, _, _ := strings.Cut(id, "/")
+					model = &Model{ID: name, OwnedBy: provider, Kind: g.cfg.Upstream.Routes[steps[0].Members()[0].Route].Kind}
+				}
+				model.Translated = model.Translated || st.Translate
 			}
+		}
+		if model != nil {
+			out = append(out, *model)
 		}
 	}
 	return out
@@ -1335,14 +1348,17 @@ func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string,
 	if !ok || len(steps) == 0 {
 		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
 	}
-	if c.Routes[steps[0].Members()[0].Route].Kind != kind {
-		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the %s API", model, kind), false)
-	}
 	// Counting costs nothing: a balanced step's members are tried in
-	// their order.
+	// their order. A count is never translated: only the steps of its
+	// own wire count.
 	var members []upstream.Member
 	for _, st := range steps {
-		members = append(members, st.Members()...)
+		if c.Routes[st.Members()[0].Route].Kind == kind {
+			members = append(members, st.Members()...)
+		}
+	}
+	if len(members) == 0 {
+		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the %s API", model, kind), false)
 	}
 	authFailed := false
 	for _, st := range members {
