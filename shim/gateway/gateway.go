@@ -5,7 +5,9 @@
 // step only as upstream.MayFailOver allows; a 429 holds the model identity
 // on every route, in the store every process shares. A balanced step picks
 // one of its routes per request by weight, skipping those the caller is not
-// granted, held and unhealthy ones (balance.go).
+// granted, held and unhealthy ones (balance.go). A step with translate:
+// true serves a client of the other wire, its turn translated
+// (translate.go, shim/translate).
 package gateway
 
 import (
