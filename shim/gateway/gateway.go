@@ -661,7 +661,7 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 		att := Attempt{Route: st.Route, Model: id}
 		if x != nil {
 			att.Wire = x.up
-			x.renew(f) // each try translates its own stream
+			x.renew() // each try translates its own stream
 		}
 		if !f.open {
 			if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
@@ -1137,7 +1137,6 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 		}
 		return true
 	}
-	x.streaming()
 	for {
 		var ev wire.SSE
 		if first != nil {

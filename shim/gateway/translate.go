@@ -77,17 +77,10 @@ func (f *forwarding) translatedBody(i int, price upstream.Price, now int64) ([]b
 	return b, &leg{up: translate.Upstream(f.req.Protocol), now: now, client: f.req.Protocol, includeUsage: f.meta.includeUsage}, true
 }
 
-// renew starts the translation of a new try's stream.
-func (x *leg) renew(f *forwarding) {
+// renew starts the translation of a new try's stream (whether or not
+// its request asked to stream: an upstream's answer decides).
+func (x *leg) renew() {
 	x.stream = translate.NewStream(x.client, x.includeUsage, x.now)
-}
-
-// streaming makes sure a translated answer that streams has a
-// translation, whether or not its request asked to stream.
-func (x *leg) streaming() {
-	if x != nil && x.stream == nil {
-		x.stream = translate.NewStream(x.client, x.includeUsage, x.now)
-	}
 }
 
 // answer is an upstream's whole answer as the client takes it: a 2xx

@@ -58,16 +58,22 @@ func (s *Stream) Event(ev wire.SSE) []wire.SSE {
 }
 
 // End is what the client still needs when the upstream's stream ended
-// cleanly without its terminal event: the closing events (none when it
-// had them).
+// cleanly without its terminal event: the closing events when the
+// upstream had said its answer was whole (a chat finish_reason, an
+// Anthropic message_delta's stop_reason), else none — the client's stream
+// ends as short as the upstream's, as it would natively.
 func (s *Stream) End() []wire.SSE {
 	if s.done {
 		return nil
 	}
-	if s.client == wire.Messages {
+	s.done = true
+	if s.client == wire.Messages && s.finish != "" {
 		return s.closeMessage()
 	}
-	return s.closeChat()
+	if s.client == wire.ChatCompletions && s.stop != "" {
+		return s.closeChat()
+	}
+	return nil
 }
 
 // event makes an SSE of name (Anthropic's event: line; "" for chat) and

@@ -289,4 +289,14 @@ func TestStreamChatToMessages(t *testing.T) {
 	if got := translateAll(t, wire.Messages, false, cut); got != want {
 		t.Fatalf("without [DONE]:\n%s", got)
 	}
+	// One that ended before its finish_reason ends as short: no
+	// message_delta, no message_stop.
+	early := chatStream[:strings.Index(chatStream, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4.1","choices":[{"index":0,"delta":{},"finish_reason"`)]
+	if got := translateAll(t, wire.Messages, false, early); strings.Contains(got, "message_delta") || strings.Contains(got, "message_stop") {
+		t.Fatalf("ended before its finish:\n%s", got)
+	}
+	early = anthropicStream[:strings.Index(anthropicStream, "event: message_delta")]
+	if got := translateAll(t, wire.ChatCompletions, true, early); strings.Contains(got, "finish_reason\":\"") || strings.Contains(got, "[DONE]") {
+		t.Fatalf("ended before its message_delta:\n%s", got)
+	}
 }
