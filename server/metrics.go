@@ -34,7 +34,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 // process runs one gateway.
 var routeHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "caduceus_shim_route_healthy",
-	Help: "1 while the shim gateway route's upstream accepts its credential, 0 once it refused it (401, 403); absent before the route's first answer.",
+	Help: "1 while the shim gateway route's upstream accepts its credential, 0 once it refused it (401, 403) or, for a member of a balanced step, while it is unhealthy; absent before the route's first answer.",
 }, []string{"route"})
 
 // RouteHealth records a shim gateway route's health in /metrics

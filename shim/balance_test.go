@@ -53,6 +53,7 @@ type deployment struct {
 	srv   *httptest.Server
 	calls atomic.Int32
 	fail  atomic.Int32
+	slow  atomic.Int64 // nanoseconds before the headers
 }
 
 func newDeployment(t *testing.T, route string) *deployment {
@@ -60,6 +61,7 @@ func newDeployment(t *testing.T, route string) *deployment {
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		d.calls.Add(1)
+		time.Sleep(time.Duration(d.slow.Load()))
 		w.Header().Set("Content-Type", "application/json")
 		if code := int(d.fail.Load()); code != 0 {
 			if code == 429 {
@@ -139,7 +141,9 @@ type lbEnv struct {
 	tries map[string]int // attempts made, by route
 }
 
-func newLBEnv(t *testing.T, w *lbWorld, db *store.DB, plan gwconf.Plan, seed uint64) *lbEnv {
+// newLBEnv is the process; opts change its configuration and its
+// gateway's before the gateway is made.
+func newLBEnv(t *testing.T, w *lbWorld, db *store.DB, plan gwconf.Plan, seed uint64, opts ...func(*gwconf.Config, *gateway.Config)) *lbEnv {
 	e := &lbEnv{db: db, tries: map[string]int{}}
 	conf := gwconf.Config{Routes: map[string]gwconf.Route{}, Plans: map[string]gwconf.Plan{"main": plan}, Prices: map[string]gwconf.Price{}}
 	for _, r := range lbRoutes {
@@ -148,17 +152,20 @@ func newLBEnv(t *testing.T, w *lbWorld, db *store.DB, plan gwconf.Plan, seed uin
 		conf.Prices[r.name+"/gpt-4.1"] = lbPrice
 		conf.Prices[r.name+"/claude-sonnet-4-5"] = lbPrice
 	}
+	gc := gateway.Config{Ledger: ledger.Of(db), Holds: ledger.Of(db), Client: w.board.client(), Logger: slog.New(slog.DiscardHandler),
+		Now: w.clock.Now, Rand: rand.NewPCG(seed, 1), OnAttempt: func(route, _ string, _ time.Duration) {
+			e.mu.Lock()
+			e.tries[route]++
+			e.mu.Unlock()
+		}}
+	for _, o := range opts {
+		o(&conf, &gc)
+	}
 	if err := conf.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	e.env = newEnv(t, func(c *shim.Config) {
-		c.Gateway = gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db), Client: w.board.client(), Logger: slog.New(slog.DiscardHandler),
-			Now: w.clock.Now, Rand: rand.NewPCG(seed, 1), OnAttempt: func(route, _ string, _ time.Duration) {
-				e.mu.Lock()
-				e.tries[route]++
-				e.mu.Unlock()
-			}})
-	})
+	gc.Upstream = conf
+	e.env = newEnv(t, func(c *shim.Config) { c.Gateway = gateway.New(gc) })
 	return e
 }
 
@@ -456,6 +463,67 @@ func TestBalanceSkipsUnhealthyRoute(t *testing.T) {
 		}
 		if answered["azure-eu"] < 15 || answered["azure-us"] == 0 {
 			t.Fatalf("healthy again: answered by %v", answered)
+		}
+	})
+}
+
+// TestBalanceSkipsSlowRoute: with route_health.latency, answers whose
+// headers come later than it are a route's failures: the clients get
+// them, and after route_health.failures of them in a row the route is
+// skipped (and reported unhealthy: caduceus_shim_route_healthy 0) for its
+// cool-down; after it, a quick answer makes it healthy again.
+func TestBalanceSkipsSlowRoute(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		w := newLBWorld(t)
+		db.Now = w.clock.Now
+		var mu sync.Mutex
+		reported := map[string][]bool{}
+		e := newLBEnv(t, w, db, gwconf.Plan{Failover: gwconf.FailoverDefinite, Models: map[string][]gwconf.Step{
+			"gpt-4.1": {balance(gwconf.Member{Route: "azure-eu", Weight: 1}, gwconf.Member{Route: "azure-us", Weight: 1})},
+		}}, 7, func(c *gwconf.Config, g *gateway.Config) {
+			c.RouteHealth = gwconf.HealthConfig{Failures: 2, Latency: "150ms"}
+			g.OnRouteHealth = func(route string, healthy bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				reported[route] = append(reported[route], healthy)
+			}
+		})
+		lastReport := func(route string) []bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return reported[route]
+		}
+		eu := w.deps["azure-eu"]
+		eu.slow.Store(int64(400 * time.Millisecond))
+		for i := 0; e.triesOf("azure-eu") < 2; i++ {
+			if i == 40 {
+				t.Fatalf("azure-eu tried %d times in 40 requests", e.triesOf("azure-eu"))
+			}
+			e.mustAsk(t, "key-lb", wire.ChatCompletions, "gpt-4.1") // slow or not, answered
+		}
+		until, err := ledger.Of(db).UnhealthyUntil(t.Context(), "azure-eu")
+		if err != nil || !until.After(w.clock.Now()) {
+			t.Fatalf("two answers 400 ms late against a latency of 150 ms: unhealthy until %v (%v)", until, err)
+		}
+		if r := lastReport("azure-eu"); len(r) == 0 || r[len(r)-1] {
+			t.Fatalf("azure-eu's health as reported: %v", r)
+		}
+		for range 20 {
+			if route, _ := e.mustAsk(t, "key-lb", wire.ChatCompletions, "gpt-4.1"); route != "azure-us" {
+				t.Fatalf("answered by the slow route %s in its cool-down", route)
+			}
+		}
+		// Quick again: after the cool-down its trial answers in time.
+		eu.slow.Store(0)
+		w.clock.add(31 * time.Second)
+		if route, _ := e.mustAsk(t, "key-lb", wire.ChatCompletions, "gpt-4.1"); route != "azure-eu" {
+			t.Fatalf("after the cool-down: answered by %s", route)
+		}
+		if until, _ := ledger.Of(db).UnhealthyUntil(t.Context(), "azure-eu"); !until.IsZero() {
+			t.Fatalf("a quick answer left azure-eu unhealthy until %v", until)
+		}
+		if r := lastReport("azure-eu"); !r[len(r)-1] {
+			t.Fatalf("azure-eu's health as reported after a quick answer: %v", r)
 		}
 	})
 }

@@ -28,8 +28,9 @@ import (
 //
 // A route is unhealthy after Config.Upstream.RouteHealth's failures in a
 // row (a refused connection, a 5xx before any byte, no headers in time,
-// its credential refused) on any process sharing the store, for its
-// cool-down; any answer ends the run.
+// its credential refused, with route_health.latency an answer whose
+// headers took longer) on any process sharing the store, for its
+// cool-down; any other answer ends the run.
 
 // flatten makes f's steps of the plan's: each balanced step's members,
 // in their configured order, as steps of their own (f.groups says where).
@@ -97,6 +98,9 @@ func (g *Gateway) order(ctx context.Context, f *forwarding, from, to int, now ti
 			g.cfg.Logger.Warn("gateway: route health not read; taken for healthy", "route", route, "err", err)
 		} else if !until.IsZero() {
 			m.rank = rankUnhealthy
+			if until.After(now) {
+				g.setHealth(route, routeUnhealthy) // found so by another process
+			}
 			if !until.After(now) && !probe && g.probing[route].CompareAndSwap(false, true) {
 				m.rank, probe = rankProbe, true
 				f.probes = append(f.probes, route)
@@ -173,24 +177,32 @@ func routeFailed(out outcome) bool {
 
 // observe makes an attempt's outcome on a member of a balanced step its
 // route's health: an answer (of any status) ends the route's run of
-// failures; a failure adds to it, unless the route is already unhealthy
-// (it was tried as the last resort).
+// failures, unless its headers took longer than route_health.latency; a
+// failure (or such a slow answer) adds to it, unless the route is already
+// unhealthy (it was tried as the last resort). A run that makes the route
+// unhealthy sets caduceus_shim_route_healthy to 0 (OnRouteHealth) until
+// its next answer.
 func (g *Gateway) observe(ctx context.Context, route string, out outcome) {
 	if !g.balanced[route] {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
+	slow := g.slow > 0 && out.waited > g.slow
 	var err error
 	switch {
-	case out.outcome == "answered":
+	case out.outcome == "answered" && !slow:
 		err = g.rh.RouteAnswered(ctx, route)
-	case routeFailed(out):
+	case routeFailed(out) || slow:
 		now := g.cfg.Now()
 		until, rerr := g.rh.UnhealthyUntil(ctx, route)
 		if rerr == nil && until.After(now) {
+			g.setHealth(route, routeUnhealthy)
 			return
 		}
 		err = g.rh.RouteFailed(ctx, route, g.threshold, now.Add(g.cooldown))
+		if until, rerr := g.rh.UnhealthyUntil(ctx, route); err == nil && rerr == nil && until.After(now) {
+			g.setHealth(route, routeUnhealthy)
+		}
 	}
 	if err != nil {
 		g.cfg.Logger.Warn("gateway: route health not recorded", "route", route, "err", err)

@@ -135,6 +135,7 @@ type Gateway struct {
 	rh        upstream.RouteHealth
 	threshold int
 	cooldown  time.Duration
+	slow      time.Duration // an answer slower to its headers fails its run; 0: none
 	randMu    sync.Mutex
 	rnd       *rand.Rand // nil: the runtime's generator
 }
@@ -194,6 +195,7 @@ func New(cfg Config) *Gateway {
 	if g.cooldown, err = cfg.Upstream.RouteHealth.Rest(); err != nil {
 		g.cooldown = 30 * time.Second // Validate refuses it
 	}
+	g.slow, _ = cfg.Upstream.RouteHealth.Slow() // checked by Validate
 	if cfg.Rand != nil {
 		g.rnd = rand.New(cfg.Rand)
 	}
@@ -233,6 +235,7 @@ func (g *Gateway) answeredBy(identity string) {
 const (
 	routeHealthy   = 1
 	routeAuthFails = 2
+	routeUnhealthy = 3 // a balanced step's member in its cool-down
 )
 
 // setHealth records a route's health and tells OnRouteHealth of a change.
@@ -857,6 +860,7 @@ type outcome struct {
 	status   int
 	failure  upstream.Failure // when the attempt failed
 	answered bool             // the client got this attempt's answer
+	waited   time.Duration    // from the call to the upstream's headers
 	broken   bool             // its stream broke off after the client began receiving it
 	settle   bool             // settle (with cost) rather than release
 	cost     int64            // -1: settle at the reservation
@@ -1029,12 +1033,13 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
 // x, when set, translates the answer from the upstream's wire.
-func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int, x *leg) outcome {
+func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int, x *leg) (out outcome) {
 	up := req.Protocol // the wire the upstream speaks
 	if x != nil {
 		up = x.up
 	}
 	mt := &meter{p: up}
+	sent := time.Now()
 	resp, wrote, err := g.send(ctx, req, routeName, up.Path(), body, wait)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -1047,6 +1052,8 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 		return outcome{outcome: "definite", failure: upstream.Definite}
 	}
 	defer resp.Body.Close()
+	waited := time.Since(sent)
+	defer func() { out.waited = waited }()
 	if authRefused(resp.StatusCode) {
 		b, _ := readAll(resp.Body, 1<<20)
 		g.refusedCredential(routeName, id, resp.StatusCode, b)

@@ -54,6 +54,8 @@ type process struct {
 	journal     *spendJournal // made on first use
 	holds       holdBook
 	health      healthBook // the routes' health, as last read
+	ratesOnce   sync.Once
+	rates       rateBook // this process's slices of the rate windows
 }
 
 type processKey struct{}
@@ -71,10 +73,12 @@ func (p *process) Close() error {
 	if p.leases != nil {
 		p.leases.stop()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p.ratesOnce.Do(func() {}) // no rate book is made after this
+	p.rates.close(ctx)
 	if p.journal != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		p.journal.close(ctx)
-		cancel()
 	}
 	return nil
 }

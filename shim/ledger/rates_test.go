@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
@@ -42,7 +43,13 @@ func TestRatesNeverAdmitPastALimit(t *testing.T) {
 		if admitted.Load() != 10 {
 			t.Fatalf("%d admitted against an rpm of 10", admitted.Load())
 		}
-		// The tenant's window counted the 10 admitted, not the 30 refused.
+		// The tenant's window counted the 10 admitted, not the 30 refused
+		// (once both processes gave back their unused slices).
+		for _, d := range []*store.DB{db, other} {
+			if err := ledger.Of(d).FlushRates(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		got, _, err := ledger.Of(db).Admit(ctx, []upstream.RateWindow{{Scope: "tenant:slot-1", Minute: 1000, RPM: 100}})
 		if err != nil || got[0].Requests != 11 {
 			t.Fatalf("tenant window after the refusals: %+v %v", got, err)
@@ -63,6 +70,74 @@ func TestRatesNeverAdmitPastALimit(t *testing.T) {
 		// Another minute is another window.
 		if _, _, err := ledger.Of(db).Admit(ctx, []upstream.RateWindow{{Scope: "key:slot-1:k1", Minute: 1001, RPM: 10}}); err != nil {
 			t.Fatalf("the next minute: %v", err)
+		}
+	})
+}
+
+// TestRatesSlicesGoBack: a slice of a window one process took and did not
+// use is refused to the others until that process gives it back (a
+// flush); then the processes together admit exactly the rpm. Tokens one
+// process used are seen by the other once written.
+func TestRatesSlicesGoBack(t *testing.T) {
+	old := ledger.RateFlush
+	ledger.RateFlush = time.Hour // flushed by hand below
+	t.Cleanup(func() { ledger.RateFlush = old })
+	openTwice(t, func(t *testing.T, db, other *store.DB) {
+		ctx := context.Background()
+		a, b := ledger.Of(db), ledger.Of(other)
+		ws := []upstream.RateWindow{{Scope: "key:slot-1:k1", Minute: 2000, RPM: 100}}
+		admit := func(l *ledger.Ledger, n int) int {
+			got := 0
+			for range n {
+				_, refused, err := l.Admit(ctx, ws)
+				if err == nil {
+					got++
+					continue
+				}
+				if !errors.Is(err, upstream.ErrRateLimited) || refused == nil || refused.Requests < 100 {
+					t.Fatalf("refusal: %v %+v", err, refused)
+				}
+			}
+			return got
+		}
+		// a takes a slice (an eighth of 100) and admits one of it.
+		if n := admit(a, 1); n != 1 {
+			t.Fatalf("a admitted %d of 1", n)
+		}
+		// b can admit only what a did not take.
+		if n := admit(b, 100); n != 88 {
+			t.Fatalf("b admitted %d with a holding a slice of 12; want 88", n)
+		}
+		for _, l := range []*ledger.Ledger{a, b} {
+			if err := l.FlushRates(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := admit(b, 20); n != 11 {
+			t.Fatalf("b admitted %d once a gave back 11; want 11", n)
+		}
+		if n := admit(a, 5); n != 0 {
+			t.Fatalf("a admitted %d past the rpm", n)
+		}
+
+		// Tokens: what b used closes the window for a once written.
+		tw := []upstream.RateWindow{{Scope: "tenant:slot-1", Minute: 2000, TPM: 1000}}
+		got, _, err := b.Admit(ctx, tw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Used(ctx, got, 1200); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.Admit(ctx, tw); !errors.Is(err, upstream.ErrRateLimited) {
+			t.Fatalf("b past its tpm: %v", err)
+		}
+		if err := b.FlushRates(); err != nil {
+			t.Fatal(err)
+		}
+		_, refused, err := a.Admit(ctx, tw)
+		if !errors.Is(err, upstream.ErrRateLimited) || refused.Tokens != 1200 {
+			t.Fatalf("a after b's tokens were written: %v %+v", err, refused)
 		}
 	})
 }

@@ -110,9 +110,16 @@ func TestBalancedStepErrorsNameTheField(t *testing.T) {
 	if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "plans.main.models.gpt-4.1[0].balance[1]: azure-us/gpt-4.1 has no price") {
 		t.Errorf("member without a price: %v", err)
 	}
-	for _, h := range []string{`{"failures": 101}`, `{"failures": -1}`, `{"cooldown": "0s"}`, `{"cooldown": "2h"}`, `{"cooldown": "soon"}`} {
+	for _, h := range []string{`{"failures": 101}`, `{"failures": -1}`, `{"cooldown": "0s"}`, `{"cooldown": "2h"}`, `{"cooldown": "soon"}`,
+		`{"latency": "99ms"}`, `{"latency": "11m"}`, `{"latency": "slow"}`} {
 		src := strings.Replace(balancedConfig, `{"failures": 5, "cooldown": "1m"}`, h, 1)
 		if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "route_health.") {
+			t.Errorf("route_health %s: %v", h, err)
+		}
+	}
+	for _, h := range []string{`{"latency": "100ms"}`, `{"latency": "10m"}`} {
+		src := strings.Replace(balancedConfig, `{"failures": 5, "cooldown": "1m"}`, h, 1)
+		if _, err := Parse([]byte(src)); err != nil {
 			t.Errorf("route_health %s: %v", h, err)
 		}
 	}

@@ -149,6 +149,23 @@ type HealthConfig struct {
 	Failures int `json:"failures,omitempty" yaml:"failures"`
 	// Cooldown is how long it stays unhealthy (1s to 1h; default 30s).
 	Cooldown string `json:"cooldown,omitempty" yaml:"cooldown"`
+	// Latency, when set, makes an answer whose headers took longer a
+	// failure of the run (the client still gets the answer): 100ms to
+	// 10m; empty: latency does not count.
+	Latency string `json:"latency,omitempty" yaml:"latency"`
+}
+
+// Slow is the time to headers past which an answer counts as a failure of
+// its route's run; 0: none.
+func (h HealthConfig) Slow() (time.Duration, error) {
+	if h.Latency == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(h.Latency)
+	if err != nil || d < 100*time.Millisecond || d > 10*time.Minute {
+		return 0, fmt.Errorf("upstream: route_health.latency %q: want a duration from 100ms to 10m, e.g. 5s", h.Latency)
+	}
+	return d, nil
 }
 
 // Threshold is the failures in a row that make a route unhealthy.
@@ -175,7 +192,10 @@ func (h HealthConfig) validate() error {
 	if h.Failures < 0 || h.Failures > 100 {
 		return fmt.Errorf("upstream: route_health.failures %d: want 1 to 100 (0: 3)", h.Failures)
 	}
-	_, err := h.Rest()
+	if _, err := h.Rest(); err != nil {
+		return err
+	}
+	_, err := h.Slow()
 	return err
 }
 
