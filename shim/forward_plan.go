@@ -62,7 +62,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		return
 	}
 	t.rc.ResponseID, t.rc.CacheHit = res.ResponseID, res.CacheHit
-	t.rc.Upstream, t.rc.UpstreamStatus = res.Route, res.Status
+	t.rc.Upstream, t.rc.UpstreamStatus, t.rc.UpstreamWire = res.Route, res.Status, res.UpstreamWire
 	if n := len(res.Attempts); n > 0 {
 		a := res.Attempts[n-1] // the one that answered
 		t.served = &contract.Route{ResolvedTarget: a.Model, Provider: s.cfg.Gateway.ProviderClass(a.Route, a.Model)}

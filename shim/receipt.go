@@ -93,7 +93,10 @@ type Receipt struct {
 	CacheHit       string `json:"cache_hit,omitempty"`
 	Upstream       string `json:"upstream,omitempty"`
 	UpstreamStatus int    `json:"upstream_status,omitempty"`
-	OverheadMicros int64  `json:"overhead_us"`
+	// UpstreamWire is the wire the upstream that answered spoke when the
+	// turn was translated (Protocol is the client's): set only then.
+	UpstreamWire   wire.Protocol `json:"upstream_wire,omitempty"`
+	OverheadMicros int64         `json:"overhead_us"`
 	// Broken: the upstream broke its streamed answer off after the client
 	// began receiving it; the client's response was cut off the same way.
 	Broken bool `json:"broken,omitempty"`

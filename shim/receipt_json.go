@@ -77,6 +77,7 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	if r.UpstreamStatus != 0 {
 		w.int("upstream_status", int64(r.UpstreamStatus))
 	}
+	w.optStr("upstream_wire", string(r.UpstreamWire))
 	w.end()
 }
 
@@ -146,6 +147,7 @@ func writeAttempt(a gateway.Attempt, b *bytes.Buffer) {
 	if a.Status != 0 {
 		w.int("status", int64(a.Status))
 	}
+	w.optStr("wire", string(a.Wire))
 	w.end()
 }
 

@@ -46,7 +46,7 @@ func (f *forwarding) flatten(steps []upstream.Step) {
 	for _, st := range steps {
 		from := len(f.steps)
 		for _, m := range st.Members() {
-			f.steps = append(f.steps, upstream.Step{Route: m.Route, Model: m.Model})
+			f.steps = append(f.steps, upstream.Step{Route: m.Route, Model: m.Model, Translate: st.Translate})
 			f.ids = append(f.ids, f.cfg.MemberIdentity(m, f.model))
 			f.weights = append(f.weights, m.W())
 		}

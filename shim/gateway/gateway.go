@@ -5,7 +5,9 @@
 // step only as upstream.MayFailOver allows; a 429 holds the model identity
 // on every route, in the store every process shares. A balanced step picks
 // one of its routes per request by weight, skipping those the caller is not
-// granted, held and unhealthy ones (balance.go).
+// granted, held and unhealthy ones (balance.go). A step with translate:
+// true serves a client of the other wire, its turn translated
+// (translate.go, shim/translate).
 package gateway
 
 import (
@@ -305,6 +307,9 @@ type Attempt struct {
 	// before its usage came, or a call the client left while waiting (see
 	// meter.estimate).
 	Estimated bool `json:"estimated,omitempty"`
+	// Wire is the wire the upstream spoke when the attempt was translated
+	// from the client's ("": the client's own).
+	Wire wire.Protocol `json:"wire,omitempty"`
 	// Closing is what is left to do with the reservation when the gateway
 	// defers it (Config.DeferClose): CloseSettle at Settled, CloseRelease,
 	// or "" (nothing).
@@ -395,6 +400,9 @@ type Result struct {
 	// (no terminating chunk, a reset stream), once the receipt is stored,
 	// so that the client's SDK raises as it would against the provider.
 	Broken bool
+	// UpstreamWire is the wire of the upstream that answered when its
+	// answer was translated into the client's ("": the client's own).
+	UpstreamWire wire.Protocol
 }
 
 // Writer is where the answer goes: the client's response, plus a hook the
@@ -510,6 +518,9 @@ type forwarding struct {
 	// capture bounds the answer kept.
 	cacheKey string
 	capture  int
+	// untranslatable: the request cannot be carried to the other wire;
+	// translated steps are skipped.
+	untranslatable bool
 }
 
 // route finds the request's plan and steps and checks, before any upstream
@@ -534,10 +545,11 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	if len(steps) == 0 {
 		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: fmt.Sprintf("shim: the model %q does not exist or is not routed here", f.model)}
 	}
-	if k := c.Routes[steps[0].Members()[0].Route].Kind; k != kindOf(req.Protocol) {
-		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeWrongWire, Message: fmt.Sprintf("shim: %q is served over the %s API, not %s", f.model, k, req.Protocol)}
+	kept, translated := servable(c, req.Protocol, steps)
+	if len(kept) == 0 {
+		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeWrongWire, Message: fmt.Sprintf("shim: %q is served over the %s API, not %s", f.model, c.Routes[steps[0].Members()[0].Route].Kind, req.Protocol)}
 	}
-	f.flatten(steps)
+	f.flatten(kept)
 	if !f.grantedFrom(0) {
 		return f, &Refusal{Status: http.StatusForbidden, Code: CodeNotGranted, Message: fmt.Sprintf("shim: this key is not granted %s", f.ids[0])}
 	}
@@ -546,6 +558,11 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "shim: " + err.Error()}
 	}
 	f.meta, f.body = m, req.Body
+	if translated {
+		if r := f.translation(); r != nil {
+			return f, r
+		}
+	}
 	if req.Protocol == wire.ChatCompletions && m.stream && !m.includeUsage {
 		f.body, f.strip = withIncludeUsage(req.Body), true
 	}
@@ -603,8 +620,13 @@ const (
 func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) stepVerdict {
 	st, id := f.steps[i], f.ids[i]
 	now := g.cfg.Now()
+	var x *leg
+	if f.translated(i) && f.untranslatable {
+		return stepNext // the request cannot be carried to this step's wire
+	}
 	var price upstream.Price
 	var amount upstream.Microdollars
+	ubody, strip := f.body, f.strip
 	if !f.open {
 		if !f.req.Caller.Granted(id) {
 			f.res.Attempts = append(f.res.Attempts, Attempt{Route: st.Route, Model: id, Outcome: "not_granted"})
@@ -614,13 +636,19 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 			return v
 		}
 		price, _ = f.cfg.PriceOf(id)
-		amount = price.MaxCost(int64(len(f.body)), f.meta.maxOut)
+		if f.translated(i) {
+			var ok bool
+			if ubody, x, ok = f.translatedBody(i, price, now.Unix()); !ok {
+				return stepNext
+			}
+			strip = false
+		}
+		amount = price.MaxCost(int64(len(ubody)), f.meta.maxOut)
 		if f.req.Protocol == wire.Embeddings {
 			amount = price.Cost(upstream.Usage{Input: int64(len(f.body))}) // an embedding has no output
 		}
 	}
-	ubody := f.body
-	if st.Model != "" && st.Model != f.model {
+	if x == nil && st.Model != "" && st.Model != f.model {
 		ubody = withModel(f.body, st.Model)
 	}
 	// The answer may start streaming to the client at once only when no
@@ -634,12 +662,16 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 	backoff, _ := f.plan.Backoff() // checked by Validate
 	for try := 0; ; try++ {
 		att := Attempt{Route: st.Route, Model: id}
+		if x != nil {
+			att.Wire = x.up
+			x.renew() // each try translates its own stream
+		}
 		if !f.open {
 			if v, ok := f.reserve(ctx, g, i, &att, amount); !ok {
 				return v
 			}
 		}
-		out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, f.strip, f.capture)
+		out := g.attempt(ctx, w, f.req, st.Route, id, price, ubody, wait, f.meta.stream && canMove, strip, f.capture, x)
 		g.observe(ctx, st.Route, out)
 		f.sent = f.sent || out.failure == upstream.Uncertain
 		att.Outcome, att.Status = out.outcome, out.status
@@ -766,6 +798,9 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		f.res.Route, f.res.Status, f.res.Final, f.res.Broken = st.Route, out.status, out.final, out.broken
 		f.res.ResponseID = out.responseID
 		f.tokens = out.tokens
+		if f.translated(i) {
+			f.res.UpstreamWire = f.res.Attempts[len(f.res.Attempts)-1].Wire
+		}
 		if f.cacheKey != "" && out.captured != nil && out.status >= 200 && out.status < 300 {
 			g.keep(ctx, f, out)
 		}
@@ -799,6 +834,9 @@ func (f *forwarding) after(ctx context.Context, g *Gateway, w Writer, i int, out
 		}
 		g.passOn(w, out)
 		f.res.Route, f.res.Status = st.Route, out.status
+		if f.translated(i) {
+			f.res.UpstreamWire = f.res.Attempts[len(f.res.Attempts)-1].Wire
+		}
 		return stepDone
 	}
 	if out.outcome == "auth_failed" {
@@ -934,7 +972,11 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 		cancel()
 		return nil, false, err
 	}
+	foreign := r.Kind != kindOf(req.Protocol) // a translated request
 	for _, k := range forwardRequestHeaders {
+		if foreign && foreignHeader(http.CanonicalHeaderKey(k), r.Kind) {
+			continue
+		}
 		if v := req.Header.Values(k); len(v) > 0 {
 			ureq.Header[http.CanonicalHeaderKey(k)] = v
 		}
@@ -967,10 +1009,10 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 // attempt is call observed: in a traced request, a "shim.attempt" span
 // (whose traceparent goes upstream) with the route, the model identity,
 // the outcome and the status; and OnAttempt told.
-func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int) outcome {
+func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int, x *leg) outcome {
 	actx, span := telemetry.Child(ctx, "shim.attempt", trace.SpanKindClient) // nil: not traced
 	began := time.Now()
-	out := g.call(actx, w, req, routeName, id, price, body, wait, holdFirst, strip, capture)
+	out := g.call(actx, w, req, routeName, id, price, body, wait, holdFirst, strip, capture, x)
 	if span != nil {
 		span.SetAttributes(telemetry.KeyRoute.String(routeName), telemetry.KeyModelIdentity.String(id), telemetry.KeyOutcome.String(out.outcome))
 		if out.status != 0 {
@@ -990,10 +1032,15 @@ func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName,
 // call makes one call and, when it answers, writes the answer to w.
 // holdFirst: a stream's headers wait for its first event, so a stream that
 // breaks before it can still move to another step.
-func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int) (out outcome) {
-	mt := &meter{p: req.Protocol}
+// x, when set, translates the answer from the upstream's wire.
+func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int, x *leg) (out outcome) {
+	up := req.Protocol // the wire the upstream speaks
+	if x != nil {
+		up = x.up
+	}
+	mt := &meter{p: up}
 	sent := time.Now()
-	resp, wrote, err := g.send(ctx, req, routeName, req.Protocol.Path(), body, wait)
+	resp, wrote, err := g.send(ctx, req, routeName, up.Path(), body, wait)
 	if err != nil {
 		if ctx.Err() != nil {
 			return g.canceled(mt, wrote, price, body)
@@ -1019,7 +1066,8 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 		if resp.StatusCode == http.StatusTooManyRequests {
 			name = "rate_limited"
 		}
-		return outcome{outcome: name, status: resp.StatusCode, failure: f, errAnswer: b, errHeader: resp.Header, retryAfter: resp.Header.Get("Retry-After")}
+		b, hdr := x.errorAnswer(req.Protocol, resp.StatusCode, b, resp.Header)
+		return outcome{outcome: name, status: resp.StatusCode, failure: f, errAnswer: b, errHeader: hdr, retryAfter: resp.Header.Get("Retry-After")}
 	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, err := readAll(resp.Body, g.cfg.MaxAnswer)
@@ -1030,13 +1078,20 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 			g.cfg.Logger.Warn("gateway: upstream answer broke off", "route", routeName, "model", id, "err", err)
 			return uncertain(resp.StatusCode)
 		}
-		writeAnswer(w, resp.Header, resp.StatusCode, b)
+		answer, hdr := b, resp.Header
+		if x != nil {
+			if answer, hdr, err = x.answer(req.Protocol, resp.StatusCode, b, resp.Header); err != nil {
+				g.cfg.Logger.Warn("gateway: upstream answer not translatable", "route", routeName, "model", id, "err", err)
+				return uncertain(resp.StatusCode)
+			}
+		}
+		writeAnswer(w, hdr, resp.StatusCode, answer)
 		o := g.charged(resp.StatusCode, mt, b, price, id)
 		if req.Protocol == wire.Responses {
 			o.responseID = responseID(b)
 		}
-		if capture > 0 && len(b) <= capture {
-			o.captured, o.contentType = b, resp.Header.Get("Content-Type")
+		if capture > 0 && len(answer) <= capture {
+			o.captured, o.contentType = answer, resp.Header.Get("Content-Type")
 		}
 		return o
 	}
@@ -1061,6 +1116,34 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 	broken, gone := false, false
 	respID := ""
 	var captured []byte
+	// emit writes the client's events, holding the terminal one back;
+	// false once the stream is over for the client.
+	emit := func(evs []wire.SSE) bool {
+		for _, ev := range evs {
+			if w.Hash != nil {
+				w.Hash.Write(ev.Raw)
+			}
+			if terminal(ev) {
+				final = ev.Raw
+				return false
+			}
+			if capture > 0 {
+				if len(captured)+len(ev.Raw) > capture {
+					capture = -1 // too long to keep
+				} else {
+					captured = append(captured, ev.Raw...)
+				}
+			}
+			if _, err := w.Write(ev.Raw); err != nil {
+				gone = true // the client went away: closing the body stops the call
+				return false
+			}
+		}
+		if fl != nil && len(evs) > 0 {
+			fl.Flush()
+		}
+		return true
+	}
 	for {
 		var ev wire.SSE
 		if first != nil {
@@ -1075,11 +1158,13 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 					// Cut off: the client's stream is cut as well.
 					g.cfg.Logger.Warn("gateway: upstream stream broke off", "route", routeName, "model", id, "err", err)
 					broken = true
+				case x != nil:
+					emit(x.stream.End()) // ended cleanly without its terminal event
 				}
 				break
 			}
 		}
-		mt.delta += deltaBytes(req.Protocol, ev.Data)
+		mt.delta += deltaBytes(up, ev.Data)
 		if req.Protocol == wire.Responses && respID == "" {
 			respID = responseID(ev.Data)
 		}
@@ -1091,26 +1176,8 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 				ev.Raw = wire.Event("", data)
 			}
 		}
-		if w.Hash != nil {
-			w.Hash.Write(ev.Raw)
-		}
-		if terminal(ev) {
-			final = ev.Raw
+		if !emit(x.events(ev)) {
 			break
-		}
-		if capture > 0 {
-			if len(captured)+len(ev.Raw) > capture {
-				capture = -1 // too long to keep
-			} else {
-				captured = append(captured, ev.Raw...)
-			}
-		}
-		if _, err := w.Write(ev.Raw); err != nil {
-			gone = true // the client went away: closing the body stops the call
-			break
-		}
-		if fl != nil {
-			fl.Flush()
 		}
 	}
 	o := g.charged(resp.StatusCode, mt, nil, price, id)
@@ -1215,7 +1282,13 @@ type Model struct {
 	ID      string        // the name a client asks for
 	OwnedBy string        // the provider of its first step the caller is granted
 	Kind    upstream.Kind // the wire it is served over
+	// Translated: a step the caller is granted translates, so the model
+	// is served over both wires.
+	Translated bool
 }
+
+// Serves reports whether clients of kind's wire may ask for the model.
+func (m Model) Serves(kind upstream.Kind) bool { return m.Kind == kind || m.Translated }
 
 // Models lists, sorted by name, the models of the caller's plan that reach
 // at least one model identity the caller is granted.
@@ -1230,15 +1303,22 @@ func (g *Gateway) Models(c contract.Caller) []Model {
 			continue // a pattern is no model a client can name as it stands
 		}
 		steps := plan.Models[name]
-	members:
+		var model *Model
 		for _, st := range steps {
 			for _, m := range st.Members() {
-				if id := g.cfg.Upstream.MemberIdentity(m, name); c.Granted(id) {
-					provider, _, _ := strings.Cut(id, "/")
-					out = append(out, Model{ID: name, OwnedBy: provider, Kind: g.cfg.Upstream.Routes[steps[0].Members()[0].Route].Kind})
-					break members
+				id := g.cfg.Upstream.MemberIdentity(m, name)
+				if !c.Granted(id) {
+					continue
 				}
+				if model == nil {
+					provider, _, _ := strings.Cut(id, "/")
+					model = &Model{ID: name, OwnedBy: provider, Kind: g.cfg.Upstream.Routes[steps[0].Members()[0].Route].Kind}
+				}
+				model.Translated = model.Translated || st.Translate
 			}
+		}
+		if model != nil {
+			out = append(out, *model)
 		}
 	}
 	return out
@@ -1276,14 +1356,17 @@ func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string,
 	if !ok || len(steps) == 0 {
 		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the model %q does not exist or is not routed here", model), false)
 	}
-	if c.Routes[steps[0].Members()[0].Route].Kind != kind {
-		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the %s API", model, kind), false)
-	}
 	// Counting costs nothing: a balanced step's members are tried in
-	// their order.
+	// their order. A count is never translated: only the steps of its
+	// own wire count.
 	var members []upstream.Member
 	for _, st := range steps {
-		members = append(members, st.Members()...)
+		if c.Routes[st.Members()[0].Route].Kind == kind {
+			members = append(members, st.Members()...)
+		}
+	}
+	if len(members) == 0 {
+		return refused(res, http.StatusBadRequest, CodeWrongWire, fmt.Sprintf("shim: %q is not served over the %s API", model, kind), false)
 	}
 	authFailed := false
 	for _, st := range members {

@@ -47,7 +47,7 @@ func (g *Gate) model(w http.ResponseWriter, r *http.Request, c *server.Call) err
 	}
 	if g.cfg.Gateway != nil {
 		for _, m := range g.cfg.Gateway.Models(c.Caller) {
-			if m.ID != id || m.Kind != kind {
+			if m.ID != id || !m.Serves(kind) {
 				continue
 			}
 			if kind == upstream.KindAnthropic {
@@ -87,7 +87,7 @@ func openAIModel(m gateway.Model) openAIModelShape {
 func modelsOf[T any](models []gateway.Model, kind upstream.Kind, shape func(gateway.Model) T) []T {
 	out := []T{}
 	for _, m := range models {
-		if m.Kind == kind {
+		if m.Serves(kind) {
 			out = append(out, shape(m))
 		}
 	}

@@ -83,7 +83,7 @@ func TestBalancedStepErrorsNameTheField(t *testing.T) {
 		{"neither", `{}`, `plans.main.models.gpt-4.1[0]: a step names a route, or a balance of routes`},
 		{"member without route", `{"balance": [{"weight": 2}, {"route": "azure-us"}]}`, `plans.main.models.gpt-4.1[0].balance[0].route is required`},
 		{"member does not serve", `{"balance": [{"route": "azure-eu", "model": "gpt-4.1-mini"}, {"route": "azure-us"}]}`, `plans.main.models.gpt-4.1[0].balance[0]: route "azure-eu" does not serve "gpt-4.1-mini"`},
-		{"member of another wire", `{"balance": [{"route": "azure-eu"}, {"route": "claude", "model": "claude-sonnet-4-5"}]}`, `balance[1]: route "claude" speaks anthropic but the first step speaks openai`},
+		{"member of another wire", `{"balance": [{"route": "azure-eu"}, {"route": "claude", "model": "claude-sonnet-4-5"}]}`, `balance[1]: route "claude" speaks anthropic but the balance's first member speaks openai; the members of a balance speak one wire`},
 		{"member model not served", `{"balance": [{"route": "azure-eu"}, {"route": "azure-us", "model": "gpt-4.1-nano"}]}`, `route "azure-us" does not serve "gpt-4.1-nano"`},
 		{"unknown member field", `{"balance": [{"route": "azure-eu", "wieght": 3}, {"route": "azure-us"}]}`, `unknown field "wieght"`},
 	}

@@ -97,6 +97,11 @@ type Step struct {
 	// tries the group's other members (heaviest first) before the next
 	// step.
 	Balance []Member `json:"balance,omitempty" yaml:"balance"`
+	// Translate lets the step serve a client of the other wire: an OpenAI
+	// chat completions client on an Anthropic route, an Anthropic messages
+	// client on an OpenAI route, each turn translated (shim/translate). A
+	// step without it serves its own wire only.
+	Translate bool `json:"translate,omitempty" yaml:"translate"`
 }
 
 // Member is one route of a balanced step: the route, the model to ask it
@@ -644,7 +649,9 @@ func (c Config) validatePlan(name string, p Plan) error {
 		if len(steps) == 0 {
 			return fmt.Errorf("upstream: plans.%s.models.%s: no steps", name, m)
 		}
-		var kind Kind
+		// kind is the model's wire: its first untranslated step's. A
+		// translated step may speak the other; a balance speaks one.
+		var kind, stepKind Kind
 		for i, st := range steps {
 			if err := st.validateShape(fmt.Sprintf("plans.%s.models.%s[%d]", name, m, i)); err != nil {
 				return err
@@ -665,10 +672,17 @@ func (c Config) validatePlan(name string, p Plan) error {
 				if !r.Serves(model) {
 					return fmt.Errorf("upstream: %s: route %q does not serve %q (its models: %s)", at, mb.Route, model, strings.Join(r.Models, ", "))
 				}
-				if i == 0 && j == 0 {
+				if j == 0 {
+					stepKind = r.Kind
+				} else if r.Kind != stepKind {
+					return fmt.Errorf("upstream: %s: route %q speaks %s but the balance's first member speaks %s; the members of a balance speak one wire", at, mb.Route, r.Kind, stepKind)
+				}
+				switch {
+				case st.Translate:
+				case kind == "":
 					kind = r.Kind
-				} else if r.Kind != kind {
-					return fmt.Errorf("upstream: %s: route %q speaks %s but the first step speaks %s; a plan does not translate between wires", at, mb.Route, r.Kind, kind)
+				case r.Kind != kind:
+					return fmt.Errorf("upstream: %s: route %q speaks %s but the model's first step speaks %s; a step serves the other wire only with translate: true", at, mb.Route, r.Kind, kind)
 				}
 				id := Identity(r.ProviderOf(), model)
 				if prev, ok := routeOf[id]; ok && prev != mb.Route {

@@ -61,7 +61,7 @@ func TestConfigErrorsNameTheBadEntry(t *testing.T) {
 			"plans.main.models.gpt-4.1-mini[0]: openai/gpt-4.1-mini is already reached through route \"openai-main\""},
 		{"unknown route", `{"route": "openai-backup"}`, `{"route": "nowhere"}`, `plans.main.models.gpt-4.1[1]: route "nowhere" is not in routes`},
 		{"route does not serve model", `{"route": "claude"}]`, `{"route": "claude", "model": "claude-opus"}]`, `route "claude" does not serve "claude-opus"`},
-		{"mixed wires", `{"route": "openai-backup"}`, `{"route": "claude", "model": "claude-sonnet-4-5"}`, "a plan does not translate between wires"},
+		{"mixed wires", `{"route": "openai-backup"}`, `{"route": "claude", "model": "claude-sonnet-4-5"}`, "a step serves the other wire only with translate: true"},
 		{"bad failover", `"failover": "definite"`, `"failover": "always"`, `plans.main.failover "always"`},
 		{"bad kind", `"kind": "anthropic"`, `"kind": "gemini"`, `routes.claude.kind "gemini"`},
 		{"bad url", `"https://backup.example.com"`, `"ftp://backup"`, `routes.openai-backup.base_url`},
@@ -353,5 +353,30 @@ func TestPricesAsProvidersBill(t *testing.T) {
 	}
 	if err := (Price{Input: 1, PerRequest: 5}).validate(); err != nil {
 		t.Errorf("a price with no output rate needs no max_output_tokens: %v", err)
+	}
+}
+
+// TestTranslatedStepsOptIn: a step of the other wire is accepted only with
+// translate: true, wherever it stands (even first: the model's wire is its
+// first untranslated step's); a balance still speaks one wire.
+func TestTranslatedStepsOptIn(t *testing.T) {
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"failover to the other wire", `{"route": "openai-backup"}`, `{"route": "claude", "model": "claude-sonnet-4-5", "translate": true}`, ""},
+		{"only the other wire", `"claude-sonnet-4-5": [{"route": "claude"}]`, `"claude-sonnet-4-5": [{"route": "claude"}], "gpt-4o": [{"route": "claude", "model": "claude-sonnet-4-5", "translate": true}]`, ""},
+		{"translated first", `[{"route": "openai-main"}, {"route": "openai-backup"},`, `[{"route": "claude", "model": "claude-sonnet-4-5", "translate": true}, {"route": "openai-backup"},`, ""},
+		{"balance of two wires", `{"route": "openai-backup"}`, `{"balance": [{"route": "openai-backup"}, {"route": "claude", "model": "claude-sonnet-4-5"}], "translate": true}`, "the members of a balance speak one wire"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(goodConfig, tc.from) {
+				t.Fatalf("test case: %q not in the config", tc.from)
+			}
+			_, err := Parse([]byte(strings.Replace(goodConfig, tc.from, tc.to, 1)))
+			if tc.want == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error %v; want %q", err, tc.want)
+			}
+		})
 	}
 }

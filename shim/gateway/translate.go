@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/shim/translate"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// A plan step with translate: true may serve a client of the other wire
+// (shim/translate): its attempts send the request translated, meter the
+// upstream's usage in the upstream's own wire (so spend settles exactly as
+// a native turn's), and write the answer, its stream event by event, and
+// its errors in the client's wire. The receipt names both wires.
+
+// leg is how one attempt's answer reaches the client: nil natively, or
+// translated from the upstream's wire.
+type leg struct {
+	up           wire.Protocol     // the wire the upstream speaks
+	client       wire.Protocol     // the client's
+	includeUsage bool              // a chat client asked for the usage chunk
+	stream       *translate.Stream // a streamed answer's translation
+	now          int64             // unix seconds, a chat completion's created
+}
+
+// servable keeps the steps of a model that may serve a client of protocol
+// p: those of p's wire, and translated ones when p is translated. It
+// reports whether a translated step was kept.
+func servable(c upstream.Config, p wire.Protocol, steps []upstream.Step) (kept []upstream.Step, translated bool) {
+	for _, st := range steps {
+		switch {
+		case c.Routes[st.Members()[0].Route].Kind == kindOf(p):
+			kept = append(kept, st)
+		case st.Translate && translate.Supported(p):
+			kept, translated = append(kept, st), true
+		}
+	}
+	return kept, translated
+}
+
+// translated reports whether step i is served over the other wire.
+func (f *forwarding) translated(i int) bool {
+	return !f.open && f.cfg.Routes[f.steps[i].Route].Kind != kindOf(f.req.Protocol)
+}
+
+// translation checks, before any upstream call, that the request can be
+// carried to the other wire; when it cannot, translated steps are skipped,
+// and a request no native step serves is refused naming the field.
+func (f *forwarding) translation() *Refusal {
+	if _, err := translate.Request(f.req.Protocol, f.body, translate.Options{}); err != nil {
+		f.untranslatable = true
+		for i := range f.steps {
+			if !f.translated(i) {
+				return nil
+			}
+		}
+		return &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest,
+			Message: "shim: " + err.Error() + " (the model is served over the other wire, translated)"}
+	}
+	return nil
+}
+
+// translatedBody is the request as step i's upstream takes it: translated,
+// asking for the step's model, with max_tokens from price when the client
+// gave no bound.
+func (f *forwarding) translatedBody(i int, price upstream.Price, now int64) ([]byte, *leg, bool) {
+	model := f.steps[i].Model
+	if model == "" {
+		model = f.model
+	}
+	b, err := translate.Request(f.req.Protocol, f.body, translate.Options{Model: model, MaxTokens: price.MaxOutputTokens})
+	if err != nil {
+		return nil, nil, false
+	}
+	return b, &leg{up: translate.Upstream(f.req.Protocol), now: now, client: f.req.Protocol, includeUsage: f.meta.includeUsage}, true
+}
+
+// renew starts the translation of a new try's stream (whether or not
+// its request asked to stream: an upstream's answer decides).
+func (x *leg) renew() {
+	x.stream = translate.NewStream(x.client, x.includeUsage, x.now)
+}
+
+// answer is an upstream's whole answer as the client takes it: a 2xx
+// translated (an error when it is not one the upstream's wire has), any
+// other status as an error envelope.
+func (x *leg) answer(client wire.Protocol, status int, b []byte, hdr http.Header) ([]byte, http.Header, error) {
+	if status < 200 || status > 299 {
+		b, hdr = x.errorAnswer(client, status, b, hdr)
+		return b, hdr, nil
+	}
+	t, err := translate.Answer(client, b, x.now)
+	return t, hdr, err
+}
+
+// foreignHeader reports whether a client header k belongs to the other
+// provider's API when a request is translated for a route of kind.
+func foreignHeader(k string, kind upstream.Kind) bool {
+	if kind == upstream.KindAnthropic {
+		return strings.HasPrefix(k, "Openai-")
+	}
+	return strings.HasPrefix(k, "Anthropic-")
+}
+
+// errorAnswer is an upstream error answer as the client takes it.
+func (x *leg) errorAnswer(client wire.Protocol, status int, b []byte, hdr http.Header) ([]byte, http.Header) {
+	if x == nil {
+		return b, hdr
+	}
+	hdr = hdr.Clone()
+	hdr.Set("Content-Type", "application/json")
+	return translate.ErrorAnswer(client, status, b), hdr
+}
+
+// events are the client's events for one upstream event.
+func (x *leg) events(ev wire.SSE) []wire.SSE {
+	if x == nil {
+		return []wire.SSE{ev}
+	}
+	return x.stream.Event(ev)
+}
