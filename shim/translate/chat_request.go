@@ -109,21 +109,11 @@ func textBlock(s string) aBlock { return aBlock{Type: "text", Text: &s} }
 // chatToMessages translates a chat completions request into an Anthropic
 // messages request.
 func chatToMessages(body []byte, o Options) ([]byte, error) {
-	m, e := object(body, "")
+	var out aRequest
+	m, e := requestMembers(body, o, &out.Model, chatCarried, chatDropped,
+		"not supported when a chat completions request is served by an Anthropic route")
 	if e != nil {
 		return nil, e
-	}
-	for k := range m {
-		if !chatCarried[k] && !chatDropped[k] {
-			return nil, refuse(k, "not supported when a chat completions request is served by an Anthropic route")
-		}
-	}
-	var out aRequest
-	if e := decode(m["model"], &out.Model, "model", "a string"); e != nil && !isNull(m["model"]) {
-		return nil, e
-	}
-	if o.Model != "" {
-		out.Model = o.Model
 	}
 	if raw := m["n"]; !isNull(raw) {
 		var n int64
@@ -176,18 +166,11 @@ func chatToMessages(body []byte, o Options) ([]byte, error) {
 			break
 		}
 	}
-	for _, k := range []string{"temperature", "top_p"} {
-		if raw := m[k]; !isNull(raw) {
-			var f float64
-			if e := decode(raw, &f, k, "a number"); e != nil {
-				return nil, e
-			}
-			if k == "temperature" {
-				out.Temperature = raw
-			} else {
-				out.TopP = raw
-			}
-		}
+	if out.Temperature, e = number(m, "temperature"); e != nil {
+		return nil, e
+	}
+	if out.TopP, e = number(m, "top_p"); e != nil {
+		return nil, e
 	}
 	if raw := m["stop"]; !isNull(raw) {
 		var one string

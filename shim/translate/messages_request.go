@@ -104,21 +104,11 @@ type (
 // (stream_options.include_usage), which the translated stream reports in
 // message_delta as Anthropic does.
 func messagesToChat(body []byte, o Options) ([]byte, error) {
-	m, e := object(body, "")
+	var out cRequest
+	m, e := requestMembers(body, o, &out.Model, messagesCarried, messagesDropped,
+		"not supported when a messages request is served by an OpenAI route")
 	if e != nil {
 		return nil, e
-	}
-	for k := range m {
-		if !messagesCarried[k] && !messagesDropped[k] {
-			return nil, refuse(k, "not supported when a messages request is served by an OpenAI route")
-		}
-	}
-	var out cRequest
-	if e := decode(m["model"], &out.Model, "model", "a string"); e != nil && !isNull(m["model"]) {
-		return nil, e
-	}
-	if o.Model != "" {
-		out.Model = o.Model
 	}
 	if raw := m["max_tokens"]; !isNull(raw) {
 		if e := decode(raw, &out.MaxCompletionTokens, "max_tokens", "an integer"); e != nil {
@@ -128,18 +118,11 @@ func messagesToChat(body []byte, o Options) ([]byte, error) {
 			return nil, refuse("max_tokens", "%d: want at least 1", out.MaxCompletionTokens)
 		}
 	}
-	for _, k := range []string{"temperature", "top_p"} {
-		if raw := m[k]; !isNull(raw) {
-			var f float64
-			if e := decode(raw, &f, k, "a number"); e != nil {
-				return nil, e
-			}
-			if k == "temperature" {
-				out.Temperature = raw
-			} else {
-				out.TopP = raw
-			}
-		}
+	if out.Temperature, e = number(m, "temperature"); e != nil {
+		return nil, e
+	}
+	if out.TopP, e = number(m, "top_p"); e != nil {
+		return nil, e
 	}
 	if raw := m["stop_sequences"]; !isNull(raw) {
 		if e := decode(raw, &out.Stop, "stop_sequences", "a list of strings"); e != nil {

@@ -206,3 +206,40 @@ func decode(raw json.RawMessage, v any, field, want string) *Error {
 	}
 	return nil
 }
+
+// requestMembers decodes a client's request body as its members, refusing
+// (with refusal) a member the other wire neither carries nor may drop, and
+// sets *model to the model the upstream is asked for: o.Model, else the
+// client's.
+func requestMembers(body []byte, o Options, model *string, carried, dropped map[string]bool, refusal string) (map[string]json.RawMessage, *Error) {
+	m, e := object(body, "")
+	if e != nil {
+		return nil, e
+	}
+	for k := range m {
+		if !carried[k] && !dropped[k] {
+			return nil, refuse(k, "%s", refusal)
+		}
+	}
+	if e := decode(m["model"], model, "model", "a string"); e != nil && !isNull(m["model"]) {
+		return nil, e
+	}
+	if o.Model != "" {
+		*model = o.Model
+	}
+	return m, nil
+}
+
+// number is member k of m as it stands when it is a number, nil when it is
+// absent or null.
+func number(m map[string]json.RawMessage, k string) (json.RawMessage, *Error) {
+	raw := m[k]
+	if isNull(raw) {
+		return nil, nil
+	}
+	var f float64
+	if e := decode(raw, &f, k, "a number"); e != nil {
+		return nil, e
+	}
+	return raw, nil
+}
