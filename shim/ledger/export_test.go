@@ -49,3 +49,9 @@ func (s *Ledger) HoldsListening() bool {
 	defer b.mu.Unlock()
 	return b.listening
 }
+
+// The lease book's times, for tests that state its rules at their edges.
+const (
+	LeaseMaxAge = leaseMaxAge
+	TightFor    = tightFor
+)

@@ -1,0 +1,170 @@
+package ledger_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/shim/ledger"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/storetest"
+)
+
+// TestLeaseServesWhatItHoldsExactly states the carving rule's two edges:
+// an attempt whose amount is exactly what its lease has free is served
+// from it without a lease write; a lease last written LeaseMaxAge ago is
+// not carved from any more (the stale sweep may take a lease unwritten for
+// long), so the attempt waits for a new lease write — a microsecond
+// earlier it would not.
+func TestLeaseServesWhatItHoldsExactly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		now := start
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
+		reserve := func(id string, amount upstream.Microdollars) upstream.Ticket {
+			t.Helper()
+			r.ID, r.Amount = id, amount
+			tk, err := sp.Reserve(ctx, r)
+			if err != nil || tk.Stored || tk.Leases[0] == "" {
+				t.Fatalf("%s: %+v, %v; want served from a lease", id, tk, err)
+			}
+			return tk
+		}
+		reserve("rct_1-0", 1000) // the first lease: 16 attempts of 1000
+		if w := sp.LeaseWaits(); w != 1 {
+			t.Fatalf("lease writes waited for after the first attempt: %d, want 1", w)
+		}
+		reserve("rct_2-0", 15000) // exactly what the lease has free
+		if w := sp.LeaseWaits(); w != 1 {
+			t.Fatalf("an attempt of exactly the lease's free amount waited for a lease write (%d writes)", w)
+		}
+		sp.WaitRefills()
+		if _, err := sp.ReturnLeases(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// A fresh lease, written at start+1m; carved until LeaseMaxAge
+		// after that, exclusive.
+		now = start.Add(time.Minute)
+		reserve("rct_3-0", 1000)
+		waits := sp.LeaseWaits()
+		now = start.Add(time.Minute + ledger.LeaseMaxAge - time.Microsecond)
+		reserve("rct_4-0", 1000)
+		if w := sp.LeaseWaits(); w != waits {
+			t.Fatalf("a lease younger than LeaseMaxAge was not carved from (%d writes, want %d)", w, waits)
+		}
+		now = start.Add(time.Minute + ledger.LeaseMaxAge)
+		reserve("rct_5-0", 1000)
+		if w := sp.LeaseWaits(); w != waits+1 {
+			t.Fatalf("a lease exactly LeaseMaxAge old was carved from (%d writes, want %d)", w, waits+1)
+		}
+	})
+}
+
+// TestLeaseGrantOfExactlyTheAttemptLeases states the grant rule's edge: a
+// lease never takes more than half of what remains of a budget, and a
+// half that is exactly the attempt's amount is still granted (the attempt
+// is served from a lease, not refused nor stored); a half below it is
+// tight, and the attempt reserves in the store.
+func TestLeaseGrantOfExactlyTheAttemptLeases(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		r := upstream.Reservation{ID: "rct_1-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 2000}}
+		tk, err := sp.Reserve(ctx, r)
+		if err != nil || tk.Stored || tk.Leases[0] == "" {
+			t.Fatalf("half the budget is exactly the amount: %+v, %v; want served from a lease", tk, err)
+		}
+		if n := spendTotal(t, sp, "key:k1", "2026-11-29"); n != 1000 {
+			t.Fatalf("the lease took %d of a budget of 2000, want exactly half, 1000", n)
+		}
+		r2 := r
+		r2.ID, r2.KeyID, r2.KeyLimit = "rct_2-0", "k2", upstream.Limit{Day: 1999}
+		tk, err = sp.Reserve(ctx, r2)
+		if err != nil || !tk.Stored || tk.Leases != [4]string{} {
+			t.Fatalf("half the budget below the amount: %+v, %v; want a stored reservation", tk, err)
+		}
+	})
+}
+
+// TestTightBudgetIsNotLeasedAgainForTightFor states the tight rule: once a
+// budget had too little left to lease, its attempts reserve in the store
+// without trying a lease write for TightFor; from then on they try again.
+func TestTightBudgetIsNotLeasedAgainForTightFor(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		now := start
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1000}}
+		for i, at := range []time.Time{start, start.Add(ledger.TightFor - time.Microsecond), start.Add(ledger.TightFor)} {
+			now = at
+			r.ID = "rct_" + string(rune('1'+i)) + "-0"
+			tk, err := sp.Reserve(ctx, r)
+			if err != nil || !tk.Stored {
+				t.Fatalf("attempt %d: %+v, %v; want a stored reservation", i, tk, err)
+			}
+			if err := sp.Release(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			want := []int64{1, 1, 2}[i]
+			if w := sp.LeaseWaits(); w != want {
+				t.Fatalf("attempt %d, %v after the tight one: %d lease writes tried, want %d", i, at.Sub(start), w, want)
+			}
+		}
+	})
+}
+
+// TestBudgetNearlyUsedGivesBackOnlyTheAttemptsLeases states the rule
+// before a refusal for a budget: the process gives back its unused leases
+// of that attempt's totals (so an attempt that fits once they are back is
+// served, reaching the budget exactly) — never a lease of another key's
+// total.
+func TestBudgetNearlyUsedGivesBackOnlyTheAttemptsLeases(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		other := upstream.Reservation{ID: "rct_o-0", Tenant: "slot-1", KeyID: "k2", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
+		if tk, err := sp.Reserve(ctx, other); err != nil || tk.Leases[0] == "" {
+			t.Fatalf("k2: %+v, %v", tk, err)
+		}
+		held := spendTotal(t, sp, "key:k2", "2026-11-29")
+		if held != 16*1000 {
+			t.Fatalf("k2's lease holds %d, want 16000", held)
+		}
+		// k1: a budget of 4000; the first attempt leases half of it.
+		r := upstream.Reservation{ID: "rct_1-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 4000}}
+		if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
+			t.Fatalf("k1's first attempt: %+v, %v", tk, err)
+		}
+		if n := spendTotal(t, sp, "key:k1", "2026-11-29"); n != 2000 {
+			t.Fatalf("k1's lease took %d, want half the budget, 2000", n)
+		}
+		// 3000 more fits only once the lease's unused 1000 is back: then
+		// the total is exactly the budget.
+		r.ID, r.Amount = "rct_2-0", 3000
+		tk, err := sp.Reserve(ctx, r)
+		if err != nil || !tk.Stored {
+			t.Fatalf("k1's second attempt: %+v, %v; want stored once the lease gave back", tk, err)
+		}
+		if n := spendTotal(t, sp, "key:k1", "2026-11-29"); n != 4000 {
+			t.Fatalf("k1's day total %d, want exactly its budget, 4000", n)
+		}
+		if n := spendTotal(t, sp, "key:k2", "2026-11-29"); n != held {
+			t.Fatalf("k1's attempt gave back k2's lease: k2's day total %d, want %d", n, held)
+		}
+		r.ID, r.Amount = "rct_3-0", 1
+		if _, err := sp.Reserve(ctx, r); !errors.Is(err, upstream.ErrBudgetExceeded) {
+			t.Fatalf("past k1's budget by one: %v", err)
+		}
+	})
+}
