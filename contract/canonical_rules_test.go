@@ -13,7 +13,7 @@ import (
 // colon, inside a string, inside an array — as invalid JSON, never by
 // reading past the end.
 func TestCanonicalJSONRefusesTruncatedInput(t *testing.T) {
-	for _, in := range []string{`{`, `{"`, `{"a`, `{"a"`, `{"a" `, `{"a":`, `{"a":1`, `{"a":1,`, `"abc`, `"a\`, `[`, `[1`, `[1,`, `{"a":{"b"`} {
+	for _, in := range []string{`{`, `{"`, `{"a`, `{"a"`, `{"a" `, `{"a":`, `{"a":1`, `{"a":1,`, `"abc`, `"a\`, `"é`, `{"é`, `{"a":"é`, `[`, `[1`, `[1,`, `{"a":{"b"`} {
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
