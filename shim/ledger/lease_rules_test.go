@@ -168,3 +168,30 @@ func TestBudgetNearlyUsedGivesBackOnlyTheAttemptsLeases(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseTopsUpBelowHalf states the refill rule's edge: a lease is topped
+// up in the background once it holds less than half of what it was last
+// granted — with exactly half left it is not, one attempt more and it is.
+func TestLeaseTopsUpBelowHalf(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
+		for i := range 9 {
+			r.ID = "rct_" + string(rune('a'+i)) + "-0"
+			if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
+				t.Fatalf("attempt %d: %+v, %v", i+1, tk, err)
+			}
+			sp.WaitRefills()
+			total := spendTotal(t, sp, "key:k1", "2026-11-29")
+			switch {
+			case i < 8 && total != 16*1000:
+				t.Fatalf("after %d attempts of a lease of 16 (%d left): total %d, want the one lease, 16000", i+1, 16-i-1, total)
+			case i == 8 && total <= 16*1000:
+				t.Fatalf("after 9 attempts (7 of 16 left) the lease was not topped up: total %d", total)
+			}
+		}
+	})
+}
