@@ -54,4 +54,5 @@ func (s *Ledger) HoldsListening() bool {
 const (
 	LeaseMaxAge = leaseMaxAge
 	TightFor    = tightFor
+	LeaseIdle   = leaseIdle
 )

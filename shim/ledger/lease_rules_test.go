@@ -195,3 +195,69 @@ func TestLeaseTopsUpBelowHalf(t *testing.T) {
 		}
 	})
 }
+
+// TestNewDayGivesBackLeasesIdleForLeaseIdle states the expiry rule at a
+// day's change: the leases of the month still in use stay, one idle for
+// exactly LeaseIdle goes back (so the next attempt waits for a new lease
+// write).
+func TestNewDayGivesBackLeasesIdleForLeaseIdle(t *testing.T) {
+	for _, c := range []struct {
+		idle  time.Duration
+		waits int64 // lease writes waited for by the two attempts
+	}{{ledger.LeaseIdle - time.Microsecond, 1}, {ledger.LeaseIdle, 2}} {
+		storetest.Each(t, func(t *testing.T, db *store.DB) {
+			ctx := t.Context()
+			midnight := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+			now := midnight.Add(-c.idle)
+			db.Now = func() time.Time { return now }
+			sp := ledger.Of(db)
+			r := upstream.Reservation{ID: "rct_1-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Month: 1_000_000}}
+			if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[1] == "" {
+				t.Fatalf("the day before: %+v, %v", tk, err)
+			}
+			now = midnight
+			r.ID = "rct_2-0"
+			if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[1] == "" {
+				t.Fatalf("the new day: %+v, %v", tk, err)
+			}
+			if w := sp.LeaseWaits(); w != c.waits {
+				t.Fatalf("month lease idle %v at the day's change: %d lease writes waited for, want %d", c.idle, w, c.waits)
+			}
+		})
+	}
+}
+
+// TestRefillsResumeAfterReturnLeases states that ReturnLeases quiets the
+// refills only while it gives back: afterwards a new lease is topped up in
+// the background again, so a long run of attempts waits for one lease
+// write only.
+func TestRefillsResumeAfterReturnLeases(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000_000}}
+		run := func(from int) {
+			t.Helper()
+			for i := range 40 {
+				r.ID = "rct_" + string(rune('A'+from)) + string(rune('a'+i%26)) + string(rune('a'+i/26)) + "-0"
+				if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
+					t.Fatalf("%s: %+v, %v", r.ID, tk, err)
+				}
+				sp.WaitRefills()
+			}
+		}
+		run(0)
+		if w := sp.LeaseWaits(); w != 1 {
+			t.Fatalf("40 attempts waited for %d lease writes, want 1", w)
+		}
+		if _, err := sp.ReturnLeases(ctx); err != nil {
+			t.Fatal(err)
+		}
+		run(1)
+		if w := sp.LeaseWaits(); w != 2 {
+			t.Fatalf("after ReturnLeases and 40 more attempts: %d lease writes waited for in all, want 2 (the new lease the only one more)", w)
+		}
+	})
+}
