@@ -12,7 +12,7 @@ import (
 // quotes, and the printable-ASCII edges that are.
 var trickyStrings = []string{
 	"", "plain", " ", "~", "\"", `\`, `""`, "a\"b", `a\b`, "tab\there", "nl\n", "\x00", "\x1f", "\x7f", "é", "✓",
-	"\u2028", "\u2029", "x\xffy", "\xc3", "<tag> & </tag>", "mixed \"é\" \\ \u2028 \x01",
+	"\u2028", "\u2029", "x\xffy", "\xc3", "\x80", "a\x80b", "<tag> & </tag>", "mixed \"é\" \\ \u2028 \x01",
 }
 
 // encodingJSON is s as encoding/json writes it without HTML escaping.
