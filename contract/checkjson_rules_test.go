@@ -1,0 +1,57 @@
+package contract_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// TestCheckJSONNamesTheFirstBadByte states the bad_utf8 refusal's rule: it
+// names the offset of the first byte that is not UTF-8 — after valid
+// multi-byte characters, and after a literal U+FFFD, which is valid.
+func TestCheckJSONNamesTheFirstBadByte(t *testing.T) {
+	for in, off := range map[string]int{
+		"\xff":                   0,
+		`"ab` + "\xff" + `"`:     3,
+		`"é✓` + "\xc3(" + `"`:    6,
+		`"` + "\uFFFD\xfe" + `"`: 4,
+		`["x",` + "\x80]":        5,
+	} {
+		err := contract.CheckJSON([]byte(in))
+		e := contract.AsError(err)
+		if e == nil || e.Code != contract.CodeBadUTF8 || !strings.Contains(e.Message, "offset "+strconv.Itoa(off)+")") {
+			t.Errorf("CheckJSON(%q) = %v, want bad_utf8 at offset %d", in, err, off)
+		}
+	}
+}
+
+// TestCheckJSONRefusesTruncatedInput states that the input rule refuses a
+// document cut short anywhere as bad_json, never by reading past its end.
+func TestCheckJSONRefusesTruncatedInput(t *testing.T) {
+	for _, in := range []string{`{`, `{ `, `{"`, `{"a`, `{"a"`, `{"a" `, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":1, `, `"abc`, `"é`, `"a\`, `[`, `[1`, `[1,`, `[1, `} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("CheckJSON(%q) panicked: %v", in, p)
+				}
+			}()
+			if e := contract.AsError(contract.CheckJSON([]byte(in))); e == nil || e.Code != contract.CodeBadJSON {
+				t.Errorf("CheckJSON(%q) = %v, want bad_json", in, e)
+			}
+		}()
+	}
+}
+
+// TestCheckJSONDepthCountsObjects states the depth rule for objects as for
+// arrays: MaxJSONDepth objects deep is accepted, one more is too_deep.
+func TestCheckJSONDepthCountsObjects(t *testing.T) {
+	deepObj := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	if err := contract.CheckJSON([]byte(deepObj(contract.MaxJSONDepth))); err != nil {
+		t.Errorf("MaxJSONDepth objects deep: %v", err)
+	}
+	if e := contract.AsError(contract.CheckJSON([]byte(deepObj(contract.MaxJSONDepth + 1)))); e == nil || e.Code != contract.CodeTooDeep {
+		t.Errorf("MaxJSONDepth+1 objects deep: %v, want too_deep", e)
+	}
+}
