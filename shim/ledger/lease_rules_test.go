@@ -2,9 +2,11 @@ package ledger_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store"
@@ -258,6 +260,43 @@ func TestRefillsResumeAfterReturnLeases(t *testing.T) {
 		run(1)
 		if w := sp.LeaseWaits(); w != 2 {
 			t.Fatalf("after ReturnLeases and 40 more attempts: %d lease writes waited for in all, want 2 (the new lease the only one more)", w)
+		}
+	})
+}
+
+// TestReservationEdges states Reserve's refusals at their edges: a
+// negative amount is refused as bad_reservation, zero is accepted; an
+// attempt of exactly a budget fits it (reserved in the store: half of the
+// budget is too little to lease it), one microdollar more is refused
+// before anything is written.
+func TestReservationEdges(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		r := upstream.Reservation{ID: "rct_neg-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: -1, KeyLimit: upstream.Limit{Day: 5000}}
+		if _, err := sp.Reserve(ctx, r); contract.KindOf(err) != contract.KindInvalid || !strings.Contains(err.Error(), "bad_reservation") {
+			t.Fatalf("a negative amount: %v, want invalid bad_reservation", err)
+		}
+		r.ID, r.Amount = "rct_zero-0", 0
+		if _, err := sp.Reserve(ctx, r); err != nil {
+			t.Fatalf("an amount of zero: %v", err)
+		}
+		r.ID, r.KeyID, r.Amount = "rct_over-0", "k2", 5001
+		if _, err := sp.Reserve(ctx, r); !errors.Is(err, upstream.ErrBudgetExceeded) {
+			t.Fatalf("one past the budget: %v", err)
+		}
+		if n := spendTotal(t, sp, "key:k2", "2026-11-29"); n != 0 {
+			t.Fatalf("a refused attempt wrote %d", n)
+		}
+		r.ID, r.Amount = "rct_exact-0", 5000
+		tk, err := sp.Reserve(ctx, r)
+		if err != nil || !tk.Stored {
+			t.Fatalf("exactly the budget: %+v, %v; want a stored reservation", tk, err)
+		}
+		if n := spendTotal(t, sp, "key:k2", "2026-11-29"); n != 5000 {
+			t.Fatalf("key day total %d, want exactly the budget", n)
 		}
 	})
 }
