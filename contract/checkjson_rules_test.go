@@ -55,3 +55,21 @@ func TestCheckJSONDepthCountsObjects(t *testing.T) {
 		t.Errorf("MaxJSONDepth+1 objects deep: %v, want too_deep", e)
 	}
 }
+
+// TestDuplicateKeyRefusalClipsLongKeys states how the duplicate_key
+// refusal names the key: whole up to 64 bytes, cut at 64 bytes (never
+// inside a character) and marked with "…" beyond.
+func TestDuplicateKeyRefusalClipsLongKeys(t *testing.T) {
+	for key, named := range map[string]string{
+		strings.Repeat("k", 64):                    `"` + strings.Repeat("k", 64) + `"`,
+		strings.Repeat("k", 65):                    `"` + strings.Repeat("k", 64) + `…"`,
+		strings.Repeat("k", 63) + "é":              `"` + strings.Repeat("k", 63) + `…"`,
+		strings.Repeat("k", 62) + "é" + "tail-end": `"` + strings.Repeat("k", 62) + `é…"`,
+	} {
+		in := `{"` + key + `":1,"` + key + `":2}`
+		e := contract.AsError(contract.CheckJSON([]byte(in)))
+		if e == nil || e.Code != contract.CodeDuplicateKey || !strings.Contains(e.Message, "the key "+named+" more than once") {
+			t.Errorf("duplicate key of %d bytes: %v, want it named %s", len(key), e, named)
+		}
+	}
+}
