@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -60,6 +62,35 @@ func TestJournalWritesByItselfAfterTheDelay(t *testing.T) {
 	for give := time.Now().Add(30 * time.Second); spendRows(t, db) != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(give) {
 			t.Fatal("a pending close was never written by the journal's timer")
+		}
+	}
+}
+
+// TestSplitClosesKeepsCostsPastTheLeaseForTheCommit states splitCloses'
+// documented rule: a leased attempt settled at up to its reservation
+// (exactly it, or nothing) is journaled; one settled past its
+// reservation, or at a negative cost, is closed by the commit itself, as
+// is a reservation stored one by one.
+func TestSplitClosesKeepsCostsPastTheLeaseForTheCommit(t *testing.T) {
+	leased := upstream.Ticket{Reservation: upstream.Reservation{ID: "rct_1-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000},
+		Day: "2026-12-01", Month: "2026-12", Leases: [4]string{"lse_1", "", "", ""}}
+	stored := leased
+	stored.Leases, stored.Stored = [4]string{}, true
+	for _, c := range []struct {
+		name     string
+		t        upstream.Ticket
+		settled  int64
+		deferred bool
+	}{
+		{"leased, settled at its reservation", leased, 1000, true},
+		{"leased, settled at nothing", leased, 0, true},
+		{"leased, settled past its reservation", leased, 1001, false},
+		{"leased, a negative cost", leased, -1, false},
+		{"stored one by one", stored, 10, false},
+	} {
+		d, in := splitCloses([]gateway.Attempt{{Closing: gateway.CloseSettle, Settled: c.settled, Ticket: c.t}}, time.Unix(1, 0))
+		if (len(d) == 1) != c.deferred || len(d)+len(in) != 1 {
+			t.Errorf("%s: %d journaled, %d in the commit; want journaled %v", c.name, len(d), len(in), c.deferred)
 		}
 	}
 }
