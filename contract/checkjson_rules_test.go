@@ -73,3 +73,21 @@ func TestDuplicateKeyRefusalClipsLongKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckJSONAcceptsEveryPrintableByte states the string rule's other
+// side: every printable ASCII byte but '"' and '\\' stands for itself in a
+// string (the space, the lowest, and '~', the highest, included), in a
+// value and in a key, in short strings and past the 8-byte fast path.
+func TestCheckJSONAcceptsEveryPrintableByte(t *testing.T) {
+	for c := byte(0x20); c < 0x7f; c++ {
+		if c == '"' || c == '\\' {
+			continue
+		}
+		s := string([]byte{'x', c})
+		for _, in := range []string{`"` + s + `"`, `{"` + s + `":1}`, `"0123456789abcdef` + s + `"`} {
+			if err := contract.CheckJSON([]byte(in)); err != nil {
+				t.Errorf("CheckJSON(%q) = %v", in, err)
+			}
+		}
+	}
+}
