@@ -300,3 +300,55 @@ func TestReservationEdges(t *testing.T) {
 		}
 	})
 }
+
+// TestSettlementEdges states Settle's rules: a negative settlement is
+// refused as bad_settlement, zero is accepted; the spend counts a
+// settlement the gateway estimated as estimated — whether its reservation
+// was stored or leased — and a release or a measured settlement never.
+func TestSettlementEdges(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		db.Now = func() time.Time { return now }
+		sp := ledger.Of(db)
+		reserve := func(id, key string, lim upstream.Limit) upstream.Ticket {
+			t.Helper()
+			tk, err := sp.Reserve(ctx, upstream.Reservation{ID: id, Tenant: "slot-1", KeyID: key, Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: lim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tk
+		}
+		stored := upstream.Limit{Day: 1999} // half of it is too little to lease 1000
+		leased := upstream.Limit{Day: 1_000_000}
+		tk := reserve("rct_neg-0", "k1", stored)
+		if err := sp.Settle(ctx, tk, -1); contract.KindOf(err) != contract.KindInvalid || !strings.Contains(err.Error(), "bad_settlement") {
+			t.Fatalf("a negative settlement: %v, want invalid bad_settlement", err)
+		}
+		if err := sp.Settle(ctx, tk, 0); err != nil {
+			t.Fatalf("a settlement of zero: %v", err)
+		}
+		for key, lim := range map[string]upstream.Limit{"ks": stored, "kl": leased} {
+			est := reserve("rct_"+key+"_est-0", key, lim)
+			if est.Stored != (key == "ks") {
+				t.Fatalf("%s: stored %v", key, est.Stored)
+			}
+			est.Estimated = true
+			must(t, sp.Settle(ctx, est, 420))
+			measured := reserve("rct_"+key+"_m-0", key, lim)
+			must(t, sp.Settle(ctx, measured, 300))
+			rel := reserve("rct_"+key+"_rel-0", key, lim)
+			rel.Estimated = true
+			must(t, sp.Release(ctx, rel))
+			rows, err := sp.Spend(ctx, "slot-1", "", time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.KeyID == key && (r.Settled != 720 || r.Estimated != 420) {
+					t.Errorf("%s: settled %d, estimated %d; want 720, of it 420 estimated", key, r.Settled, r.Estimated)
+				}
+			}
+		}
+	})
+}
