@@ -30,14 +30,16 @@ func TestCheckJSONNamesTheFirstBadByte(t *testing.T) {
 // TestCheckJSONRefusesTruncatedInput states that the input rule refuses a
 // document cut short anywhere as bad_json, never by reading past its end.
 func TestCheckJSONRefusesTruncatedInput(t *testing.T) {
-	for _, in := range []string{`{`, `{ `, `{"`, `{"a`, `{"a"`, `{"a" `, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":1, `, `"abc`, `"é`, `"a\`, `[`, `[1`, `[1,`, `[1, `} {
+	for _, in := range []string{`{`, `{ `, `{"`, `{"a`, `{"a"`, `{"a" `, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":1, `, `"abc`, `"é`, `"a\`, `"\u`, `"\u00`, `"\u004`, `[`, `[1`, `[1,`, `[1, `} {
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
 					t.Errorf("CheckJSON(%q) panicked: %v", in, p)
 				}
 			}()
-			if e := contract.AsError(contract.CheckJSON([]byte(in))); e == nil || e.Code != contract.CodeBadJSON {
+			b := []byte(in)
+			b = b[:len(b):len(b)] // nothing readable past the end
+			if e := contract.AsError(contract.CheckJSON(b)); e == nil || e.Code != contract.CodeBadJSON {
 				t.Errorf("CheckJSON(%q) = %v, want bad_json", in, e)
 			}
 		}()
@@ -88,6 +90,23 @@ func TestCheckJSONAcceptsEveryPrintableByte(t *testing.T) {
 			if err := contract.CheckJSON([]byte(in)); err != nil {
 				t.Errorf("CheckJSON(%q) = %v", in, err)
 			}
+		}
+	}
+}
+
+// TestCheckJSONUnicodeEscapeDigits states the \u escape's rule: four hex
+// digits, 0-9, a-f and A-F, each range's ends included; the bytes just
+// outside them are a bad escape.
+func TestCheckJSONUnicodeEscapeDigits(t *testing.T) {
+	for _, esc := range []string{`\u0009`, `\u9a9f`, `\uf0A0`, `\uFFFd`, `\u00aF`} {
+		if err := contract.CheckJSON([]byte(`"` + esc + `"`)); err != nil {
+			t.Errorf("escape %s: %v", esc, err)
+		}
+	}
+	for _, c := range []byte{'/', ':', '`', 'g', '@', 'G'} {
+		in := `"\u00` + string(c) + `1"`
+		if e := contract.AsError(contract.CheckJSON([]byte(in))); e == nil || e.Code != contract.CodeBadJSON || !strings.Contains(e.Message, `bad \u escape`) {
+			t.Errorf("CheckJSON(%s) = %v, want a bad \\u escape", in, e)
 		}
 	}
 }
