@@ -3,11 +3,15 @@ package contract_test
 import (
 	"math/big"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
+
+// ulidRuns counts the runs of the ULID test in this process.
+var ulidRuns atomic.Int64
 
 // ulidRandom is the 80-bit random part of a ULID: its last 16 characters.
 func ulidRandom(t *testing.T, u string) *big.Int {
@@ -30,9 +34,10 @@ func ulidRandom(t *testing.T, u string) *big.Int {
 // millisecond draws a fresh random part (not the last plus one: the odds
 // it is are 2^-80); a time before the last draws fresh randomness and
 // leaves the sequence of the last millisecond as it was. The times are in
-// 2100, after any id other tests make now.
+// 2100, after any id other tests make now, and later on each run of the
+// test in one process (the ULID state is the process's).
 func TestULIDMonotonicWithinAMillisecondFreshAcross(t *testing.T) {
-	at := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ulidRuns.Add(1)) * time.Hour)
 	one := big.NewInt(1)
 	a := contract.NewULID(at)
 	b := contract.NewULID(at)
