@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
@@ -40,6 +41,36 @@ func TestRateLimitEdges(t *testing.T) {
 		must(t, sp.Used(ctx, tpm, 1))
 		if _, refused, err := sp.Admit(ctx, tpm); !errors.Is(err, upstream.ErrRateLimited) || refused == nil || refused.Tokens != 100 {
 			t.Fatalf("exactly 100 tokens of a TPM of 100: %+v, %v; want refused", refused, err)
+		}
+	})
+}
+
+// TestStaleSweepDeletesOnlyWindowsBeforeTheCutoff states the stale
+// sweep's rule for rate windows: a window of a minute before the cutoff's
+// is deleted (its count starts again), the cutoff's minute's is kept.
+func TestStaleSweepDeletesOnlyWindowsBeforeTheCutoff(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		sp := ledger.Of(db)
+		cutoff := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		m := cutoff.Unix() / 60
+		old := []upstream.RateWindow{{Scope: "key:k1", Minute: m - 1, RPM: 100}}
+		kept := []upstream.RateWindow{{Scope: "key:k1", Minute: m, RPM: 100}}
+		for _, ws := range [][]upstream.RateWindow{old, kept} {
+			if _, _, err := sp.Admit(ctx, ws); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := sp.ReleaseStale(ctx, cutoff); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			ws   []upstream.RateWindow
+			want int64
+		}{{old, 1}, {kept, 2}} {
+			if out, _, err := sp.Admit(ctx, c.ws); err != nil || out[0].Requests != c.want {
+				t.Errorf("minute %d after the sweep at minute %d: %+v, %v; want %d requests", c.ws[0].Minute, m, out, err, c.want)
+			}
 		}
 	})
 }
