@@ -30,7 +30,7 @@ func TestCheckJSONNamesTheFirstBadByte(t *testing.T) {
 // TestCheckJSONRefusesTruncatedInput states that the input rule refuses a
 // document cut short anywhere as bad_json, never by reading past its end.
 func TestCheckJSONRefusesTruncatedInput(t *testing.T) {
-	for _, in := range []string{`{`, `{ `, `{"`, `{"a`, `{"a"`, `{"a" `, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":1, `, `"abc`, `"é`, `"a\`, `"\u`, `"\u00`, `"\u004`, `[`, `[1`, `[1,`, `[1, `} {
+	for _, in := range []string{`{`, `{ `, `{"`, `{"a`, `{"a"`, `{"a" `, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":1, `, `"abc`, `"é`, `"a\`, `"\u`, `"\u00`, `"\u004`, `[`, `[1`, `[1,`, `[1, `, `1e`, `1E`, `[1e`, `1.`, `-`} {
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
