@@ -56,3 +56,10 @@ func (s *Ledger) HoldsListening() bool {
 // FlushRates writes this process's rate-window tokens and gives back its
 // unused slices now.
 func (s *Ledger) FlushRates() error { return ratesOf(s.db).flush(context.Background(), false) }
+
+// The lease book's times, for tests that state its rules at their edges.
+const (
+	LeaseMaxAge = leaseMaxAge
+	TightFor    = tightFor
+	LeaseIdle   = leaseIdle
+)
