@@ -25,9 +25,11 @@ var _ upstream.Rates = (*Ledger)(nil)
 // and nothing is stranded; with tpm, a window within an eighth of its
 // tokens also leases one at a time, each write reading the tokens the
 // other processes added. Every RateFlush, a process writes its tokens and
-// gives back what it took and did not admit. So a request refused here
-// while another process still holds a slice is refused for at most a
-// flush, and another process sees this one's tokens within a flush. A
+// gives back what it took and did not admit, unless it admitted from that
+// slice since the last flush. So a request refused here while another
+// process holds a slice it does not use is refused for at most two
+// flushes (near the limit a slice is one request, soon used), and another
+// process sees this one's tokens within a flush. A
 // process killed holds its untaken slice (at most an eighth of the
 // window) and loses its unwritten tokens (a flush's worth) until the
 // minute ends.
@@ -56,6 +58,7 @@ type rateSlot struct {
 	tokens    int64         // the row's tokens at the last write
 	pending   int64         // tokens used here and not written yet
 	fullUntil time.Time     // refused without a write until then
+	busy      bool          // admitted from since the last flush
 	filling   chan struct{} // non-nil: a write for this window is under way
 }
 
@@ -136,6 +139,7 @@ func (s *Ledger) Admit(ctx context.Context, ws []upstream.RateWindow) ([]upstrea
 		if wait == nil && len(fill) == 0 {
 			for i, sl := range slots {
 				sl.left--
+				sl.busy = true
 				out[i].Requests, out[i].Tokens = sl.requests-sl.left, sl.known()
 			}
 			b.schedule()
@@ -270,7 +274,9 @@ func (b *rateBook) schedule() {
 // flush writes every slot's tokens and gives back its unused slice, in
 // one transaction; it forgets that a window was full (the next request
 // reads the row again) and forgets the windows of past minutes. timed
-// says the flush timer called it.
+// says the flush timer called it: then a slice admitted from since the
+// last flush is kept (the process is using it), so a busy process does
+// not give back and take again every flush.
 func (b *rateBook) flush(ctx context.Context, timed bool) error {
 	minute := b.db.Now().Unix() / 60
 	type back struct {
@@ -282,20 +288,30 @@ func (b *rateBook) flush(ctx context.Context, timed bool) error {
 	if timed {
 		b.timer = nil
 	}
+	again := false
 	for k, sl := range b.slots {
 		if sl.filling != nil {
 			continue
 		}
-		if sl.left > 0 || sl.pending > 0 {
-			backs = append(backs, back{k, sl.left, sl.pending})
-			sl.requests -= sl.left
+		left := sl.left
+		if sl.busy && timed && left > 0 {
+			left, again = 0, true // in use: kept, looked at again next flush
+		}
+		sl.busy = false
+		if left > 0 || sl.pending > 0 {
+			backs = append(backs, back{k, left, sl.pending})
+			sl.requests -= left
 			sl.tokens += sl.pending
-			sl.left, sl.pending = 0, 0
+			sl.left -= left
+			sl.pending = 0
 		}
 		sl.fullUntil = time.Time{}
 		if k.minute < minute-1 {
 			delete(b.slots, k)
 		}
+	}
+	if again {
+		b.schedule()
 	}
 	b.mu.Unlock()
 	if len(backs) == 0 {

@@ -141,3 +141,36 @@ func TestRatesSlicesGoBack(t *testing.T) {
 		}
 	})
 }
+
+// TestRatesIdleSliceGoesBackByItself: a process that stops admitting
+// gives back its unused slice within a few flushes without being asked,
+// so the other process reaches the whole rpm.
+func TestRatesIdleSliceGoesBackByItself(t *testing.T) {
+	old := ledger.RateFlush
+	ledger.RateFlush = 20 * time.Millisecond
+	t.Cleanup(func() { ledger.RateFlush = old })
+	openTwice(t, func(t *testing.T, db, other *store.DB) {
+		ctx := context.Background()
+		a, b := ledger.Of(db), ledger.Of(other)
+		ws := []upstream.RateWindow{{Scope: "key:slot-1:k9", Minute: time.Now().Unix() / 60, RPM: 100}}
+		if _, _, err := a.Admit(ctx, ws); err != nil {
+			t.Fatal(err)
+		}
+		admitted := 1
+		for deadline := time.Now().Add(5 * time.Second); admitted < 100; {
+			if _, _, err := b.Admit(ctx, ws); err == nil {
+				admitted++
+				continue
+			} else if !errors.Is(err, upstream.ErrRateLimited) {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of an rpm of 100 admitted 5 s after a went idle holding a slice", admitted)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, _, err := b.Admit(ctx, ws); !errors.Is(err, upstream.ErrRateLimited) {
+			t.Fatalf("past the rpm: %v", err)
+		}
+	})
+}
