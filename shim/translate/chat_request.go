@@ -115,84 +115,11 @@ func chatToMessages(body []byte, o Options) ([]byte, error) {
 	if e != nil {
 		return nil, e
 	}
-	if raw := m["n"]; !isNull(raw) {
-		var n int64
-		if e := decode(raw, &n, "n", "an integer"); e != nil {
-			return nil, e
-		}
-		if n != 1 {
-			return nil, refuse("n", "%d choices: an Anthropic route answers one (n: 1)", n)
-		}
-	}
-	if raw := m["logprobs"]; !isNull(raw) && string(raw) != "false" {
-		return nil, refuse("logprobs", "an Anthropic route reports no log probabilities")
-	}
-	if raw := m["modalities"]; !isNull(raw) {
-		var mods []string
-		if e := decode(raw, &mods, "modalities", "a list of strings"); e != nil {
-			return nil, e
-		}
-		for i, mod := range mods {
-			if mod != "text" {
-				return nil, refuse(fmt.Sprintf("modalities[%d]", i), "%q: an Anthropic route answers in text only", mod)
-			}
-		}
-	}
-	if raw := m["response_format"]; !isNull(raw) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if e := decode(raw, &rf, "response_format", "an object"); e != nil {
-			return nil, e
-		}
-		if rf.Type != "text" {
-			return nil, refuse("response_format.type", "%q is not supported when served by an Anthropic route", rf.Type)
-		}
-	}
-	out.MaxTokens = o.MaxTokens
-	if out.MaxTokens <= 0 {
-		out.MaxTokens = DefaultMaxTokens
-	}
-	for _, k := range []string{"max_completion_tokens", "max_tokens"} {
-		if raw := m[k]; !isNull(raw) {
-			var n int64
-			if e := decode(raw, &n, k, "an integer"); e != nil {
-				return nil, e
-			}
-			if n < 1 {
-				return nil, refuse(k, "%d: want at least 1", n)
-			}
-			out.MaxTokens = n
-			break
-		}
-	}
-	if out.Temperature, e = number(m, "temperature"); e != nil {
+	if e := chatUncarried(m); e != nil {
 		return nil, e
 	}
-	if out.TopP, e = number(m, "top_p"); e != nil {
+	if e := chatSettings(m, o, &out); e != nil {
 		return nil, e
-	}
-	if raw := m["stop"]; !isNull(raw) {
-		var one string
-		if json.Unmarshal(raw, &one) == nil {
-			out.StopSequences = []string{one}
-		} else if e := decode(raw, &out.StopSequences, "stop", "a string or a list of strings"); e != nil {
-			return nil, e
-		}
-	}
-	if raw := m["stream"]; !isNull(raw) {
-		if e := decode(raw, &out.Stream, "stream", "a boolean"); e != nil {
-			return nil, e
-		}
-	}
-	if raw := m["user"]; !isNull(raw) {
-		var u string
-		if e := decode(raw, &u, "user", "a string"); e != nil {
-			return nil, e
-		}
-		if u != "" {
-			out.Metadata = &aMetadata{UserID: u}
-		}
 	}
 	if e := chatTools(m, &out); e != nil {
 		return nil, e
@@ -210,6 +137,99 @@ func chatToMessages(body []byte, o Options) ([]byte, error) {
 		return nil, refuse("messages", "no user or assistant message: an Anthropic route needs one")
 	}
 	return mustJSON(out), nil
+}
+
+// chatUncarried refuses what a chat completions request asks that an
+// Anthropic route cannot answer: more than one choice, log probabilities,
+// other modalities than text, a structured response format.
+func chatUncarried(m map[string]json.RawMessage) *Error {
+	if raw := m["n"]; !isNull(raw) {
+		var n int64
+		if e := decode(raw, &n, "n", "an integer"); e != nil {
+			return e
+		}
+		if n != 1 {
+			return refuse("n", "%d choices: an Anthropic route answers one (n: 1)", n)
+		}
+	}
+	if raw := m["logprobs"]; !isNull(raw) && string(raw) != "false" {
+		return refuse("logprobs", "an Anthropic route reports no log probabilities")
+	}
+	if raw := m["modalities"]; !isNull(raw) {
+		var mods []string
+		if e := decode(raw, &mods, "modalities", "a list of strings"); e != nil {
+			return e
+		}
+		for i, mod := range mods {
+			if mod != "text" {
+				return refuse(fmt.Sprintf("modalities[%d]", i), "%q: an Anthropic route answers in text only", mod)
+			}
+		}
+	}
+	if raw := m["response_format"]; !isNull(raw) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if e := decode(raw, &rf, "response_format", "an object"); e != nil {
+			return e
+		}
+		if rf.Type != "text" {
+			return refuse("response_format.type", "%q is not supported when served by an Anthropic route", rf.Type)
+		}
+	}
+	return nil
+}
+
+// chatSettings carries the output bound, the sampling values, stop,
+// stream and user over to out.
+func chatSettings(m map[string]json.RawMessage, o Options, out *aRequest) *Error {
+	out.MaxTokens = o.MaxTokens
+	if out.MaxTokens <= 0 {
+		out.MaxTokens = DefaultMaxTokens
+	}
+	for _, k := range []string{"max_completion_tokens", "max_tokens"} {
+		if raw := m[k]; !isNull(raw) {
+			var n int64
+			if e := decode(raw, &n, k, "an integer"); e != nil {
+				return e
+			}
+			if n < 1 {
+				return refuse(k, "%d: want at least 1", n)
+			}
+			out.MaxTokens = n
+			break
+		}
+	}
+	var e *Error
+	if out.Temperature, e = number(m, "temperature"); e != nil {
+		return e
+	}
+	if out.TopP, e = number(m, "top_p"); e != nil {
+		return e
+	}
+	if raw := m["stop"]; !isNull(raw) {
+		var one string
+		if json.Unmarshal(raw, &one) == nil {
+			out.StopSequences = []string{one}
+		} else if e := decode(raw, &out.StopSequences, "stop", "a string or a list of strings"); e != nil {
+			return e
+		}
+	}
+	if raw := m["stream"]; !isNull(raw) {
+		if e := decode(raw, &out.Stream, "stream", "a boolean"); e != nil {
+			return e
+		}
+	}
+	if raw := m["user"]; !isNull(raw) {
+		var u string
+		if e := decode(raw, &u, "user", "a string"); e != nil {
+			return e
+		}
+		if u != "" {
+			out.Metadata = &aMetadata{UserID: u}
+		}
+	}
+	return nil
 }
 
 // chatTools translates tools, tool_choice and parallel_tool_calls.
