@@ -16,6 +16,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/store"
 )
 
 // benchTenant owns the harness's key.
@@ -92,8 +93,9 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	defer endTracing()
 
-	// Caduceus as serve builds it, with the fake upstream as "openai".
-	a.cfg.Shim.Upstreams = map[string]string{"openai": up.URL}
+	// Caduceus as serve builds it, three times over one store: the fake
+	// upstream as "openai" in shim.upstreams (pass-through), as a governed
+	// gateway route, and governed with balancing and rate limits.
 	a.cfg.Gates = []string{"shim"}
 	db, err := a.openStore(ctx)
 	if err != nil {
@@ -101,91 +103,21 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	defer db.Close()
 	keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
-	gates, closeGates, err := a.gates(ctx, db)
-	if err != nil {
-		return err
+	var cad, gov, breadth benchTarget
+	for _, t := range []struct {
+		target *benchTarget
+		gw     *upstream.Config // nil: pass-through
+		grants []string
+	}{
+		{&cad, nil, nil},
+		{&gov, governedBenchConfig(up.URL), []string{"openai/" + bench.Model}},
+		{&breadth, breadthBenchConfig(up.URL), []string{"eu/" + bench.Model, "us/" + bench.Model}},
+	} {
+		if *t.target, err = a.startBenchTarget(ctx, db, keys, up.URL, t.gw, t.grants); err != nil {
+			return err
+		}
+		defer t.target.close()
 	}
-	defer closeGates()
-	cfg := a.serverConfig(db, keys, nil, gates)
-	token, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute}})
-	if err != nil {
-		return err
-	}
-	cad, err := bench.Serve(server.New(cfg), httpServer(nil))
-	if err != nil {
-		return err
-	}
-	defer cad.Close()
-
-	// Caduceus governed: the same upstream as a gateway route with a plan,
-	// a price, a grant and a key budget, so every request is granted,
-	// reserves its maximum cost (from a lease) and settles it (through its
-	// receipt's transaction and the spend journal).
-	a.cfg.Shim.Upstreams = nil
-	a.cfg.Shim.Gateway = upstream.Config{
-		Routes: map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{bench.Model}}},
-		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone,
-			Models: map[string][]upstream.Step{bench.Model: {{Route: "openai"}}}}},
-		Prices:  map[string]upstream.Price{"openai/" + bench.Model: {Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384}},
-		Budgets: upstream.Budgets{Key: upstream.Limit{Day: 1_000_000_000}},
-	}
-	if err := a.cfg.Shim.Gateway.Validate(); err != nil {
-		return err
-	}
-	governedGates, closeGoverned, err := a.gates(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer closeGoverned()
-	governedToken, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute}, Grants: []string{"openai/" + bench.Model}})
-	if err != nil {
-		return err
-	}
-	gov, err := bench.Serve(server.New(a.serverConfig(db, keys, nil, governedGates)), httpServer(nil))
-	if err != nil {
-		return err
-	}
-	defer gov.Close()
-
-	// Caduceus governed with the breadth features on: the model balanced
-	// over two routes (two deployments of the one fake upstream, weights
-	// 3:1, both granted and priced) and requests and tokens per minute
-	// limited per key and per tenant (far above the load), so every request
-	// also picks a member and counts in four rate windows.
-	a.cfg.Shim.Gateway = upstream.Config{
-		Routes: map[string]upstream.Route{
-			"eu": {Provider: "eu", Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{bench.Model}},
-			"us": {Provider: "us", Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{bench.Model}},
-		},
-		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverDefinite,
-			Models: map[string][]upstream.Step{bench.Model: {{Balance: []upstream.Member{{Route: "eu", Weight: 3}, {Route: "us", Weight: 1}}}}}}},
-		Prices: map[string]upstream.Price{
-			"eu/" + bench.Model: {Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384},
-			"us/" + bench.Model: {Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384},
-		},
-		Budgets: upstream.Budgets{
-			Key:    upstream.Limit{Day: 1_000_000_000, RPM: 1_000_000_000, TPM: 1_000_000_000},
-			Tenant: upstream.Limit{RPM: 1_000_000_000, TPM: 1_000_000_000},
-		},
-	}
-	if err := a.cfg.Shim.Gateway.Validate(); err != nil {
-		return err
-	}
-	breadthGates, closeBreadth, err := a.gates(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer closeBreadth()
-	breadthToken, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute},
-		Grants: []string{"eu/" + bench.Model, "us/" + bench.Model}})
-	if err != nil {
-		return err
-	}
-	breadth, err := bench.Serve(server.New(a.serverConfig(db, keys, nil, breadthGates)), httpServer(nil))
-	if err != nil {
-		return err
-	}
-	defer breadth.Close()
 
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
 		f.conns, f.rounds, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
@@ -199,9 +131,9 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}{
 		{"upstream (fake, direct)", load(up.URL, nil), false},
 		{"bare-proxy", load(bare.URL, nil), false},
-		{"caduceus (" + storeName(db) + ")", load(cad.URL, http.Header{"Authorization": {"Bearer " + token}}), f.profile == "pass-through"},
-		{"caduceus governed (" + storeName(db) + ")", load(gov.URL, http.Header{"Authorization": {"Bearer " + governedToken}}), f.profile == "governed"},
-		{"governed+balance+rpm (" + storeName(db) + ")", load(breadth.URL, http.Header{"Authorization": {"Bearer " + breadthToken}}), f.profile == "breadth"},
+		{"caduceus (" + storeName(db) + ")", cad.load(load), f.profile == "pass-through"},
+		{"caduceus governed (" + storeName(db) + ")", gov.load(load), f.profile == "governed"},
+		{"governed+balance+rpm (" + storeName(db) + ")", breadth.load(load), f.profile == "breadth"},
 	}
 	results := make([]bench.Result, len(targets))
 	stopProfile := func() {}
@@ -233,6 +165,82 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		return ctx.Err()
 	}
 	return nil
+}
+
+// benchTarget is one Caduceus target of the bench: its server and the
+// key its load sends.
+type benchTarget struct {
+	url, token string
+	close      func()
+}
+
+// load is the target's load, as load makes it from a URL and headers.
+func (t benchTarget) load(load func(url string, h http.Header) bench.Load) bench.Load {
+	return load(t.url, http.Header{"Authorization": {"Bearer " + t.token}})
+}
+
+// startBenchTarget serves Caduceus as serve builds it on db, with the fake
+// upstream at upURL as shim.upstreams' "openai" (gw nil) or with gw as the
+// shim gateway, and makes a route key granted grants.
+func (a *app) startBenchTarget(ctx context.Context, db *store.DB, keys *auth.Service, upURL string, gw *upstream.Config, grants []string) (benchTarget, error) {
+	a.cfg.Shim.Upstreams, a.cfg.Shim.Gateway = map[string]string{"openai": upURL}, upstream.Config{}
+	if gw != nil {
+		if err := gw.Validate(); err != nil {
+			return benchTarget{}, err
+		}
+		a.cfg.Shim.Upstreams, a.cfg.Shim.Gateway = nil, *gw
+	}
+	gates, closeGates, err := a.gates(ctx, db)
+	if err != nil {
+		return benchTarget{}, err
+	}
+	token, _, err := keys.Create(ctx, auth.Spec{Tenant: benchTenant, Scopes: []contract.Scope{contract.ScopeRoute}, Grants: grants})
+	if err != nil {
+		closeGates()
+		return benchTarget{}, err
+	}
+	srv, err := bench.Serve(server.New(a.serverConfig(db, keys, nil, gates)), httpServer(nil))
+	if err != nil {
+		closeGates()
+		return benchTarget{}, err
+	}
+	return benchTarget{url: srv.URL, token: token, close: func() { srv.Close(); closeGates() }}, nil
+}
+
+// governedBenchConfig is the governed target's gateway: the fake upstream
+// as a gateway route with a plan, a price, a grant and a key budget, so
+// every request is granted, reserves its maximum cost (from a lease) and
+// settles it (through its receipt's transaction and the spend journal).
+func governedBenchConfig(upURL string) *upstream.Config {
+	return &upstream.Config{
+		Routes: map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: upURL, Models: []string{bench.Model}}},
+		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone,
+			Models: map[string][]upstream.Step{bench.Model: {{Route: "openai"}}}}},
+		Prices:  map[string]upstream.Price{"openai/" + bench.Model: {Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384}},
+		Budgets: upstream.Budgets{Key: upstream.Limit{Day: 1_000_000_000}},
+	}
+}
+
+// breadthBenchConfig is the governed gateway with the breadth features on:
+// the model balanced over two routes (two deployments of the one fake
+// upstream, weights 3:1, both granted and priced) and requests and tokens
+// per minute limited per key and per tenant (far above the load), so every
+// request also picks a member and counts in four rate windows.
+func breadthBenchConfig(upURL string) *upstream.Config {
+	price := upstream.Price{Input: 150_000, Output: 600_000, MaxOutputTokens: 16_384}
+	return &upstream.Config{
+		Routes: map[string]upstream.Route{
+			"eu": {Provider: "eu", Kind: upstream.KindOpenAI, BaseURL: upURL, Models: []string{bench.Model}},
+			"us": {Provider: "us", Kind: upstream.KindOpenAI, BaseURL: upURL, Models: []string{bench.Model}},
+		},
+		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverDefinite,
+			Models: map[string][]upstream.Step{bench.Model: {{Balance: []upstream.Member{{Route: "eu", Weight: 3}, {Route: "us", Weight: 1}}}}}}},
+		Prices: map[string]upstream.Price{"eu/" + bench.Model: price, "us/" + bench.Model: price},
+		Budgets: upstream.Budgets{
+			Key:    upstream.Limit{Day: 1_000_000_000, RPM: 1_000_000_000, TPM: 1_000_000_000},
+			Tenant: upstream.Limit{RPM: 1_000_000_000, TPM: 1_000_000_000},
+		},
+	}
 }
 
 func startProfile(path string) (func(), error) {
