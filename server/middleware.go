@@ -275,25 +275,7 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 			err = h(sw, r, c)
 		}
 		noteCaller(r.Context(), caller) // its request log line (requestlog.go)
-		outcome := contract.OutcomeAllow
-		if err != nil {
-			if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				err = contract.Invalidf("body_too_large", "the request body is larger than %d bytes", mbe.Limit)
-			}
-			e := contract.AsError(err)
-			if e.Kind == contract.KindInternal {
-				s.log.Error("request failed", "route", r.Pattern, "path", r.URL.Path, "err", e.Err)
-			}
-			if !sw.written {
-				answer(sw, r, e)
-			}
-			outcome = e.Kind.Outcome()
-			if c.Reason == "" {
-				c.Reason = e.Code
-			}
-		} else if c.Outcome != "" {
-			outcome = c.Outcome
-		}
+		outcome := s.conclude(sw, r, c, err, answer)
 		if held != nil {
 			s.finish(r.Context(), held, c, w)
 		}
@@ -313,6 +295,33 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 			endRequestSpan(r, span, rt, caller, outcome, sw.status)
 		}
 	})
+}
+
+// conclude is a call's outcome: allowed (or the outcome the handler set
+// in c) when err is nil; else the error's, answered through answer unless
+// the handler already wrote, logged when internal, and named as c's
+// reason unless the handler gave one.
+func (s *Server) conclude(sw *statusWriter, r *http.Request, c *Call, err error, answer func(http.ResponseWriter, *http.Request, error)) contract.Outcome {
+	if err == nil {
+		if c.Outcome != "" {
+			return c.Outcome
+		}
+		return contract.OutcomeAllow
+	}
+	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		err = contract.Invalidf("body_too_large", "the request body is larger than %d bytes", mbe.Limit)
+	}
+	e := contract.AsError(err)
+	if e.Kind == contract.KindInternal {
+		s.log.Error("request failed", "route", r.Pattern, "path", r.URL.Path, "err", e.Err)
+	}
+	if !sw.written {
+		answer(sw, r, e)
+	}
+	if c.Reason == "" {
+		c.Reason = e.Code
+	}
+	return e.Kind.Outcome()
 }
 
 // endRequestSpan ends a request's span with what an operator follows it by:
