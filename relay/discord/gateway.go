@@ -210,49 +210,11 @@ func (s *Session) connect(ctx context.Context) (ready bool, err error) {
 		}
 		switch p.Op {
 		case OpDispatch:
-			if p.S != nil {
-				s.mu.Lock()
-				s.seq = *p.S
-				s.mu.Unlock()
+			got, err := s.dispatch(ctx, p)
+			if err != nil {
+				return ready, err
 			}
-			switch p.T {
-			case "READY":
-				var r struct {
-					SessionID        string `json:"session_id"`
-					ResumeGatewayURL string `json:"resume_gateway_url"`
-					User             User   `json:"user"`
-				}
-				if err := json.Unmarshal(p.D, &r); err != nil || r.SessionID == "" {
-					return ready, fmt.Errorf("discord: gateway: READY without a session_id")
-				}
-				s.mu.Lock()
-				s.sessionID, s.resumeURL, s.botUserID = r.SessionID, r.ResumeGatewayURL, r.User.ID
-				s.mu.Unlock()
-				ready = true
-			case "RESUMED":
-				ready = true
-			case "MESSAGE_CREATE", "MESSAGE_UPDATE":
-				m, err := ParseMessageCreate(p.D)
-				if p.T == "MESSAGE_UPDATE" {
-					// Discord also sends MESSAGE_UPDATE, partial, when it
-					// resolves a link's embed: only an edit (with its
-					// edited_timestamp) is a message.
-					if err != nil || m.EditedTimestamp == "" {
-						continue
-					}
-					m.Edit = true
-				}
-				if err != nil {
-					s.logger().Warn("discord: gateway: bad MESSAGE_CREATE", "err", err)
-					continue
-				}
-				if s.OnMessage != nil {
-					s.mu.Lock()
-					bot := s.botUserID
-					s.mu.Unlock()
-					s.OnMessage(ctx, m, bot)
-				}
-			}
+			ready = ready || got
 		case OpHeartbeat:
 			select {
 			case beatNow <- struct{}{}:
@@ -276,6 +238,56 @@ func (s *Session) connect(ctx context.Context) (ready bool, err error) {
 			return ready, fmt.Errorf("discord: gateway: invalid session (resumable %v)", resumable)
 		}
 	}
+}
+
+// dispatch handles an op 0 payload: it keeps its sequence number, takes
+// the session from READY, and hands a message (or an edit) to OnMessage.
+// ready says the payload was READY or RESUMED.
+func (s *Session) dispatch(ctx context.Context, p Payload) (ready bool, err error) {
+	if p.S != nil {
+		s.mu.Lock()
+		s.seq = *p.S
+		s.mu.Unlock()
+	}
+	switch p.T {
+	case "READY":
+		var r struct {
+			SessionID        string `json:"session_id"`
+			ResumeGatewayURL string `json:"resume_gateway_url"`
+			User             User   `json:"user"`
+		}
+		if err := json.Unmarshal(p.D, &r); err != nil || r.SessionID == "" {
+			return false, fmt.Errorf("discord: gateway: READY without a session_id")
+		}
+		s.mu.Lock()
+		s.sessionID, s.resumeURL, s.botUserID = r.SessionID, r.ResumeGatewayURL, r.User.ID
+		s.mu.Unlock()
+		return true, nil
+	case "RESUMED":
+		return true, nil
+	case "MESSAGE_CREATE", "MESSAGE_UPDATE":
+		m, err := ParseMessageCreate(p.D)
+		if p.T == "MESSAGE_UPDATE" {
+			// Discord also sends MESSAGE_UPDATE, partial, when it
+			// resolves a link's embed: only an edit (with its
+			// edited_timestamp) is a message.
+			if err != nil || m.EditedTimestamp == "" {
+				return false, nil
+			}
+			m.Edit = true
+		}
+		if err != nil {
+			s.logger().Warn("discord: gateway: bad MESSAGE_CREATE", "err", err)
+			return false, nil
+		}
+		if s.OnMessage != nil {
+			s.mu.Lock()
+			bot := s.botUserID
+			s.mu.Unlock()
+			s.OnMessage(ctx, m, bot)
+		}
+	}
+	return false, nil
 }
 
 // heartbeat sends op 1 every interval (the first after a random fraction
