@@ -1069,34 +1069,65 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 		b, hdr := x.errorAnswer(req.Protocol, resp.StatusCode, b, resp.Header)
 		return outcome{outcome: name, status: resp.StatusCode, failure: f, errAnswer: b, errHeader: hdr, retryAfter: resp.Header.Get("Retry-After")}
 	}
+	a := &answerCall{g: g, w: w, req: req, route: routeName, id: id, price: price, body: body, capture: capture, x: x, mt: mt, up: up, resp: resp}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		b, err := readAll(resp.Body, g.cfg.MaxAnswer)
-		if err != nil {
-			if ctx.Err() != nil {
-				return g.canceled(mt, true, price, body)
-			}
-			g.cfg.Logger.Warn("gateway: upstream answer broke off", "route", routeName, "model", id, "err", err)
+		return a.whole(ctx)
+	}
+	return a.stream(ctx, holdFirst, strip)
+}
+
+// answerCall is a call whose upstream answered with a success: what its
+// whole answer (whole) or its stream (stream) is passed on with.
+type answerCall struct {
+	g         *Gateway
+	w         Writer
+	req       Request
+	route, id string
+	price     upstream.Price
+	body      []byte
+	capture   int
+	x         *leg
+	mt        *meter
+	up        wire.Protocol // the wire the upstream speaks
+	resp      *http.Response
+}
+
+// whole passes on a whole (JSON) answer, translated when the call is.
+func (a *answerCall) whole(ctx context.Context) outcome {
+	g, w, req, routeName, id, price, body, capture, x, mt, resp := a.g, a.w, a.req, a.route, a.id, a.price, a.body, a.capture, a.x, a.mt, a.resp
+	b, err := readAll(resp.Body, g.cfg.MaxAnswer)
+	if err != nil {
+		if ctx.Err() != nil {
+			return g.canceled(mt, true, price, body)
+		}
+		g.cfg.Logger.Warn("gateway: upstream answer broke off", "route", routeName, "model", id, "err", err)
+		return uncertain(resp.StatusCode)
+	}
+	answer, hdr := b, resp.Header
+	if x != nil {
+		if answer, hdr, err = x.answer(req.Protocol, resp.StatusCode, b, resp.Header); err != nil {
+			g.cfg.Logger.Warn("gateway: upstream answer not translatable", "route", routeName, "model", id, "err", err)
 			return uncertain(resp.StatusCode)
 		}
-		answer, hdr := b, resp.Header
-		if x != nil {
-			if answer, hdr, err = x.answer(req.Protocol, resp.StatusCode, b, resp.Header); err != nil {
-				g.cfg.Logger.Warn("gateway: upstream answer not translatable", "route", routeName, "model", id, "err", err)
-				return uncertain(resp.StatusCode)
-			}
-		}
-		writeAnswer(w, hdr, resp.StatusCode, answer)
-		o := g.charged(resp.StatusCode, mt, b, price, id)
-		if req.Protocol == wire.Responses {
-			o.responseID = responseID(b)
-		}
-		if capture > 0 && len(answer) <= capture {
-			o.captured, o.contentType = answer, resp.Header.Get("Content-Type")
-		}
-		return o
 	}
+	writeAnswer(w, hdr, resp.StatusCode, answer)
+	o := g.charged(resp.StatusCode, mt, b, price, id)
+	if req.Protocol == wire.Responses {
+		o.responseID = responseID(b)
+	}
+	if capture > 0 && len(answer) <= capture {
+		o.captured, o.contentType = answer, resp.Header.Get("Content-Type")
+	}
+	return o
+}
+
+// stream passes on a stream event by event (translated when the call is),
+// holding back its terminal event; holdFirst: the headers wait for the
+// first event; strip: the usage chunk the client did not ask for is left
+// out.
+func (a *answerCall) stream(ctx context.Context, holdFirst, strip bool) outcome {
+	g, w, req, routeName, id, price, body, x, mt, up, resp := a.g, a.w, a.req, a.route, a.id, a.price, a.body, a.x, a.mt, a.up, a.resp
 	sr := wire.NewSSEReader(resp.Body)
-	var final []byte
 	var first *wire.SSE
 	if holdFirst {
 		ev, err := sr.Next()
@@ -1113,37 +1144,9 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 	if fl != nil {
 		fl.Flush()
 	}
-	broken, gone := false, false
+	out := &streamOut{w: w, fl: fl, capture: a.capture}
+	broken := false
 	respID := ""
-	var captured []byte
-	// emit writes the client's events, holding the terminal one back;
-	// false once the stream is over for the client.
-	emit := func(evs []wire.SSE) bool {
-		for _, ev := range evs {
-			if w.Hash != nil {
-				w.Hash.Write(ev.Raw)
-			}
-			if terminal(ev) {
-				final = ev.Raw
-				return false
-			}
-			if capture > 0 {
-				if len(captured)+len(ev.Raw) > capture {
-					capture = -1 // too long to keep
-				} else {
-					captured = append(captured, ev.Raw...)
-				}
-			}
-			if _, err := w.Write(ev.Raw); err != nil {
-				gone = true // the client went away: closing the body stops the call
-				return false
-			}
-		}
-		if fl != nil && len(evs) > 0 {
-			fl.Flush()
-		}
-		return true
-	}
 	for {
 		var ev wire.SSE
 		if first != nil {
@@ -1153,13 +1156,13 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 			if ev, err = sr.Next(); err != nil || ev.Incomplete {
 				switch {
 				case ctx.Err() != nil:
-					gone = true // the client went away: the call is stopped
+					out.gone = true // the client went away: the call is stopped
 				case err == nil || !errors.Is(err, io.EOF):
 					// Cut off: the client's stream is cut as well.
 					g.cfg.Logger.Warn("gateway: upstream stream broke off", "route", routeName, "model", id, "err", err)
 					broken = true
 				case x != nil:
-					emit(x.stream.End()) // ended cleanly without its terminal event
+					out.emit(x.stream.End()) // ended cleanly without its terminal event
 				}
 				break
 			}
@@ -1176,26 +1179,65 @@ func (g *Gateway) call(ctx context.Context, w Writer, req Request, routeName, id
 				ev.Raw = wire.Event("", data)
 			}
 		}
-		if !emit(x.events(ev)) {
+		if !out.emit(x.events(ev)) {
 			break
 		}
 	}
 	o := g.charged(resp.StatusCode, mt, nil, price, id)
-	o.final, o.responseID = final, respID
-	if capture > 0 && final != nil && !broken && !gone {
-		o.captured, o.contentType = append([]byte{}, captured...), resp.Header.Get("Content-Type")
+	o.final, o.responseID = out.final, respID
+	if out.capture > 0 && out.final != nil && !broken && !out.gone {
+		o.captured, o.contentType = append([]byte{}, out.captured...), resp.Header.Get("Content-Type")
 	}
 	switch {
 	case broken:
 		o.outcome, o.broken = "broken", true
-	case gone:
+	case out.gone:
 		o.outcome = "canceled"
 	}
-	if (broken || gone) && o.settle && !mt.final {
+	if (broken || out.gone) && o.settle && !mt.final {
 		// Cut short before its usage came: what was generated, estimated.
 		o.cost, o.estimated = int64(price.Cost(mt.estimate(len(body)))), true
 	}
 	return o
+}
+
+// streamOut is a stream on its way to the client: what emit wrote of it.
+type streamOut struct {
+	w        Writer
+	fl       http.Flusher // nil: the writer does not flush
+	capture  int          // the most kept for the cache; -1: too long to keep
+	captured []byte       // the events kept
+	final    []byte       // the terminal event, held back
+	gone     bool         // the client went away
+}
+
+// emit writes the client's events, holding the terminal one back; false
+// once the stream is over for the client.
+func (o *streamOut) emit(evs []wire.SSE) bool {
+	for _, ev := range evs {
+		if o.w.Hash != nil {
+			o.w.Hash.Write(ev.Raw)
+		}
+		if terminal(ev) {
+			o.final = ev.Raw
+			return false
+		}
+		if o.capture > 0 {
+			if len(o.captured)+len(ev.Raw) > o.capture {
+				o.capture = -1 // too long to keep
+			} else {
+				o.captured = append(o.captured, ev.Raw...)
+			}
+		}
+		if _, err := o.w.Write(ev.Raw); err != nil {
+			o.gone = true // the client went away: closing the body stops the call
+			return false
+		}
+	}
+	if o.fl != nil && len(evs) > 0 {
+		o.fl.Flush()
+	}
+	return true
 }
 
 // canceled is an attempt the client left before its answer began: one
