@@ -33,7 +33,7 @@ func TestTwoProcessesShareRateLimitsAndRouteHealth(t *testing.T) {
 	}
 	pg := storetest.FreshSchema(t, dsn)
 	ups := map[string]*fakeProvider{}
-	conf := balanceExample(t)
+	conf := shimDocBlock(t, "shim-balance-example")
 	for from, name := range map[string]string{"https://eu.example-azure-proxy.com/v1": "azure-eu", "https://us.example-azure-proxy.com/v1": "azure-us", "https://api.openai.com/v1": "openai"} {
 		f := &fakeProvider{name: name}
 		f.last.Store("")

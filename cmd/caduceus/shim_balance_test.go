@@ -13,24 +13,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// balanceExample is the load-balancing configuration block of docs/shim.md.
-func balanceExample(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "shim.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "<!-- shim-balance-example -->\n```yaml\n")
-	if !ok {
-		t.Fatal("docs/shim.md has no shim-balance-example block")
-	}
-	block, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatal("docs/shim.md: the shim-balance-example block does not end")
-	}
-	return block
-}
-
 // TestShimBalanceExample: the load-balancing configuration docs/shim.md
 // shows, served by `caduceus serve` with its routes pointed at fake
 // providers, through the official OpenAI SDK: the balanced step's two
@@ -41,7 +23,7 @@ func balanceExample(t *testing.T) string {
 // identity's attempts, settled from their usage.
 func TestShimBalanceExample(t *testing.T) {
 	ups := map[string]*fakeProvider{}
-	conf := balanceExample(t)
+	conf := shimDocBlock(t, "shim-balance-example")
 	for from, name := range map[string]string{"https://eu.example-azure-proxy.com/v1": "azure-eu", "https://us.example-azure-proxy.com/v1": "azure-us", "https://api.openai.com/v1": "openai"} {
 		f := &fakeProvider{name: name}
 		f.last.Store("")

@@ -18,25 +18,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// shimDocBlock is the YAML block of docs/shim.md after the marker
-// <!-- marker -->.
-func shimDocBlock(t *testing.T, marker string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "shim.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "<!-- "+marker+" -->\n```yaml\n")
-	if !ok {
-		t.Fatalf("docs/shim.md has no %s block", marker)
-	}
-	block, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatalf("docs/shim.md: the %s block does not end", marker)
-	}
-	return block
-}
-
 // flaky answers 503 to the next failNext calls, then as its provider.
 type flaky struct {
 	*fakeProvider

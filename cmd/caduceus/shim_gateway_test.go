@@ -111,20 +111,21 @@ func (f *fakeProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// docExample is the configuration block of docs/shim.md.
-func docExample(t *testing.T) string {
+// shimDocBlock is the YAML block of docs/shim.md after the marker
+// <!-- marker -->.
+func shimDocBlock(t *testing.T, marker string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "shim.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "<!-- shim-example -->\n```yaml\n")
+	_, rest, ok := strings.Cut(string(b), "<!-- "+marker+" -->\n```yaml\n")
 	if !ok {
-		t.Fatal("docs/shim.md has no shim-example block")
+		t.Fatalf("docs/shim.md has no %s block", marker)
 	}
 	block, _, ok := strings.Cut(rest, "```")
 	if !ok {
-		t.Fatal("docs/shim.md: the shim-example block does not end")
+		t.Fatalf("docs/shim.md: the %s block does not end", marker)
 	}
 	return block
 }
@@ -155,7 +156,7 @@ func runDocExample(t *testing.T, dsn string) {
 			t.Setenv("FAKE_ANTHROPIC_URL", srv.URL)
 		}
 	}
-	conf := docExample(t)
+	conf := shimDocBlock(t, "shim-example")
 	for from, env := range map[string]string{"https://api.openai.com/v1": "FAKE_OPENAI_URL", "https://eu.example-azure-proxy.com/v1": "FAKE_AZURE_URL", "https://api.anthropic.com": "FAKE_ANTHROPIC_URL"} {
 		if !strings.Contains(conf, from) {
 			t.Fatalf("the example no longer names %s", from)

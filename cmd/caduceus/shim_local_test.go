@@ -75,31 +75,13 @@ func (f *fakeLocal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "data: [DONE]\n\n")
 }
 
-// localExample is the local-models configuration block of docs/shim.md.
-func localExample(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "shim.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "<!-- shim-local-example -->\n```yaml\n")
-	if !ok {
-		t.Fatal("docs/shim.md has no shim-local-example block")
-	}
-	block, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatal("docs/shim.md: the shim-local-example block does not end")
-	}
-	return block
-}
-
 // TestShimLocalModels: the local-models configuration docs/shim.md shows —
 // routes of kind openai at Ollama's and vLLM's base URLs, no key, a price of
 // 0 — serves the official OpenAI SDK through servers with those servers'
 // quirks, streamed and not, and settles every turn at $0 under a budget.
 func TestShimLocalModels(t *testing.T) {
 	ollama, vllm := &fakeLocal{name: "ollama"}, &fakeLocal{name: "vllm"}
-	conf := localExample(t)
+	conf := shimDocBlock(t, "shim-local-example")
 	for from, f := range map[string]*fakeLocal{"http://127.0.0.1:11434/v1": ollama, "http://127.0.0.1:8000/v1": vllm} {
 		srv := httptest.NewServer(f)
 		t.Cleanup(srv.Close)

@@ -20,24 +20,6 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 )
 
-// translateExample is the translation configuration block of docs/shim.md.
-func translateExample(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "shim.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "<!-- shim-translate-example -->\n```yaml\n")
-	if !ok {
-		t.Fatal("docs/shim.md has no shim-translate-example block")
-	}
-	block, _, ok := strings.Cut(rest, "```")
-	if !ok {
-		t.Fatal("docs/shim.md: the shim-translate-example block does not end")
-	}
-	return block
-}
-
 // wireFake is a provider that checks what it is sent as the real one
 // would (Anthropic: max_tokens, alternating roles starting with the user,
 // tool results answering the assistant's tool_use blocks; OpenAI: tool
@@ -246,7 +228,7 @@ const pngB64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9Q
 func TestShimTranslateExample(t *testing.T) {
 	eachStore(t, func(t *testing.T, serveArgs ...string) {
 		ups := map[string]*wireFake{}
-		conf := translateExample(t)
+		conf := shimDocBlock(t, "shim-translate-example")
 		for from, kind := range map[string]string{"https://api.openai.com/v1": "openai", "https://api.anthropic.com": "anthropic"} {
 			f := &wireFake{kind: kind}
 			f.last.Store("")
