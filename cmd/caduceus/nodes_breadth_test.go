@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -32,16 +31,7 @@ func TestTwoProcessesShareRateLimitsAndRouteHealth(t *testing.T) {
 		t.Skip("starts two serve processes")
 	}
 	pg := storetest.FreshSchema(t, dsn)
-	ups := map[string]*fakeProvider{}
-	conf := shimDocBlock(t, "shim-balance-example")
-	for from, name := range map[string]string{"https://eu.example-azure-proxy.com/v1": "azure-eu", "https://us.example-azure-proxy.com/v1": "azure-us", "https://api.openai.com/v1": "openai"} {
-		f := &fakeProvider{name: name}
-		f.last.Store("")
-		ups[name] = f
-		srv := httptest.NewServer(f)
-		t.Cleanup(srv.Close)
-		conf = strings.Replace(conf, from, srv.URL+"/v1", 1)
-	}
+	conf, ups := balanceExampleAtFakes(t)
 	data := t.TempDir()
 	storeArgs := []string{"--store", pg, "--data", data}
 	mkKey := func() string {

@@ -313,21 +313,9 @@ func TestKillOneOfThreeUnderLoad(t *testing.T) {
 	const turnMicros = 100 * 8
 	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, `{day: 100}`)+"  ledger_sweep: 1s\n")
 	storeArgs := []string{"--store", pg, "--data", data}
-	code, out, errOut := cli(t, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1"}, storeArgs...)...)
-	if code != 0 {
-		t.Fatalf("keys create: %s", errOut)
-	}
-	key := strings.TrimSpace(out)
-	mk := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := cli(t, append(append([]string{"keys", "create", "--tenant", "slot-1"}, args...), storeArgs...)...)
-		if code != 0 {
-			t.Fatalf("keys create %v: %s", args, errOut)
-		}
-		return strings.TrimSpace(out)
-	}
-	opKey := mk("--scopes", "route,operate")
-	cronKey := mk("--scopes", "operate", "--context", "cron", "--harness", "autotrader")
+	key := newKey(t, storeArgs, "--scopes", "route", "--models", "openai/gpt-4.1")
+	opKey := newKey(t, storeArgs, "--scopes", "route,operate")
+	cronKey := newKey(t, storeArgs, "--scopes", "operate", "--context", "cron", "--harness", "autotrader")
 	if code, out, errOut := cli(t, append([]string{"trader", "import", "testdata/strategies.yaml"}, storeArgs...)...); code != 0 {
 		t.Fatalf("trader import: %s %s", out, errOut)
 	}
@@ -364,11 +352,11 @@ func TestKillOneOfThreeUnderLoad(t *testing.T) {
 				if c < 3 {
 					id = fmt.Sprintf("dec_kill_%d_%d", c, i)
 					path, k = "/v1/trader/decisions", opKey
-					body = fmt.Sprintf(`{"decision_id":%q,"concern_id":"qndd8o9ppop6:xrpusd","account_id":"qndd8o9ppop6","market_symbol":"xrpusd","action":"set_risk_mode","risk_mode":%q,"reason":"kill test","confidence":0.5,"dry_run":false,"override":false,"requested_at":"2026-04-16T20:15:00Z"}`, id, modes[i%3])
+					body = decisionBody(id, modes[i%3], "kill test")
 				} else {
 					id = fmt.Sprintf("tick-kill-%d-%06d", c, i)
 					path, k, hdr = "/v1/executor/ticks", cronKey, []string{"Idempotency-Key", id}
-					body = `{"payload":{"strategy":"momentum","mode":"live","intents":[{"symbol":"SPY","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":481.60,"max_slippage_pct":1,"time_in_force":"gfd","reason":"kill test"}]}}`
+					body = tickBody("kill test")
 				}
 				req, _ := http.NewRequest("POST", procs[p].url+path, strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+k)

@@ -22,19 +22,7 @@ import (
 // granted azure-eu/gpt-4.1 never reaches it; /v1/spend has each
 // identity's attempts, settled from their usage.
 func TestShimBalanceExample(t *testing.T) {
-	ups := map[string]*fakeProvider{}
-	conf := shimDocBlock(t, "shim-balance-example")
-	for from, name := range map[string]string{"https://eu.example-azure-proxy.com/v1": "azure-eu", "https://us.example-azure-proxy.com/v1": "azure-us", "https://api.openai.com/v1": "openai"} {
-		f := &fakeProvider{name: name}
-		f.last.Store("")
-		ups[name] = f
-		srv := httptest.NewServer(f)
-		t.Cleanup(srv.Close)
-		if !strings.Contains(conf, from) {
-			t.Fatalf("the example no longer names %s", from)
-		}
-		conf = strings.Replace(conf, from, srv.URL+"/v1", 1)
-	}
+	conf, ups := balanceExampleAtFakes(t)
 	file := filepath.Join(t.TempDir(), "caduceus.yaml")
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -128,4 +116,24 @@ func TestShimBalanceExample(t *testing.T) {
 	if got["azure-eu/gpt-4.1"] != [2]int64{eu + 3, eu * 2200} || got["azure-us/gpt-4.1"] != [2]int64{us, us * 2200} || len(got) != 2 {
 		t.Fatalf("spend %v; want azure-eu %d attempts (%d answered), azure-us %d", got, eu+3, eu, us)
 	}
+}
+
+// balanceExampleAtFakes is docs/shim.md's load-balancing example with its
+// three routes pointed at fake providers, and the fakes by route.
+func balanceExampleAtFakes(t *testing.T) (string, map[string]*fakeProvider) {
+	t.Helper()
+	ups := map[string]*fakeProvider{}
+	conf := shimDocBlock(t, "shim-balance-example")
+	for from, name := range map[string]string{"https://eu.example-azure-proxy.com/v1": "azure-eu", "https://us.example-azure-proxy.com/v1": "azure-us", "https://api.openai.com/v1": "openai"} {
+		f := &fakeProvider{name: name}
+		f.last.Store("")
+		ups[name] = f
+		srv := httptest.NewServer(f)
+		t.Cleanup(srv.Close)
+		if !strings.Contains(conf, from) {
+			t.Fatalf("the example no longer names %s", from)
+		}
+		conf = strings.Replace(conf, from, srv.URL+"/v1", 1)
+	}
+	return conf, ups
 }

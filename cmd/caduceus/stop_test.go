@@ -43,14 +43,7 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 			storeArgs = []string{"--store", serveArgs[i+1], "--data", data} // --data: the signing key's directory
 		}
 	}
-	mk := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := cli(t, append(append([]string{"keys", "create", "--tenant", "slot-1"}, args...), storeArgs...)...)
-		if code != 0 {
-			t.Fatalf("keys create %v: %s", args, errOut)
-		}
-		return strings.TrimSpace(out)
-	}
+	mk := func(args ...string) string { return newKey(t, storeArgs, args...) }
 	llmKey := mk("--scopes", "route", "--models", "openai/gpt-4.1")
 	opKey := mk("--scopes", "route,operate")
 	cronKey := mk("--scopes", "operate", "--context", "cron", "--harness", "autotrader")
@@ -145,7 +138,7 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 					}
 				case c < 12: // trader decisions
 					id := fmt.Sprintf("dec_stop_%d", i)
-					body := fmt.Sprintf(`{"decision_id":%q,"concern_id":"qndd8o9ppop6:xrpusd","account_id":"qndd8o9ppop6","market_symbol":"xrpusd","action":"set_risk_mode","risk_mode":%q,"reason":"stop test","confidence":0.5,"dry_run":false,"override":false,"requested_at":"2026-04-16T20:15:00Z"}`, id, modes[i%3])
+					body := decisionBody(id, modes[i%3], "stop test")
 					var resp *http.Response
 					if resp, _, err = post("/v1/trader/decisions", opKey, body); err == nil && resp.StatusCode == 200 {
 						mu.Lock()
@@ -154,7 +147,7 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 					}
 				default: // executor ticks
 					key := fmt.Sprintf("tick-stop-%08d", i)
-					body := `{"payload":{"strategy":"momentum","mode":"live","intents":[{"symbol":"SPY","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":481.60,"max_slippage_pct":1,"time_in_force":"gfd","reason":"stop test"}]}}`
+					body := tickBody("stop test")
 					var resp *http.Response
 					if resp, _, err = post("/v1/executor/ticks", cronKey, body, "Idempotency-Key", key); err == nil && resp.StatusCode == 200 {
 						mu.Lock()
@@ -240,6 +233,28 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 		t.Errorf("audit verify after the stop: %d %s %s", code, out, errOut)
 	}
 	t.Logf("answered before or during the stop: %d receipts, %d decisions, %d ticks", len(receipts), len(decisions), len(ticks))
+}
+
+// decisionBody is a trader decision setting the risk mode of the
+// testdata strategies' concern (as the load tests send it).
+func decisionBody(id, mode, reason string) string {
+	return fmt.Sprintf(`{"decision_id":%q,"concern_id":"qndd8o9ppop6:xrpusd","account_id":"qndd8o9ppop6","market_symbol":"xrpusd","action":"set_risk_mode","risk_mode":%q,"reason":%q,"confidence":0.5,"dry_run":false,"override":false,"requested_at":"2026-04-16T20:15:00Z"}`, id, mode, reason)
+}
+
+// tickBody is an executor tick buying one SPY share at market.
+func tickBody(reason string) string {
+	return fmt.Sprintf(`{"payload":{"strategy":"momentum","mode":"live","intents":[{"symbol":"SPY","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":481.60,"max_slippage_pct":1,"time_in_force":"gfd","reason":%q}]}}`, reason)
+}
+
+// newKey creates a key of tenant slot-1 with args (its scopes, models,
+// ...) through `caduceus keys create` on the store storeArgs name.
+func newKey(t *testing.T, storeArgs []string, args ...string) string {
+	t.Helper()
+	code, out, errOut := cli(t, append(append([]string{"keys", "create", "--tenant", "slot-1"}, args...), storeArgs...)...)
+	if code != 0 {
+		t.Fatalf("keys create %v: %s", args, errOut)
+	}
+	return strings.TrimSpace(out)
 }
 
 // oneRouteShim is a config's shim section: the fake upstream at url as the
