@@ -120,10 +120,10 @@ func (s *Ledger) Admit(ctx context.Context, ws []upstream.RateWindow) ([]upstrea
 		for i, w := range out {
 			sl := b.slot(rateKey{w.Scope, w.Minute})
 			slots[i] = sl
-			if sl.full(w, now) && (wait != nil || len(fill) > 0) {
-				break // an earlier window may refuse first: read it
-			}
 			if sl.full(w, now) {
+				if wait != nil || len(fill) > 0 {
+					break // an earlier window may refuse first: read it
+				}
 				r := w
 				r.Requests, r.Tokens = sl.requests-sl.left, sl.known()
 				b.mu.Unlock()
