@@ -71,6 +71,15 @@ type Log interface {
 	Append(ctx context.Context, e Entry) (Record, error)
 }
 
+// Filter selects records for a reader's Tail (the store's AuditLog.Tail,
+// the server's GET /v1/audit).
+type Filter struct {
+	Tenant   contract.TenantSlot // empty: every tenant
+	Action   string              // empty: every action
+	Resource string              // empty: every resource
+	Limit    int                 // <= 0: 50
+}
+
 // Genesis is the prev_hash of a tenant's first record.
 var Genesis = "sha256:" + strings.Repeat("0", 64)
 

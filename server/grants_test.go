@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/server"
@@ -167,7 +168,7 @@ func TestTenantGrantsRoutes(t *testing.T) {
 		}
 
 		// One record per request, named for the tenant's grants.
-		recs, err := db.Audit().Tail(t.Context(), store.AuditFilter{Tenant: "slot-1", Action: "keys.set_grants", Limit: 100})
+		recs, err := db.Audit().Tail(t.Context(), audit.Filter{Tenant: "slot-1", Action: "keys.set_grants", Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // Idempotent writes (seed 002 idempotency_key).
@@ -62,7 +61,7 @@ var storedHeaders = []string{"Content-Type", "ETag", "Location", "Cache-Control"
 
 // RequestKeys is the store of the wrapper's idempotency keys (*store.DB).
 type RequestKeys interface {
-	ClaimLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration) (store.KeyClaim, error)
+	ClaimLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration) (contract.KeyClaim, error)
 	CompleteLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string, result []byte) error
 	ReleaseLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string) error
 }

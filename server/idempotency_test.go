@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/server"
@@ -148,7 +149,7 @@ func TestIdempotencyKeyReplaysAWrite(t *testing.T) {
 		if n := e.keyCount(t); n != before+1 {
 			t.Errorf("%d keys after a create and its replay, want %d", n, before+1)
 		}
-		recs, err := db.Audit().Tail(t.Context(), store.AuditFilter{Tenant: "slot-1", Limit: 50})
+		recs, err := db.Audit().Tail(t.Context(), audit.Filter{Tenant: "slot-1", Limit: 50})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // KeyView is a key as the API shows it: never the secret or its hash.
@@ -190,7 +189,7 @@ func (s *Server) auditTail(w http.ResponseWriter, r *http.Request, c *Call) erro
 	if err != nil {
 		return err
 	}
-	recs, err := s.cfg.Records.Tail(r.Context(), store.AuditFilter{Tenant: c.Caller.Identity.TenantSlot, Limit: limit, Action: r.URL.Query().Get("action")})
+	recs, err := s.cfg.Records.Tail(r.Context(), audit.Filter{Tenant: c.Caller.Identity.TenantSlot, Limit: limit, Action: r.URL.Query().Get("action")})
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/internal/keyowner"
-	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 
@@ -27,7 +26,7 @@ type Pinger interface {
 
 // AuditReader lists recent audit records.
 type AuditReader interface {
-	Tail(ctx context.Context, f store.AuditFilter) ([]audit.Record, error)
+	Tail(ctx context.Context, f audit.Filter) ([]audit.Record, error)
 }
 
 // Config is what a Server is built from: the core's services and the

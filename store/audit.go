@@ -293,13 +293,8 @@ func (r readTx) QueryRow(ctx context.Context, query string, args ...any) *sql.Ro
 
 func (r readTx) Dialect() Dialect { return r.d }
 
-// AuditFilter selects records for Tail.
-type AuditFilter struct {
-	Tenant   contract.TenantSlot // empty: every tenant
-	Action   string              // empty: every action
-	Resource string              // empty: every resource
-	Limit    int                 // <= 0: 50
-}
+// AuditFilter is audit.Filter: which records Tail returns.
+type AuditFilter = audit.Filter
 
 // Tail returns the newest records matching f, newest first. Records are
 // decoded from their hashed bodies, never from the index columns.

@@ -105,17 +105,8 @@ func CompleteKey(ctx context.Context, tx *Tx, tenant contract.TenantSlot, scope,
 // its lease by one taker: the claim's created_at is moved forward with a
 // conditional UPDATE.
 
-// KeyClaim is the state of a leased key as ClaimLeasedKey found it: claimed
-// by this caller (run, then complete or release), complete (Result holds
-// the stored result), or neither: another caller holds it and is running.
-type KeyClaim struct {
-	Claimed bool
-	Result  []byte
-}
-
-// InProgress reports whether another caller holds the key and has stored
-// no result yet.
-func (c KeyClaim) InProgress() bool { return !c.Claimed && c.Result == nil }
+// KeyClaim is contract.KeyClaim: the state of a leased key.
+type KeyClaim = contract.KeyClaim
 
 // ClaimLeasedKey claims (tenant, scope, key) for a caller whose work runs
 // outside this transaction. A key already used with another bodyHash is a

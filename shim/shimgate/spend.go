@@ -7,12 +7,12 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/server"
-	"github.com/caduceus-dev/caduceus/shim/ledger"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 )
 
-// SpendReader reports the shim gateway's spend (ledger.Ledger).
+// SpendReader reports the shim gateway's spend (the shim ledger's).
 type SpendReader interface {
-	Spend(ctx context.Context, tenant contract.TenantSlot, keyID string, since time.Time) ([]ledger.SpendRow, error)
+	Spend(ctx context.Context, tenant contract.TenantSlot, keyID string, since time.Time) ([]gateway.SpendRow, error)
 }
 
 // shimSpend answers GET /v1/spend: the caller's tenant's spend per key and
