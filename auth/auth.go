@@ -188,6 +188,34 @@ func (s *Service) Create(ctx context.Context, spec Spec) (token string, key Key,
 	return "cad_" + id + "_" + sec, key, nil
 }
 
+// Adopt stores the key a token someone else made stands for, with spec's
+// tenant and scopes, unless a key with its id exists (then it changes
+// nothing and reports false). A deployment with no console to print a
+// first key on (the Worker at the edge) is given its admin token as a
+// secret and adopts it. A malformed token or a bad spec is refused.
+func (s *Service) Adopt(ctx context.Context, token string, spec Spec) (bool, error) {
+	id, secret, err := ParseToken(token)
+	if err != nil {
+		return false, err
+	}
+	if err := spec.Validate(); err != nil {
+		return false, err
+	}
+	if _, err := s.store.Key(ctx, id); contract.KindOf(err) != contract.KindNotFound {
+		return false, err
+	}
+	scopes := slices.Clone(spec.Scopes)
+	slices.Sort(scopes)
+	grants, _ := checkGrants("models", spec.Grants) // checked by Validate
+	key := Key{ID: id, Tenant: spec.Tenant, Scopes: slices.Compact(scopes), Harness: spec.Harness, RunContext: spec.RunContext,
+		Grants: grants, SecretHash: hashSecret(secret), CreatedAt: s.now().UTC()}
+	err = s.store.CreateKey(ctx, key)
+	if contract.KindOf(err) == contract.KindConflict {
+		return false, nil // adopted by another process meanwhile
+	}
+	return err == nil, err
+}
+
 func hashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])

@@ -1,0 +1,259 @@
+package edge_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/edge"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/shimtest"
+)
+
+//go:embed schema.sql
+var schema string
+
+// sqliteDB answers the edge's DB port with a SQLite file, the dialect D1
+// runs; the Worker's own D1 answers it in deploy/cloudflare's test.
+type sqliteDB struct{ db *sql.DB }
+
+func (s sqliteDB) Query(ctx context.Context, q string, args ...any) ([]edge.Row, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []edge.Row
+	for rows.Next() {
+		r := make(edge.Row, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range r {
+			ptrs[i] = &r[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s sqliteDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// open returns an empty edge database in a SQLite file of its own.
+func open(t *testing.T) edge.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "edge.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(schema); err != nil {
+		t.Fatalf("schema: %v", err)
+	}
+	return sqliteDB{db}
+}
+
+func TestShimStoreContract(t *testing.T) {
+	shimtest.TestStore(t, func(t *testing.T) shim.Store { return edge.NewShim(open(t), nil) })
+}
+
+func TestMemoryStoreContract(t *testing.T) {
+	shimtest.TestMemoryStore(t, func(t *testing.T) memory.Store { return edge.NewMemory(open(t)) })
+}
+
+func TestSeedScenarios(t *testing.T) {
+	shimtest.TestScenarios(t, func(t *testing.T) shimtest.Stores {
+		db := open(t)
+		return shimtest.Stores{Rules: edge.NewShim(db, nil), Memory: edge.NewMemory(db), Audit: edge.NewAudit(db)}
+	})
+}
+
+// The D1 migration wrangler applies is the schema the tests run on.
+func TestMigrationIsTheSchema(t *testing.T) {
+	b, err := os.ReadFile("../deploy/cloudflare/migrations/0001_caduceus_edge.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != schema {
+		t.Fatal("deploy/cloudflare/migrations/0001_caduceus_edge.sql differs from edge/schema.sql: copy the schema over it")
+	}
+}
+
+func entry(tenant contract.TenantSlot, action string) audit.Entry {
+	return audit.Entry{Outcome: contract.AuditOutcome{At: contract.Timestamp(time.Now()), Action: action, Resource: "r",
+		Identity: contract.Identity{TenantSlot: tenant, Subject: "usr_" + fmt.Sprintf("%064x", 1), Surface: "api", Trust: "router"}, Outcome: contract.OutcomeAllow}}
+}
+
+// Appends racing on one chain (as isolates do) each land once, in one
+// unforked chain that audit.Verify accepts; a record edited in place is
+// caught.
+func TestAuditChainUnderConcurrentAppends(t *testing.T) {
+	db := open(t)
+	trail := edge.NewAudit(db)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Go(func() {
+			tenant := contract.TenantSlot("slot-1")
+			if i%4 == 0 {
+				tenant = "slot-2"
+			}
+			if _, err := trail.Append(ctx, entry(tenant, "shim.proxy")); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(ctx, trail, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Records != 40 || rep.Break != nil {
+		t.Fatalf("verify: %+v, want 40 records and no break", rep)
+	}
+	if _, err := db.Exec(ctx, `UPDATE audit_records SET body = replace(body, '"shim.proxy"', '"shim.other"') WHERE tenant = 'slot-2' AND seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = audit.Verify(ctx, trail, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := rep.Break; b == nil || b.Tenant != "slot-2" || b.Seq != 3 {
+		t.Fatalf("verify after an edit: %+v, want the break at slot-2 seq 3", b)
+	}
+	recs, err := trail.Tail(ctx, audit.Filter{Tenant: "slot-1", Limit: 5})
+	if err != nil || len(recs) != 5 {
+		t.Fatalf("tail: %d records, %v; want 5", len(recs), err)
+	}
+	for i, r := range recs {
+		if r.Tenant != "slot-1" || i > 0 && r.ID >= recs[i-1].ID {
+			t.Fatalf("tail record %d: %s of %s, want slot-1's, newest (highest id) first", i, r.ID, r.Tenant)
+		}
+	}
+}
+
+// The admin token given to the Worker is adopted once, verifies as an
+// admin of its tenant, and a second isolate adopting it changes nothing;
+// a revoked key is refused; tenant grants join a key's own.
+func TestKeysAdoptVerifyRevoke(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	svc := auth.NewService(edge.NewKeys(db, nil), nil, 0)
+	token := "cad_0123456789abcdef_" + "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	spec := auth.Spec{Tenant: "slot-1", Scopes: contract.Scopes}
+	if made, err := svc.Adopt(ctx, token, spec); err != nil || !made {
+		t.Fatalf("adopt: %v %v", made, err)
+	}
+	if made, err := auth.NewService(edge.NewKeys(db, nil), nil, 0).Adopt(ctx, token, spec); err != nil || made {
+		t.Fatalf("second adopt: made=%v err=%v, want nothing made", made, err)
+	}
+	if _, err := svc.Adopt(ctx, "cad_short", spec); contract.KindOf(err) != contract.KindUnauthenticated {
+		t.Fatalf("adopt of a malformed token: %v", err)
+	}
+	c, err := svc.Verify(ctx, token)
+	if err != nil || c.Identity.TenantSlot != "slot-1" || !c.Has(contract.ScopeAdmin) {
+		t.Fatalf("verify: %+v %v", c, err)
+	}
+	tok2, k2, err := svc.Create(ctx, auth.Spec{Tenant: "slot-2", Scopes: []contract.Scope{contract.ScopeRoute}, Grants: []string{"openai/gpt-4.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetTenantGrants(ctx, "slot-2", []string{"anthropic/claude-sonnet-4"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := edge.NewKeys(db, nil).Key(ctx, k2.ID)
+	if err != nil || fmt.Sprint(got.Grants) != "[anthropic/claude-sonnet-4 openai/gpt-4.1]" {
+		t.Fatalf("grants: %v %v", got.Grants, err)
+	}
+	if err := svc.Revoke(ctx, k2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Verify(ctx, tok2); codeOf(err) != "key_revoked" {
+		t.Fatalf("verify of a revoked key: %v", err)
+	}
+	if err := svc.Revoke(ctx, k2.ID); contract.KindOf(err) != contract.KindConflict {
+		t.Fatalf("second revoke: %v", err)
+	}
+	keys, err := svc.List(ctx)
+	if err != nil || len(keys) != 2 || keys[0].ID != "0123456789abcdef" {
+		t.Fatalf("list: %v %v", keys, err)
+	}
+}
+
+// Idempotency keys follow the server's lease rules.
+func TestRequestKeysLease(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	k := edge.NewRequestKeys(db, func() time.Time { return now })
+	claim := func(hash string) contract.KeyClaim {
+		t.Helper()
+		c, err := k.ClaimLeasedKey(ctx, "slot-1", "http", "key-00001", hash, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := claim("h1"); !c.Claimed {
+		t.Fatal("first claim not claimed")
+	}
+	if c := claim("h1"); !c.InProgress() {
+		t.Fatalf("repeat inside the lease: %+v, want in progress", c)
+	}
+	if _, err := k.ClaimLeasedKey(ctx, "slot-1", "http", "key-00001", "h2", time.Minute); codeOf(err) != "idempotency_key_conflict" {
+		t.Fatalf("other body: %v", err)
+	}
+	if c, err := k.ClaimLeasedKey(ctx, "slot-2", "http", "key-00001", "h2", time.Minute); err != nil || !c.Claimed {
+		t.Fatalf("same key in another tenant: %+v %v", c, err)
+	}
+	now = now.Add(2 * time.Minute)
+	if c := claim("h1"); !c.Claimed {
+		t.Fatal("a claim past its lease is not taken over")
+	}
+	if err := k.CompleteLeasedKey(ctx, "slot-1", "http", "key-00001", []byte(`{"ok":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.ReleaseLeasedKey(ctx, "slot-1", "http", "key-00001"); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim("h1"); string(c.Result) != `{"ok":1}` {
+		t.Fatalf("completed key: %+v, want its result", c)
+	}
+}
+
+func codeOf(err error) string {
+	var e *contract.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}

@@ -1,0 +1,82 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/server"
+)
+
+// RequestKeys keeps the Idempotency-Key of the server's write routes
+// (server.RequestKeys) on a DB, with the server's lease rules: the first
+// use claims the key with an insert-if-absent, a repeat with another body
+// is a conflict, a completed key answers its stored result, and a claim
+// whose holder never finished is taken over after its lease by one
+// conditional UPDATE on its claim time.
+type RequestKeys struct {
+	db  DB
+	now func() time.Time
+}
+
+// NewRequestKeys returns the idempotency keys on db (now nil: time.Now).
+func NewRequestKeys(db DB, now func() time.Time) *RequestKeys {
+	if now == nil {
+		now = time.Now
+	}
+	return &RequestKeys{db: db, now: now}
+}
+
+var _ server.RequestKeys = (*RequestKeys)(nil)
+
+// ClaimLeasedKey implements server.RequestKeys.
+func (k *RequestKeys) ClaimLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration) (contract.KeyClaim, error) {
+	now := micros(k.now())
+	n, err := k.db.Exec(ctx, `INSERT INTO idempotency (tenant, scope, key, body_hash, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		string(tenant), scope, key, bodyHash, now)
+	if err != nil {
+		return contract.KeyClaim{}, fmt.Errorf("edge: claim idempotency key: %w", err)
+	}
+	if n == 1 {
+		return contract.KeyClaim{Claimed: true}, nil
+	}
+	r, found, err := one(ctx, k.db, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`, string(tenant), scope, key)
+	switch {
+	case err != nil:
+		return contract.KeyClaim{}, fmt.Errorf("edge: read idempotency key: %w", err)
+	case !found: // released between the two statements: claim again
+		return k.ClaimLeasedKey(ctx, tenant, scope, key, bodyHash, lease)
+	case r.Str(0) != bodyHash:
+		return contract.KeyClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different request", key)
+	case !r.Null(1):
+		return contract.KeyClaim{Result: []byte(r.Str(1))}, nil
+	case now-r.Int(2) <= lease.Microseconds():
+		return contract.KeyClaim{}, nil // in progress
+	}
+	n, err = k.db.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
+		now, string(tenant), scope, key, r.Int(2))
+	if err != nil {
+		return contract.KeyClaim{}, fmt.Errorf("edge: take over idempotency key: %w", err)
+	}
+	return contract.KeyClaim{Claimed: n == 1}, nil
+}
+
+// CompleteLeasedKey implements server.RequestKeys.
+func (k *RequestKeys) CompleteLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string, result []byte) error {
+	if _, err := k.db.Exec(ctx, `UPDATE idempotency SET result = ? WHERE tenant = ? AND scope = ? AND key = ?`,
+		string(result), string(tenant), scope, key); err != nil {
+		return fmt.Errorf("edge: complete idempotency key: %w", err)
+	}
+	return nil
+}
+
+// ReleaseLeasedKey implements server.RequestKeys: a claim that changed
+// nothing is freed; a completed key stays.
+func (k *RequestKeys) ReleaseLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string) error {
+	if _, err := k.db.Exec(ctx, `DELETE FROM idempotency WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL`,
+		string(tenant), scope, key); err != nil {
+		return fmt.Errorf("edge: release idempotency key: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/memory"
+)
+
+// Memory is the shim's entity memory, rule outcomes and sync marks
+// (memory.Store) on a DB, in the server's tables and statements, each
+// write one upsert or conditional UPDATE.
+type Memory struct{ db DB }
+
+// NewMemory returns the memory store on db.
+func NewMemory(db DB) *Memory { return &Memory{db: db} }
+
+var _ memory.Store = (*Memory)(nil)
+
+// TouchEntities implements memory.Store: one upsert per entity.
+func (m *Memory) TouchEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
+	us := micros(at)
+	for _, e := range es {
+		_, err := m.db.Exec(ctx, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
+VALUES (?, ?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
+			string(tenant), subject, project, e.Kind, e.Value, us, us)
+		if err != nil {
+			return fmt.Errorf("edge: touch entities: %w", err)
+		}
+	}
+	return nil
+}
+
+// ListEntities implements memory.Store.
+func (m *Memory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]memory.Entity, error) {
+	q, args := `SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`, []any{string(tenant), subject}
+	if project != "" {
+		q, args = q+` AND project = ?`, append(args, project)
+	}
+	rows, err := m.db.Query(ctx, q+` ORDER BY last_seen DESC, project, kind, value LIMIT ?`, append(args, int64(limit))...)
+	if err != nil {
+		return nil, fmt.Errorf("edge: list entities: %w", err)
+	}
+	out := make([]memory.Entity, len(rows))
+	for i, r := range rows {
+		out[i] = memory.Entity{Subject: subject, Project: r.Str(0), Kind: r.Str(1), Value: r.Str(2),
+			FirstSeen: contract.Timestamp(fromMicros(r.Int(3))), LastSeen: contract.Timestamp(fromMicros(r.Int(4))), Count: r.Int(5)}
+	}
+	return out, nil
+}
+
+// AddOutcomes implements memory.Store: pending rows, a repeat ignored.
+func (m *Memory) AddOutcomes(ctx context.Context, tenant contract.TenantSlot, os []shim.RuleOutcome) error {
+	for _, o := range os {
+		var fired int64
+		if t, err := contract.ParseTimestamp(o.FiredAt); err == nil {
+			fired = micros(t)
+		}
+		var builtin int64
+		if o.Builtin {
+			builtin = 1
+		}
+		_, err := m.db.Exec(ctx, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
+outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
+			string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, memory.OutcomePending, fired)
+		if err != nil {
+			return fmt.Errorf("edge: add outcomes: %w", err)
+		}
+	}
+	return nil
+}
+
+// ResolveOutcomes implements memory.Store: one conditional UPDATE of the
+// conversation's pending rows.
+func (m *Memory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
+	n, err := m.db.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
+WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
+		outcome, signature, nextReceipt, micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt)
+	if err != nil {
+		return 0, fmt.Errorf("edge: resolve outcomes: %w", err)
+	}
+	return int(n), nil
+}
+
+// ListOutcomes implements memory.Store.
+func (m *Memory) ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
+	q, args := `SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
+FROM shim_outcomes WHERE tenant = ?`, []any{string(tenant)}
+	if subject != "" {
+		q, args = q+` AND subject = ?`, append(args, subject)
+	}
+	rows, err := m.db.Query(ctx, q+` ORDER BY receipt DESC, provision LIMIT ?`, append(args, int64(limit))...)
+	if err != nil {
+		return nil, fmt.Errorf("edge: list outcomes: %w", err)
+	}
+	out := make([]shim.RuleOutcome, len(rows))
+	for i, r := range rows {
+		o := shim.RuleOutcome{Receipt: r.Str(0), Provision: r.Str(1), Conversation: r.Str(2), Subject: r.Str(3), Project: r.Str(4),
+			Version: r.Int(5), Builtin: r.Int(6) != 0, Outcome: r.Str(7), ErrorSignature: r.Str(8), NextReceipt: r.Str(9),
+			FiredAt: contract.Timestamp(fromMicros(r.Int(10)))}
+		if resolved := r.Int(11); resolved != 0 {
+			o.ResolvedAt = contract.Timestamp(fromMicros(resolved))
+		}
+		out[i] = o
+	}
+	return out, nil
+}
+
+// GetSyncMark implements shim.SyncLedger.
+func (m *Memory) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (shim.SyncMark, bool, error) {
+	r, found, err := one(ctx, m.db, `SELECT source_version, local_version FROM shim_sync_marks WHERE tenant = ? AND kind = ? AND id = ?`,
+		string(tenant), kind, id)
+	if err != nil {
+		return shim.SyncMark{}, false, fmt.Errorf("edge: sync mark: %w", err)
+	}
+	if !found {
+		return shim.SyncMark{}, false, nil
+	}
+	return shim.SyncMark{Kind: kind, ID: id, SourceVersion: r.Int(0), LocalVersion: r.Int(1)}, true, nil
+}
+
+// PutSyncMark implements shim.SyncLedger.
+func (m *Memory) PutSyncMark(ctx context.Context, tenant contract.TenantSlot, mk shim.SyncMark) error {
+	_, err := m.db.Exec(ctx, `INSERT INTO shim_sync_marks (tenant, kind, id, source_version, local_version) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (tenant, kind, id) DO UPDATE SET source_version = excluded.source_version, local_version = excluded.local_version`,
+		string(tenant), mk.Kind, mk.ID, mk.SourceVersion, mk.LocalVersion)
+	if err != nil {
+		return fmt.Errorf("edge: put sync mark: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim"
+)
+
+// Shim is the shim's store (shim.Store) on a DB: provisions and context
+// entries as JSON documents under (tenant, key) with a version column for
+// compare-and-set, the once-per-conversation ledger, and receipts.
+type Shim struct {
+	db  DB
+	now func() time.Time
+}
+
+// NewShim returns the shim store on db; now stamps updated_at (nil:
+// time.Now).
+func NewShim(db DB, now func() time.Time) *Shim {
+	if now == nil {
+		now = time.Now
+	}
+	return &Shim{db: db, now: now}
+}
+
+var _ shim.Store = (*Shim)(nil)
+
+// docTable is one of the two versioned document tables.
+type docTable struct{ name, key, what string }
+
+var (
+	provisions = docTable{"shim_provisions", "id", "provision"}
+	contexts   = docTable{"shim_context", "ref", "context entry"}
+)
+
+func (t docTable) get(ctx context.Context, db DB, tenant contract.TenantSlot, key string, into any) (int64, error) {
+	r, found, err := one(ctx, db, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ?`, string(tenant), key)
+	if err != nil {
+		return 0, fmt.Errorf("edge: get %s: %w", t.what, err)
+	}
+	if !found {
+		return 0, contract.NotFoundf(shim.CodeNotFound, "shim: no %s %q", t.what, key)
+	}
+	if err := json.Unmarshal([]byte(r.Str(0)), into); err != nil {
+		return 0, fmt.Errorf("edge: decode %s: %w", t.what, err)
+	}
+	return r.Int(1), nil
+}
+
+func (t docTable) list(ctx context.Context, db DB, tenant contract.TenantSlot, each func(doc []byte, version int64) error) error {
+	rows, err := db.Query(ctx, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? ORDER BY `+t.key, string(tenant))
+	if err != nil {
+		return fmt.Errorf("edge: list %s: %w", t.what, err)
+	}
+	for _, r := range rows {
+		if err := each([]byte(r.Str(0)), r.Int(1)); err != nil {
+			return fmt.Errorf("edge: decode %s: %w", t.what, err)
+		}
+	}
+	return nil
+}
+
+// create inserts version 1; the (tenant, key) primary key refuses a second.
+func (t docTable) create(ctx context.Context, s *Shim, tenant contract.TenantSlot, key string, doc any) error {
+	b, err := encode(doc)
+	if err != nil {
+		return err
+	}
+	n, err := s.db.Exec(ctx, `INSERT INTO `+t.name+` (tenant, `+t.key+`, version, doc, updated_at) VALUES (?, ?, 1, ?, ?) ON CONFLICT DO NOTHING`,
+		string(tenant), key, string(b), micros(s.now()))
+	if err != nil {
+		return fmt.Errorf("edge: create %s: %w", t.what, err)
+	}
+	if n == 0 {
+		return contract.Conflictf(shim.CodeExists, "shim: %s %q exists", t.what, key)
+	}
+	return nil
+}
+
+// cas runs a conditional UPDATE or DELETE on (tenant, key, version); when it
+// changed nothing, one more read tells not_found from a version conflict.
+func (t docTable) cas(ctx context.Context, s *Shim, op string, tenant contract.TenantSlot, key string, ifVersion int64, query string, args ...any) error {
+	n, err := s.db.Exec(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("edge: %s %s: %w", op, t.what, err)
+	}
+	if n != 0 {
+		return nil
+	}
+	var ignored json.RawMessage
+	v, err := t.get(ctx, s.db, tenant, key, &ignored)
+	if err != nil {
+		return err
+	}
+	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.what, key, v, ifVersion)
+}
+
+func (t docTable) update(ctx context.Context, s *Shim, tenant contract.TenantSlot, key string, doc any, ifVersion int64) error {
+	b, err := encode(doc)
+	if err != nil {
+		return err
+	}
+	return t.cas(ctx, s, "update", tenant, key, ifVersion,
+		`UPDATE `+t.name+` SET doc = ?, version = version + 1, updated_at = ? WHERE tenant = ? AND `+t.key+` = ? AND version = ?`,
+		string(b), micros(s.now()), string(tenant), key, ifVersion)
+}
+
+func (t docTable) delete(ctx context.Context, s *Shim, tenant contract.TenantSlot, key string, ifVersion int64) error {
+	return t.cas(ctx, s, "delete", tenant, key, ifVersion,
+		`DELETE FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ? AND version = ?`, string(tenant), key, ifVersion)
+}
+
+// encode is a document's stored JSON: a receipt writes its canonical JSON
+// itself, as the server's store keeps it.
+func encode(v any) ([]byte, error) {
+	if w, ok := v.(audit.CanonicalWriter); ok {
+		var b bytes.Buffer
+		w.WriteCanonicalJSON(&b)
+		return b.Bytes(), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("edge: encode: %w", err)
+	}
+	return b, nil
+}
+
+// ListProvisions implements shim.Store.
+func (s *Shim) ListProvisions(ctx context.Context, tenant contract.TenantSlot) ([]shim.Provision, error) {
+	out := []shim.Provision{}
+	err := provisions.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
+		var p shim.Provision
+		err := json.Unmarshal(doc, &p)
+		p.Version = v
+		out = append(out, p)
+		return err
+	})
+	return out, err
+}
+
+// GetProvision implements shim.Store.
+func (s *Shim) GetProvision(ctx context.Context, tenant contract.TenantSlot, id string) (shim.Provision, error) {
+	var p shim.Provision
+	v, err := provisions.get(ctx, s.db, tenant, id, &p)
+	p.Version = v
+	return p, err
+}
+
+// CreateProvision implements shim.Store.
+func (s *Shim) CreateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision) (shim.Provision, error) {
+	p.Version = 1
+	if err := provisions.create(ctx, s, tenant, p.ID, p); err != nil {
+		return shim.Provision{}, err
+	}
+	return p, nil
+}
+
+// UpdateProvision implements shim.Store.
+func (s *Shim) UpdateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision, ifVersion int64) (shim.Provision, error) {
+	p.Version = ifVersion + 1
+	if err := provisions.update(ctx, s, tenant, p.ID, p, ifVersion); err != nil {
+		return shim.Provision{}, err
+	}
+	return p, nil
+}
+
+// DeleteProvision implements shim.Store.
+func (s *Shim) DeleteProvision(ctx context.Context, tenant contract.TenantSlot, id string, ifVersion int64) error {
+	return provisions.delete(ctx, s, tenant, id, ifVersion)
+}
+
+// ListContext implements shim.Store.
+func (s *Shim) ListContext(ctx context.Context, tenant contract.TenantSlot) ([]shim.ContextEntry, error) {
+	out := []shim.ContextEntry{}
+	err := contexts.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
+		var e shim.ContextEntry
+		err := json.Unmarshal(doc, &e)
+		e.Version = v
+		out = append(out, e)
+		return err
+	})
+	return out, err
+}
+
+// GetContext implements shim.Store.
+func (s *Shim) GetContext(ctx context.Context, tenant contract.TenantSlot, ref string) (shim.ContextEntry, error) {
+	var e shim.ContextEntry
+	v, err := contexts.get(ctx, s.db, tenant, ref, &e)
+	e.Version = v
+	return e, err
+}
+
+// CreateContext implements shim.Store.
+func (s *Shim) CreateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry) (shim.ContextEntry, error) {
+	e.Version = 1
+	if err := contexts.create(ctx, s, tenant, e.Ref, e); err != nil {
+		return shim.ContextEntry{}, err
+	}
+	return e, nil
+}
+
+// UpdateContext implements shim.Store.
+func (s *Shim) UpdateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry, ifVersion int64) (shim.ContextEntry, error) {
+	e.Version = ifVersion + 1
+	if err := contexts.update(ctx, s, tenant, e.Ref, e, ifVersion); err != nil {
+		return shim.ContextEntry{}, err
+	}
+	return e, nil
+}
+
+// DeleteContext implements shim.Store.
+func (s *Shim) DeleteContext(ctx context.Context, tenant contract.TenantSlot, ref string, ifVersion int64) error {
+	return contexts.delete(ctx, s, tenant, ref, ifVersion)
+}
+
+// MarkShimmed implements shim.Store: an insert that does nothing when the
+// (tenant, conversation, provision) mark is there.
+func (s *Shim) MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error) {
+	n, err := s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		string(tenant), conversation, provision, version, micros(at))
+	if err != nil {
+		return false, fmt.Errorf("edge: mark shimmed: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Shimmed implements shim.Store.
+func (s *Shim) Shimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string) (bool, error) {
+	_, found, err := one(ctx, s.db, `SELECT 1 FROM shim_ledger WHERE tenant = ? AND conversation = ? AND provision = ?`,
+		string(tenant), conversation, provision)
+	if err != nil {
+		return false, fmt.Errorf("edge: shimmed: %w", err)
+	}
+	return found, nil
+}
+
+// AddReceipt implements shim.Store.
+func (s *Shim) AddReceipt(ctx context.Context, tenant contract.TenantSlot, r shim.Receipt) error {
+	doc, err := encode(r)
+	if err != nil {
+		return err
+	}
+	var resp any
+	if r.ResponseID != "" {
+		resp = r.ResponseID
+	}
+	n, err := s.db.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc, response_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		string(tenant), r.ID, r.At, string(r.Decision), string(doc), resp)
+	if err != nil {
+		return fmt.Errorf("edge: add receipt: %w", err)
+	}
+	if n == 0 {
+		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", r.ID)
+	}
+	return nil
+}
+
+// ReceiptOfResponse implements shim.Store.
+func (s *Shim) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot, responseID string) (shim.Receipt, error) {
+	r, found, err := one(ctx, s.db, `SELECT doc FROM shim_receipts WHERE tenant = ? AND response_id = ? ORDER BY id DESC LIMIT 1`,
+		string(tenant), responseID)
+	if err != nil {
+		return shim.Receipt{}, fmt.Errorf("edge: receipt of response: %w", err)
+	}
+	if !found {
+		return shim.Receipt{}, contract.NotFoundf(shim.CodeNotFound, "shim: no response %q", responseID)
+	}
+	var rc shim.Receipt
+	if err := json.Unmarshal([]byte(r.Str(0)), &rc); err != nil {
+		return shim.Receipt{}, fmt.Errorf("edge: decode receipt: %w", err)
+	}
+	return rc, nil
+}
+
+// ListReceipts implements shim.Store.
+func (s *Shim) ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]shim.Receipt, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	q, args := `SELECT doc FROM shim_receipts WHERE tenant = ?`, []any{string(tenant)}
+	if before != "" {
+		q, args = q+` AND id < ?`, append(args, before)
+	}
+	rows, err := s.db.Query(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, int64(limit))...)
+	if err != nil {
+		return nil, fmt.Errorf("edge: list receipts: %w", err)
+	}
+	out := make([]shim.Receipt, len(rows))
+	for i, r := range rows {
+		if err := json.Unmarshal([]byte(r.Str(0)), &out[i]); err != nil {
+			return nil, fmt.Errorf("edge: decode receipt: %w", err)
+		}
+	}
+	return out, nil
+}
