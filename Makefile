@@ -2,7 +2,8 @@
 # ./.caduceus; `make test` runs every test (set CADUCEUS_TEST_POSTGRES to a DSN
 # to include the Postgres runs, as .ci/run does). `make release` writes the
 # static release binaries to dist/; `make image` builds the container image
-# (docs/operations.md).
+# (docs/operations.md); `make edge` builds the Cloudflare Worker into
+# deploy/cloudflare/dist (docs/edge.md).
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
@@ -13,7 +14,7 @@ ARCH    ?= $(shell go env GOARCH)
 IMAGE   ?= caduceus:$(VERSION)
 IMAGE_CONTEXT ?= dist/image
 
-.PHONY: run test build vet bench release image
+.PHONY: run test build vet bench release image edge
 
 run:
 	go run -ldflags "$(LDFLAGS)" ./cmd/caduceus serve
@@ -48,3 +49,12 @@ image:
 	cp /etc/ssl/certs/ca-certificates.crt $(IMAGE_CONTEXT)/etc/ssl/certs/
 	cp -rL /usr/share/zoneinfo $(IMAGE_CONTEXT)/usr/share/zoneinfo
 	podman build --format docker --arch $(ARCH) -f Containerfile -t $(IMAGE) $(IMAGE_CONTEXT)
+
+# The Cloudflare Worker (docs/edge.md): the edge package compiled to
+# WebAssembly beside the Go toolchain's own wasm_exec.js, which
+# deploy/cloudflare/worker.mjs imports; then `cd deploy/cloudflare && npm ci
+# && npx wrangler deploy`, or `node miniflare.mjs` to run it locally.
+edge:
+	mkdir -p deploy/cloudflare/dist
+	GOOS=js GOARCH=wasm go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o deploy/cloudflare/dist/caduceus.wasm ./deploy/cloudflare
+	cp "$$(go env GOROOT)/lib/wasm/wasm_exec.js" deploy/cloudflare/dist/

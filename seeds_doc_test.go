@@ -207,7 +207,7 @@ func subtestNames(t *testing.T) map[string]bool {
 			return err
 		}
 		if d.IsDir() {
-			if path != "." && strings.HasPrefix(d.Name(), ".") {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "dist") { // hidden, npm's, build output
 				return filepath.SkipDir
 			}
 			return nil
@@ -257,7 +257,7 @@ func TestNoIssueNumbersInCommentsOrDocs(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if path != "." && strings.HasPrefix(d.Name(), ".") {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "dist") { // hidden, npm's, build output
 				return filepath.SkipDir
 			}
 			return nil

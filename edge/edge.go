@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -21,11 +25,11 @@ import (
 // bindings.
 type Config struct {
 	DB DB
-	// AdminKey is a cad_ token the edge adopts as an admin key of
-	// AdminTenant on its first request (auth.Service.Adopt): the Worker's
-	// CADUCEUS_ADMIN_KEY secret. Empty: no key is adopted.
-	AdminKey    string
-	AdminTenant contract.TenantSlot // default slot-1, as serve's first key
+	// AdminKeys are cad_ tokens the edge adopts as admin keys of their
+	// tenants on its first request (auth.Service.Adopt): the Worker's
+	// CADUCEUS_ADMIN_KEY secret (ParseAdminKeys). An admin key makes the
+	// other keys of its tenant over POST /v1/admin/keys, as on the server.
+	AdminKeys map[contract.TenantSlot]string
 	// EdgeSecret, when set, must arrive as X-Edge-Auth (CADUCEUS_EDGE_SECRET).
 	EdgeSecret string
 	// Upstreams are the shim's providers by name (openai, anthropic); none:
@@ -58,15 +62,14 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.AdminTenant == "" {
-		cfg.AdminTenant = "slot-1"
-	}
 	rules, mem, trail := NewShim(cfg.DB, cfg.Now), NewMemory(cfg.DB), NewAudit(cfg.DB)
 	gov := &shim.Governor{}
 	m := memory.New(memory.Config{Store: mem, Rules: rules, Now: cfg.Now,
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
 	sc := shim.Config{Store: rules, Audit: trail, Upstreams: cfg.Upstreams, Offline: cfg.Offline, EdgeSecret: cfg.EdgeSecret,
-		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m}}
+		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
+		// The default transport: on js/wasm it is the Worker's fetch.
+		Client: &http.Client{}}
 	if sc.Upstreams == nil {
 		sc.Upstreams = map[string]shim.Upstream{}
 	}
@@ -96,12 +99,39 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (e *Edge) adoptAdmin(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.adopted || e.cfg.AdminKey == "" {
+	if e.adopted {
 		return nil
 	}
-	if _, err := e.auth.Adopt(context.WithoutCancel(ctx), e.cfg.AdminKey, auth.Spec{Tenant: e.cfg.AdminTenant, Scopes: contract.Scopes}); err != nil {
-		return fmt.Errorf("CADUCEUS_ADMIN_KEY: %w", err)
+	for _, tenant := range slices.Sorted(maps.Keys(e.cfg.AdminKeys)) {
+		spec := auth.Spec{Tenant: tenant, Scopes: contract.Scopes}
+		if _, err := e.auth.Adopt(context.WithoutCancel(ctx), e.cfg.AdminKeys[tenant], spec); err != nil {
+			return fmt.Errorf("CADUCEUS_ADMIN_KEY (%s): %w", tenant, err)
+		}
 	}
 	e.adopted = true
 	return nil
+}
+
+// ParseAdminKeys reads the CADUCEUS_ADMIN_KEY secret: admin tokens
+// separated by commas or white space, each "TENANT=cad_..." or a bare
+// token, which is slot-1's (the tenant of serve's first admin key).
+func ParseAdminKeys(s string) (map[contract.TenantSlot]string, error) {
+	out := map[contract.TenantSlot]string{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		tenant, token, ok := strings.Cut(f, "=")
+		if !ok {
+			tenant, token = "slot-1", f
+		}
+		if !contract.ValidTenantSlot(tenant) {
+			return nil, fmt.Errorf("CADUCEUS_ADMIN_KEY: %q is not a tenant slot (slot-N)", tenant)
+		}
+		if _, _, err := auth.ParseToken(token); err != nil {
+			return nil, fmt.Errorf("CADUCEUS_ADMIN_KEY: the key of %s: %w", tenant, err)
+		}
+		if _, dup := out[contract.TenantSlot(tenant)]; dup {
+			return nil, fmt.Errorf("CADUCEUS_ADMIN_KEY: %s is given twice", tenant)
+		}
+		out[contract.TenantSlot(tenant)] = token
+	}
+	return out, nil
 }

@@ -3,8 +3,8 @@ package edge_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"

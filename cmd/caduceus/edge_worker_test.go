@@ -1,0 +1,352 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The admin tokens the Worker under test adopts: slot-1's and slot-3's.
+const (
+	edgeAdminKey  = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	edgeAdminKey3 = "cad_fedcba9876543210_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+)
+
+// buildWorker builds the Worker (`make edge` does the same) into a
+// directory of its own beside deploy/cloudflare's sources and returns it:
+// worker.mjs, miniflare.mjs, migrations/, dist/ and node_modules (npm ci in
+// deploy/cloudflare when it has none; Node and npm must be on the PATH).
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	src, err := filepath.Abs("../../deploy/cloudflare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(src, "node_modules", "miniflare")); err != nil {
+		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		cmd.Dir = src
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in deploy/cloudflare (the Worker's test runs it under miniflare; Node 20 and npm are needed): %v\n%s", err, out)
+		}
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "dist", "caduceus.wasm"), "./deploy/cloudflare")
+	build.Dir = filepath.Dir(filepath.Dir(src))
+	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the Worker: %v\n%s", err, out)
+	}
+	copyInto(t, filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"), filepath.Join(dir, "dist", "wasm_exec.js"))
+	for _, f := range []string{"worker.mjs", "miniflare.mjs", "package.json", "migrations/0001_caduceus_edge.sql"} {
+		copyInto(t, filepath.Join(src, f), filepath.Join(dir, f))
+	}
+	if err := os.Symlink(filepath.Join(src, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func copyInto(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFile(from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var workerListenRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startWorker runs the Worker in dir under miniflare (workerd, with D1)
+// with env as its bindings and returns its URL.
+func startWorker(t *testing.T, dir string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command("node", "miniflare.mjs", "0")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("node miniflare.mjs: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := workerListenRE.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		return u
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the Worker did not start under miniflare: %s", stderr.String())
+	}
+	return ""
+}
+
+// edgeUpstream is the LLM provider both sides forward to: it records the
+// body of the last request and answers one chat completion.
+type edgeUpstream struct {
+	mu   sync.Mutex
+	last string
+}
+
+func (u *edgeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.last = r.Method + " " + r.URL.Path + " " + r.Header.Get("Authorization") + "\n" + string(b)
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"from upstream"},"finish_reason":"stop"}]}`)
+}
+
+func (u *edgeUpstream) take() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.last
+	u.last = ""
+	return s
+}
+
+// exchange is one request of the parity scenario and what came back, with
+// ids, keys and times replaced by placeholders (normalize).
+type exchange struct {
+	name, status, contentType, etag, body, upstream string
+}
+
+var normalizers = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`cad_[0-9a-f]{16}_[a-z2-7]{52}`), "<token>"},
+	{regexp.MustCompile(`usr_[0-9a-f]{64}`), "<subject>"},
+	{regexp.MustCompile(`[0-9A-HJKMNP-TV-Z]{26}`), "<ulid>"},
+	{regexp.MustCompile(`\b[0-9a-f]{16}\b`), "<key id>"},
+	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "<time>"},
+	{regexp.MustCompile(`(\\?")(created|created_at)(\\?"):\d+`), `$1$2$3:<unix>`}, // in JSON, or in JSON in a string
+	{regexp.MustCompile(`sha256:[0-9a-f]{64}`), "<hash>"},
+	{regexp.MustCompile(`conv_[0-9a-f]{32}`), "<conversation>"},
+	{regexp.MustCompile(`"overhead_us":\d+`), `"overhead_us":<n>`},
+}
+
+func normalize(s string) string {
+	for _, n := range normalizers {
+		s = n.re.ReplaceAllString(s, n.with)
+	}
+	return s
+}
+
+// edgeScenario runs the parity scenario against base (admin and admin3 are
+// its admin keys of slot-1 and slot-3) and returns every exchange. Both
+// sides forward to up.
+func edgeScenario(t *testing.T, base, admin, admin3 string, up *edgeUpstream) []exchange {
+	t.Helper()
+	var out []exchange
+	send := func(name, method, path, key, body string, hdr ...string) (exchange, []byte, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("X-Caduceus-Harness", "claude-code")
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		x := exchange{name: name, status: resp.Status, contentType: resp.Header.Get("Content-Type"), etag: resp.Header.Get("ETag"),
+			body: normalize(string(b)), upstream: normalize(up.take())}
+		out = append(out, x)
+		return x, b, resp.Header
+	}
+	newKey := func(name, admin, spec string) string {
+		_, b, _ := send(name, "POST", "/v1/admin/keys", admin, spec)
+		var k struct{ Key string }
+		if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
+			t.Fatalf("%s: %s", name, b)
+		}
+		return k.Key
+	}
+	key := newKey("key of slot-1", admin, `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
+	send("key of another tenant", "POST", "/v1/admin/keys", admin, `{"tenant":"slot-3","scopes":["route"]}`)
+	other := newKey("key of slot-3", admin3, `{"tenant":"slot-3","scopes":["route","configure"],"harness":"claude-code"}`)
+
+	// Provisions and context, with If-Match.
+	send("create direct answer", "POST", "/v1/provisions", key, `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`)
+	send("create shim", "POST", "/v1/provisions", key, `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
+	send("create context", "POST", "/v1/context", key, `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+	send("create again", "POST", "/v1/provisions", key, `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["x"]}},"action":"respond_directly","response":{"text":"x"}}`)
+	_, _, h := send("get", "GET", "/v1/provisions/PROV-REFUNDS", key, "")
+	send("update with a stale If-Match", "PUT", "/v1/provisions/PROV-REFUNDS", key, `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"stale"}}`, "If-Match", `"7"`)
+	send("update with If-Match", "PUT", "/v1/provisions/PROV-REFUNDS", key, `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund","refunds"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`, "If-Match", h.Get("ETag"))
+	send("delete with a stale If-Match", "DELETE", "/v1/provisions/PROV-REFUNDS", key, "", "If-Match", h.Get("ETag"))
+	send("bad provision", "POST", "/v1/provisions", key, `{"id":"PROV-BAD","action":"respond_directly"}`)
+	send("list", "GET", "/v1/provisions", key, "")
+	// system_builtin rows: an admin key's to write, no one else's.
+	builtin := `{"id":"PROV-GREETING","system_builtin":true,"triggers":{"keyword":{"any":["hello"]}},"action":"respond_directly","response":{"text":"Hello from the builtins."}}`
+	send("builtin by a configure key", "POST", "/v1/provisions", key, builtin)
+	operator := newKey("admin key with a harness", admin, `{"tenant":"slot-1","scopes":["admin","configure","route"],"harness":"claude-code"}`)
+	send("builtin by an admin key", "POST", "/v1/provisions", operator, builtin)
+
+	// A direct answer in each protocol, whole and streamed.
+	for _, stream := range []string{"false", "true"} {
+		send("chat completions, stream "+stream, "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","stream":`+stream+`,"messages":[{"role":"user","content":"how do I get a refund?"}]}`)
+		send("responses, stream "+stream, "POST", "/v1/responses", key, `{"model":"gpt-4o-mini","stream":`+stream+`,"input":"how do I get a refund?"}`)
+		send("messages, stream "+stream, "POST", "/v1/messages", key, `{"model":"claude-sonnet-4","max_tokens":64,"stream":`+stream+`,"messages":[{"role":"user","content":"refund please"}]}`)
+	}
+	// A context shim forwarded upstream, and a contributor model refused.
+	send("shimmed and forwarded", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`)
+	send("contributor model", "POST", "/v1/chat/completions", key, `{"model":"acme-Contributor-7b","messages":[{"role":"user","content":"hello"}]}`)
+	send("bad key", "POST", "/v1/messages", "cad_ffffffffffffffff_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst", `{"model":"claude-sonnet-4","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
+
+	// A browser navigation is refused even with a key.
+	send("browser navigation", "GET", "/v1/provisions", key, "", "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
+	// Another tenant's key sees nothing of slot-1's.
+	send("other tenant lists", "GET", "/v1/provisions", other, "")
+	send("other tenant gets", "GET", "/v1/provisions/PROV-REFUNDS", other, "")
+	send("other tenant's turn", "POST", "/v1/chat/completions", other, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`)
+	send("receipts", "GET", "/v1/receipts?limit=3", key, "")
+
+	// The public preview, the stateless MCP endpoint and discovery.
+	send("preview", "POST", "/api/preview", "", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello, refund please"}]}`)
+	send("mcp tools/list", "POST", "/mcp", key, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Accept", "application/json, text/event-stream")
+	send("mcp tools/call", "POST", "/mcp", key, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shim_preview","arguments":{"protocol":"chat","request":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello, refund please"}]}}}}`, "Accept", "application/json, text/event-stream")
+	send("mcp discovery", "GET", "/.well-known/mcp.json", "", "")
+	return out
+}
+
+// TestEdgeWorkerParity (seed 003 edge): the Worker — the Go
+// shim core compiled to Wasm, under miniflare's workerd with D1 — and
+// `caduceus serve` answer the same scenario the same, apart from ids,
+// keys and times: provision CRUD with If-Match, a direct answer in each
+// protocol whole and streamed, a context shim forwarded to the same fake
+// upstream (which receives the same request), refusals, tenant isolation,
+// the public preview, /mcp and discovery. The two route tables differ only
+// by what the edge does not serve.
+func TestEdgeWorkerParity(t *testing.T) {
+	dir := buildWorker(t)
+	up := &edgeUpstream{}
+	upstream := httptest.NewServer(up)
+	defer upstream.Close()
+	env := map[string]string{"CADUCEUS_OPENAI_API_KEY": "sk-upstream-secret"}
+	in := startEnv(t, func(k string) string { return env[k] }, "--gates", "shim", "--upstream", "openai="+upstream.URL+"/v1")
+	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret")
+
+	_, admin3, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-3", "--scopes", "admin,route,configure")
+	server := edgeScenario(t, in.url, in.adminKey, strings.TrimSpace(admin3), up)
+	edge := edgeScenario(t, worker, edgeAdminKey, edgeAdminKey3, up)
+	if len(server) != len(edge) {
+		t.Fatalf("%d exchanges on the server, %d at the edge", len(server), len(edge))
+	}
+	for i, s := range server {
+		if e := edge[i]; e != s {
+			t.Errorf("%s differs:\nserver: %s %s etag=%q\n%s\nupstream: %s\nedge:   %s %s etag=%q\n%s\nupstream: %s",
+				s.name, s.status, s.contentType, s.etag, s.body, s.upstream, e.status, e.contentType, e.etag, e.body, e.upstream)
+		}
+	}
+	// What both answered is what the scenario asks for: the direct answer
+	// in every protocol and stream mode, the forwarded turn shimmed with
+	// the upstream's key, the other tenant refused its turn.
+	for _, x := range edge {
+		switch {
+		case strings.Contains(x.name, "stream ") && !strings.Contains(x.body, "Refunds take 14 days."):
+			t.Errorf("%s: no direct answer: %s", x.name, x.body)
+		case x.name == "shimmed and forwarded" && (!strings.Contains(x.upstream, "make deploy-staging") || !strings.Contains(x.upstream, "Bearer sk-upstream-secret")):
+			t.Errorf("the edge forwarded: %s", x.upstream)
+		case x.name == "other tenant gets" && !strings.HasPrefix(x.status, "404"):
+			t.Errorf("another tenant's key read a provision: %s %s", x.status, x.body)
+		}
+	}
+
+	// Discovery: the edge's route table is the server's minus what the edge
+	// does not serve.
+	paths := func(base string) map[string]bool {
+		resp, err := http.Get(base + "/openapi.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var doc struct{ Paths map[string]map[string]any }
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for p, ops := range doc.Paths {
+			for m := range ops {
+				out[strings.ToUpper(m)+" "+p] = true
+			}
+		}
+		return out
+	}
+	sp, ep := paths(in.url), paths(worker)
+	var onlyServer, onlyEdge []string
+	for p := range sp {
+		if !ep[p] {
+			onlyServer = append(onlyServer, p)
+		}
+	}
+	for p := range ep {
+		if !sp[p] {
+			onlyEdge = append(onlyEdge, p)
+		}
+	}
+	slices.Sort(onlyServer)
+	if len(onlyEdge) > 0 || fmt.Sprint(onlyServer) != fmt.Sprint(edgeLeavesOut) {
+		t.Errorf("route tables: only on the server %v (want %v), only at the edge %v", onlyServer, edgeLeavesOut, onlyEdge)
+	}
+	var home bytes.Buffer
+	if resp, err := http.Get(worker + "/"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET / at the edge: %v %v", resp, err)
+	} else {
+		io.Copy(&home, resp.Body)
+		resp.Body.Close()
+	}
+	if !strings.Contains(home.String(), "<svg") || !strings.Contains(home.String(), "shim") {
+		t.Errorf("GET / at the edge: %s", home.String())
+	}
+}
+
+// edgeLeavesOut are the routes serve has and the Worker does not
+// (docs/edge.md): the console, the conversation trails and provision
+// sync from URLs.
+var edgeLeavesOut = []string{"GET /console", "GET /console/", "GET /v1/trail/conversations", "GET /v1/trail/conversations/{id}",
+	"POST /console/logout", "POST /v1/sync"}

@@ -1,0 +1,104 @@
+//go:build js && wasm
+
+package main
+
+import (
+	"context"
+	"errors"
+	"syscall/js"
+
+	"github.com/caduceus-dev/caduceus/edge"
+)
+
+// d1 answers the edge's SQL port with the Worker's D1 binding: each call
+// one prepared statement, bound and run on its own.
+type d1 struct{ db js.Value }
+
+var _ edge.DB = d1{}
+
+func (d d1) statement(q string, args []any) (js.Value, error) {
+	if d.db.Type() != js.TypeObject {
+		return js.Value{}, errors.New("d1: the Worker has no D1 binding named DB (wrangler.jsonc d1_databases)")
+	}
+	var s js.Value
+	err := catchJS(func() error {
+		s = d.db.Call("prepare", q)
+		if len(args) > 0 {
+			vs := make([]any, len(args))
+			for i, a := range args {
+				switch v := a.(type) {
+				case nil:
+					vs[i] = js.Null()
+				case int64:
+					vs[i] = float64(v) // D1 binds numbers; the edge's integers stay below 2^53
+				case int:
+					vs[i] = float64(v)
+				default:
+					vs[i] = v
+				}
+			}
+			s = s.Call("bind", vs...)
+		}
+		return nil
+	})
+	return s, err
+}
+
+// Query implements edge.DB with raw(): each row an array of its values.
+func (d d1) Query(_ context.Context, q string, args ...any) ([]edge.Row, error) {
+	s, err := d.statement(q, args)
+	if err != nil {
+		return nil, err
+	}
+	var p js.Value
+	if err := catchJS(func() error { p = s.Call("raw"); return nil }); err != nil {
+		return nil, err
+	}
+	res, err := await(p)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]edge.Row, res.Length())
+	for i := range rows {
+		r := res.Index(i)
+		row := make(edge.Row, r.Length())
+		for j := range row {
+			row[j] = goValue(r.Index(j))
+		}
+		rows[i] = row
+	}
+	return rows, nil
+}
+
+// Exec implements edge.DB with run(): its meta.changes.
+func (d d1) Exec(_ context.Context, q string, args ...any) (int64, error) {
+	s, err := d.statement(q, args)
+	if err != nil {
+		return 0, err
+	}
+	var p js.Value
+	if err := catchJS(func() error { p = s.Call("run"); return nil }); err != nil {
+		return 0, err
+	}
+	res, err := await(p)
+	if err != nil {
+		return 0, err
+	}
+	return int64(res.Get("meta").Get("changes").Int()), nil
+}
+
+func goValue(v js.Value) any {
+	switch v.Type() {
+	case js.TypeString:
+		return v.String()
+	case js.TypeNumber:
+		return v.Float()
+	case js.TypeBoolean:
+		return v.Bool()
+	case js.TypeObject: // a BLOB arrives as an ArrayBuffer
+		b := make([]byte, v.Get("byteLength").Int())
+		js.CopyBytesToGo(b, js.Global().Get("Uint8Array").New(v))
+		return b
+	}
+	return nil
+}

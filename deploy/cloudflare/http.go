@@ -1,0 +1,149 @@
+//go:build js && wasm
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"syscall/js"
+)
+
+// handle serves one Fetch API Request with h and resolves the Response.
+// A handler that never flushes is answered with its whole body at once; one
+// that flushes (a stream) gets a streamed Response from its first flush on,
+// each later write passed on as it comes.
+func handle(h http.Handler, req js.Value, resolve func(js.Value), reject func(error)) {
+	r, err := request(req)
+	if err != nil {
+		reject(err)
+		return
+	}
+	w := &responseWriter{header: http.Header{}, resolve: resolve}
+	defer func() {
+		if p := recover(); p != nil && !w.started {
+			w.header, w.status, w.buf = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, http.StatusInternalServerError, bytes.Buffer{}
+			fmt.Fprintf(&w.buf, "caduceus edge: %v\n", p)
+		}
+		w.finish()
+	}()
+	h.ServeHTTP(w, r)
+}
+
+// request reads a Fetch API Request into an *http.Request.
+func request(req js.Value) (*http.Request, error) {
+	var body []byte
+	if b := req.Get("body"); b.Type() == js.TypeObject {
+		ab, err := await(req.Call("arrayBuffer"))
+		if err != nil {
+			return nil, fmt.Errorf("reading the request body: %w", err)
+		}
+		body = make([]byte, ab.Get("byteLength").Int())
+		js.CopyBytesToGo(body, js.Global().Get("Uint8Array").New(ab))
+	}
+	r, err := http.NewRequest(req.Get("method").String(), req.Get("url").String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	it := req.Get("headers").Call("entries")
+	for {
+		n := it.Call("next")
+		if n.Get("done").Bool() {
+			break
+		}
+		kv := n.Get("value")
+		r.Header.Add(kv.Index(0).String(), kv.Index(1).String())
+	}
+	r.RemoteAddr = r.Header.Get("Cf-Connecting-Ip")
+	return r, nil
+}
+
+// responseWriter is the http.ResponseWriter and http.Flusher of one
+// request.
+type responseWriter struct {
+	header  http.Header
+	sent    http.Header // the header as it was at WriteHeader
+	status  int
+	buf     bytes.Buffer // the body until the first flush
+	resolve func(js.Value)
+	started bool     // the Response was resolved
+	stream  js.Value // its body's writer, when streaming
+}
+
+func (w *responseWriter) Header() http.Header { return w.header }
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status != 0 {
+		return
+	}
+	w.status, w.sent = code, w.header.Clone()
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if !w.started {
+		return w.buf.Write(p)
+	}
+	if w.stream.Type() != js.TypeObject {
+		return len(p), nil // a status without a body
+	}
+	if _, err := await(w.stream.Call("write", bytesToJS(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Flush starts the streamed Response (and sends what was written so far).
+func (w *responseWriter) Flush() {
+	w.WriteHeader(http.StatusOK)
+	if w.started {
+		return
+	}
+	w.started = true
+	init := w.init()
+	if noBody(w.status) {
+		w.resolve(js.Global().Get("Response").New(js.Null(), init))
+		return
+	}
+	ts := js.Global().Get("TransformStream").New()
+	w.stream = ts.Get("writable").Call("getWriter")
+	w.resolve(js.Global().Get("Response").New(ts.Get("readable"), init))
+	if w.buf.Len() > 0 {
+		b := bytes.Clone(w.buf.Bytes())
+		w.buf.Reset()
+		w.Write(b)
+	}
+}
+
+// finish answers a handler that never flushed with its whole body, or
+// closes the stream of one that did.
+func (w *responseWriter) finish() {
+	w.WriteHeader(http.StatusOK)
+	if w.started {
+		if w.stream.Type() == js.TypeObject {
+			await(w.stream.Call("close"))
+		}
+		return
+	}
+	w.started = true
+	body := js.Null()
+	if !noBody(w.status) {
+		body = bytesToJS(w.buf.Bytes())
+	}
+	w.resolve(js.Global().Get("Response").New(body, w.init()))
+}
+
+func (w *responseWriter) init() map[string]any {
+	h := js.Global().Get("Headers").New()
+	for k, vs := range w.sent {
+		for _, v := range vs {
+			h.Call("append", k, v)
+		}
+	}
+	return map[string]any{"status": w.status, "headers": h}
+}
+
+// noBody reports whether a Response with status may not carry a body.
+func noBody(status int) bool {
+	return status == http.StatusNoContent || status == http.StatusResetContent || status == http.StatusNotModified || status < 200
+}

@@ -1,0 +1,60 @@
+//go:build js && wasm
+
+// Command cloudflare is Caduceus at the edge as a Cloudflare Worker: the
+// edge package (the server and the shim gate) compiled to WebAssembly,
+// reached from worker.mjs, which only hands each request over and answers
+// with what comes back. D1 answers the edge's SQL (d1.go); upstream calls
+// go out through the Worker's fetch (Go's net/http does that on js/wasm).
+// Build with `make edge`; docs/edge.md says how to deploy it.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall/js"
+
+	"github.com/caduceus-dev/caduceus/edge"
+	"github.com/caduceus-dev/caduceus/shim"
+)
+
+// version is stamped by `make edge` (-ldflags -X main.version=...).
+var version = "dev"
+
+func main() {
+	env := js.Global().Get("caduceusEnv")
+	str := func(name string) string {
+		if v := env.Get(name); v.Type() == js.TypeString {
+			return v.String()
+		}
+		return ""
+	}
+	upstreams := map[string]shim.Upstream{}
+	for _, p := range []struct{ name, url, key string }{
+		{"openai", "CADUCEUS_OPENAI_URL", "CADUCEUS_OPENAI_API_KEY"},
+		{"anthropic", "CADUCEUS_ANTHROPIC_URL", "CADUCEUS_ANTHROPIC_API_KEY"},
+	} {
+		if u := str(p.url); u != "" {
+			upstreams[p.name] = shim.Upstream{BaseURL: strings.TrimRight(u, "/"), APIKey: str(p.key)}
+		}
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	admins, err := edge.ParseAdminKeys(str("CADUCEUS_ADMIN_KEY"))
+	var e *edge.Edge
+	if err == nil {
+		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: str("CADUCEUS_EDGE_SECRET"),
+			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Version: version, Logger: log})
+	}
+	serve := js.FuncOf(func(_ js.Value, args []js.Value) any {
+		return newPromise(func(resolve func(js.Value), reject func(error)) {
+			if err != nil {
+				reject(fmt.Errorf("caduceus edge: %w", err))
+				return
+			}
+			handle(e, args[0], resolve, reject)
+		})
+	})
+	js.Global().Set("caduceusServe", serve)
+	select {} // serve until the isolate goes
+}

@@ -1,0 +1,54 @@
+// Runs the Worker locally under Miniflare (workerd) with a D1 database the
+// migrations in migrations/ were applied to, for the parity test and for
+// trying the edge without a Cloudflare account:
+//
+//   node miniflare.mjs [port]    (after `make edge` and `npm ci`)
+//
+// Bindings come from the environment: CADUCEUS_ADMIN_KEY,
+// CADUCEUS_EDGE_SECRET, CADUCEUS_OPENAI_URL, CADUCEUS_OPENAI_API_KEY,
+// CADUCEUS_ANTHROPIC_URL, CADUCEUS_ANTHROPIC_API_KEY, CADUCEUS_OFFLINE.
+// CADUCEUS_D1_DIR keeps the database in that directory (default: memory).
+// It prints "listening on http://127.0.0.1:PORT" once it serves, and stops
+// on SIGTERM or SIGINT.
+import { Miniflare } from "miniflare";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const port = Number(process.argv[2] ?? 8787);
+const names = [
+  "CADUCEUS_ADMIN_KEY", "CADUCEUS_EDGE_SECRET", "CADUCEUS_OPENAI_URL", "CADUCEUS_OPENAI_API_KEY",
+  "CADUCEUS_ANTHROPIC_URL", "CADUCEUS_ANTHROPIC_API_KEY", "CADUCEUS_OFFLINE",
+];
+const bindings = Object.fromEntries(names.filter((n) => process.env[n]).map((n) => [n, process.env[n]]));
+
+const mf = new Miniflare({
+  modules: true,
+  scriptPath: join(here, "worker.mjs"),
+  modulesRules: [
+    { type: "CompiledWasm", include: ["**/*.wasm"] },
+    { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+  ],
+  compatibilityDate: "2026-04-01",
+  d1Databases: { DB: "caduceus-edge" },
+  d1Persist: process.env.CADUCEUS_D1_DIR || false,
+  bindings,
+  host: "127.0.0.1",
+  port,
+});
+
+const db = await mf.getD1Database("DB");
+for (const file of readdirSync(join(here, "migrations")).filter((f) => f.endsWith(".sql")).sort()) {
+  const sql = readFileSync(join(here, "migrations", file), "utf8")
+    .split("\n").filter((l) => !l.trimStart().startsWith("--")).join("\n");
+  for (const statement of sql.split(";").map((s) => s.trim()).filter(Boolean)) {
+    await db.prepare(statement).run();
+  }
+}
+const url = await mf.ready;
+console.log(`listening on ${url.origin}`);
+
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  process.on(signal, () => mf.dispose().then(() => process.exit(0)));
+}
