@@ -24,6 +24,8 @@ import (
 const (
 	edgeAdminKey  = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
 	edgeAdminKey3 = "cad_fedcba9876543210_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	// edgeSecret is the X-Edge-Auth both sides require (CADUCEUS_EDGE_SECRET).
+	edgeSecret = "edge-secret-0123456789abcdef"
 )
 
 // buildWorker builds the Worker (`make edge` does the same) into a
@@ -128,6 +130,15 @@ func (u *edgeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.last = r.Method + " " + r.URL.Path + " " + r.Header.Get("Authorization") + "\n" + string(b)
 	u.mu.Unlock()
+	if bytes.Contains(b, []byte(`"stream":true`)) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, part := range []string{"from ", "upstream"} {
+			fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", part)
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"from upstream"},"finish_reason":"stop"}]}`)
 }
@@ -180,6 +191,7 @@ func edgeScenario(t *testing.T, base, admin, admin3 string, up *edgeUpstream) []
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		req.Header.Set("X-Edge-Auth", edgeSecret)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.Header.Set("X-Caduceus-Harness", "claude-code")
@@ -235,9 +247,19 @@ func edgeScenario(t *testing.T, base, admin, admin3 string, up *edgeUpstream) []
 	}
 	// A context shim forwarded upstream, and a contributor model refused.
 	send("shimmed and forwarded", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`)
+	send("shimmed and forwarded, streamed", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"please deploy the payments service"}]}`)
+	// Entity memory and rule outcomes: a follow-up turn in the same
+	// conversation naming a file and an error after the shimmed one.
+	send("follow-up with an error", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"},{"role":"assistant","content":"from upstream"},{"role":"user","content":"deploy failed in src/payments/handler.go with TypeError: amount is undefined"}]}`)
+	send("memory", "GET", "/v1/memory", key, "")
+	send("outcomes", "GET", "/v1/outcomes", key, "")
+	send("insights", "GET", "/v1/insights", key, "")
 	send("contributor model", "POST", "/v1/chat/completions", key, `{"model":"acme-Contributor-7b","messages":[{"role":"user","content":"hello"}]}`)
 	send("bad key", "POST", "/v1/messages", "cad_ffffffffffffffff_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst", `{"model":"claude-sonnet-4","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
 
+	// Without the edge secret nothing gets through, in the route's own envelope.
+	send("without the edge secret", "POST", "/v1/messages", key, `{"model":"claude-sonnet-4","max_tokens":8,"messages":[{"role":"user","content":"refund"}]}`, "X-Edge-Auth", "not-the-secret")
+	send("management without the edge secret", "GET", "/v1/provisions", key, "", "X-Edge-Auth", "")
 	// A browser navigation is refused even with a key.
 	send("browser navigation", "GET", "/v1/provisions", key, "", "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
 	// Another tenant's key sees nothing of slot-1's.
@@ -267,9 +289,9 @@ func TestEdgeWorkerParity(t *testing.T) {
 	up := &edgeUpstream{}
 	upstream := httptest.NewServer(up)
 	defer upstream.Close()
-	env := map[string]string{"CADUCEUS_OPENAI_API_KEY": "sk-upstream-secret"}
+	env := map[string]string{"CADUCEUS_OPENAI_API_KEY": "sk-upstream-secret", "CADUCEUS_EDGE_SECRET": edgeSecret}
 	in := startEnv(t, func(k string) string { return env[k] }, "--gates", "shim", "--upstream", "openai="+upstream.URL+"/v1")
-	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret")
+	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret", "CADUCEUS_EDGE_SECRET="+edgeSecret)
 
 	_, admin3, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-3", "--scopes", "admin,route,configure")
 	server := edgeScenario(t, in.url, in.adminKey, strings.TrimSpace(admin3), up)
@@ -290,8 +312,12 @@ func TestEdgeWorkerParity(t *testing.T) {
 		switch {
 		case strings.Contains(x.name, "stream ") && !strings.Contains(x.body, "Refunds take 14 days."):
 			t.Errorf("%s: no direct answer: %s", x.name, x.body)
-		case x.name == "shimmed and forwarded" && (!strings.Contains(x.upstream, "make deploy-staging") || !strings.Contains(x.upstream, "Bearer sk-upstream-secret")):
+		case strings.HasPrefix(x.name, "shimmed and forwarded") && (!strings.Contains(x.upstream, "make deploy-staging") || !strings.Contains(x.upstream, "Bearer sk-upstream-secret")):
 			t.Errorf("the edge forwarded: %s", x.upstream)
+		case x.name == "shimmed and forwarded, streamed" && !strings.Contains(x.body, `"content":"upstream"`):
+			t.Errorf("the edge streamed: %s", x.body)
+		case strings.HasSuffix(x.name, "without the edge secret") && !strings.HasPrefix(x.status, "401") && !strings.HasPrefix(x.status, "403"):
+			t.Errorf("%s: %s %s", x.name, x.status, x.body)
 		case x.name == "other tenant gets" && !strings.HasPrefix(x.status, "404"):
 			t.Errorf("another tenant's key read a provision: %s %s", x.status, x.body)
 		}
@@ -300,7 +326,9 @@ func TestEdgeWorkerParity(t *testing.T) {
 	// Discovery: the edge's route table is the server's minus what the edge
 	// does not serve.
 	paths := func(base string) map[string]bool {
-		resp, err := http.Get(base + "/openapi.json")
+		req, _ := http.NewRequest("GET", base+"/openapi.json", nil)
+		req.Header.Set("X-Edge-Auth", edgeSecret)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +362,9 @@ func TestEdgeWorkerParity(t *testing.T) {
 		t.Errorf("route tables: only on the server %v (want %v), only at the edge %v", onlyServer, edgeLeavesOut, onlyEdge)
 	}
 	var home bytes.Buffer
-	if resp, err := http.Get(worker + "/"); err != nil || resp.StatusCode != 200 {
+	req, _ := http.NewRequest("GET", worker+"/", nil)
+	req.Header.Set("X-Edge-Auth", edgeSecret)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("GET / at the edge: %v %v", resp, err)
 	} else {
 		io.Copy(&home, resp.Body)

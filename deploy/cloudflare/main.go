@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -43,7 +44,7 @@ func main() {
 	admins, err := edge.ParseAdminKeys(str("CADUCEUS_ADMIN_KEY"))
 	var e *edge.Edge
 	if err == nil {
-		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: str("CADUCEUS_EDGE_SECRET"),
+		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: cmp.Or(str("CADUCEUS_EDGE_SECRET"), str("HERMA_EDGE_SECRET")),
 			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Version: version, Logger: log})
 	}
 	serve := js.FuncOf(func(_ js.Value, args []js.Value) any {
