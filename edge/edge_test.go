@@ -64,7 +64,7 @@ func (s sqliteDB) Exec(ctx context.Context, q string, args ...any) (int64, error
 }
 
 // open returns an empty edge database in a SQLite file of its own.
-func open(t *testing.T) edge.DB {
+func open(t testing.TB) edge.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "edge.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {

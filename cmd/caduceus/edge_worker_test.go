@@ -32,7 +32,7 @@ const (
 // directory of its own beside deploy/cloudflare's sources and returns it:
 // worker.mjs, miniflare.mjs, migrations/, dist/ and node_modules (npm ci in
 // deploy/cloudflare when it has none; Node and npm must be on the PATH).
-func buildWorker(t *testing.T) string {
+func buildWorker(t testing.TB) string {
 	t.Helper()
 	src, err := filepath.Abs("../../deploy/cloudflare")
 	if err != nil {
@@ -62,7 +62,7 @@ func buildWorker(t *testing.T) string {
 	return dir
 }
 
-func copyInto(t *testing.T, from, to string) {
+func copyInto(t testing.TB, from, to string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 		t.Fatal(err)
@@ -74,9 +74,16 @@ func copyInto(t *testing.T, from, to string) {
 
 var workerListenRE = regexp.MustCompile(`listening on (http://\S+)`)
 
+// workerProc is the Worker running under miniflare: its URL and the
+// process (node) that runs it.
+type workerProc struct {
+	url string
+	cmd *exec.Cmd
+}
+
 // startWorker runs the Worker in dir under miniflare (workerd, with D1)
-// with env as its bindings and returns its URL.
-func startWorker(t *testing.T, dir string, env ...string) string {
+// with env as its bindings; it is stopped when the test ends.
+func startWorker(t testing.TB, dir string, env ...string) workerProc {
 	t.Helper()
 	cmd := exec.Command("node", "miniflare.mjs", "0")
 	cmd.Dir = dir
@@ -111,11 +118,11 @@ func startWorker(t *testing.T, dir string, env ...string) string {
 	}()
 	select {
 	case u := <-found:
-		return u
+		return workerProc{url: u, cmd: cmd}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the Worker did not start under miniflare: %s", stderr.String())
 	}
-	return ""
+	return workerProc{}
 }
 
 // edgeUpstream is the LLM provider both sides forward to: it records the
@@ -291,7 +298,7 @@ func TestEdgeWorkerParity(t *testing.T) {
 	defer upstream.Close()
 	env := map[string]string{"CADUCEUS_OPENAI_API_KEY": "sk-upstream-secret", "CADUCEUS_EDGE_SECRET": edgeSecret}
 	in := startEnv(t, func(k string) string { return env[k] }, "--gates", "shim", "--upstream", "openai="+upstream.URL+"/v1")
-	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret", "CADUCEUS_EDGE_SECRET="+edgeSecret)
+	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret", "CADUCEUS_EDGE_SECRET="+edgeSecret).url
 
 	_, admin3, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-3", "--scopes", "admin,route,configure")
 	server := edgeScenario(t, in.url, in.adminKey, strings.TrimSpace(admin3), up)

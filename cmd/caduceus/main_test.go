@@ -48,7 +48,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 // await returns the first match of re in what was written, waiting for
 // writes until it appears; it fails the test when exited yields first (the
 // command ended) or after 30 s.
-func (s *syncBuffer) await(t *testing.T, re *regexp.Regexp, exited <-chan int) []string {
+func (s *syncBuffer) await(t testing.TB, re *regexp.Regexp, exited <-chan int) []string {
 	t.Helper()
 	s.mu.Lock()
 	if s.written == nil {

@@ -36,7 +36,7 @@ type proc struct {
 }
 
 // caduceusCmd is a command line of the binary under test.
-func caduceusCmd(t *testing.T, env []string, args ...string) *exec.Cmd {
+func caduceusCmd(t testing.TB, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	bin, err := os.Executable()
 	if err != nil {
@@ -77,7 +77,7 @@ func runCaduceus(t *testing.T, env []string, args ...string) (int, string, strin
 
 // startProc starts `caduceus serve` in a process of its own on a free port
 // and waits until it listens; it is stopped (SIGTERM) when the test ends.
-func startProc(t *testing.T, env []string, args ...string) *proc {
+func startProc(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1)}
 	p.cmd = caduceusCmd(t, env, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
@@ -99,7 +99,7 @@ func startProc(t *testing.T, env []string, args ...string) *proc {
 
 // awaitKey is the admin key a first start prints (on stdout, which may
 // arrive after stderr's "listening").
-func (p *proc) awaitKey(t *testing.T) string {
+func (p *proc) awaitKey(t testing.TB) string {
 	t.Helper()
 	p.adminKey = p.stdout.await(t, keyRE, nil)[1]
 	return p.adminKey
@@ -109,7 +109,7 @@ func (p *proc) awaitKey(t *testing.T) string {
 var listenAnyRE = regexp.MustCompile(`(?:listening on |"msg":"listening","addr":")(http://[^\s"]+)`)
 
 // stop sends SIGTERM and waits for the process to end (once).
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	t.Helper()
 	select {
 	case code := <-p.done:

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cpuTicks is the CPU time (user + system, in clock ticks of 10 ms) the
+// process pid has used, from /proc/pid/stat.
+func cpuTicks(tb testing.TB, pid int) int64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
+}
+
+// workerdOf is the pid of the workerd process miniflare started under the
+// node process parent.
+func workerdOf(tb testing.TB, parent int) int {
+	tb.Helper()
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		rest := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if ppid, _ := strconv.Atoi(rest[1]); ppid == parent && strings.Contains(s, "(workerd)") {
+			pid, _ := strconv.Atoi(strings.Fields(s)[0])
+			return pid
+		}
+	}
+	tb.Fatalf("no workerd process under %d", parent)
+	return 0
+}
+
+// edgeBenchTarget is one side of the edge benchmark.
+type edgeBenchTarget struct {
+	name, url, key string
+	pid            int // the process that serves (workerd; serve)
+}
+
+// edgeKey makes a key with admin over POST /v1/admin/keys and returns it.
+func edgeKey(tb testing.TB, url, admin, spec string) string {
+	tb.Helper()
+	b := edgePost(tb, url, admin, "/v1/admin/keys", spec)
+	var k struct{ Key string }
+	if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
+		tb.Fatalf("key: %s", b)
+	}
+	return k.Key
+}
+
+// edgePost sends one request to a target (a GET without body) and returns
+// its body; it fails unless the answer is 2xx.
+func edgePost(tb testing.TB, url, key, path, body string) []byte {
+	method := "POST"
+	if body == "" {
+		method = "GET"
+	}
+	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("X-Caduceus-Harness", "claude-code")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		tb.Fatalf("%s %s: %d %s", path, url, resp.StatusCode, b)
+	}
+	return b
+}
+
+// BenchmarkEdgeWorker times the Worker under miniflare's workerd (with
+// D1) beside `caduceus serve` on SQLite, each in a process of its own, on
+// the same requests: the probes, the public preview, a direct answer and a
+// context shim forwarded to a local upstream. cpu-ms/op is the CPU the serving process spent per
+// request (workerd: the Worker, its HTTP and D1; serve: everything),
+// read from /proc; ns/op is the client's wall time per request, one at a
+// time. Run it on a quiet machine:
+//
+//	go test -run '^$' -bench EdgeWorker -count 3 ./cmd/caduceus
+func BenchmarkEdgeWorker(b *testing.B) {
+	dir := buildWorker(b)
+	upstream := httptest.NewServer(&edgeUpstream{})
+	b.Cleanup(upstream.Close)
+	w := startWorker(b, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream")
+	p := startProc(b, []string{"CADUCEUS_OPENAI_API_KEY=sk-upstream"}, "--gates", "shim", "--data", b.TempDir(), "--upstream", "openai="+upstream.URL+"/v1", "--log-level", "warn")
+	targets := []edgeBenchTarget{
+		{name: "serve", url: p.url, key: p.awaitKey(b), pid: p.cmd.Process.Pid},
+		{name: "worker", url: w.url, key: edgeAdminKey, pid: workerdOf(b, w.cmd.Process.Pid)},
+	}
+	for i := range targets {
+		t := &targets[i]
+		// The admin key has no harness; a key that has one writes the rules.
+		t.key = edgeKey(b, t.url, t.key, `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
+		edgePost(b, t.url, t.key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
+		edgePost(b, t.url, t.key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
+		edgePost(b, t.url, t.key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+	}
+	for _, r := range []struct{ name, path, body string }{
+		{"healthz", "/healthz", ""}, // no store, no rules: the floor
+		{"readyz", "/readyz", ""},   // one statement
+		{"preview", "/api/preview", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
+		{"direct", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
+		{"shimmed", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`},
+	} {
+		for _, t := range targets {
+			b.Run(r.name+"/"+t.name, func(b *testing.B) {
+				edgePost(b, t.url, t.key, r.path, r.body) // warm
+				before := cpuTicks(b, t.pid)
+				for b.Loop() {
+					edgePost(b, t.url, t.key, r.path, r.body)
+				}
+				b.ReportMetric(float64(cpuTicks(b, t.pid)-before)*10/float64(b.N), "cpu-ms/op")
+			})
+		}
+	}
+}
+
+// BenchmarkEdgeWorkerColdStart times the first request a new Worker
+// isolate answers (instantiating the Wasm module, starting the Go runtime,
+// adopting the admin key in D1), after miniflare has started workerd.
+// first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
+// on it.
+//
+//	go test -run '^$' -bench EdgeWorkerColdStart -benchtime 5x ./cmd/caduceus
+func BenchmarkEdgeWorkerColdStart(b *testing.B) {
+	dir := buildWorker(b)
+	var wall time.Duration
+	var ticks int64
+	for b.Loop() {
+		b.StopTimer()
+		w := startWorker(b, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey, "CADUCEUS_OFFLINE=true")
+		pid := workerdOf(b, w.cmd.Process.Pid)
+		before := cpuTicks(b, pid)
+		b.StartTimer()
+		start := time.Now()
+		resp, err := http.Get(w.url + "/readyz")
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("first request: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		wall += time.Since(start)
+		b.StopTimer()
+		ticks += cpuTicks(b, pid) - before
+		w.cmd.Process.Signal(os.Interrupt)
+		w.cmd.Wait()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
+	b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
+}

@@ -1,0 +1,98 @@
+package edge_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/caduceus-dev/caduceus/edge"
+	"github.com/caduceus-dev/caduceus/shim"
+)
+
+// countingDB counts the statements the edge sends its database: on D1 each
+// is a round trip.
+type countingDB struct {
+	edge.DB
+	n atomic.Int64
+}
+
+func (c *countingDB) Query(ctx context.Context, q string, args ...any) ([]edge.Row, error) {
+	c.n.Add(1)
+	return c.DB.Query(ctx, q, args...)
+}
+
+func (c *countingDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	c.n.Add(1)
+	return c.DB.Exec(ctx, q, args...)
+}
+
+// BenchmarkEdgeTurn runs the edge natively on a SQLite file: a direct
+// answer and a context shim forwarded to a local upstream, reporting the
+// database statements per request (statements/op: on D1, each is a round
+// trip the Worker waits for).
+//
+//	go test -run '^$' -bench EdgeTurn ./edge
+func BenchmarkEdgeTurn(b *testing.B) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer upstream.Close()
+	db := &countingDB{DB: open(b)}
+	const admin = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	admins, err := edge.ParseAdminKeys(admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := edge.New(edge.Config{DB: db, AdminKeys: admins, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstream.URL + "/v1"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	post := func(key, path, body string) string {
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Caduceus-Harness", "claude-code")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			b.Fatalf("%s: %d %s", path, resp.StatusCode, out)
+		}
+		return string(out)
+	}
+	created := post(admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
+	key := created[strings.Index(created, "cad_") : strings.Index(created, "cad_")+73]
+	post(key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
+	post(key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
+	post(key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+	for _, r := range []struct{ name, body string }{
+		{"direct", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
+		{"shimmed", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`},
+		{"forwarded", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}`},
+		{"preview", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
+	} {
+		path := "/v1/chat/completions"
+		if r.name == "preview" {
+			path = "/api/preview"
+		}
+		b.Run(r.name, func(b *testing.B) {
+			post(key, path, r.body)
+			before := db.n.Load()
+			for b.Loop() {
+				post(key, path, r.body)
+			}
+			b.ReportMetric(float64(db.n.Load()-before)/float64(b.N), "statements/op")
+		})
+	}
+}
