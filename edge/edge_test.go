@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -23,7 +22,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
 )
 
-//go:embed schema.sql
+//go:embed migrations/0001_caduceus_edge.sql
 var schema string
 
 // sqliteDB answers the edge's DB port with a SQLite file, the dialect D1
@@ -90,17 +89,6 @@ func TestSeedScenarios(t *testing.T) {
 		db := open(t)
 		return shimtest.Stores{Rules: edge.NewShim(db, nil), Memory: edge.NewMemory(db), Audit: edge.NewAudit(db)}
 	})
-}
-
-// The D1 migration wrangler applies is the schema the tests run on.
-func TestMigrationIsTheSchema(t *testing.T) {
-	b, err := os.ReadFile("../deploy/cloudflare/migrations/0001_caduceus_edge.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(b) != schema {
-		t.Fatal("deploy/cloudflare/migrations/0001_caduceus_edge.sql differs from edge/schema.sql: copy the schema over it")
-	}
 }
 
 func entry(tenant contract.TenantSlot, action string) audit.Entry {

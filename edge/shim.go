@@ -131,43 +131,76 @@ func encode(v any) ([]byte, error) {
 	return b, nil
 }
 
-// ListProvisions implements shim.Store.
-func (s *Shim) ListProvisions(ctx context.Context, tenant contract.TenantSlot) ([]shim.Provision, error) {
-	out := []shim.Provision{}
-	err := provisions.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
-		var p shim.Provision
-		err := json.Unmarshal(doc, &p)
-		p.Version = v
-		out = append(out, p)
+// docs are the documents of one table as values of T, with T's key and
+// version fields.
+type docs[T any] struct {
+	docTable
+	key     func(*T) string
+	version func(*T) *int64
+}
+
+var (
+	provisionDocs = docs[shim.Provision]{provisions,
+		func(p *shim.Provision) string { return p.ID }, func(p *shim.Provision) *int64 { return &p.Version }}
+	contextDocs = docs[shim.ContextEntry]{contexts,
+		func(e *shim.ContextEntry) string { return e.Ref }, func(e *shim.ContextEntry) *int64 { return &e.Version }}
+)
+
+func (d docs[T]) listAll(ctx context.Context, s *Shim, tenant contract.TenantSlot) ([]T, error) {
+	out := []T{}
+	err := d.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
+		var x T
+		err := json.Unmarshal(doc, &x)
+		*d.version(&x) = v
+		out = append(out, x)
 		return err
 	})
 	return out, err
 }
 
+func (d docs[T]) getOne(ctx context.Context, s *Shim, tenant contract.TenantSlot, key string) (T, error) {
+	var x T
+	v, err := d.get(ctx, s.db, tenant, key, &x)
+	*d.version(&x) = v
+	return x, err
+}
+
+func (d docs[T]) createOne(ctx context.Context, s *Shim, tenant contract.TenantSlot, x T) (T, error) {
+	*d.version(&x) = 1
+	if err := d.create(ctx, s, tenant, d.key(&x), x); err != nil {
+		var zero T
+		return zero, err
+	}
+	return x, nil
+}
+
+func (d docs[T]) updateOne(ctx context.Context, s *Shim, tenant contract.TenantSlot, x T, ifVersion int64) (T, error) {
+	*d.version(&x) = ifVersion + 1
+	if err := d.update(ctx, s, tenant, d.key(&x), x, ifVersion); err != nil {
+		var zero T
+		return zero, err
+	}
+	return x, nil
+}
+
+// ListProvisions implements shim.Store.
+func (s *Shim) ListProvisions(ctx context.Context, tenant contract.TenantSlot) ([]shim.Provision, error) {
+	return provisionDocs.listAll(ctx, s, tenant)
+}
+
 // GetProvision implements shim.Store.
 func (s *Shim) GetProvision(ctx context.Context, tenant contract.TenantSlot, id string) (shim.Provision, error) {
-	var p shim.Provision
-	v, err := provisions.get(ctx, s.db, tenant, id, &p)
-	p.Version = v
-	return p, err
+	return provisionDocs.getOne(ctx, s, tenant, id)
 }
 
 // CreateProvision implements shim.Store.
 func (s *Shim) CreateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision) (shim.Provision, error) {
-	p.Version = 1
-	if err := provisions.create(ctx, s, tenant, p.ID, p); err != nil {
-		return shim.Provision{}, err
-	}
-	return p, nil
+	return provisionDocs.createOne(ctx, s, tenant, p)
 }
 
 // UpdateProvision implements shim.Store.
 func (s *Shim) UpdateProvision(ctx context.Context, tenant contract.TenantSlot, p shim.Provision, ifVersion int64) (shim.Provision, error) {
-	p.Version = ifVersion + 1
-	if err := provisions.update(ctx, s, tenant, p.ID, p, ifVersion); err != nil {
-		return shim.Provision{}, err
-	}
-	return p, nil
+	return provisionDocs.updateOne(ctx, s, tenant, p, ifVersion)
 }
 
 // DeleteProvision implements shim.Store.
@@ -177,41 +210,22 @@ func (s *Shim) DeleteProvision(ctx context.Context, tenant contract.TenantSlot, 
 
 // ListContext implements shim.Store.
 func (s *Shim) ListContext(ctx context.Context, tenant contract.TenantSlot) ([]shim.ContextEntry, error) {
-	out := []shim.ContextEntry{}
-	err := contexts.list(ctx, s.db, tenant, func(doc []byte, v int64) error {
-		var e shim.ContextEntry
-		err := json.Unmarshal(doc, &e)
-		e.Version = v
-		out = append(out, e)
-		return err
-	})
-	return out, err
+	return contextDocs.listAll(ctx, s, tenant)
 }
 
 // GetContext implements shim.Store.
 func (s *Shim) GetContext(ctx context.Context, tenant contract.TenantSlot, ref string) (shim.ContextEntry, error) {
-	var e shim.ContextEntry
-	v, err := contexts.get(ctx, s.db, tenant, ref, &e)
-	e.Version = v
-	return e, err
+	return contextDocs.getOne(ctx, s, tenant, ref)
 }
 
 // CreateContext implements shim.Store.
 func (s *Shim) CreateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry) (shim.ContextEntry, error) {
-	e.Version = 1
-	if err := contexts.create(ctx, s, tenant, e.Ref, e); err != nil {
-		return shim.ContextEntry{}, err
-	}
-	return e, nil
+	return contextDocs.createOne(ctx, s, tenant, e)
 }
 
 // UpdateContext implements shim.Store.
 func (s *Shim) UpdateContext(ctx context.Context, tenant contract.TenantSlot, e shim.ContextEntry, ifVersion int64) (shim.ContextEntry, error) {
-	e.Version = ifVersion + 1
-	if err := contexts.update(ctx, s, tenant, e.Ref, e, ifVersion); err != nil {
-		return shim.ContextEntry{}, err
-	}
-	return e, nil
+	return contextDocs.updateOne(ctx, s, tenant, e, ifVersion)
 }
 
 // DeleteContext implements shim.Store.

@@ -30,7 +30,7 @@ const (
 
 // buildWorker builds the Worker (`make edge` does the same) into a
 // directory of its own beside deploy/cloudflare's sources and returns it:
-// worker.mjs, miniflare.mjs, migrations/, dist/ and node_modules (npm ci in
+// worker.mjs, miniflare.mjs, dist/ and node_modules (npm ci in
 // deploy/cloudflare when it has none; Node and npm must be on the PATH).
 func buildWorker(t testing.TB) string {
 	t.Helper()
@@ -53,7 +53,7 @@ func buildWorker(t testing.TB) string {
 		t.Fatalf("building the Worker: %v\n%s", err, out)
 	}
 	copyInto(t, filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"), filepath.Join(dir, "dist", "wasm_exec.js"))
-	for _, f := range []string{"worker.mjs", "miniflare.mjs", "package.json", "migrations/0001_caduceus_edge.sql"} {
+	for _, f := range []string{"worker.mjs", "miniflare.mjs", "package.json"} {
 		copyInto(t, filepath.Join(src, f), filepath.Join(dir, f))
 	}
 	if err := os.Symlink(filepath.Join(src, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
@@ -85,9 +85,13 @@ type workerProc struct {
 // with env as its bindings; it is stopped when the test ends.
 func startWorker(t testing.TB, dir string, env ...string) workerProc {
 	t.Helper()
+	migrations, err := filepath.Abs("../../edge/migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("node", "miniflare.mjs", "0")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "CADUCEUS_D1_MIGRATIONS="+migrations), env...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()

@@ -1,5 +1,5 @@
 // Runs the Worker locally under Miniflare (workerd) with a D1 database the
-// migrations in migrations/ were applied to, for the parity test and for
+// edge's migrations (edge/migrations, or CADUCEUS_D1_MIGRATIONS) were applied to, for the parity test and for
 // trying the edge without a Cloudflare account:
 //
 //   node miniflare.mjs [port]    (after `make edge` and `npm ci`)
@@ -38,9 +38,10 @@ const mf = new Miniflare({
   port,
 });
 
+const migrations = process.env.CADUCEUS_D1_MIGRATIONS || join(here, "..", "..", "edge", "migrations");
 const db = await mf.getD1Database("DB");
-for (const file of readdirSync(join(here, "migrations")).filter((f) => f.endsWith(".sql")).sort()) {
-  const sql = readFileSync(join(here, "migrations", file), "utf8")
+for (const file of readdirSync(migrations).filter((f) => f.endsWith(".sql")).sort()) {
+  const sql = readFileSync(join(migrations, file), "utf8")
     .split("\n").filter((l) => !l.trimStart().startsWith("--")).join("\n");
   for (const statement of sql.split(";").map((s) => s.trim()).filter(Boolean)) {
     await db.prepare(statement).run();
