@@ -3,10 +3,9 @@
 -- (caller scope) leads every primary key, version is the CAS counter
 -- checked and bumped by one conditional UPDATE, times are INTEGER
 -- microseconds since the epoch. keys, tenant_grants, audit_records and
--- idempotency are
--- the edge's own, shaped for single statements (D1 has no interactive
--- transactions): a key is one row holding its JSON, and an audit record's
--- (tenant, seq) primary key is the chain's compare-and-set.
+-- idempotency are the edge's own, shaped for single statements (D1 has no
+-- interactive transactions): a key is one row holding its JSON, and an
+-- audit record's (tenant, seq) primary key is the chain's compare-and-set.
 
 CREATE TABLE shim_provisions (
     tenant      TEXT NOT NULL,
