@@ -146,3 +146,23 @@ func TestDomainPackagesStayInTheMiddle(t *testing.T) {
 		t.Fatal("no domain package found")
 	}
 }
+
+// TestEdgeCarriesOnlyTheShim: the edge (the Worker's composition, built
+// for js/wasm) serves the shim gate alone, so it imports no other gate, no
+// store core and no database driver: D1 is its only store.
+func TestEdgeCarriesOnlyTheShim(t *testing.T) {
+	ds, ok := imports(t)["edge"]
+	if !ok {
+		t.Fatal("package edge not found")
+	}
+	for _, d := range ds {
+		if g := gateOf(d); g != "" && g != "shim" {
+			t.Errorf("edge imports %s (gate %s)", d, g)
+		}
+		for _, f := range []string{"store", "cmd", "console", "modernc.org/sqlite", "github.com/jackc/pgx"} {
+			if d == f || strings.HasPrefix(d, f+"/") {
+				t.Errorf("edge imports %s", d)
+			}
+		}
+	}
+}
