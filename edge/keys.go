@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,19 +89,9 @@ func (k *Keys) ListKeys(ctx context.Context) ([]auth.Key, error) {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}
-		return compareStrings(a.ID, b.ID)
+		return cmp.Compare(a.ID, b.ID)
 	})
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // keyOf reads a row of doc, revoked_at and the tenant's grants.
