@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -30,22 +31,14 @@ func (a *Audit) Append(ctx context.Context, e audit.Entry) (audit.Record, error)
 	if err != nil {
 		return audit.Record{}, err
 	}
-	tenant := string(e.Outcome.Identity.TenantSlot)
+	tenant := e.Outcome.Identity.TenantSlot
 	for range maxAppendTries {
-		seq, prev := int64(0), audit.Genesis
-		r, found, err := one(ctx, a.db, `SELECT seq, hash FROM audit_records WHERE tenant = ? ORDER BY seq DESC LIMIT 1`, tenant)
-		if err != nil {
-			return audit.Record{}, fmt.Errorf("edge: audit head: %w", err)
-		}
-		if found {
-			seq, prev = r.Int(0), r.Str(1)
-		}
-		rec, err := s.Seal(seq+1, prev)
+		rec, err := a.sealNext(ctx, s, tenant)
 		if err != nil {
 			return audit.Record{}, err
 		}
-		n, err := a.db.Exec(ctx, `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, seq) DO NOTHING`,
-			tenant, rec.Seq, rec.ID, rec.Outcome.At, rec.Outcome.Action, rec.Outcome.Resource, string(rec.Outcome.Outcome), string(rec.Body), rec.PrevHash, rec.Hash)
+		st := insertRecord(rec)
+		n, err := a.db.Exec(ctx, st.SQL+` ON CONFLICT (tenant, seq) DO NOTHING`, st.Args...)
 		if err != nil {
 			return audit.Record{}, fmt.Errorf("edge: audit append: %w", err)
 		}
@@ -53,7 +46,35 @@ func (a *Audit) Append(ctx context.Context, e audit.Entry) (audit.Record, error)
 			return rec, nil
 		}
 	}
-	return audit.Record{}, fmt.Errorf("edge: audit append: the chain of %s moved %d times under this append", tenant, maxAppendTries)
+	return audit.Record{}, errChainMoved(tenant)
+}
+
+func errChainMoved(tenant contract.TenantSlot) error {
+	return fmt.Errorf("edge: audit append: the chain of %s moved %d times under this append", tenant, maxAppendTries)
+}
+
+// sealNext seals s onto the end of tenant's chain as it is now.
+func (a *Audit) sealNext(ctx context.Context, s audit.Sealable, tenant contract.TenantSlot) (audit.Record, error) {
+	seq, prev, err := a.Head(ctx, tenant)
+	if err != nil {
+		return audit.Record{}, fmt.Errorf("edge: audit head: %w", err)
+	}
+	return s.Seal(seq+1, prev)
+}
+
+// insertRecord inserts a sealed record; a record already at its (tenant,
+// seq) makes it fail with a unique-constraint error (chainMoved).
+func insertRecord(rec audit.Record) Statement {
+	return Statement{`INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		[]any{string(rec.Tenant), rec.Seq, rec.ID, rec.Outcome.At, rec.Outcome.Action, rec.Outcome.Resource, string(rec.Outcome.Outcome),
+			string(rec.Body), rec.PrevHash, rec.Hash}}
+}
+
+// chainMoved reports whether err is the unique-constraint failure of a
+// record inserted at a seq another append took first (SQLite's message,
+// which D1 passes on).
+func chainMoved(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: audit_records.tenant")
 }
 
 // Tail returns the newest records matching f, newest first, decoded from

@@ -24,6 +24,25 @@ type DB interface {
 	Query(ctx context.Context, query string, args ...any) ([]Row, error)
 	// Exec runs a statement and returns how many rows it changed.
 	Exec(ctx context.Context, query string, args ...any) (changes int64, err error)
+	// Batch runs statements in order in one transaction (D1's batch): all
+	// of them, or, when one fails, none, and that one's error.
+	Batch(ctx context.Context, stmts []Statement) error
+}
+
+// Statement is one statement of a Batch.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// execAll runs stmts one by one (each its own transaction).
+func execAll(ctx context.Context, db DB, stmts []Statement) error {
+	for _, st := range stmts {
+		if _, err := db.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Row is one result row, its values in column order.

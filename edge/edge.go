@@ -66,7 +66,7 @@ func New(cfg Config) (*Edge, error) {
 	gov := &shim.Governor{}
 	m := memory.New(memory.Config{Store: mem, Rules: rules, Now: cfg.Now,
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
-	sc := shim.Config{Store: rules, Audit: trail, Upstreams: cfg.Upstreams, Offline: cfg.Offline, EdgeSecret: cfg.EdgeSecret,
+	sc := shim.Config{Store: rules, Audit: trail, Turns: NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline, EdgeSecret: cfg.EdgeSecret,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
 		// The default transport: on js/wasm it is the Worker's fetch.
 		Client: &http.Client{}}

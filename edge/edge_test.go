@@ -62,6 +62,20 @@ func (s sqliteDB) Exec(ctx context.Context, q string, args ...any) (int64, error
 	return res.RowsAffected()
 }
 
+func (s sqliteDB) Batch(ctx context.Context, stmts []edge.Statement) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, st := range stmts {
+		if _, err := tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
 // open returns an empty edge database in a SQLite file of its own.
 func open(t testing.TB) edge.DB {
 	t.Helper()
@@ -244,4 +258,74 @@ func codeOf(err error) string {
 		return e.Code
 	}
 	return ""
+}
+
+// A turn's audit record, receipt and memory writes are one batch: turns
+// racing on one chain all land once on an unforked chain, each receipt
+// naming its record; a receipt id used twice changes nothing; memory that
+// cannot be written leaves the record and receipt stored and says so.
+func TestTurnsAreOneBatch(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	turns, trail, rules := edge.NewTurns(db), edge.NewAudit(db), edge.NewShim(db, nil)
+	receipt := func() *shim.Receipt {
+		return &shim.Receipt{ID: contract.NewID(contract.PrefixReceipt), At: contract.Timestamp(time.Now()), Decision: shim.DecisionForward}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 30)
+	for range 30 {
+		wg.Go(func() {
+			write := shim.MemoryWrite{Tenant: "slot-1", Subject: "usr_a", Project: "p", At: time.Now(),
+				Entities: []shim.EntityRef{{Kind: "file_path", Value: "src/a.go"}}}
+			if err := turns.RecordTurn(ctx, entry("slot-1", "shim.proxy"), receipt(), []shim.MemoryWrite{write}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rep, err := audit.Verify(ctx, trail, nil)
+	if err != nil || rep.Records != 30 || rep.Break != nil {
+		t.Fatalf("verify: %+v %v, want 30 records, no break", rep, err)
+	}
+	rcs, err := rules.ListReceipts(ctx, "slot-1", 100, "")
+	if err != nil || len(rcs) != 30 {
+		t.Fatalf("receipts: %d %v", len(rcs), err)
+	}
+	recs, _ := trail.Tail(ctx, audit.Filter{Tenant: "slot-1", Limit: 100})
+	ids := map[string]bool{}
+	for _, r := range recs {
+		ids[r.ID] = true
+	}
+	for _, rc := range rcs {
+		if !ids[rc.AuditID] {
+			t.Fatalf("receipt %s names audit record %q, which is not on the chain", rc.ID, rc.AuditID)
+		}
+	}
+	ents, err := edge.NewMemory(db).ListEntities(ctx, "slot-1", "usr_a", "p", 10)
+	if err != nil || len(ents) != 1 || ents[0].Count != 30 {
+		t.Fatalf("entities: %+v %v, want one seen 30 times", ents, err)
+	}
+
+	again := receipt()
+	again.ID = rcs[0].ID
+	if err := turns.RecordTurn(ctx, entry("slot-1", "shim.proxy"), again, nil); contract.KindOf(err) != contract.KindConflict {
+		t.Fatalf("a receipt id used twice: %v, want a conflict", err)
+	}
+	if _, err := db.Exec(ctx, `DROP TABLE shim_entities`); err != nil {
+		t.Fatal(err)
+	}
+	write := shim.MemoryWrite{Tenant: "slot-1", Subject: "usr_a", Project: "p", At: time.Now(), Entities: []shim.EntityRef{{Kind: "file_path", Value: "src/b.go"}}}
+	if err := turns.RecordTurn(ctx, entry("slot-1", "shim.proxy"), receipt(), []shim.MemoryWrite{write}); !errors.Is(err, shim.ErrMemoryNotRecorded) {
+		t.Fatalf("memory that cannot be written: %v, want ErrMemoryNotRecorded", err)
+	}
+	if rep, err := audit.Verify(ctx, trail, nil); err != nil || rep.Records != 31 || rep.Break != nil {
+		t.Fatalf("after the conflict and the memory failure: %+v %v, want 31 records", rep, err)
+	}
+	if rcs, _ := rules.ListReceipts(ctx, "slot-1", 100, ""); len(rcs) != 31 {
+		t.Fatalf("receipts: %d, want 31", len(rcs))
+	}
 }

@@ -22,17 +22,34 @@ var _ memory.Store = (*Memory)(nil)
 
 // TouchEntities implements memory.Store: one upsert per entity.
 func (m *Memory) TouchEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
-	us := micros(at)
-	for _, e := range es {
-		_, err := m.db.Exec(ctx, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
-VALUES (?, ?, ?, ?, ?, ?, ?, 1)
-ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
-			string(tenant), subject, project, e.Kind, e.Value, us, us)
-		if err != nil {
-			return fmt.Errorf("edge: touch entities: %w", err)
-		}
+	if err := execAll(ctx, m.db, touchEntities(tenant, subject, project, es, at)); err != nil {
+		return fmt.Errorf("edge: touch entities: %w", err)
 	}
 	return nil
+}
+
+func touchEntities(tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) []Statement {
+	us := micros(at)
+	out := make([]Statement, len(es))
+	for i, e := range es {
+		out[i] = Statement{`INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
+VALUES (?, ?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
+			[]any{string(tenant), subject, project, e.Kind, e.Value, us, us}}
+	}
+	return out
+}
+
+// memoryWrite is a turn's memory write as statements, as the server's
+// store makes it: the entities, the conversation's pending outcomes
+// resolved by this turn, and the outcomes this turn leaves pending.
+func memoryWrite(w shim.MemoryWrite) []Statement {
+	out := touchEntities(w.Tenant, w.Subject, w.Project, w.Entities, w.At)
+	if w.Conversation == "" {
+		return out
+	}
+	out = append(out, resolveOutcomes(w.Tenant, w.Conversation, w.Receipt, w.Outcome, w.Signature, w.Receipt, w.At))
+	return append(out, addOutcomes(w.Tenant, w.Pending)...)
 }
 
 // ListEntities implements memory.Store.
@@ -55,7 +72,15 @@ func (m *Memory) ListEntities(ctx context.Context, tenant contract.TenantSlot, s
 
 // AddOutcomes implements memory.Store: pending rows, a repeat ignored.
 func (m *Memory) AddOutcomes(ctx context.Context, tenant contract.TenantSlot, os []shim.RuleOutcome) error {
-	for _, o := range os {
+	if err := execAll(ctx, m.db, addOutcomes(tenant, os)); err != nil {
+		return fmt.Errorf("edge: add outcomes: %w", err)
+	}
+	return nil
+}
+
+func addOutcomes(tenant contract.TenantSlot, os []shim.RuleOutcome) []Statement {
+	out := make([]Statement, len(os))
+	for i, o := range os {
 		var fired int64
 		if t, err := contract.ParseTimestamp(o.FiredAt); err == nil {
 			fired = micros(t)
@@ -64,26 +89,28 @@ func (m *Memory) AddOutcomes(ctx context.Context, tenant contract.TenantSlot, os
 		if o.Builtin {
 			builtin = 1
 		}
-		_, err := m.db.Exec(ctx, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
+		out[i] = Statement{`INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
 outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
-			string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, memory.OutcomePending, fired)
-		if err != nil {
-			return fmt.Errorf("edge: add outcomes: %w", err)
-		}
+			[]any{string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, memory.OutcomePending, fired}}
 	}
-	return nil
+	return out
 }
 
 // ResolveOutcomes implements memory.Store: one conditional UPDATE of the
 // conversation's pending rows.
 func (m *Memory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
-	n, err := m.db.Exec(ctx, `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
-WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
-		outcome, signature, nextReceipt, micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt)
+	st := resolveOutcomes(tenant, conversation, exceptReceipt, outcome, signature, nextReceipt, at)
+	n, err := m.db.Exec(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return 0, fmt.Errorf("edge: resolve outcomes: %w", err)
 	}
 	return int(n), nil
+}
+
+func resolveOutcomes(tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) Statement {
+	return Statement{`UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
+WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
+		[]any{outcome, signature, nextReceipt, micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt}}
 }
 
 // ListOutcomes implements memory.Store.

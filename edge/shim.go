@@ -256,23 +256,37 @@ func (s *Shim) Shimmed(ctx context.Context, tenant contract.TenantSlot, conversa
 
 // AddReceipt implements shim.Store.
 func (s *Shim) AddReceipt(ctx context.Context, tenant contract.TenantSlot, r shim.Receipt) error {
-	doc, err := encode(r)
+	st, err := insertReceipt(tenant, r)
 	if err != nil {
 		return err
+	}
+	n, err := s.db.Exec(ctx, st.SQL+` ON CONFLICT DO NOTHING`, st.Args...)
+	if err != nil {
+		return fmt.Errorf("edge: add receipt: %w", err)
+	}
+	if n == 0 {
+		return errReceiptExists(r.ID)
+	}
+	return nil
+}
+
+func errReceiptExists(id string) error {
+	return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", id)
+}
+
+// insertReceipt inserts a receipt as its canonical JSON; one already there
+// under its id makes it fail with a unique-constraint error.
+func insertReceipt(tenant contract.TenantSlot, r shim.Receipt) (Statement, error) {
+	doc, err := encode(r)
+	if err != nil {
+		return Statement{}, err
 	}
 	var resp any
 	if r.ResponseID != "" {
 		resp = r.ResponseID
 	}
-	n, err := s.db.Exec(ctx, `INSERT INTO shim_receipts (tenant, id, at, decision, doc, response_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(tenant), r.ID, r.At, string(r.Decision), string(doc), resp)
-	if err != nil {
-		return fmt.Errorf("edge: add receipt: %w", err)
-	}
-	if n == 0 {
-		return contract.Conflictf(shim.CodeExists, "shim: receipt %q exists", r.ID)
-	}
-	return nil
+	return Statement{`INSERT INTO shim_receipts (tenant, id, at, decision, doc, response_id) VALUES (?, ?, ?, ?, ?, ?)`,
+		[]any{string(tenant), r.ID, r.At, string(r.Decision), string(doc), resp}}, nil
 }
 
 // ReceiptOfResponse implements shim.Store.

@@ -334,6 +334,68 @@ func TestEdgeWorkerParity(t *testing.T) {
 		}
 	}
 
+	// Turns racing in the Worker (isolates interleave at every D1 await)
+	// each land once, with their receipts, on one unforked chain: seqs
+	// 1..n, each record's prev_hash the hash of the one before.
+	receipts := func() int {
+		req, _ := http.NewRequest("GET", worker+"/v1/receipts?limit=200", nil)
+		req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
+		req.Header.Set("X-Edge-Auth", edgeSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var l struct{ Receipts []json.RawMessage }
+		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Receipts)
+	}
+	before := receipts()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", worker+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
+			req.Header.Set("X-Edge-Auth", edgeSecret)
+			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+				t.Errorf("concurrent turn: %v %v", resp, err)
+			} else {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if n := receipts() - before; n != 16 {
+		t.Errorf("16 concurrent turns left %d receipts", n)
+	}
+	req, _ := http.NewRequest("GET", worker+"/v1/audit?limit=500", nil)
+	req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
+	req.Header.Set("X-Edge-Auth", edgeSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type link struct {
+		Seq      int64
+		Hash     string
+		PrevHash string `json:"prev_hash"`
+	}
+	var tail struct{ Records []link }
+	err = json.NewDecoder(resp.Body).Decode(&tail)
+	resp.Body.Close()
+	if err != nil || len(tail.Records) < 16 {
+		t.Fatalf("audit tail at the edge: %d records, %v", len(tail.Records), err)
+	}
+	slices.SortFunc(tail.Records, func(a, b link) int { return int(a.Seq - b.Seq) })
+	for i, r := range tail.Records {
+		if r.Seq != int64(i+1) || i > 0 && r.PrevHash != tail.Records[i-1].Hash {
+			t.Fatalf("slot-1's chain at the edge breaks at record %d (seq %d)", i, r.Seq)
+		}
+	}
+
 	// Discovery: the edge's route table is the server's minus what the edge
 	// does not serve.
 	paths := func(base string) map[string]bool {
@@ -373,7 +435,7 @@ func TestEdgeWorkerParity(t *testing.T) {
 		t.Errorf("route tables: only on the server %v (want %v), only at the edge %v", onlyServer, edgeLeavesOut, onlyEdge)
 	}
 	var home bytes.Buffer
-	req, _ := http.NewRequest("GET", worker+"/", nil)
+	req, _ = http.NewRequest("GET", worker+"/", nil)
 	req.Header.Set("X-Edge-Auth", edgeSecret)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("GET / at the edge: %v %v", resp, err)

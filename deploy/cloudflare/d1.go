@@ -102,3 +102,22 @@ func goValue(v js.Value) any {
 	}
 	return nil
 }
+
+// Batch implements edge.DB with batch(): D1 runs the statements in one
+// transaction and rolls all back when one fails.
+func (d d1) Batch(_ context.Context, stmts []edge.Statement) error {
+	list := make([]any, len(stmts))
+	for i, st := range stmts {
+		s, err := d.statement(st.SQL, st.Args)
+		if err != nil {
+			return err
+		}
+		list[i] = s
+	}
+	var p js.Value
+	if err := catchJS(func() error { p = d.db.Call("batch", list); return nil }); err != nil {
+		return err
+	}
+	_, err := await(p)
+	return err
+}
