@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -140,9 +141,13 @@ type ContextEntry struct {
 	UpdatedAt     string `json:"updated_at,omitempty"`
 }
 
+// The schemas compile on first use, not at start: compiling them is most of
+// the shim package's start-up (907 ms of an edge isolate's first request
+// under Node's Wasm, GODEBUG=inittrace=1), and an isolate that decodes no
+// provision never needs them.
 var (
-	provisionSchema = contract.MustSchema("shim.provision.schema.json")
-	contextSchema   = contract.MustSchema("shim.context.schema.json")
+	provisionSchema = sync.OnceValue(func() *contract.Schema { return contract.MustSchema("shim.provision.schema.json") })
+	contextSchema   = sync.OnceValue(func() *contract.Schema { return contract.MustSchema("shim.context.schema.json") })
 )
 
 // DecodeProvision validates b against shim.provision.schema.json and the
@@ -150,7 +155,7 @@ var (
 // shim names context, a direct answer has text), and fills defaults. It
 // returns an invalid *contract.Error naming the field otherwise.
 func DecodeProvision(b []byte) (Provision, error) {
-	p, err := decodeValid[Provision](b, provisionSchema, "provision")
+	p, err := decodeValid[Provision](b, provisionSchema(), "provision")
 	if err != nil {
 		return Provision{}, err
 	}
@@ -218,7 +223,7 @@ func (p *Provision) check() error {
 // defaults and the body's sha256. It returns an invalid *contract.Error
 // naming the field otherwise.
 func DecodeContextEntry(b []byte) (ContextEntry, error) {
-	e, err := decodeValid[ContextEntry](b, contextSchema, "context entry")
+	e, err := decodeValid[ContextEntry](b, contextSchema(), "context entry")
 	if err != nil {
 		return ContextEntry{}, err
 	}
