@@ -95,7 +95,7 @@ func TestImportWhoseRuntimeFailsChangesNothing(t *testing.T) {
 	rt := &reconciles{fail: errors.New("runtime down")}
 	e := newEnv(t, trader.Options{Runtime: rt.runtime()})
 	file := "strategies:\n  - {id: " + sA + ", account_id: " + tradertest.Account + ", market_symbol: " + tradertest.Market + ", name: trend, status: paused, runnable: true, risk_mode: normal}\n"
-	if _, err := e.svc.Import(ctx, operator, []byte(file), trader.FormatYAML); contract.KindOf(err) != contract.KindInternal {
+	if _, err := e.svc.Import(ctx, operator, []byte(file), trader.FormatYAML); err == nil || contract.KindOf(err) != contract.KindInternal {
 		t.Fatalf("import with a failing runtime: %v, want internal", err)
 	}
 	if a := e.strategy(t, sA); a.Status != trader.StatusActive || a.Revision != 1 {
