@@ -234,7 +234,7 @@ func TestKeyedStoredEnvelopeUnreadableIsInternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, err := k.ex.Tick(t.Context(), req)
-	if contract.KindOf(err) != contract.KindInternal || env.TickID != "" || len(k.sim.AllOrders()) != 0 {
+	if err == nil || contract.KindOf(err) != contract.KindInternal || env.TickID != "" || len(k.sim.AllOrders()) != 0 {
 		t.Fatalf("unreadable stored envelope: %+v, %v; want internal and no order", env, err)
 	}
 }

@@ -195,20 +195,20 @@ func TestFailures(t *testing.T) {
 	log := audit.NewMemory()
 	ex, _ := newEx(failingStore{executortest.NewMemory(), "day"}, log, "")
 	env, err := ex.Tick(t.Context(), req)
-	if contract.KindOf(err) != contract.KindInternal || !env.Audited || len(log.Records("slot-1")) != 1 {
+	if err == nil || contract.KindOf(err) != contract.KindInternal || !env.Audited || len(log.Records("slot-1")) != 1 {
 		t.Fatalf("day-start failure: %v, audited %v", err, env.Audited)
 	}
 
 	log = audit.NewMemory()
 	ex, sim := newEx(failingStore{executortest.NewMemory(), "anomaly"}, log, "alerts")
 	env, err = ex.Tick(t.Context(), req)
-	if contract.KindOf(err) != contract.KindInternal || !env.Audited || len(env.Actions) != 2 || env.Actions[0].Status != executor.StatusPlaced || len(sim.AllOrders()) != 1 {
+	if err == nil || contract.KindOf(err) != contract.KindInternal || !env.Audited || len(env.Actions) != 2 || env.Actions[0].Status != executor.StatusPlaced || len(sim.AllOrders()) != 1 {
 		t.Fatalf("anomaly counter failure: %v %+v", err, env)
 	}
 
 	ex, _ = newEx(executortest.NewMemory(), failingLog{}, "")
 	env, err = ex.Tick(t.Context(), req)
-	if contract.KindOf(err) != contract.KindInternal || env.Audited || env.TickID == "" || env.Actions[0].Status != executor.StatusPlaced {
+	if err == nil || contract.KindOf(err) != contract.KindInternal || env.Audited || env.TickID == "" || env.Actions[0].Status != executor.StatusPlaced {
 		t.Fatalf("audit failure must be an error that still returns what happened: %v %+v", err, env)
 	}
 
@@ -218,7 +218,7 @@ func TestFailures(t *testing.T) {
 	if _, err := ex.Tick(t.Context(), req); contract.KindOf(err) != contract.KindNotFound || contract.AsError(err).Code != "skills_root_missing" || !strings.Contains(err.Error(), "absent") {
 		t.Fatalf("missing skills root: %v", err)
 	}
-	if _, err := (&executor.Executor{}).Tick(t.Context(), req); contract.KindOf(err) != contract.KindInternal {
+	if _, err := (&executor.Executor{}).Tick(t.Context(), req); err == nil || contract.KindOf(err) != contract.KindInternal {
 		t.Fatalf("unconfigured executor: %v", err)
 	}
 }
