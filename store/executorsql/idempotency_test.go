@@ -322,7 +322,7 @@ func TestTickReplayRecordCommitsWithTheRead(t *testing.T) {
 		if _, err := db.Exec(ctx, `UPDATE idempotency SET result = ? WHERE key = ?`, "{not json", "read-key-0001"); err != nil {
 			t.Fatal(err)
 		}
-		if env, err := ex.TickAs(ctx, tickCaller, buySPY(t, "read-key-0001", "")); contract.KindOf(err) != contract.KindInternal || env.Audited {
+		if env, err := ex.TickAs(ctx, tickCaller, buySPY(t, "read-key-0001", "")); err == nil || contract.KindOf(err) != contract.KindInternal || env.Audited {
 			t.Fatalf("replay of an unreadable envelope: %+v, %v; want an internal error", env, err)
 		}
 		if _, rrs := tickRecords(t, db, "slot-1"); len(rrs) != 1 {
