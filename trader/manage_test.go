@@ -49,6 +49,8 @@ func TestPutStrategy(t *testing.T) {
 		{"stale revision", nil, 7, contract.KindConflict, "revision_mismatch"},
 		{"move concern", func(s *trader.Strategy) { s.MarketSymbol = "btcusd" }, 1, contract.KindInvalid, "immutable_field"},
 		{"bad id", func(s *trader.Strategy) { s.ID = "not-a-uuid" }, 1, contract.KindInvalid, trader.CodeInvalidField},
+		// Its refusal's record names it as valid UTF-8, so the refusal stays a refusal.
+		{"id not UTF-8", func(s *trader.Strategy) { s.ID = "\xff\xfe" }, 1, contract.KindInvalid, trader.CodeInvalidField},
 		{"bad status", func(s *trader.Strategy) { s.Status = "running" }, 1, contract.KindInvalid, trader.CodeInvalidField},
 		{"bad risk mode", func(s *trader.Strategy) { s.RiskMode = "yolo" }, 1, contract.KindInvalid, trader.CodeUnknownRiskMode},
 		{"no name", func(s *trader.Strategy) { s.Name = "" }, 1, contract.KindInvalid, trader.CodeInvalidField},

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -103,7 +104,8 @@ func (s *Service) entry(c contract.Caller, action, resource string, outcome cont
 	return audit.Entry{
 		Outcome: contract.AuditOutcome{
 			At: ts, Identity: c.Identity, Action: action,
-			Resource: clip(resource, 190), Outcome: outcome, Reason: clip(reason, 190),
+			// Both may quote what the caller sent; the record needs UTF-8.
+			Resource: clip(strings.ToValidUTF8(resource, "\uFFFD"), 190), Outcome: outcome, Reason: clip(strings.ToValidUTF8(reason, "\uFFFD"), 190),
 		},
 		Provenance: c.Provenance(actor, ts),
 		Payload:    payload,
