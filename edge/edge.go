@@ -36,7 +36,12 @@ type Config struct {
 	// the shim forwards nothing and answers what it answers itself.
 	Upstreams map[string]shim.Upstream
 	Offline   bool
-	Version   string
+	// Classifier answers tier 3 (micromodel) triggers and Embedder tier 2
+	// (semantic) ones, as shim.classifier_url and shim.embeddings_url do
+	// for serve; nil: tier 3 never fires, tier 2 embeds locally.
+	Classifier shim.Classifier
+	Embedder   shim.Embedder
+	Version    string
 	Logger    *slog.Logger
 	Now       func() time.Time
 }
@@ -68,6 +73,7 @@ func New(cfg Config) (*Edge, error) {
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
 	sc := shim.Config{Store: rules, Audit: trail, Turns: NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline, EdgeSecret: cfg.EdgeSecret,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
+		Classifier: cfg.Classifier, Embedder: cfg.Embedder,
 		// The default transport: on js/wasm it is the Worker's fetch.
 		Client: &http.Client{}}
 	if sc.Upstreams == nil {

@@ -129,8 +129,10 @@ func startWorker(t testing.TB, dir string, env ...string) workerProc {
 	return workerProc{}
 }
 
-// edgeUpstream is the LLM provider both sides forward to: it records the
-// body of the last request and answers one chat completion.
+// edgeUpstream is the LLM provider both sides forward to, and the tier 3
+// classifier both ask: it records the body of the last request and
+// answers one chat completion (for the classifier's model, a verdict that
+// applies).
 type edgeUpstream struct {
 	mu   sync.Mutex
 	last string
@@ -141,6 +143,11 @@ func (u *edgeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.last = r.Method + " " + r.URL.Path + " " + r.Header.Get("Authorization") + "\n" + string(b)
 	u.mu.Unlock()
+	if bytes.Contains(b, []byte(`"model":"tiny-classifier"`)) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"{\"apply\":true,\"confidence\":0.9}"}}]}`)
+		return
+	}
 	if bytes.Contains(b, []byte(`"stream":true`)) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, part := range []string{"from ", "upstream"} {
@@ -268,6 +275,11 @@ func edgeScenario(t *testing.T, base, admin, admin3 string, up *edgeUpstream) []
 	send("contributor model", "POST", "/v1/chat/completions", key, `{"model":"acme-Contributor-7b","messages":[{"role":"user","content":"hello"}]}`)
 	send("bad key", "POST", "/v1/messages", "cad_ffffffffffffffff_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst", `{"model":"claude-sonnet-4","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
 
+	// Tier 3: a micromodel trigger asks the classifier, which says it
+	// applies; then the provision is deleted with its ETag.
+	send("create micromodel provision", "POST", "/v1/provisions", key, `{"id":"PROV-BILLING","triggers":{"micromodel":{"model":"tiny-classifier","question":"Is the user asking about billing?","min_confidence":0.7}},"action":"respond_directly","response":{"text":"classifier fired"}}`)
+	send("classifier fires", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"why was my card charged twice"}]}`)
+	send("delete with If-Match", "DELETE", "/v1/provisions/PROV-BILLING", key, "", "If-Match", `"1"`)
 	// Without the edge secret nothing gets through, in the route's own envelope.
 	send("without the edge secret", "POST", "/v1/messages", key, `{"model":"claude-sonnet-4","max_tokens":8,"messages":[{"role":"user","content":"refund"}]}`, "X-Edge-Auth", "not-the-secret")
 	send("management without the edge secret", "GET", "/v1/provisions", key, "", "X-Edge-Auth", "")
@@ -301,8 +313,10 @@ func TestEdgeWorkerParity(t *testing.T) {
 	upstream := httptest.NewServer(up)
 	defer upstream.Close()
 	env := map[string]string{"CADUCEUS_OPENAI_API_KEY": "sk-upstream-secret", "CADUCEUS_EDGE_SECRET": edgeSecret}
-	in := startEnv(t, func(k string) string { return env[k] }, "--gates", "shim", "--upstream", "openai="+upstream.URL+"/v1")
-	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret", "CADUCEUS_EDGE_SECRET="+edgeSecret).url
+	cfg := writeConfig(t, t.TempDir(), "shim:\n  classifier_url: "+upstream.URL+"/v1\n")
+	in := startEnv(t, func(k string) string { return env[k] }, "--config", cfg, "--gates", "shim", "--upstream", "openai="+upstream.URL+"/v1")
+	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret", "CADUCEUS_EDGE_SECRET="+edgeSecret,
+		"CADUCEUS_CLASSIFIER_URL="+upstream.URL+"/v1").url
 
 	_, admin3, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-3", "--scopes", "admin,route,configure")
 	server := edgeScenario(t, in.url, in.adminKey, strings.TrimSpace(admin3), up)
@@ -329,6 +343,10 @@ func TestEdgeWorkerParity(t *testing.T) {
 			t.Errorf("the edge streamed: %s", x.body)
 		case strings.HasSuffix(x.name, "without the edge secret") && !strings.HasPrefix(x.status, "401") && !strings.HasPrefix(x.status, "403"):
 			t.Errorf("%s: %s %s", x.name, x.status, x.body)
+		case x.name == "classifier fires" && !strings.Contains(x.body, "classifier fired"):
+			t.Errorf("tier 3 at the edge: %s", x.body)
+		case x.name == "delete with If-Match" && !strings.HasPrefix(x.status, "204"):
+			t.Errorf("delete with If-Match at the edge: %s %s", x.status, x.body)
 		case x.name == "other tenant gets" && !strings.HasPrefix(x.status, "404"):
 			t.Errorf("another tenant's key read a provision: %s %s", x.status, x.body)
 		}

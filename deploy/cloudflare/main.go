@@ -41,11 +41,20 @@ func main() {
 		}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	var classifier shim.Classifier
+	if u := str("CADUCEUS_CLASSIFIER_URL"); u != "" {
+		classifier = &shim.ChatClassifier{BaseURL: strings.TrimRight(u, "/"), APIKey: str("CADUCEUS_CLASSIFIER_API_KEY")}
+	}
+	var embedder shim.Embedder
+	if u := str("CADUCEUS_EMBEDDINGS_URL"); u != "" {
+		embedder = &shim.OpenAIEmbedder{BaseURL: strings.TrimRight(u, "/"), Model: str("CADUCEUS_EMBEDDINGS_MODEL"), APIKey: str("CADUCEUS_EMBEDDINGS_API_KEY")}
+	}
 	admins, err := edge.ParseAdminKeys(str("CADUCEUS_ADMIN_KEY"))
 	var e *edge.Edge
 	if err == nil {
 		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: cmp.Or(str("CADUCEUS_EDGE_SECRET"), str("HERMA_EDGE_SECRET")),
-			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Version: version, Logger: log})
+			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Classifier: classifier, Embedder: embedder,
+			Version: version, Logger: log})
 	}
 	serve := js.FuncOf(func(_ js.Value, args []js.Value) any {
 		return newPromise(func(resolve func(js.Value), reject func(error)) {

@@ -6,7 +6,9 @@
 //
 // Bindings come from the environment: CADUCEUS_ADMIN_KEY,
 // CADUCEUS_EDGE_SECRET, CADUCEUS_OPENAI_URL, CADUCEUS_OPENAI_API_KEY,
-// CADUCEUS_ANTHROPIC_URL, CADUCEUS_ANTHROPIC_API_KEY, CADUCEUS_OFFLINE.
+// CADUCEUS_ANTHROPIC_URL, CADUCEUS_ANTHROPIC_API_KEY, CADUCEUS_OFFLINE,
+// CADUCEUS_CLASSIFIER_URL (and _API_KEY), CADUCEUS_EMBEDDINGS_URL (and
+// _MODEL, _API_KEY).
 // CADUCEUS_D1_DIR keeps the database in that directory (default: memory).
 // It prints "listening on http://127.0.0.1:PORT" once it serves, and stops
 // on SIGTERM or SIGINT.
@@ -20,6 +22,8 @@ const port = Number(process.argv[2] ?? 8787);
 const names = [
   "CADUCEUS_ADMIN_KEY", "CADUCEUS_EDGE_SECRET", "CADUCEUS_OPENAI_URL", "CADUCEUS_OPENAI_API_KEY",
   "CADUCEUS_ANTHROPIC_URL", "CADUCEUS_ANTHROPIC_API_KEY", "CADUCEUS_OFFLINE",
+  "CADUCEUS_CLASSIFIER_URL", "CADUCEUS_CLASSIFIER_API_KEY",
+  "CADUCEUS_EMBEDDINGS_URL", "CADUCEUS_EMBEDDINGS_MODEL", "CADUCEUS_EMBEDDINGS_API_KEY",
 ];
 const bindings = Object.fromEntries(names.filter((n) => process.env[n]).map((n) => [n, process.env[n]]));
 
