@@ -42,8 +42,8 @@ type Config struct {
 	Classifier shim.Classifier
 	Embedder   shim.Embedder
 	Version    string
-	Logger    *slog.Logger
-	Now       func() time.Time
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // Edge is the edge's HTTP handler: the server with the shim gate on DB.
