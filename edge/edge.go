@@ -18,6 +18,7 @@ import (
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/shim/shimgate"
 )
 
@@ -41,9 +42,13 @@ type Config struct {
 	// for serve; nil: tier 3 never fires, tier 2 embeds locally.
 	Classifier shim.Classifier
 	Embedder   shim.Embedder
-	Version    string
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// SyncAllow are the URL prefixes POST /v1/sync may fetch provision
+	// bundles and handshakes from (CADUCEUS_SYNC_ALLOW, as shim.sync_allow);
+	// none: POST /v1/sync is not served.
+	SyncAllow []string
+	Version   string
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Edge is the edge's HTTP handler: the server with the shim gate on DB.
@@ -82,7 +87,12 @@ func New(cfg Config) (*Edge, error) {
 	if err := shim.CheckConfig(sc); err != nil {
 		return nil, err
 	}
-	gates := []gate.Gate{shimgate.New(shimgate.Config{Service: shim.New(sc), Memory: m})}
+	svc := shim.New(sc)
+	gc := shimgate.Config{Service: svc, Memory: m}
+	if len(cfg.SyncAllow) > 0 {
+		gc.Sync = provsync.New(svc, provsync.Config{Governor: gov, Ledger: mem, AllowURL: provsync.AllowPrefixes(cfg.SyncAllow), Client: &http.Client{}})
+	}
+	gates := []gate.Gate{shimgate.New(gc)}
 	// No key cache: each isolate is short-lived and a revocation must reach
 	// every isolate at once, so each request reads its key from D1.
 	keys := auth.NewService(NewKeys(cfg.DB, cfg.Now), cfg.Now, 0)

@@ -134,6 +134,7 @@ func startWorker(t testing.TB, dir string, env ...string) workerProc {
 // answers one chat completion (for the classifier's model, a verdict that
 // applies).
 type edgeUpstream struct {
+	url  string // where it listens
 	mu   sync.Mutex
 	last string
 }
@@ -143,6 +144,11 @@ func (u *edgeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.last = r.Method + " " + r.URL.Path + " " + r.Header.Get("Authorization") + "\n" + string(b)
 	u.mu.Unlock()
+	if r.URL.Path == "/bundle.json" { // a provision source for POST /v1/sync
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"provisions":[{"id":"PROV-SYNCED","version":3,"triggers":{"keyword":{"any":["tessera"]}},"action":"respond_directly","response":{"text":"synced from the source"},"fabric_governance":{"status":"verified","visibility_scope":"public"}},{"id":"PROV-UNGOVERNED","version":1,"triggers":{"keyword":{"any":["x"]}},"action":"respond_directly","response":{"text":"x"}}]}`)
+		return
+	}
 	if bytes.Contains(b, []byte(`"model":"tiny-classifier"`)) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"{\"apply\":true,\"confidence\":0.9}"}}]}`)
@@ -280,6 +286,12 @@ func edgeScenario(t *testing.T, base, admin, admin3 string, up *edgeUpstream) []
 	send("create micromodel provision", "POST", "/v1/provisions", key, `{"id":"PROV-BILLING","triggers":{"micromodel":{"model":"tiny-classifier","question":"Is the user asking about billing?","min_confidence":0.7}},"action":"respond_directly","response":{"text":"classifier fired"}}`)
 	send("classifier fires", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"why was my card charged twice"}]}`)
 	send("delete with If-Match", "DELETE", "/v1/provisions/PROV-BILLING", key, "", "If-Match", `"1"`)
+	// Governed provisions synced from an allowed source (one refused for
+	// want of governance), then answering; a source outside the allowlist
+	// is refused.
+	send("sync", "POST", "/v1/sync", key, `{"source":"`+up.url+`/bundle.json"}`)
+	send("synced provision answers", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"what does tessera say?"}]}`)
+	send("sync outside the allowlist", "POST", "/v1/sync", key, `{"source":"http://169.254.169.254/latest"}`)
 	// Without the edge secret nothing gets through, in the route's own envelope.
 	send("without the edge secret", "POST", "/v1/messages", key, `{"model":"claude-sonnet-4","max_tokens":8,"messages":[{"role":"user","content":"refund"}]}`, "X-Edge-Auth", "not-the-secret")
 	send("management without the edge secret", "GET", "/v1/provisions", key, "", "X-Edge-Auth", "")
@@ -313,10 +325,11 @@ func TestEdgeWorkerParity(t *testing.T) {
 	upstream := httptest.NewServer(up)
 	defer upstream.Close()
 	env := map[string]string{"CADUCEUS_OPENAI_API_KEY": "sk-upstream-secret", "CADUCEUS_EDGE_SECRET": edgeSecret}
-	cfg := writeConfig(t, t.TempDir(), "shim:\n  classifier_url: "+upstream.URL+"/v1\n")
+	up.url = upstream.URL
+	cfg := writeConfig(t, t.TempDir(), "shim:\n  classifier_url: "+upstream.URL+"/v1\n  sync_allow: [\""+upstream.URL+"/bundle\"]\n")
 	in := startEnv(t, func(k string) string { return env[k] }, "--config", cfg, "--gates", "shim", "--upstream", "openai="+upstream.URL+"/v1")
 	worker := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream-secret", "CADUCEUS_EDGE_SECRET="+edgeSecret,
-		"CADUCEUS_CLASSIFIER_URL="+upstream.URL+"/v1").url
+		"CADUCEUS_CLASSIFIER_URL="+upstream.URL+"/v1", "CADUCEUS_SYNC_ALLOW="+upstream.URL+"/bundle").url
 
 	_, admin3, _ := cli(t, "keys", "create", "--data", in.data, "--tenant", "slot-3", "--scopes", "admin,route,configure")
 	server := edgeScenario(t, in.url, in.adminKey, strings.TrimSpace(admin3), up)
@@ -343,6 +356,8 @@ func TestEdgeWorkerParity(t *testing.T) {
 			t.Errorf("the edge streamed: %s", x.body)
 		case strings.HasSuffix(x.name, "without the edge secret") && !strings.HasPrefix(x.status, "401") && !strings.HasPrefix(x.status, "403"):
 			t.Errorf("%s: %s %s", x.name, x.status, x.body)
+		case x.name == "synced provision answers" && !strings.Contains(x.body, "synced from the source"):
+			t.Errorf("a synced provision at the edge: %s", x.body)
 		case x.name == "classifier fires" && !strings.Contains(x.body, "classifier fired"):
 			t.Errorf("tier 3 at the edge: %s", x.body)
 		case x.name == "delete with If-Match" && !strings.HasPrefix(x.status, "204"):
@@ -467,7 +482,6 @@ func TestEdgeWorkerParity(t *testing.T) {
 }
 
 // edgeLeavesOut are the routes serve has and the Worker does not
-// (docs/edge.md): the console, the conversation trails and provision
-// sync from URLs.
+// (docs/edge.md): the console and the conversation trails.
 var edgeLeavesOut = []string{"GET /console", "GET /console/", "GET /v1/trail/conversations", "GET /v1/trail/conversations/{id}",
-	"POST /console/logout", "POST /v1/sync"}
+	"POST /console/logout"}

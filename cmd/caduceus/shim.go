@@ -154,15 +154,7 @@ type shimGate struct {
 func (g shimGate) syncer(a *app, db *store.DB, cli bool) *provsync.Syncer {
 	cfg := provsync.Config{Governor: g.gov, Ledger: shimsql.NewMemory(db), MaxChars: a.cfg.Shim.MaxCharsCeiling, AllowDir: cli}
 	if !cli {
-		allow := a.cfg.Shim.SyncAllow
-		cfg.AllowURL = func(u *url.URL) bool {
-			for _, prefix := range allow {
-				if prefix != "" && strings.HasPrefix(u.String(), prefix) {
-					return true
-				}
-			}
-			return false
-		}
+		cfg.AllowURL = provsync.AllowPrefixes(a.cfg.Shim.SyncAllow)
 	}
 	return provsync.New(g.svc, cfg)
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"syscall/js"
+	"unicode"
 
 	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
@@ -54,7 +55,8 @@ func main() {
 	if err == nil {
 		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: cmp.Or(str("CADUCEUS_EDGE_SECRET"), str("HERMA_EDGE_SECRET")),
 			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Classifier: classifier, Embedder: embedder,
-			Version: version, Logger: log})
+			SyncAllow: strings.FieldsFunc(str("CADUCEUS_SYNC_ALLOW"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }),
+			Version:   version, Logger: log})
 	}
 	serve := js.FuncOf(func(_ js.Value, args []js.Value) any {
 		return newPromise(func(resolve func(js.Value), reject func(error)) {

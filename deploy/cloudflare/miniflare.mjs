@@ -8,7 +8,7 @@
 // CADUCEUS_EDGE_SECRET, CADUCEUS_OPENAI_URL, CADUCEUS_OPENAI_API_KEY,
 // CADUCEUS_ANTHROPIC_URL, CADUCEUS_ANTHROPIC_API_KEY, CADUCEUS_OFFLINE,
 // CADUCEUS_CLASSIFIER_URL (and _API_KEY), CADUCEUS_EMBEDDINGS_URL (and
-// _MODEL, _API_KEY).
+// _MODEL, _API_KEY), CADUCEUS_SYNC_ALLOW.
 // CADUCEUS_D1_DIR keeps the database in that directory (default: memory).
 // It prints "listening on http://127.0.0.1:PORT" once it serves, and stops
 // on SIGTERM or SIGINT.
@@ -24,6 +24,7 @@ const names = [
   "CADUCEUS_ANTHROPIC_URL", "CADUCEUS_ANTHROPIC_API_KEY", "CADUCEUS_OFFLINE",
   "CADUCEUS_CLASSIFIER_URL", "CADUCEUS_CLASSIFIER_API_KEY",
   "CADUCEUS_EMBEDDINGS_URL", "CADUCEUS_EMBEDDINGS_MODEL", "CADUCEUS_EMBEDDINGS_API_KEY",
+  "CADUCEUS_SYNC_ALLOW",
 ];
 const bindings = Object.fromEntries(names.filter((n) => process.env[n]).map((n) => [n, process.env[n]]));
 

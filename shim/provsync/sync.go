@@ -66,6 +66,20 @@ type Config struct {
 	Ledger shim.SyncLedger
 }
 
+// AllowPrefixes is a Config.AllowURL that allows the URLs starting with
+// one of prefixes (shim.sync_allow; the Worker's CADUCEUS_SYNC_ALLOW) and
+// nothing else; an empty prefix allows nothing.
+func AllowPrefixes(prefixes []string) func(*url.URL) bool {
+	return func(u *url.URL) bool {
+		for _, prefix := range prefixes {
+			if prefix != "" && strings.HasPrefix(u.String(), prefix) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // defaultMaxCharsCeiling is Config.MaxChars when unset.
 const defaultMaxCharsCeiling = 20000
 
