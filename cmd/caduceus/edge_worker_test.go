@@ -18,6 +18,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 )
 
 // The admin tokens the Worker under test adopts: slot-1's and slot-3's.
@@ -365,6 +370,34 @@ func TestEdgeWorkerParity(t *testing.T) {
 		case x.name == "other tenant gets" && !strings.HasPrefix(x.status, "404"):
 			t.Errorf("another tenant's key read a provision: %s %s", x.status, x.body)
 		}
+	}
+
+	// The official SDKs against the Worker, each reading a stream its own
+	// way: OpenAI's accumulator over a forwarded stream, Anthropic's over a
+	// direct answer.
+	oc := openai.NewClient(option.WithBaseURL(worker+"/v1/"), option.WithAPIKey(edgeAdminKey), option.WithMaxRetries(0),
+		option.WithHeader("X-Edge-Auth", edgeSecret))
+	stream := oc.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("please deploy the payments service")}})
+	acc := openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil || len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "from upstream" {
+		t.Errorf("OpenAI SDK streaming through the Worker: %v %+v", err, acc.Choices)
+	}
+	ac := anthropic.NewClient(aoption.WithBaseURL(worker), aoption.WithAPIKey(edgeAdminKey), aoption.WithMaxRetries(0),
+		aoption.WithHeader("X-Edge-Auth", edgeSecret))
+	mstream := ac.Messages.NewStreaming(t.Context(), anthropic.MessageNewParams{Model: "claude-sonnet-4", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("refund please"))}})
+	msg := anthropic.Message{}
+	for mstream.Next() {
+		if err := msg.Accumulate(mstream.Current()); err != nil {
+			t.Fatalf("accumulate: %v", err)
+		}
+	}
+	if err := mstream.Err(); err != nil || len(msg.Content) != 1 || msg.Content[0].Text != "Refunds take 14 days." || msg.StopReason != "end_turn" {
+		t.Errorf("Anthropic SDK streaming through the Worker: %v %+v", err, msg)
 	}
 
 	// Turns racing in the Worker (isolates interleave at every D1 await)
