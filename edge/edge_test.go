@@ -105,6 +105,26 @@ func TestSeedScenarios(t *testing.T) {
 	})
 }
 
+// concurrently runs fn(0) .. fn(n-1) at once, as isolates would, and fails
+// on the first error any returned.
+func concurrently(t *testing.T, n int, fn func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := fn(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 func entry(tenant contract.TenantSlot, action string) audit.Entry {
 	return audit.Entry{Outcome: contract.AuditOutcome{At: contract.Timestamp(time.Now()), Action: action, Resource: "r",
 		Identity: contract.Identity{TenantSlot: tenant, Subject: "usr_" + fmt.Sprintf("%064x", 1), Surface: "api", Trust: "router"}, Outcome: contract.OutcomeAllow}}
@@ -117,24 +137,14 @@ func TestAuditChainUnderConcurrentAppends(t *testing.T) {
 	db := open(t)
 	trail := edge.NewAudit(db)
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 40)
-	for i := range 40 {
-		wg.Go(func() {
-			tenant := contract.TenantSlot("slot-1")
-			if i%4 == 0 {
-				tenant = "slot-2"
-			}
-			if _, err := trail.Append(ctx, entry(tenant, "shim.proxy")); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, 40, func(i int) error {
+		tenant := contract.TenantSlot("slot-1")
+		if i%4 == 0 {
+			tenant = "slot-2"
+		}
+		_, err := trail.Append(ctx, entry(tenant, "shim.proxy"))
+		return err
+	})
 	rep, err := audit.Verify(ctx, trail, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -271,22 +281,11 @@ func TestTurnsAreOneBatch(t *testing.T) {
 	receipt := func() *shim.Receipt {
 		return &shim.Receipt{ID: contract.NewID(contract.PrefixReceipt), At: contract.Timestamp(time.Now()), Decision: shim.DecisionForward}
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 30)
-	for range 30 {
-		wg.Go(func() {
-			write := shim.MemoryWrite{Tenant: "slot-1", Subject: "usr_a", Project: "p", At: time.Now(),
-				Entities: []shim.EntityRef{{Kind: "file_path", Value: "src/a.go"}}}
-			if err := turns.RecordTurn(ctx, entry("slot-1", "shim.proxy"), receipt(), []shim.MemoryWrite{write}); err != nil {
-				errs <- err
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, 30, func(int) error {
+		write := shim.MemoryWrite{Tenant: "slot-1", Subject: "usr_a", Project: "p", At: time.Now(),
+			Entities: []shim.EntityRef{{Kind: "file_path", Value: "src/a.go"}}}
+		return turns.RecordTurn(ctx, entry("slot-1", "shim.proxy"), receipt(), []shim.MemoryWrite{write})
+	})
 	rep, err := audit.Verify(ctx, trail, nil)
 	if err != nil || rep.Records != 30 || rep.Break != nil {
 		t.Fatalf("verify: %+v %v, want 30 records, no break", rep, err)

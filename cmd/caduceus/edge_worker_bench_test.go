@@ -58,7 +58,7 @@ type edgeBenchTarget struct {
 // edgeKey makes a key with admin over POST /v1/admin/keys and returns it.
 func edgeKey(tb testing.TB, url, admin, spec string) string {
 	tb.Helper()
-	b := edgePost(tb, url, admin, "/v1/admin/keys", spec)
+	b := edgeCall(tb, url, admin, "/v1/admin/keys", spec)
 	var k struct{ Key string }
 	if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
 		tb.Fatalf("key: %s", b)
@@ -66,17 +66,21 @@ func edgeKey(tb testing.TB, url, admin, spec string) string {
 	return k.Key
 }
 
-// edgePost sends one request to a target (a GET without body) and returns
-// its body; it fails unless the answer is 2xx.
-func edgePost(tb testing.TB, url, key, path, body string) []byte {
+// edgeCall sends one request (a GET without body; with key, when given,
+// and the edge secret the parity test's sides require) and returns its
+// body; it fails unless the answer is 2xx.
+func edgeCall(tb testing.TB, url, key, path, body string) []byte {
 	method := "POST"
 	if body == "" {
 		method = "GET"
 	}
 	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("X-Caduceus-Harness", "claude-code")
+	req.Header.Set("X-Edge-Auth", edgeSecret)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Caduceus-Harness", "claude-code")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
@@ -112,9 +116,9 @@ func BenchmarkEdgeWorker(b *testing.B) {
 		t := &targets[i]
 		// The admin key has no harness; a key that has one writes the rules.
 		t.key = edgeKey(b, t.url, t.key, `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
-		edgePost(b, t.url, t.key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
-		edgePost(b, t.url, t.key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
-		edgePost(b, t.url, t.key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+		edgeCall(b, t.url, t.key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
+		edgeCall(b, t.url, t.key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
+		edgeCall(b, t.url, t.key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
 	}
 	for _, r := range []struct{ name, path, body string }{
 		{"healthz", "/healthz", ""}, // no store, no rules: the floor
@@ -125,10 +129,10 @@ func BenchmarkEdgeWorker(b *testing.B) {
 	} {
 		for _, t := range targets {
 			b.Run(r.name+"/"+t.name, func(b *testing.B) {
-				edgePost(b, t.url, t.key, r.path, r.body) // warm
+				edgeCall(b, t.url, t.key, r.path, r.body) // warm
 				before := cpuTicks(b, t.pid)
 				for b.Loop() {
-					edgePost(b, t.url, t.key, r.path, r.body)
+					edgeCall(b, t.url, t.key, r.path, r.body)
 				}
 				b.ReportMetric(float64(cpuTicks(b, t.pid)-before)*10/float64(b.N), "cpu-ms/op")
 			})

@@ -159,6 +159,15 @@ func (u *edgeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"{\"apply\":true,\"confidence\":0.9}"}}]}`)
 		return
 	}
+	if bytes.Contains(b, []byte("cut me off")) { // one chunk, then the connection drops
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half an \"},\"finish_reason\":null}]}\n\n")
+		w.(http.Flusher).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
 	if bytes.Contains(b, []byte(`"stream":true`)) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, part := range []string{"from ", "upstream"} {
@@ -283,6 +292,8 @@ func edgeScenario(t *testing.T, base, admin, admin3 string, up *edgeUpstream) []
 	send("memory", "GET", "/v1/memory", key, "")
 	send("outcomes", "GET", "/v1/outcomes", key, "")
 	send("insights", "GET", "/v1/insights", key, "")
+	// The upstream cuts a forwarded stream after its first chunk.
+	send("cut by the upstream", "POST", "/v1/chat/completions", key, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"deploy, and cut me off"}]}`)
 	send("contributor model", "POST", "/v1/chat/completions", key, `{"model":"acme-Contributor-7b","messages":[{"role":"user","content":"hello"}]}`)
 	send("bad key", "POST", "/v1/messages", "cad_ffffffffffffffff_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst", `{"model":"claude-sonnet-4","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
 
@@ -353,7 +364,7 @@ func TestEdgeWorkerParity(t *testing.T) {
 	// the upstream's key, the other tenant refused its turn.
 	for _, x := range edge {
 		switch {
-		case strings.Contains(x.name, "stream ") && !strings.Contains(x.body, "Refunds take 14 days."):
+		case strings.Contains(x.name, ", stream ") && !strings.Contains(x.body, "Refunds take 14 days."):
 			t.Errorf("%s: no direct answer: %s", x.name, x.body)
 		case strings.HasPrefix(x.name, "shimmed and forwarded") && (!strings.Contains(x.upstream, "make deploy-staging") || !strings.Contains(x.upstream, "Bearer sk-upstream-secret")):
 			t.Errorf("the edge forwarded: %s", x.upstream)
@@ -361,6 +372,8 @@ func TestEdgeWorkerParity(t *testing.T) {
 			t.Errorf("the edge streamed: %s", x.body)
 		case strings.HasSuffix(x.name, "without the edge secret") && !strings.HasPrefix(x.status, "401") && !strings.HasPrefix(x.status, "403"):
 			t.Errorf("%s: %s %s", x.name, x.status, x.body)
+		case x.name == "cut by the upstream" && (!strings.Contains(x.body, "half an ") || strings.Contains(x.body, "[DONE]")):
+			t.Errorf("a stream the upstream cut reads as whole at the edge: %s", x.body)
 		case x.name == "synced provision answers" && !strings.Contains(x.body, "synced from the source"):
 			t.Errorf("a synced provision at the edge: %s", x.body)
 		case x.name == "classifier fires" && !strings.Contains(x.body, "classifier fired"):
@@ -404,16 +417,8 @@ func TestEdgeWorkerParity(t *testing.T) {
 	// each land once, with their receipts, on one unforked chain: seqs
 	// 1..n, each record's prev_hash the hash of the one before.
 	receipts := func() int {
-		req, _ := http.NewRequest("GET", worker+"/v1/receipts?limit=200", nil)
-		req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
-		req.Header.Set("X-Edge-Auth", edgeSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var l struct{ Receipts []json.RawMessage }
-		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		if err := json.Unmarshal(edgeCall(t, worker, edgeAdminKey, "/v1/receipts?limit=200", ""), &l); err != nil {
 			t.Fatal(err)
 		}
 		return len(l.Receipts)
@@ -437,22 +442,13 @@ func TestEdgeWorkerParity(t *testing.T) {
 	if n := receipts() - before; n != 16 {
 		t.Errorf("16 concurrent turns left %d receipts", n)
 	}
-	req, _ := http.NewRequest("GET", worker+"/v1/audit?limit=500", nil)
-	req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
-	req.Header.Set("X-Edge-Auth", edgeSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type link struct {
 		Seq      int64
 		Hash     string
 		PrevHash string `json:"prev_hash"`
 	}
 	var tail struct{ Records []link }
-	err = json.NewDecoder(resp.Body).Decode(&tail)
-	resp.Body.Close()
-	if err != nil || len(tail.Records) < 16 {
+	if err := json.Unmarshal(edgeCall(t, worker, edgeAdminKey, "/v1/audit?limit=500", ""), &tail); err != nil || len(tail.Records) < 16 {
 		t.Fatalf("audit tail at the edge: %d records, %v", len(tail.Records), err)
 	}
 	slices.SortFunc(tail.Records, func(a, b link) int { return int(a.Seq - b.Seq) })
@@ -465,15 +461,8 @@ func TestEdgeWorkerParity(t *testing.T) {
 	// Discovery: the edge's route table is the server's minus what the edge
 	// does not serve.
 	paths := func(base string) map[string]bool {
-		req, _ := http.NewRequest("GET", base+"/openapi.json", nil)
-		req.Header.Set("X-Edge-Auth", edgeSecret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var doc struct{ Paths map[string]map[string]any }
-		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		if err := json.Unmarshal(edgeCall(t, base, "", "/openapi.json", ""), &doc); err != nil {
 			t.Fatal(err)
 		}
 		out := map[string]bool{}
@@ -500,17 +489,9 @@ func TestEdgeWorkerParity(t *testing.T) {
 	if len(onlyEdge) > 0 || fmt.Sprint(onlyServer) != fmt.Sprint(edgeLeavesOut) {
 		t.Errorf("route tables: only on the server %v (want %v), only at the edge %v", onlyServer, edgeLeavesOut, onlyEdge)
 	}
-	var home bytes.Buffer
-	req, _ = http.NewRequest("GET", worker+"/", nil)
-	req.Header.Set("X-Edge-Auth", edgeSecret)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET / at the edge: %v %v", resp, err)
-	} else {
-		io.Copy(&home, resp.Body)
-		resp.Body.Close()
-	}
-	if !strings.Contains(home.String(), "<svg") || !strings.Contains(home.String(), "shim") {
-		t.Errorf("GET / at the edge: %s", home.String())
+	home := string(edgeCall(t, worker, "", "/", ""))
+	if !strings.Contains(home, "<svg") || !strings.Contains(home, "shim") {
+		t.Errorf("GET / at the edge: %s", home)
 	}
 }
 
