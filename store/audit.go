@@ -182,9 +182,9 @@ func lockAuditHead(ctx context.Context, tx *Tx, tenant string) (seq int64, prev 
 		}
 		return seq, prev, true, nil
 	}
-	if err := tx.QueryRow(ctx, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)
+	if err := tx.ScanRow(ctx, []any{&seq, &prev}, `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, 0, ?)
 		ON CONFLICT (tenant) DO UPDATE SET tenant = excluded.tenant RETURNING seq, hash`,
-		tenant, audit.Genesis).Scan(&seq, &prev); err != nil {
+		tenant, audit.Genesis); err != nil {
 		return 0, "", false, fmt.Errorf("store: audit head: %w", err)
 	}
 	return seq, prev, true, nil

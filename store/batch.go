@@ -202,28 +202,28 @@ func (b *batcher) runWhole(batch []*txReq) bool {
 		return false
 	}
 	defer conn.Close()
-	sqlTx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return false
-	}
+	// The pass drives its transaction itself (later.go): BEGIN is its
+	// first kept statement and COMMIT goes with its last.
 	heads := auditHeads{}
-	t := &Tx{q: sqlTx, dialect: Postgres, db: b.db, heads: &heads, shared: true, whole: true, raw: conn}
+	t := &Tx{q: conn, dialect: Postgres, db: b.db, heads: &heads, shared: true, whole: true, raw: conn,
+		later: []laterStmt{{query: "BEGIN"}}}
 	for _, r := range batch {
 		if err := safe(r.fn)(t); err != nil || t.failed != nil {
-			sqlTx.Rollback()
+			t.rollbackPass(ctx)
 			return false
 		}
 	}
 	if err := heads.write(ctx, t); err != nil {
-		sqlTx.Rollback()
+		t.rollbackPass(ctx)
 		return false
 	}
-	if err := t.flush(ctx); err != nil {
-		sqlTx.Rollback()
-		return false
-	}
-	if err := sqlTx.Commit(); err != nil {
-		answer(batch, fmt.Errorf("store: commit: %w", err))
+	if err := t.commitKept(ctx); err != nil {
+		t.rollbackPass(ctx)
+		var ce commitError
+		if !errors.As(err, &ce) {
+			return false
+		}
+		answer(batch, fmt.Errorf("store: commit: %w", ce.err))
 		return true
 	}
 	answer(batch, nil)
@@ -300,8 +300,21 @@ func (b *batcher) runEach(ctx context.Context, t *Tx, batch []*txReq) error {
 				break
 			}
 		}
-		if _, err := t.Exec(ctx, "RELEASE caduceus_tx"); err != nil {
-			return fmt.Errorf("store: release savepoint: %w", err)
+		if _, rerr := t.Exec(ctx, "RELEASE caduceus_tx"); rerr != nil {
+			// On Postgres a statement that failed inside a function that
+			// went on as if it had not (it swallowed the error) leaves
+			// the savepoint aborted: that transaction alone is rolled
+			// back and refused.
+			*t.heads = before.clone()
+			if _, err := t.Exec(ctx, "ROLLBACK TO caduceus_tx"); err != nil {
+				return fmt.Errorf("store: rollback to savepoint: %w", err)
+			}
+			if _, err := t.Exec(ctx, "RELEASE caduceus_tx"); err != nil {
+				return fmt.Errorf("store: release savepoint: %w", err)
+			}
+			if err == nil {
+				err = fmt.Errorf("store: release savepoint: %w", rerr)
+			}
 		}
 		if err != nil {
 			r.done <- err

@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -281,4 +283,151 @@ func TestExecLaterInAGroupCommit(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGroupCommitAnswersWhatItCommitted: a group commit's transactions,
+// some of which break it in ways its first pass cannot see until the end:
+// a read error the transaction swallows (Postgres then aborts the whole
+// transaction) and, on Postgres, a deferred unique constraint that fails
+// only at COMMIT. Whatever pass ends the batch, a transaction answered nil
+// has its row and one answered with an error has none; the guilty ones
+// are never answered nil; ScanRow finds its own kept write and reports a
+// missing row as sql.ErrNoRows; and the pool's connections are usable
+// afterwards (none left inside a transaction).
+func TestGroupCommitAnswersWhatItCommitted(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		unique := "UNIQUE"
+		if db.Dialect() == store.Postgres {
+			unique = "UNIQUE DEFERRABLE INITIALLY DEFERRED"
+		}
+		if _, err := db.Exec(ctx, `CREATE TABLE gc (n INTEGER NOT NULL `+unique+`, v TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(ctx, `INSERT INTO gc (n, v) VALUES (-1, 'taken')`); err != nil {
+			t.Fatal(err)
+		}
+		// run sends n transactions at once, from first on; swallowed
+		// and duplicate say which break the group commit. It reports how
+		// many were answered nil.
+		const n = 90
+		run := func(first int, swallowed, duplicate func(i int) bool) int {
+			results := make([]error, n)
+			var wg sync.WaitGroup
+			for j := range n {
+				i := first + j
+				wg.Go(func() {
+					results[j] = db.InTx(ctx, func(tx *store.Tx) error {
+						key := i
+						if duplicate(i) {
+							key = -1
+						}
+						if err := tx.ExecLater(ctx, `INSERT INTO gc (n, v) VALUES (?, ?)`, key, fmt.Sprint("v", i)); err != nil {
+							return err
+						}
+						var v string
+						if err := tx.ScanRow(ctx, []any{&v}, `SELECT v FROM gc WHERE n = ? AND v = ?`, key, fmt.Sprint("v", i)); err != nil {
+							return err
+						}
+						if err := tx.ScanRow(ctx, []any{&v}, `SELECT v FROM gc WHERE n = ?`, -2); !errors.Is(err, sql.ErrNoRows) {
+							return fmt.Errorf("a missing row read %v, want sql.ErrNoRows", err)
+						}
+						if swallowed(i) {
+							var x int
+							_ = tx.QueryRow(ctx, `SELECT no_such_column FROM gc`).Scan(&x)
+							if i%2 == 0 {
+								return nil // nothing after it: COMMIT alone finds the transaction failed
+							}
+							return tx.ExecLater(ctx, `UPDATE gc SET v = v || '!' WHERE n = ?`, key)
+						}
+						return nil
+					})
+				})
+			}
+			wg.Wait()
+			rows, err := store.AppendRows([]string(nil), store.QueryRows(ctx, db, "v", store.ScanValue[string], `SELECT v FROM gc WHERE n >= 0`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			present := map[string]bool{}
+			for _, v := range rows {
+				present[strings.TrimSuffix(v, "!")] = true // a swallowed read's update
+			}
+			answered := 0
+			for j, err := range results {
+				i := first + j
+				v := fmt.Sprint("v", i)
+				switch {
+				case err == nil && !present[v]:
+					t.Errorf("tx %d was answered nil and its row is missing", i)
+				case err != nil && present[v]:
+					t.Errorf("tx %d was answered %v and its row is there", i, err)
+				case err == nil && duplicate(i):
+					t.Errorf("tx %d inserted a duplicate and was answered nil", i)
+				case err == nil && swallowed(i) && db.Dialect() == store.Postgres:
+					t.Errorf("tx %d ran a failed read in its transaction and was answered nil", i)
+				}
+				if err == nil {
+					answered++
+				}
+			}
+			return answered
+		}
+		never := func(int) bool { return false }
+		if got := run(0, func(i int) bool { return i%15 == 7 || i%15 == 8 }, never); got == 0 {
+			t.Fatal("with only swallowed read errors, no transaction committed")
+		}
+		// A deferred duplicate fails its batch at COMMIT, on Postgres
+		// every transaction of that batch with it.
+		run(1000, never, func(i int) bool { return i%15 == 0 })
+		for range 8 {
+			if err := db.InTx(ctx, func(tx *store.Tx) error {
+				return tx.ExecLater(ctx, `UPDATE gc SET v = v WHERE n = -1`)
+			}); err != nil {
+				t.Fatalf("a transaction after the batches: %v", err)
+			}
+		}
+	})
+}
+
+// TestFirstPassCommitSeesAFailedTransaction: on Postgres, a transaction
+// whose read failed (and which swallowed the error) leaves the whole
+// transaction aborted, and COMMIT then answers ROLLBACK without an error.
+// A first pass whose last transaction did that must not answer anyone nil:
+// the COMMIT that rode with the kept statements is checked for what it
+// did. The pass's connection goes back to the pool outside a transaction.
+func TestFirstPassCommitSeesAFailedTransaction(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip("needs " + storetest.EnvPostgres + " (SQLite has no first pass)")
+	}
+	db := storetest.OpenPostgres(t, dsn)
+	ctx := t.Context()
+	if _, err := db.Exec(ctx, `CREATE TABLE fp (n INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(n int) func(*store.Tx) error {
+		return func(tx *store.Tx) error { return tx.ExecLater(ctx, `INSERT INTO fp (n) VALUES (?)`, n) }
+	}
+	swallow := func(tx *store.Tx) error {
+		var x int
+		_ = tx.QueryRow(ctx, `SELECT no_such_column FROM fp`).Scan(&x)
+		return nil
+	}
+	ended, answers := db.FirstPass(insert(1), swallow)
+	if ended {
+		for i, err := range answers {
+			if err == nil {
+				t.Errorf("transaction %d answered nil by a pass whose transaction was aborted", i)
+			}
+		}
+	}
+	ended, answers = db.FirstPass(insert(2), insert(3))
+	if !ended || answers[0] != nil || answers[1] != nil {
+		t.Fatalf("a clean pass after it: ended %v, answers %v", ended, answers)
+	}
+	got, err := store.AppendRows([]int(nil), store.QueryRows(ctx, db, "n", store.ScanValue[int], `SELECT n FROM fp ORDER BY n`))
+	if err != nil || fmt.Sprint(got) != "[2 3]" {
+		t.Fatalf("rows %v, %v; want [2 3]", got, err)
+	}
 }

@@ -1,5 +1,7 @@
 package store
 
+import "context"
+
 // WholePassFailures is how many Postgres group-commit first passes (with
 // ExecLater's statements kept) failed and ran again.
 func (db *DB) WholePassFailures() int64 {
@@ -7,4 +9,22 @@ func (db *DB) WholePassFailures() int64 {
 		return 0
 	}
 	return db.batch.wholeFails.Load()
+}
+
+// FirstPass runs fns as one Postgres group commit's first pass (runWhole),
+// in this order, and reports whether the pass ended the batch (false: it
+// rolled back, and the batch would run again in savepoints) and each
+// transaction's answer when it did.
+func (db *DB) FirstPass(fns ...func(*Tx) error) (ended bool, answers []error) {
+	batch := make([]*txReq, len(fns))
+	for i, fn := range fns {
+		batch[i] = &txReq{ctx: context.Background(), fn: fn, done: make(chan error, 1)}
+	}
+	if !db.batch.runWhole(batch) {
+		return false, nil
+	}
+	for _, r := range batch {
+		answers = append(answers, <-r.done)
+	}
+	return true, answers
 }

@@ -284,6 +284,7 @@ type Tx struct {
 	raw    *sql.Conn
 	later  []laterStmt
 	failed error
+	begun  bool // the first pass has sent its BEGIN (later.go)
 }
 
 // Savepoints reports whether a savepoint inside t can isolate a failure
