@@ -100,6 +100,9 @@ type Load struct {
 	Conns    int           // concurrent connections, each with one request in flight
 	Duration time.Duration // measured time (after Warmup)
 	Warmup   time.Duration // run but not measured
+	// DBCPU, when set, reads the database server's CPU time so far
+	// (PostgresCPU); the result then has the server's share too.
+	DBCPU func() (time.Duration, error)
 }
 
 // Result is what a load run measured.
@@ -115,7 +118,11 @@ type Result struct {
 	// for every target, so the difference between two targets' CPU per
 	// request is what the target itself costs.
 	CPU time.Duration
-	lat []time.Duration // sorted
+	// DBCPU is the database server's CPU time over the measured window,
+	// when the load could read it (HasDBCPU).
+	DBCPU    time.Duration
+	HasDBCPU bool
+	lat      []time.Duration // sorted
 }
 
 // CPUPer1k is the process's CPU milliseconds per 1,000 answered requests.
@@ -124,6 +131,15 @@ func (r Result) CPUPer1k() float64 {
 		return 0
 	}
 	return float64(r.CPU.Microseconds()) / float64(r.Requests)
+}
+
+// DBCPUPer1k is the database server's CPU milliseconds per 1,000 answered
+// requests.
+func (r Result) DBCPUPer1k() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.DBCPU.Microseconds()) / float64(r.Requests)
 }
 
 // processCPU is the process's user plus system CPU time so far.
@@ -141,6 +157,8 @@ func (r *Result) Merge(other Result) {
 	r.Errors += other.Errors
 	r.Elapsed += other.Elapsed
 	r.CPU += other.CPU
+	r.DBCPU += other.DBCPU
+	r.HasDBCPU = r.HasDBCPU && other.HasDBCPU
 	if r.FirstErr == "" {
 		r.FirstErr = other.FirstErr
 	}
@@ -175,19 +193,30 @@ func Run(ctx context.Context, name string, l Load) Result {
 		firstErr string
 	}
 	ws := make([]worker, l.Conns)
-	var cpu0, cpu1 time.Duration
+	var cpu0, cpu1, db0, db1 time.Duration
+	dbOK := l.DBCPU != nil
+	dbCPU := func() time.Duration {
+		if !dbOK {
+			return 0
+		}
+		d, err := l.DBCPU()
+		dbOK = err == nil
+		return d
+	}
 	var cpuWG sync.WaitGroup
 	cpuWG.Go(func() {
 		select {
 		case <-time.After(time.Until(measureFrom)):
-			cpu0 = processCPU()
+			cpu0, db0 = processCPU(), dbCPU()
 		case <-ctx.Done():
+			dbOK = false
 			return
 		}
 		select {
 		case <-time.After(time.Until(stop)):
-			cpu1 = processCPU()
+			cpu1, db1 = processCPU(), dbCPU()
 		case <-ctx.Done():
+			dbOK = false
 		}
 	})
 	var wg sync.WaitGroup
@@ -235,6 +264,9 @@ func Run(ctx context.Context, name string, l Load) Result {
 	if cpu1 > cpu0 {
 		res.CPU = cpu1 - cpu0
 	}
+	if res.HasDBCPU = dbOK; dbOK && db1 > db0 {
+		res.DBCPU = db1 - db0
+	}
 	var all []time.Duration
 	for _, w := range ws {
 		all = append(all, w.lat...)
@@ -262,21 +294,35 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 }
 
 // Report formats results as a table, with each one's ratio to base (by
-// name; "" for none).
+// name; "" for none). When a result has its database server's CPU, a
+// db-cpu-ms/1k column shows it ("-" for the others).
 func Report(w io.Writer, base string, rs []Result) {
 	var baseRPS float64
+	db := false
 	for _, r := range rs {
 		if r.Name == base {
 			baseRPS = r.RPS()
 		}
+		db = db || r.HasDBCPU
 	}
-	fmt.Fprintf(w, "%-28s %10s %10s %10s %8s %12s %s\n", "target", "req/s", "p50", "p99", "errors", "cpu-ms/1k", "vs "+base)
+	dbHead := ""
+	if db {
+		dbHead = fmt.Sprintf(" %12s", "db-cpu-ms/1k")
+	}
+	fmt.Fprintf(w, "%-28s %10s %10s %10s %8s %12s%s %s\n", "target", "req/s", "p50", "p99", "errors", "cpu-ms/1k", dbHead, "vs "+base)
 	for _, r := range rs {
 		ratio := "-"
 		if baseRPS > 0 && r.Name != base {
 			ratio = fmt.Sprintf("%.2fx", r.RPS()/baseRPS)
 		}
-		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %12.0f %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, r.CPUPer1k(), ratio)
+		dbCol := ""
+		switch {
+		case r.HasDBCPU:
+			dbCol = fmt.Sprintf(" %12.0f", r.DBCPUPer1k())
+		case db:
+			dbCol = fmt.Sprintf(" %12s", "-")
+		}
+		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %12.0f%s %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, r.CPUPer1k(), dbCol, ratio)
 		if r.FirstErr != "" {
 			fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
 		}

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/bench"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -39,7 +38,7 @@ func BenchmarkAuditAppendPostgresThreeProcesses(b *testing.B) {
 	}
 	defer db.Close()
 	per := (b.N + 2) / 3
-	pgBefore, err := postgresCPU()
+	pgBefore, err := bench.PostgresCPU()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func BenchmarkAuditAppendPostgresThreeProcesses(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	time.Sleep(500 * time.Millisecond) // the children's backends end and are reaped
-	pgAfter, err := postgresCPU()
+	pgAfter, err := bench.PostgresCPU()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,48 +102,4 @@ func TestAuditAppendChild(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-// postgresCPU is the CPU time of the Postgres server: its processes' user
-// and system time, and the postmaster's reaped children's.
-func postgresCPU() (time.Duration, error) {
-	procs, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		return 0, err
-	}
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-	var total time.Duration
-	found := false
-	for _, f := range procs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || close < open || s[open+1:close] != "postgres" {
-			continue
-		}
-		fields := strings.Fields(s[close+2:]) // from field 3, state
-		if len(fields) < 15 {
-			continue
-		}
-		num := func(i int) time.Duration { n, _ := strconv.ParseInt(fields[i], 10, 64); return time.Duration(n) * tick }
-		// fields[1] is ppid; utime, stime, cutime, cstime are stat fields
-		// 14-17, here 11-14.
-		total += num(11) + num(12)
-		if fields[1] == "1" || !isPostgres(fields[1]) {
-			total += num(13) + num(14) // the postmaster: its reaped backends
-		}
-		found = true
-	}
-	if !found {
-		return 0, fmt.Errorf("no postgres process in /proc (is the server on this machine?)")
-	}
-	return total, nil
-}
-
-func isPostgres(pid string) bool {
-	b, err := os.ReadFile("/proc/" + pid + "/comm")
-	return err == nil && strings.TrimSpace(string(b)) == "postgres"
 }

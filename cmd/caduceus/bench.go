@@ -124,6 +124,16 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	load := func(url string, h http.Header) bench.Load {
 		return bench.Load{URL: url + "/v1/chat/completions", Header: h, Body: bench.ChatBody, Conns: f.conns, Duration: f.duration, Warmup: f.warmup}
 	}
+	// On Postgres the Caduceus targets also report the server's CPU, when
+	// it runs on this machine (bench.PostgresCPU; "-" when it cannot be
+	// read).
+	caduceusLoad := func(url string, h http.Header) bench.Load {
+		l := load(url, h)
+		if db.Dialect() == store.Postgres {
+			l.DBCPU = bench.PostgresCPU
+		}
+		return l
+	}
 	targets := []struct {
 		name    string
 		load    bench.Load
@@ -131,9 +141,9 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}{
 		{"upstream (fake, direct)", load(up.URL, nil), false},
 		{"bare-proxy", load(bare.URL, nil), false},
-		{"caduceus (" + storeName(db) + ")", cad.load(load), f.profile == "pass-through"},
-		{"caduceus governed (" + storeName(db) + ")", gov.load(load), f.profile == "governed"},
-		{"governed+balance+rpm (" + storeName(db) + ")", breadth.load(load), f.profile == "breadth"},
+		{"caduceus (" + storeName(db) + ")", cad.load(caduceusLoad), f.profile == "pass-through"},
+		{"caduceus governed (" + storeName(db) + ")", gov.load(caduceusLoad), f.profile == "governed"},
+		{"governed+balance+rpm (" + storeName(db) + ")", breadth.load(caduceusLoad), f.profile == "breadth"},
 	}
 	results := make([]bench.Result, len(targets))
 	stopProfile := func() {}
