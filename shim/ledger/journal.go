@@ -272,9 +272,54 @@ func writeJournal(ctx context.Context, tx *store.Tx, batch []journaled) error {
 	slices.SortFunc(batch, func(a, b journaled) int {
 		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.receipt, b.receipt))
 	})
-	// The receipts' ledger columns, then the spend rows: a statement per
-	// journalChunk, not per receipt and per attempt (on Postgres each
-	// statement is a round trip).
+	if err := clearLedgerColumns(ctx, tx, batch); err != nil {
+		return fmt.Errorf("store: spend journal: %w", err)
+	}
+	var rows []spendRow
+	for _, r := range batch {
+		for _, e := range r.entries {
+			t := e.ticket(r.tenant)
+			if t.ID == "" || t.Day == "" || t.Month == "" {
+				return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
+			}
+			rows = append(rows, spendRow{t, e})
+		}
+	}
+	written, err := insertSpendRows(ctx, tx, rows)
+	if err != nil {
+		return fmt.Errorf("store: spend journal: %w", err)
+	}
+	var m ledgerMoves
+	moved := map[string]bool{}
+	for _, x := range rows {
+		if written[x.t.ID] && !moved[x.t.ID] {
+			moved[x.t.ID] = true
+			m.add(x.t, x.e.Final)
+		}
+	}
+	return m.write(ctx, tx)
+}
+
+// spendRow is a journaled close as its shim_spend row.
+type spendRow struct {
+	t upstream.Ticket
+	e ledgerEntry
+}
+
+// clearLedgerColumns clears the ledger column of batch's receipts. On
+// Postgres it is one statement whatever the batch's size, its receipts
+// given as arrays, so the server plans it once; elsewhere a statement per
+// journalChunk receipts (SQLite has no arrays).
+func clearLedgerColumns(ctx context.Context, tx *store.Tx, batch []journaled) error {
+	if tx.Dialect() == store.Postgres {
+		tenants, ids := make([]string, len(batch)), make([]string, len(batch))
+		for i, r := range batch {
+			tenants[i], ids[i] = string(r.tenant), r.receipt
+		}
+		_, err := tx.Exec(ctx, `UPDATE shim_receipts SET ledger = NULL FROM unnest(?::text[], ?::text[]) AS u (tenant, id)
+WHERE shim_receipts.tenant = u.tenant AND shim_receipts.id = u.id`, tenants, ids)
+		return err
+	}
 	for part := range slices.Chunk(batch, journalChunk) {
 		var q strings.Builder
 		args := make([]any, 0, 2*len(part))
@@ -287,25 +332,42 @@ func writeJournal(ctx context.Context, tx *store.Tx, batch []journaled) error {
 			args = append(args, string(r.tenant), r.receipt)
 		}
 		if _, err := tx.Exec(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("store: spend journal: %w", err)
+			return err
 		}
 	}
-	type row struct {
-		t upstream.Ticket
-		e ledgerEntry
+	return nil
+}
+
+// insertSpendRows inserts rows, each unless its id is there already (the
+// stale sweep, or this process, wrote it before), and reports the ids it
+// wrote. On Postgres it is one statement over arrays, planned once;
+// elsewhere a statement per journalChunk rows.
+func insertSpendRows(ctx context.Context, tx *store.Tx, rows []spendRow) (map[string]bool, error) {
+	written := make(map[string]bool, len(rows))
+	collect := func(q string, args ...any) error {
+		return store.EachRow(store.QueryRows(ctx, tx, "spend journal", store.ScanValue[string], q, args...), func(id string) error {
+			written[id] = true
+			return nil
+		})
 	}
-	var rows []row
-	for _, r := range batch {
-		for _, e := range r.entries {
-			t := e.ticket(r.tenant)
-			if t.ID == "" || t.Day == "" || t.Month == "" {
-				return contract.Invalidf("bad_reservation", "a ticket needs an id and its periods")
+	if tx.Dialect() == store.Postgres {
+		n := len(rows)
+		ids, tenants, keys, models, days, months, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		reserved, ats, estimated := make([]int64, n), make([]int64, n), make([]int64, n)
+		settled := make([]*int64, n)
+		for i, x := range rows {
+			ids[i], tenants[i], keys[i], models[i], days[i], months[i], states[i] = x.t.ID, string(x.t.Tenant), x.t.KeyID, x.t.Identity, x.t.Day, x.t.Month, x.e.State
+			reserved[i], ats[i], estimated[i] = x.e.Amount, x.e.At, int64(flag(x.e.Estimated))
+			if x.e.State == spendSettled {
+				settled[i] = &x.e.Final
 			}
-			rows = append(rows, row{t, e})
 		}
+		return written, collect(`INSERT INTO shim_spend (id, tenant, key_id, model, day, month, reserved, settled, state, created_at, updated_at, estimated)
+SELECT id, tenant, key_id, model, day, month, reserved, settled, state, at, at, estimated
+FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::int[])
+  AS u (id, tenant, key_id, model, day, month, reserved, settled, state, at, estimated)
+ON CONFLICT (id) DO NOTHING RETURNING id`, ids, tenants, keys, models, days, months, reserved, settled, states, ats, estimated)
 	}
-	var m ledgerMoves
-	moved := map[string]bool{}
 	for part := range slices.Chunk(rows, journalChunk) {
 		var q strings.Builder
 		args := make([]any, 0, 12*len(part))
@@ -319,24 +381,11 @@ func writeJournal(ctx context.Context, tx *store.Tx, batch []journaled) error {
 			args = append(args, x.t.ID, string(x.t.Tenant), x.t.KeyID, x.t.Identity, x.t.Day, x.t.Month, x.e.Amount, settled, x.e.State, x.e.At, x.e.At, flag(x.e.Estimated))
 		}
 		q.WriteString(` ON CONFLICT (id) DO NOTHING RETURNING id`)
-		// The rows written now; an attempt whose row is there already was
-		// written before (the stale sweep, or this process).
-		ids, err := store.AppendRows([]string(nil), store.QueryRows(ctx, tx, "spend journal", store.ScanValue[string], q.String(), args...))
-		if err != nil {
-			return fmt.Errorf("store: spend journal: %w", err)
-		}
-		written := make(map[string]bool, len(ids))
-		for _, id := range ids {
-			written[id] = true
-		}
-		for _, x := range part {
-			if written[x.t.ID] && !moved[x.t.ID] {
-				moved[x.t.ID] = true
-				m.add(x.t, x.e.Final)
-			}
+		if err := collect(q.String(), args...); err != nil {
+			return nil, err
 		}
 	}
-	return m.write(ctx, tx)
+	return written, nil
 }
 
 // ledgerMoves is what closing attempts without a stored reservation does
