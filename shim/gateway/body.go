@@ -19,29 +19,50 @@ type meta struct {
 }
 
 func readMeta(body []byte) (meta, error) {
-	var m struct {
-		Stream              bool   `json:"stream"`
-		MaxTokens           *int64 `json:"max_tokens"`
-		MaxCompletionTokens *int64 `json:"max_completion_tokens"`
-		MaxOutputTokens     *int64 `json:"max_output_tokens"`
-		StreamOptions       *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
+	// Only these members are decoded; the rest of the body (its messages)
+	// is scanned, not decoded (wire.Members). Keys match exactly, as the
+	// providers read them.
+	vs, ok := wire.Members(body, "stream", "max_completion_tokens", "max_output_tokens", "max_tokens", "stream_options")
+	if !ok {
+		return meta{}, errMetaType
 	}
-	if err := json.Unmarshal(body, &m); err != nil {
-		return meta{}, errors.New("the body's stream, max_tokens, max_completion_tokens, max_output_tokens or stream_options field has the wrong type")
+	var out meta
+	if err := decodeMember(vs[0], &out.stream); err != nil {
+		return meta{}, err
 	}
-	out := meta{stream: m.Stream}
-	for _, v := range []*int64{m.MaxCompletionTokens, m.MaxOutputTokens, m.MaxTokens} {
-		if v != nil && *v > 0 {
-			out.maxOut = *v
-			break
+	for _, v := range vs[1:4] {
+		var n *int64
+		if err := decodeMember(v, &n); err != nil {
+			return meta{}, err
+		}
+		if n != nil && *n > 0 && out.maxOut == 0 {
+			out.maxOut = *n
 		}
 	}
-	if m.StreamOptions != nil {
-		out.includeUsage = m.StreamOptions.IncludeUsage
+	var so *struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	if err := decodeMember(vs[4], &so); err != nil {
+		return meta{}, err
+	}
+	if so != nil {
+		out.includeUsage = so.IncludeUsage
 	}
 	return out, nil
+}
+
+var errMetaType = errors.New("the body's stream, max_tokens, max_completion_tokens, max_output_tokens or stream_options field has the wrong type")
+
+// decodeMember decodes one member's raw value into v; an absent member
+// (nil) leaves v as it is.
+func decodeMember(raw []byte, v any) error {
+	if raw == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errMetaType
+	}
+	return nil
 }
 
 // topLevel finds the value of key in the top-level object of body and
