@@ -1,7 +1,9 @@
 package ledger
 
 import (
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,15 +66,16 @@ func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
 	sp := Of(db)
 	b := sp.book
 	r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
-	reserve := func(i int) {
-		t.Helper()
+	reserve := func(i int) error {
 		r.ID = "rct_" + string(rune('a'+i)) + "-0"
-		if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
-			t.Fatalf("attempt %d: %+v, %v", i+1, tk, err)
+		tk, err := sp.Reserve(ctx, r)
+		if err == nil && tk.Leases[0] == "" {
+			err = fmt.Errorf("attempt %d not served from a lease: %+v", i+1, tk)
 		}
+		return err
 	}
 	for i := range 8 { // a lease of 16 attempts, exactly half of it left
-		reserve(i)
+		must(t, reserve(i))
 		sp.WaitRefills()
 	}
 	k := leaseKey{"key:k1", "2026-11-29"}
@@ -85,6 +88,8 @@ func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
 	// ReturnLeases stops at its write (b.leasing held here), after it
 	// quieted the top-ups.
 	b.leasing.Lock()
+	release := sync.OnceFunc(b.leasing.Unlock)
+	defer release()
 	returned := make(chan error, 1)
 	go func() {
 		_, err := sp.ReturnLeases(ctx)
@@ -99,9 +104,9 @@ func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	reserve(8) // 7 of 16 left
+	unwaited(t, func() error { return reserve(8) }) // 7 of 16 left
 	topping := refilling()
-	b.leasing.Unlock()
+	release()
 	if err := <-returned; err != nil {
 		t.Fatal(err)
 	}
@@ -130,15 +135,16 @@ func TestTopUpStartsOnlyBelowHalf(t *testing.T) {
 	sp := Of(db)
 	b := sp.book
 	r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
-	reserve := func(i int) {
-		t.Helper()
+	reserve := func(i int) error {
 		r.ID = "rct_" + string(rune('a'+i)) + "-0"
-		if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
-			t.Fatalf("attempt %d: %+v, %v", i+1, tk, err)
+		tk, err := sp.Reserve(ctx, r)
+		if err == nil && tk.Leases[0] == "" {
+			err = fmt.Errorf("attempt %d not served from a lease: %+v", i+1, tk)
 		}
+		return err
 	}
 	for i := range 7 { // a lease of 16 attempts, 9 left
-		reserve(i)
+		must(t, reserve(i))
 		sp.WaitRefills()
 	}
 	k := leaseKey{"key:k1", "2026-11-29"}
@@ -148,11 +154,13 @@ func TestTopUpStartsOnlyBelowHalf(t *testing.T) {
 		return b.leases[k].refilling
 	}
 	b.leasing.Lock()
-	reserve(7) // 8 of 16 left: exactly half
+	release := sync.OnceFunc(b.leasing.Unlock)
+	defer release()
+	unwaited(t, func() error { return reserve(7) }) // 8 of 16 left: exactly half
 	atHalf := refilling()
-	reserve(8) // 7 of 16 left
+	unwaited(t, func() error { return reserve(8) }) // 7 of 16 left
 	belowHalf := refilling()
-	b.leasing.Unlock()
+	release()
 	sp.WaitRefills()
 	if atHalf {
 		t.Error("an attempt that left exactly half of the lease started a top-up")
@@ -194,5 +202,21 @@ func TestTopUpFindingTheLeaseRefilledWritesNothing(t *testing.T) {
 	}
 	if refilling := b.leases[k].refilling; refilling {
 		t.Fatal("the top-up that wrote nothing left its lease marked as being topped up")
+	}
+}
+
+// unwaited runs an attempt while the test holds the lease writer
+// (b.leasing): it must be served from its lease, with no lease write. One
+// that waits for a lease write fails the test after ten seconds instead of
+// hanging it (the test's deferred release then lets it go on).
+func unwaited(t *testing.T, attempt func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- attempt() }()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("an attempt to be served from its lease waited for a lease write")
 	}
 }
