@@ -95,14 +95,15 @@ func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
 		_, err := sp.ReturnLeases(ctx)
 		returned <- err
 	}()
-	for {
-		b.mu.Lock()
-		q := b.quiet
-		b.mu.Unlock()
-		if q != 0 {
-			break
+	for quieted := false; !quieted; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-returned:
+			t.Fatalf("ReturnLeases returned (%v) without the lease writer it needs to give back", err)
+		default:
 		}
-		time.Sleep(time.Millisecond)
+		b.mu.Lock()
+		quieted = b.quiet != 0
+		b.mu.Unlock()
 	}
 	unwaited(t, func() error { return reserve(8) }) // 7 of 16 left
 	topping := refilling()
