@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -92,5 +94,97 @@ func TestSplitClosesKeepsCostsPastTheLeaseForTheCommit(t *testing.T) {
 		if (len(d) == 1) != c.deferred || len(d)+len(in) != 1 {
 			t.Errorf("%s: %d journaled, %d in the commit; want journaled %v", c.name, len(d), len(in), c.deferred)
 		}
+	}
+}
+
+// TestJournalTriesAFailedWriteAgain states the journal's retry rule: a
+// write that fails keeps its closes pending and, with nothing asking for
+// them, tries again after journalRetry; once the store takes them, they
+// are written. (A trigger makes the store refuse the spend rows for a
+// while.)
+func TestJournalTriesAFailedWriteAgain(t *testing.T) {
+	db := storetest.OpenSQLite(t)
+	ctx := t.Context()
+	j := journalOf(db)
+	j.mu.Lock()
+	j.batch, j.delay = 1<<30, time.Hour
+	j.mu.Unlock()
+	if _, err := db.Exec(ctx, `CREATE TRIGGER refuse_spend BEFORE INSERT ON shim_spend BEGIN SELECT RAISE(ABORT, 'refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	j.add("slot-1", "rcpt_1", []ledgerEntry{settledEntry("rcpt_1-0")})
+	j.writeLater() // as the delay's timer would: the store refuses
+	j.mu.Lock()
+	retry, pending := j.timer != nil, j.n
+	j.mu.Unlock()
+	if !retry || pending != 1 {
+		t.Fatalf("after a failed write: retry scheduled %v, %d closes pending; want a retry and the 1 close kept", retry, pending)
+	}
+	if n := spendRows(t, db); n != 0 {
+		t.Fatalf("a refused write wrote %d rows", n)
+	}
+	if _, err := db.Exec(ctx, `DROP TRIGGER refuse_spend`); err != nil {
+		t.Fatal(err)
+	}
+	for give := time.Now().Add(30 * time.Second); spendRows(t, db) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(give) {
+			t.Fatal("a close whose write failed was never written by the retry")
+		}
+	}
+}
+
+// TestJournalTimerWritesEveryTime states that a write the journal's timer
+// starts is given the time to reach the store: each time it fires with a
+// close pending, the close is written and nothing is left pending. (It
+// runs many times: a write given no time at all would be refused by the
+// store's queue about every other time.)
+func TestJournalTimerWritesEveryTime(t *testing.T) {
+	db := storetest.OpenSQLite(t)
+	j := journalOf(db)
+	j.mu.Lock()
+	j.batch, j.delay = 1<<30, time.Hour
+	j.mu.Unlock()
+	for i := range 24 {
+		id := "rcpt_" + strconv.Itoa(i)
+		j.add("slot-1", id, []ledgerEntry{settledEntry(id + "-0")})
+		j.writeLater() // as the delay's timer does
+		j.mu.Lock()
+		pending := j.n
+		j.mu.Unlock()
+		if n := spendRows(t, db); n != i+1 || pending != 0 {
+			t.Fatalf("timed write %d: %d rows, %d closes pending; want %d rows, none pending", i+1, n, pending, i+1)
+		}
+	}
+}
+
+// TestCloseWritesThePendingJournalEveryTime states the journal's rule at
+// the store's close: what is pending is written before the store closes —
+// every time, not only when the store's queue happens to take it at once
+// (a write given no time at all is refused about every other time).
+func TestCloseWritesThePendingJournalEveryTime(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "test.db")
+	for i := range 16 {
+		db, err := store.Open(ctx, "sqlite:"+path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := journalOf(db)
+		j.mu.Lock()
+		j.batch, j.delay = 1<<30, time.Hour
+		j.mu.Unlock()
+		id := "rcpt_" + strconv.Itoa(i)
+		j.add("slot-1", id, []ledgerEntry{settledEntry(id + "-0")})
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := store.Open(ctx, "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := spendRows(t, db); n != 16 {
+		t.Fatalf("16 stores closed with a close pending each: %d spend rows written, want 16", n)
 	}
 }

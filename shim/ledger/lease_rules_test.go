@@ -352,3 +352,47 @@ func TestSettlementEdges(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusedGiveBackKeepsTheLeases states giveBack's failure rule: when
+// the store refuses the write that returns the leases, nothing is lost —
+// the leases stay this process's with what they hold unused, so the next
+// attempt is still served from them without a lease write, and a later
+// ReturnLeases gives it all back. (A SQLite trigger refuses the write.)
+func TestRefusedGiveBackKeepsTheLeases(t *testing.T) {
+	db := storetest.OpenSQLite(t)
+	ctx := t.Context()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	db.Now = func() time.Time { return now }
+	sp := ledger.Of(db)
+	r := upstream.Reservation{ID: "rct_1-0", Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
+	if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
+		t.Fatalf("%+v, %v; want served from a lease", tk, err)
+	}
+	must(t, func() error {
+		_, err := db.Exec(ctx, `CREATE TRIGGER refuse_return BEFORE UPDATE ON shim_spend_leases BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+		return err
+	}())
+	if n, err := sp.ReturnLeases(ctx); err == nil || n != 0 {
+		t.Fatalf("a refused give-back: %d returned, %v; want an error and nothing returned", n, err)
+	}
+	must(t, func() error {
+		_, err := db.Exec(ctx, `DROP TRIGGER refuse_return`)
+		return err
+	}())
+	waits := sp.LeaseWaits()
+	r.ID = "rct_2-0"
+	if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
+		t.Fatalf("after the refused give-back: %+v, %v; want served from the kept lease", tk, err)
+	}
+	if w := sp.LeaseWaits(); w != waits {
+		t.Fatalf("after the refused give-back the attempt waited for a lease write (%d, want %d): the lease was lost", w, waits)
+	}
+	sp.WaitRefills()
+	n, err := sp.ReturnLeases(ctx)
+	if err != nil || n != 14*1000 {
+		t.Fatalf("the give-back after the refused one: %d, %v; want the 14000 the lease holds unused", n, err)
+	}
+	if n := spendTotal(t, sp, "key:k1", "2026-11-29"); n != 2*1000 {
+		t.Fatalf("key day total %d, want the two attempts' 2000", n)
+	}
+}
