@@ -59,25 +59,8 @@ func TestLeaseStartsTheIdleExpiry(t *testing.T) {
 // half of its grant starts no background top-up (which would lease again
 // what is being returned); once ReturnLeases is done, top-ups start again.
 func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
-	db := storetest.OpenSQLite(t)
-	ctx := t.Context()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	db.Now = func() time.Time { return now }
-	sp := Of(db)
+	sp, reserve := leasedKey(t, 8) // a lease of 16 attempts, exactly half of it left
 	b := sp.book
-	r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
-	reserve := func(i int) error {
-		r.ID = "rct_" + string(rune('a'+i)) + "-0"
-		tk, err := sp.Reserve(ctx, r)
-		if err == nil && tk.Leases[0] == "" {
-			err = fmt.Errorf("attempt %d not served from a lease: %+v", i+1, tk)
-		}
-		return err
-	}
-	for i := range 8 { // a lease of 16 attempts, exactly half of it left
-		must(t, reserve(i))
-		sp.WaitRefills()
-	}
 	k := leaseKey{"key:k1", "2026-11-29"}
 	refilling := func() bool {
 		b.mu.Lock()
@@ -92,7 +75,7 @@ func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
 	defer release()
 	returned := make(chan error, 1)
 	go func() {
-		_, err := sp.ReturnLeases(ctx)
+		_, err := sp.ReturnLeases(t.Context())
 		returned <- err
 	}()
 	for quieted := false; !quieted; time.Sleep(time.Millisecond) {
@@ -129,25 +112,8 @@ func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
 // grant starts no top-up; the next one, leaving less than half, starts
 // one.
 func TestTopUpStartsOnlyBelowHalf(t *testing.T) {
-	db := storetest.OpenSQLite(t)
-	ctx := t.Context()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	db.Now = func() time.Time { return now }
-	sp := Of(db)
+	sp, reserve := leasedKey(t, 7) // a lease of 16 attempts, 9 left
 	b := sp.book
-	r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
-	reserve := func(i int) error {
-		r.ID = "rct_" + string(rune('a'+i)) + "-0"
-		tk, err := sp.Reserve(ctx, r)
-		if err == nil && tk.Leases[0] == "" {
-			err = fmt.Errorf("attempt %d not served from a lease: %+v", i+1, tk)
-		}
-		return err
-	}
-	for i := range 7 { // a lease of 16 attempts, 9 left
-		must(t, reserve(i))
-		sp.WaitRefills()
-	}
 	k := leaseKey{"key:k1", "2026-11-29"}
 	refilling := func() bool {
 		b.mu.Lock()
@@ -176,20 +142,9 @@ func TestTopUpStartsOnlyBelowHalf(t *testing.T) {
 // holding half of its grant or more again (an attempt that could not wait
 // topped it up meanwhile) writes nothing.
 func TestTopUpFindingTheLeaseRefilledWritesNothing(t *testing.T) {
-	db := storetest.OpenSQLite(t)
 	ctx := t.Context()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	db.Now = func() time.Time { return now }
-	sp := Of(db)
+	sp, _ := leasedKey(t, 8) // a lease of 16 attempts, exactly half left
 	b := sp.book
-	r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
-	for i := range 8 { // a lease of 16 attempts, exactly half left
-		r.ID = "rct_" + string(rune('a'+i)) + "-0"
-		if tk, err := sp.Reserve(ctx, r); err != nil || tk.Leases[0] == "" {
-			t.Fatalf("attempt %d: %+v, %v", i+1, tk, err)
-		}
-		sp.WaitRefills()
-	}
 	k := leaseKey{"key:k1", "2026-11-29"}
 	// A top-up refillLow started when the lease was below half, finding
 	// it at exactly half now.
@@ -204,6 +159,32 @@ func TestTopUpFindingTheLeaseRefilledWritesNothing(t *testing.T) {
 	if refilling := b.leases[k].refilling; refilling {
 		t.Fatal("the top-up that wrote nothing left its lease marked as being topped up")
 	}
+}
+
+// leasedKey is a ledger on a SQLite file at a fixed clock, whose key k1
+// (a day budget of $1) has taken n attempts of 1,000 µ$ from its lease
+// (16 attempts' worth), each top-up finished; reserve(i) takes attempt i
+// (n and on) and fails unless the lease served it.
+func leasedKey(t *testing.T, n int) (*Ledger, func(i int) error) {
+	t.Helper()
+	db := storetest.OpenSQLite(t)
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	db.Now = func() time.Time { return now }
+	sp := Of(db)
+	r := upstream.Reservation{Tenant: "slot-1", KeyID: "k1", Identity: "openai/gpt-4.1", Amount: 1000, KeyLimit: upstream.Limit{Day: 1_000_000}}
+	reserve := func(i int) error {
+		r.ID = "rct_" + string(rune('a'+i)) + "-0"
+		tk, err := sp.Reserve(t.Context(), r)
+		if err == nil && tk.Leases[0] == "" {
+			err = fmt.Errorf("attempt %d not served from a lease: %+v", i+1, tk)
+		}
+		return err
+	}
+	for i := range n {
+		must(t, reserve(i))
+		sp.WaitRefills()
+	}
+	return sp, reserve
 }
 
 // unwaited runs an attempt while the test holds the lease writer
