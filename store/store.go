@@ -65,6 +65,8 @@ type DB struct {
 	// Now is the clock for timestamps the store writes. Tests may replace it.
 	Now func() time.Time
 	dsn string // Postgres: for connections of its own (LISTEN)
+	// syncFull: SQLite with synchronous=FULL (sqliteOptions.full).
+	syncFull bool
 
 	// parts are the objects attached to this store (Part), closed
 	// before it in the reverse order of their making.
@@ -107,26 +109,31 @@ const DefaultFile = "caduceus.db"
 // Open opens the store named by dsn and runs the embedded migrations.
 //
 // dsn is empty (SQLite at dataDir/caduceus.db), a postgres:// or
-// postgresql:// URL, or sqlite:PATH / file:PATH. The SQLite file is opened
-// with WAL, synchronous=NORMAL, foreign keys on and a busy timeout.
+// postgresql:// URL, or sqlite:PATH / file:PATH (an empty PATH is the data
+// directory's file), optionally followed by ?synchronous=normal or
+// ?synchronous=full. The SQLite file is opened with WAL, foreign keys on, a
+// busy timeout and synchronous=NORMAL unless full is asked for.
 func Open(ctx context.Context, dsn, dataDir string) (*DB, error) {
 	var db *DB
 	var err error
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		db, err = openPostgres(dsn)
-	case dsn == "":
-		if dataDir == "" {
-			dataDir = ".caduceus"
+	case dsn == "", strings.HasPrefix(dsn, "sqlite:"), strings.HasPrefix(dsn, "file:"):
+		var o sqliteOptions
+		if o, err = parseSQLite(dsn); err != nil {
+			return nil, err
 		}
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("store: data directory: %w", err)
+		if o.path == "" {
+			if dataDir == "" {
+				dataDir = ".caduceus"
+			}
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return nil, fmt.Errorf("store: data directory: %w", err)
+			}
+			o.path = filepath.Join(dataDir, DefaultFile)
 		}
-		db, err = openSQLite(filepath.Join(dataDir, DefaultFile))
-	case strings.HasPrefix(dsn, "sqlite:"):
-		db, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
-	case strings.HasPrefix(dsn, "file:"):
-		db, err = openSQLite(strings.TrimPrefix(dsn, "file:"))
+		db, err = openSQLite(o)
 	default:
 		return nil, fmt.Errorf("store: unsupported store %q (want postgres://..., sqlite:PATH, or empty for the data directory)", redact(dsn))
 	}
@@ -140,7 +147,51 @@ func Open(ctx context.Context, dsn, dataDir string) (*DB, error) {
 	return db, nil
 }
 
-func openSQLite(path string) (*DB, error) {
+// sqliteOptions is what a SQLite store name says: the file (empty: the
+// data directory's) and whether each commit waits for the disk.
+type sqliteOptions struct {
+	path string
+	// full is synchronous=FULL: a commit returns once its WAL frames are
+	// on the disk, so it survives a power loss or an operating system
+	// crash. The default, NORMAL, survives the process being killed (the
+	// frames are in the operating system's cache) and leaves the sync to
+	// the checkpoint.
+	full bool
+}
+
+// parseSQLite reads a SQLite store name: "", "sqlite:PATH" or "file:PATH",
+// with an optional "?synchronous=normal|full" after the last '?'. What
+// follows a path's last '?' is a parameter list when it holds a '='; the
+// store knows no parameter but synchronous.
+func parseSQLite(dsn string) (sqliteOptions, error) {
+	rest, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
+		rest = strings.TrimPrefix(dsn, "file:")
+	}
+	i := strings.LastIndexByte(rest, '?')
+	if i < 0 || !strings.Contains(rest[i:], "=") {
+		return sqliteOptions{path: rest}, nil
+	}
+	o, query := sqliteOptions{path: rest[:i]}, rest[i+1:]
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "synchronous" {
+			return sqliteOptions{}, fmt.Errorf("store: sqlite parameter %q: the only one is synchronous (normal or full)", k)
+		}
+		switch strings.ToLower(v) {
+		case "normal":
+			o.full = false
+		case "full":
+			o.full = true
+		default:
+			return sqliteOptions{}, fmt.Errorf("store: sqlite synchronous=%q: want normal or full", v)
+		}
+	}
+	return o, nil
+}
+
+func openSQLite(o sqliteOptions) (*DB, error) {
+	path := o.path
 	if path == "" {
 		return nil, errors.New("store: empty sqlite path")
 	}
@@ -149,7 +200,11 @@ func openSQLite(path string) (*DB, error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
-	base := "file:" + sqlitePath(path) + "?_busy_timeout=10000&_foreign_keys=1&_synchronous=NORMAL&_journal_mode=WAL"
+	sync := "NORMAL"
+	if o.full {
+		sync = "FULL"
+	}
+	base := "file:" + sqlitePath(path) + "?_busy_timeout=10000&_foreign_keys=1&_synchronous=" + sync + "&_journal_mode=WAL"
 	// The writer never checkpoints inside a commit: see CheckpointEvery.
 	w, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(67108864)")
 	if err != nil {
@@ -171,7 +226,7 @@ func openSQLite(path string) (*DB, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	db := &DB{w: w, r: r, dialect: SQLite, Now: time.Now}
+	db := &DB{w: w, r: r, dialect: SQLite, Now: time.Now, syncFull: o.full}
 	db.startCheckpoints() // before the batcher, which reads db.ckpt
 	db.batch = newBatcher(db)
 	return db, nil
@@ -224,6 +279,15 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // Dialect reports the SQL flavour.
 func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Name is the dialect's name, and on SQLite " synchronous=full" when each
+// commit waits for the disk: what logs and the bench call the store.
+func (db *DB) Name() string {
+	if db.syncFull {
+		return db.dialect.String() + " synchronous=full"
+	}
+	return db.dialect.String()
+}
 
 // Exec runs a statement on the writer: on SQLite a transaction of its own
 // through the group commit (the batcher holds the one writer connection).

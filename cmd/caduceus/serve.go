@@ -221,4 +221,4 @@ func (a *app) bootstrapAdmin(ctx context.Context, keys *auth.Service) error {
 	return nil
 }
 
-func storeName(db *store.DB) string { return db.Dialect().String() }
+func storeName(db *store.DB) string { return db.Name() }
