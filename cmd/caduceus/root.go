@@ -152,7 +152,7 @@ authenticated, scoped to one tenant, checked, idempotent and audited.`,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.cfg.Data, "data", "", "data directory (default ./.caduceus; env CADUCEUS_DATA)")
-	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, or postgres://... (env CADUCEUS_STORE)")
+	pf.StringVar(&a.cfg.Store, "store", "", "store DSN: empty for SQLite in the data directory, sqlite:PATH (add ?synchronous=full for commits that wait for the disk), or postgres://... (env CADUCEUS_STORE)")
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (env CADUCEUS_CONFIG); flags win over environment, environment over file")
 	pf.StringVar(&a.cfg.LogLevel, "log-level", "", "log level: debug, info, warn, error (env CADUCEUS_LOG_LEVEL)")
 	pf.StringVar(&a.cfg.LogFormat, "log-format", "", "log format: text or json, one object a line (env CADUCEUS_LOG_FORMAT)")
