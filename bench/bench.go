@@ -103,6 +103,10 @@ type Load struct {
 	// DBCPU, when set, reads the database server's CPU time so far
 	// (PostgresCPU); the result then has the server's share too.
 	DBCPU func() (time.Duration, error)
+	// ExtraCPU, when set, reads the CPU time so far of the target's own
+	// processes outside this one (a peer: Peer.CPU); the result's CPU then
+	// has their share added.
+	ExtraCPU func() (time.Duration, error)
 }
 
 // Result is what a load run measured.
@@ -116,8 +120,11 @@ type Result struct {
 	// CPU is the process's user and system CPU time over the measured
 	// window: the load generator's and the fake upstream's share is alike
 	// for every target, so the difference between two targets' CPU per
-	// request is what the target itself costs.
-	CPU time.Duration
+	// request is what the target itself costs. With Load.ExtraCPU it also
+	// has the target's own processes' (CPUUnknown when that could not be
+	// read in full).
+	CPU        time.Duration
+	CPUUnknown bool
 	// DBCPU is the database server's CPU time over the measured window,
 	// when the load could read it (HasDBCPU).
 	DBCPU    time.Duration
@@ -157,6 +164,7 @@ func (r *Result) Merge(other Result) {
 	r.Errors += other.Errors
 	r.Elapsed += other.Elapsed
 	r.CPU += other.CPU
+	r.CPUUnknown = r.CPUUnknown || other.CPUUnknown
 	r.DBCPU += other.DBCPU
 	r.HasDBCPU = r.HasDBCPU && other.HasDBCPU
 	if r.FirstErr == "" {
@@ -194,6 +202,16 @@ func Run(ctx context.Context, name string, l Load) Result {
 	}
 	ws := make([]worker, l.Conns)
 	var cpu0, cpu1, db0, db1 time.Duration
+	extraOK := true
+	sampleCPU := func() time.Duration {
+		cpu := processCPU()
+		if l.ExtraCPU != nil {
+			d, err := l.ExtraCPU()
+			extraOK = extraOK && err == nil
+			cpu += d
+		}
+		return cpu
+	}
 	dbOK := l.DBCPU != nil
 	dbCPU := func() time.Duration {
 		if !dbOK {
@@ -207,16 +225,16 @@ func Run(ctx context.Context, name string, l Load) Result {
 	cpuWG.Go(func() {
 		select {
 		case <-time.After(time.Until(measureFrom)):
-			cpu0, db0 = processCPU(), dbCPU()
+			cpu0, db0 = sampleCPU(), dbCPU()
 		case <-ctx.Done():
-			dbOK = false
+			dbOK, extraOK = false, false
 			return
 		}
 		select {
 		case <-time.After(time.Until(stop)):
-			cpu1, db1 = processCPU(), dbCPU()
+			cpu1, db1 = sampleCPU(), dbCPU()
 		case <-ctx.Done():
-			dbOK = false
+			dbOK, extraOK = false, false
 		}
 	})
 	var wg sync.WaitGroup
@@ -260,7 +278,7 @@ func Run(ctx context.Context, name string, l Load) Result {
 	}
 	wg.Wait()
 	cpuWG.Wait()
-	res := Result{Name: name, Elapsed: l.Duration}
+	res := Result{Name: name, Elapsed: l.Duration, CPUUnknown: l.ExtraCPU != nil && !extraOK}
 	if cpu1 > cpu0 {
 		res.CPU = cpu1 - cpu0
 	}
@@ -294,8 +312,9 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 }
 
 // Report formats results as a table, with each one's ratio to base (by
-// name; "" for none). When a result has its database server's CPU, a
-// db-cpu-ms/1k column shows it ("-" for the others).
+// name; "" for none); a CPU that could not be read in full shows as "-".
+// When a result has its database server's CPU, a db-cpu-ms/1k column shows
+// it ("-" for the others).
 func Report(w io.Writer, base string, rs []Result) {
 	var baseRPS float64
 	db := false
@@ -322,7 +341,11 @@ func Report(w io.Writer, base string, rs []Result) {
 		case db:
 			dbCol = fmt.Sprintf(" %12s", "-")
 		}
-		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %12.0f%s %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, r.CPUPer1k(), dbCol, ratio)
+		cpu := fmt.Sprintf("%12.0f", r.CPUPer1k())
+		if r.CPUUnknown {
+			cpu = fmt.Sprintf("%12s", "-")
+		}
+		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %s%s %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, cpu, dbCol, ratio)
 		if r.FirstErr != "" {
 			fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
 		}

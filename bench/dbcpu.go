@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,33 +14,19 @@ import (
 // fails when no such process is in /proc (a server elsewhere, or in a
 // container of its own), where a database's CPU cannot be read.
 func PostgresCPU() (time.Duration, error) {
-	procs, err := filepath.Glob("/proc/[0-9]*/stat")
+	stats, err := allProcStats()
 	if err != nil {
 		return 0, err
 	}
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	var total time.Duration
 	found := false
-	for _, f := range procs {
-		b, err := os.ReadFile(f)
-		if err != nil {
+	for _, st := range stats {
+		if st.comm != "postgres" {
 			continue
 		}
-		s := string(b)
-		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || close < open || s[open+1:close] != "postgres" {
-			continue
-		}
-		fields := strings.Fields(s[close+2:]) // from field 3, state
-		if len(fields) < 15 {
-			continue
-		}
-		num := func(i int) time.Duration { n, _ := strconv.ParseInt(fields[i], 10, 64); return time.Duration(n) * tick }
-		// fields[1] is ppid; utime, stime, cutime, cstime are stat fields
-		// 14-17, here 11-14.
-		total += num(11) + num(12)
-		if fields[1] == "1" || !isPostgres(fields[1]) {
-			total += num(13) + num(14) // the postmaster: its reaped backends
+		total += st.cpu
+		if st.ppid == 1 || !isPostgres(strconv.Itoa(st.ppid)) {
+			total += st.children // the postmaster: its reaped backends
 		}
 		found = true
 	}

@@ -1,0 +1,308 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The environment a peer's command is started with.
+const (
+	// EnvPeerUpstream is the fake upstream's base URL, serving
+	// /v1/chat/completions.
+	EnvPeerUpstream = "CADUCEUS_BENCH_UPSTREAM"
+	// EnvPeerPort is the loopback port the peer is to listen on.
+	EnvPeerPort = "CADUCEUS_BENCH_PORT"
+)
+
+// PeerSpec is a peer: another proxy, started as a command of its own, that
+// the bench loads beside its own targets.
+type PeerSpec struct {
+	Name    string // its target name in the report
+	Command string // run through sh -c
+}
+
+// ParsePeer reads NAME=COMMAND (the first "=" separates them); both must be
+// non-empty.
+func ParsePeer(s string) (PeerSpec, error) {
+	name, command, ok := strings.Cut(s, "=")
+	switch {
+	case !ok:
+		return PeerSpec{}, fmt.Errorf("peer %q: want NAME=COMMAND", s)
+	case strings.TrimSpace(name) == "":
+		return PeerSpec{}, fmt.Errorf("peer %q: the name before \"=\" is empty", s)
+	case strings.TrimSpace(command) == "":
+		return PeerSpec{}, fmt.Errorf("peer %q: the command after \"=\" is empty", s)
+	}
+	return PeerSpec{Name: name, Command: command}, nil
+}
+
+// Peer is a started peer: a process group led by sh -c COMMAND.
+type Peer struct {
+	Name string
+	URL  string // http://127.0.0.1:PORT
+	// Grace is how long Close waits after SIGTERM before SIGKILL.
+	Grace time.Duration
+
+	cmd    *exec.Cmd
+	pid    int
+	out    *os.File // the command's stdout and stderr
+	exited chan struct{}
+	err    error // cmd.Wait's, once exited is closed
+}
+
+// StartPeer starts spec's command with EnvPeerUpstream set to upstream and
+// EnvPeerPort to a free loopback port, in a process group of its own, and
+// waits up to wait until a POST of body to its /v1/chat/completions answers
+// 2xx. A command that exits first, or does not answer in time, is an error
+// naming the peer with the end of its output, and its process group is
+// killed.
+func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte, wait time.Duration) (*Peer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", spec.Name, err)
+	}
+	out, err := os.CreateTemp("", "caduceus-bench-peer-*.log")
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", spec.Name, err)
+	}
+	cmd := exec.Command("sh", "-c", spec.Command)
+	cmd.Env = append(os.Environ(), EnvPeerUpstream+"="+upstream, EnvPeerPort+"="+strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = out, out
+	// A process group of its own, so Close reaches every process the
+	// command starts; and a SIGTERM if this process dies without Close.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		os.Remove(out.Name())
+		return nil, fmt.Errorf("peer %s: %w", spec.Name, err)
+	}
+	p := &Peer{Name: spec.Name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Grace: 3 * time.Second,
+		cmd: cmd, pid: cmd.Process.Pid, out: out, exited: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	if err := p.waitReady(ctx, body, wait); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitReady polls the peer with body until it answers 2xx, it exits, wait
+// passes or ctx ends.
+func (p *Peer) waitReady(ctx context.Context, body []byte, wait time.Duration) error {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(wait)
+	last := "no answer yet"
+	for {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("peer %s exited before answering (%v); its output ends:\n%s", p.Name, p.err, p.tail())
+		default:
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("peer %s: %w", p.Name, ctx.Err())
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("peer %s did not answer a POST /v1/chat/completions with 2xx within %s (last: %s); its output ends:\n%s", p.Name, wait, last, p.tail())
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, p.URL+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err == nil {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				cancel()
+				return nil
+			}
+			last = fmt.Sprintf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
+		} else {
+			last = err.Error()
+		}
+		cancel()
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-p.exited:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// tail is the end of the peer's output (stdout and stderr).
+func (p *Peer) tail() string {
+	const n = 2048
+	b, err := os.ReadFile(p.out.Name())
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	if s := strings.TrimRight(string(b), "\n"); s != "" {
+		return s
+	}
+	return "(nothing)"
+}
+
+// Pid is the process id of the peer's process group leader (sh, or what it
+// execs).
+func (p *Peer) Pid() int { return p.pid }
+
+// CPU is the user and system CPU time so far of the peer's processes: those
+// in its process group or descended from its leader, with the children they
+// have reaped.
+func (p *Peer) CPU() (time.Duration, error) {
+	return groupCPU(p.pid)
+}
+
+// Close ends the peer: SIGTERM to its process group, then SIGKILL after
+// Grace if any of the group is left, and removes its output file.
+func (p *Peer) Close() {
+	defer func() { p.out.Close(); os.Remove(p.out.Name()) }()
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	deadline := time.Now().Add(p.Grace)
+	for time.Now().Before(deadline) {
+		if p.gone() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// gone reports whether the leader has been reaped and no process of its
+// group is left but zombies (which their parent, or init, reaps).
+func (p *Peer) gone() bool {
+	select {
+	case <-p.exited:
+	default:
+		return false
+	}
+	if errors.Is(syscall.Kill(-p.pid, 0), syscall.ESRCH) {
+		return true
+	}
+	stats, err := allProcStats()
+	if err != nil {
+		return false
+	}
+	for _, st := range stats {
+		if st.pgrp == p.pid && st.state != "Z" {
+			return false
+		}
+	}
+	return true
+}
+
+// freePort is a loopback TCP port free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// procStat is what the bench reads of /proc/PID/stat.
+type procStat struct {
+	pid, ppid, pgrp int
+	comm, state     string
+	cpu             time.Duration // utime + stime
+	children        time.Duration // cutime + cstime: reaped children's
+}
+
+// readProcStat reads one /proc/PID/stat file.
+func readProcStat(file string) (procStat, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(b)
+	open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || close < open || close+2 > len(s) {
+		return procStat{}, false
+	}
+	fields := strings.Fields(s[close+2:]) // from field 3, state
+	if len(fields) < 15 {
+		return procStat{}, false
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	num := func(i int) int64 { n, _ := strconv.ParseInt(fields[i], 10, 64); return n }
+	pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
+	// ppid, pgrp, utime, stime, cutime and cstime are stat fields 4, 5 and
+	// 14-17, here 1, 2 and 11-14.
+	return procStat{
+		pid: pid, ppid: int(num(1)), pgrp: int(num(2)), comm: s[open+1 : close], state: fields[0],
+		cpu:      time.Duration(num(11)+num(12)) * tick,
+		children: time.Duration(num(13)+num(14)) * tick,
+	}, true
+}
+
+// allProcStats reads every process's stat.
+func allProcStats() ([]procStat, error) {
+	files, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	stats := make([]procStat, 0, len(files))
+	for _, f := range files {
+		if st, ok := readProcStat(f); ok {
+			stats = append(stats, st)
+		}
+	}
+	return stats, nil
+}
+
+// groupCPU is the CPU time so far of the processes in process group pgid
+// or descended from process pgid, with their reaped children's.
+func groupCPU(pgid int) (time.Duration, error) {
+	stats, err := allProcStats()
+	if err != nil {
+		return 0, err
+	}
+	parent := make(map[int]int, len(stats))
+	for _, st := range stats {
+		parent[st.pid] = st.ppid
+	}
+	descends := func(pid int) bool {
+		for range 64 { // bounded: a pid cycle cannot hold us
+			if pid == pgid {
+				return true
+			}
+			pp, ok := parent[pid]
+			if !ok || pp <= 1 {
+				return false
+			}
+			pid = pp
+		}
+		return false
+	}
+	var total time.Duration
+	found := false
+	for _, st := range stats {
+		if st.pgrp == pgid || descends(st.pid) {
+			total += st.cpu + st.children
+			found = true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no process of group %d in /proc", pgid)
+	}
+	return total, nil
+}

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var peerProxy struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// peerProxyBin is testdata/peerproxy built once into a temporary directory:
+// a reverse proxy that runs as a process of its own.
+func peerProxyBin(t *testing.T) string {
+	t.Helper()
+	peerProxy.once.Do(func() {
+		dir, err := os.MkdirTemp("", "caduceus-peerproxy-")
+		if err != nil {
+			peerProxy.err = err
+			return
+		}
+		peerProxy.path = filepath.Join(dir, "peerproxy")
+		out, err := exec.Command("go", "build", "-o", peerProxy.path, "./testdata/peerproxy").CombinedOutput()
+		if err != nil {
+			peerProxy.err = errors.New(err.Error() + ": " + string(out))
+		}
+	})
+	if peerProxy.err != nil {
+		t.Fatalf("building testdata/peerproxy: %v", peerProxy.err)
+	}
+	return peerProxy.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if peerProxy.path != "" {
+		os.RemoveAll(filepath.Dir(peerProxy.path))
+	}
+	os.Exit(code)
+}
+
+// gone reports whether no live process has pid (none, or a zombie).
+func gone(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	st, ok := readProcStat("/proc/" + strconv.Itoa(pid) + "/stat")
+	return !ok || st.state == "Z"
+}
+
+// waitGone waits a little for pid to be gone (a process reparented to init
+// is reaped by it, not by us).
+func waitGone(t *testing.T, what string, pid int) {
+	t.Helper()
+	for range 100 {
+		if gone(pid) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("%s (pid %d) is still running after Close", what, pid)
+}
+
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q: %v", b, err)
+	}
+	return pid
+}
+
+// TestPeerIsLoadedWithItsProcessesCPU: a peer started through sh that
+// starts the proxy as its child (so the proxy is a descendant in the peer's
+// process group, not the leader) answers the bench's load, its CPU per
+// request includes the proxy's hashing (measured here in this process for
+// comparison) on top of what the bare proxy costs, and Close ends both the
+// shell and the proxy.
+func TestPeerIsLoadedWithItsProcessesCPU(t *testing.T) {
+	bin := peerProxyBin(t)
+	up, err := FakeUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	bare, err := BareProxy(up.URL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	const spin = 20000
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p, err := StartPeer(t.Context(), PeerSpec{Name: "spinner",
+		Command: "PEERPROXY_SPIN=" + strconv.Itoa(spin) + " PEERPROXY_PIDFILE=" + pidFile + " " + bin + " & wait"},
+		up.URL, ChatBody, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			p.Close()
+		}
+	}()
+	proxyPid := readPid(t, pidFile)
+	if proxyPid == p.Pid() {
+		t.Fatalf("the proxy is the group's leader (pid %d): want it a child of sh", proxyPid)
+	}
+
+	load := func(url string) Load {
+		return Load{URL: url + "/v1/chat/completions", Body: ChatBody, Conns: 2, Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond}
+	}
+	bareRes := Run(t.Context(), "bare-proxy", load(bare.URL))
+	l := load(p.URL)
+	l.ExtraCPU = p.CPU
+	peerRes := Run(t.Context(), "spinner", l)
+	if peerRes.Requests == 0 || peerRes.Errors != 0 || peerRes.CPUUnknown {
+		t.Fatalf("peer: %d requests, %d errors (%s), cpu unknown %v", peerRes.Requests, peerRes.Errors, peerRes.FirstErr, peerRes.CPUUnknown)
+	}
+	if bareRes.Requests == 0 {
+		t.Fatalf("bare proxy: no request answered (%s)", bareRes.FirstErr)
+	}
+
+	// What the peer's hashing costs per 1,000 requests, hashed here.
+	before := processCPU()
+	sum := sha256.Sum256(nil)
+	for range 20 * spin {
+		sum = sha256.Sum256(sum[:])
+	}
+	hashPer1k := float64((processCPU() - before).Microseconds()) / 20
+	if peerRes.CPUPer1k() < bareRes.CPUPer1k()+hashPer1k/2 {
+		t.Errorf("peer: %.0f cpu-ms/1k, bare proxy %.0f, the peer's hashing alone about %.0f (%x): the peer's own processes' CPU is not counted",
+			peerRes.CPUPer1k(), bareRes.CPUPer1k(), hashPer1k, sum[:1])
+	}
+
+	leader := p.Pid()
+	p.Close()
+	closed = true
+	waitGone(t, "the peer's shell", leader)
+	waitGone(t, "the peer's proxy", proxyPid)
+}
+
+// TestPeerIgnoringSIGTERMIsKilled: a peer that ignores SIGTERM is killed
+// once Grace has passed.
+func TestPeerIgnoringSIGTERMIsKilled(t *testing.T) {
+	bin := peerProxyBin(t)
+	up, err := FakeUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	p, err := StartPeer(t.Context(), PeerSpec{Name: "stubborn", Command: "PEERPROXY_IGNORE_TERM=1 exec " + bin}, up.URL, ChatBody, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Grace = 200 * time.Millisecond
+	pid := p.Pid()
+	p.Close()
+	waitGone(t, "a peer ignoring SIGTERM", pid)
+}
+
+// TestPeerThatFailsToStart: a peer that exits at once, and one that never
+// answers, are errors naming the peer, with the end of its output, and the
+// one that never answered is killed.
+func TestPeerThatFailsToStart(t *testing.T) {
+	up, err := FakeUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	_, err = StartPeer(t.Context(), PeerSpec{Name: "quitter", Command: "echo cannot listen here >&2; exit 3"}, up.URL, ChatBody, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "peer quitter exited") || !strings.Contains(err.Error(), "cannot listen here") {
+		t.Errorf("a peer that exits at once: %v", err)
+	}
+
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	start := time.Now()
+	_, err = StartPeer(t.Context(), PeerSpec{Name: "mute", Command: "echo $$ > " + pidFile + "; echo still starting; exec sleep 60"}, up.URL, ChatBody, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "peer mute did not answer") || !strings.Contains(err.Error(), "still starting") {
+		t.Errorf("a peer that never answers: %v", err)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("giving up on a peer that never answers took %v (wait 300ms)", time.Since(start))
+	}
+	waitGone(t, "a peer that never answered", readPid(t, pidFile))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := StartPeer(ctx, PeerSpec{Name: "late", Command: "exec sleep 60"}, up.URL, ChatBody, 30*time.Second); err == nil || !strings.Contains(err.Error(), "peer late") {
+		t.Errorf("a start whose context has ended: %v", err)
+	}
+}
+
+func TestParsePeer(t *testing.T) {
+	for _, c := range []struct{ in, name, command string }{
+		{"bifrost=/tmp/bifrost.sh", "bifrost", "/tmp/bifrost.sh"},
+		{"light=BIFROST_LOGGING=off sh bifrost.sh", "light", "BIFROST_LOGGING=off sh bifrost.sh"},
+	} {
+		got, err := ParsePeer(c.in)
+		if err != nil || got.Name != c.name || got.Command != c.command {
+			t.Errorf("ParsePeer(%q) = %+v, %v; want %q, %q", c.in, got, err, c.name, c.command)
+		}
+	}
+	for _, in := range []string{"bifrost", "=cmd", " =cmd", "name=", "name=  ", ""} {
+		if _, err := ParsePeer(in); err == nil || !strings.Contains(err.Error(), strconv.Quote(in)) {
+			t.Errorf("ParsePeer(%q): %v, want an error naming the value", in, err)
+		}
+	}
+}
+
+// TestReportShowsUnknownCPU: a result whose processes' CPU could not be
+// read in full shows "-" for its CPU, in every round merged with it.
+func TestReportShowsUnknownCPU(t *testing.T) {
+	r := Result{Name: "peer", Requests: 100, Elapsed: time.Second, CPU: 10 * time.Millisecond}
+	r.Merge(Result{Name: "peer", Requests: 100, Elapsed: time.Second, CPUUnknown: true})
+	var out bytes.Buffer
+	Report(&out, "", []Result{r})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if f := strings.Fields(lines[len(lines)-1]); len(lines) != 2 || f[5] != "-" {
+		t.Errorf("table:\n%s\nwant the peer's cpu-ms/1k \"-\"", out.String())
+	}
+}

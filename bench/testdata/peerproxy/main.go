@@ -1,0 +1,60 @@
+// Command peerproxy is the bench tests' peer: a reverse proxy in a process
+// of its own, listening on 127.0.0.1:$CADUCEUS_BENCH_PORT and forwarding to
+// $CADUCEUS_BENCH_UPSTREAM.
+//
+// PEERPROXY_SPIN=N hashes N times on every request before forwarding it (a
+// fixed amount of CPU, however busy the machine); PEERPROXY_PIDFILE has it
+// write its pid there; PEERPROXY_IGNORE_TERM=1 has it ignore SIGTERM.
+package main
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+)
+
+func main() {
+	up, err := url.Parse(os.Getenv("CADUCEUS_BENCH_UPSTREAM"))
+	if err != nil || up.Host == "" {
+		fail("CADUCEUS_BENCH_UPSTREAM %q: want a base URL", os.Getenv("CADUCEUS_BENCH_UPSTREAM"))
+	}
+	port := os.Getenv("CADUCEUS_BENCH_PORT")
+	if _, err := strconv.Atoi(port); err != nil {
+		fail("CADUCEUS_BENCH_PORT %q: want a port", port)
+	}
+	spin := 0
+	if s := os.Getenv("PEERPROXY_SPIN"); s != "" {
+		if spin, err = strconv.Atoi(s); err != nil {
+			fail("PEERPROXY_SPIN: %v", err)
+		}
+	}
+	if f := os.Getenv("PEERPROXY_PIDFILE"); f != "" {
+		if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			fail("%v", err)
+		}
+	}
+	if os.Getenv("PEERPROXY_IGNORE_TERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(up) }}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sum := sha256.Sum256(nil)
+		for range spin {
+			sum = sha256.Sum256(sum[:])
+		}
+		w.Header().Set("X-Peerproxy-Spin", fmt.Sprintf("%x", sum[:2]))
+		rp.ServeHTTP(w, r)
+	})
+	fail("%v", http.ListenAndServe("127.0.0.1:"+port, h))
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "peerproxy: "+format+"\n", args...)
+	os.Exit(1)
+}
