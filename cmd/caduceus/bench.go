@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +28,9 @@ type benchFlags struct {
 	conns, rounds          int
 	duration, warmup       time.Duration
 	cpuProfile, memProfile string
-	profile                string // the target profiled: pass-through or governed
+	profile                string   // the target profiled: pass-through or governed
+	peers                  []string // NAME=COMMAND
+	peerWait               time.Duration
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -42,10 +46,20 @@ same chat-completions request over --conns keep-alive connections for
 the process's CPU milliseconds per 1,000 requests of each, and each one's ratio
 to the bare proxy. Caduceus runs twice: as a pass-through (shim.upstreams) and
 governed (a gateway route with a plan, a price, a grant and a key budget).
-Receipts, audit records and spend are written as in production.`,
+Receipts, audit records and spend are written as in production.
+
+Each --peer NAME=COMMAND is another proxy loaded beside them as target NAME:
+bench runs COMMAND through sh -c, in a process group of its own, with
+CADUCEUS_BENCH_UPSTREAM set to the fake upstream's base URL and
+CADUCEUS_BENCH_PORT to a free loopback port to listen on, waits (--peer-wait)
+until a POST of the bench's request to /v1/chat/completions there answers
+2xx, and sends it the same request without an Authorization header. Its
+processes' CPU over each measured window is added to its CPU figure, and its
+process group is ended when the bench ends.`,
 		Example: `  caduceus bench
   caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
-  caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
+  caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+  caduceus bench --peer bifrost=bench/peers/bifrost.sh --peer 'bifrost-light=BIFROST_LOGGING=off bench/peers/bifrost.sh'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.bench(cmd.Context(), cmd, f) },
 	}
@@ -56,6 +70,8 @@ Receipts, audit records and spend are written as in production.`,
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.profile, "profile", "pass-through", "the target --cpuprofile profiles (its first round): pass-through, governed or breadth (governed with balancing and rate limits)")
+	cmd.Flags().StringArrayVar(&f.peers, "peer", nil, "another proxy to load beside the targets, NAME=COMMAND (run through sh -c, listening on $CADUCEUS_BENCH_PORT, forwarding to $CADUCEUS_BENCH_UPSTREAM); repeatable")
+	cmd.Flags().DurationVar(&f.peerWait, "peer-wait", time.Minute, "how long each peer has to answer the bench's request before the bench gives up")
 	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "trace Caduceus's requests as serve does, exporting to this OTLP/HTTP collector base URL (default "+envOTLPEndpoint+"; unset: no tracing)")
 	return cmd
 }
@@ -67,6 +83,17 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	if f.profile != "pass-through" && f.profile != "governed" && f.profile != "breadth" {
 		return &exitError{2, fmt.Errorf("--profile %q: want pass-through, governed or breadth", f.profile)}
 	}
+	peers, err := parseBenchPeers(f.peers)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if len(peers) > 0 && f.peerWait <= 0 {
+		return &exitError{2, fmt.Errorf("--peer-wait must be positive")}
+	}
+	// A ctrl-C or SIGTERM ends the rounds and, through the deferred
+	// closes, the peers' process groups.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	if fl := cmd.Flags().Lookup("data"); fl == nil || !fl.Changed {
 		dir, err := os.MkdirTemp("", "caduceus-bench-")
 		if err != nil {
@@ -119,6 +146,20 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		defer t.target.close()
 	}
 
+	var started []*bench.Peer
+	defer func() {
+		for _, p := range started {
+			p.Close()
+		}
+	}()
+	for _, spec := range peers {
+		p, err := bench.StartPeer(ctx, spec, up.URL, bench.ChatBody, f.peerWait)
+		if err != nil {
+			return err
+		}
+		started = append(started, p)
+	}
+
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
 		f.conns, f.rounds, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
 	load := func(url string, h http.Header) bench.Load {
@@ -134,16 +175,23 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		}
 		return l
 	}
-	targets := []struct {
+	type target struct {
 		name    string
 		load    bench.Load
 		profile bool
-	}{
-		{"upstream (fake, direct)", load(up.URL, nil), false},
-		{"bare-proxy", load(bare.URL, nil), false},
-		{"caduceus (" + storeName(db) + ")", cad.load(caduceusLoad), f.profile == "pass-through"},
-		{"caduceus governed (" + storeName(db) + ")", gov.load(caduceusLoad), f.profile == "governed"},
-		{"governed+balance+rpm (" + storeName(db) + ")", breadth.load(caduceusLoad), f.profile == "breadth"},
+	}
+	names := benchTargetNames(db.Dialect())
+	targets := []target{
+		{names[0], load(up.URL, nil), false},
+		{names[1], load(bare.URL, nil), false},
+		{names[2], cad.load(caduceusLoad), f.profile == "pass-through"},
+		{names[3], gov.load(caduceusLoad), f.profile == "governed"},
+		{names[4], breadth.load(caduceusLoad), f.profile == "breadth"},
+	}
+	for _, p := range started {
+		l := load(p.URL, nil)
+		l.ExtraCPU = p.CPU
+		targets = append(targets, target{p.Name, l, false})
 	}
 	results := make([]bench.Result, len(targets))
 	stopProfile := func() {}
@@ -175,6 +223,38 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		return ctx.Err()
 	}
 	return nil
+}
+
+// benchTargetNames are the names of the bench's own targets on a store
+// of dialect d: the fake upstream, the bare proxy, Caduceus pass-through,
+// governed, and governed with balancing and rate limits.
+func benchTargetNames(d store.Dialect) [5]string {
+	return [5]string{"upstream (fake, direct)", "bare-proxy", "caduceus (" + d.String() + ")",
+		"caduceus governed (" + d.String() + ")", "governed+balance+rpm (" + d.String() + ")"}
+}
+
+// parseBenchPeers reads the --peer values: NAME=COMMAND each, the names
+// unique and none of them a target's of the bench's own.
+func parseBenchPeers(values []string) ([]bench.PeerSpec, error) {
+	taken := map[string]bool{}
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
+		for _, n := range benchTargetNames(d) {
+			taken[n] = true
+		}
+	}
+	var specs []bench.PeerSpec
+	for _, v := range values {
+		spec, err := bench.ParsePeer(v)
+		if err != nil {
+			return nil, fmt.Errorf("--peer: %w", err)
+		}
+		if taken[spec.Name] {
+			return nil, fmt.Errorf("--peer %q: the name %q is taken (by the bench's own target or another --peer)", v, spec.Name)
+		}
+		taken[spec.Name] = true
+		specs = append(specs, spec)
+	}
+	return specs, nil
 }
 
 // benchTarget is one Caduceus target of the bench: its server and the

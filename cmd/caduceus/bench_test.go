@@ -1,34 +1,104 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
+// benchRow is the fields after target's name in the bench's table ("" when
+// the table has no such row).
+func benchRow(out, target string) []string {
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, target+" ") {
+			return strings.Fields(strings.TrimPrefix(line, target))
+		}
+	}
+	return nil
+}
+
 // TestBenchRunsEveryTarget: `caduceus bench`, briefly, answers every
-// request of every target (the figures themselves are not checked here:
+// request of every target, a --peer among them, and ends the peer's
+// process when it is done (the figures themselves are not checked here:
 // benchmarks are read by people, not asserted).
 func TestBenchRunsEveryTarget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the load generator")
 	}
-	code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "300ms", "--warmup", "0s", "--conns", "4", "--data", t.TempDir())
+	bin := buildPeerProxy(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "300ms", "--warmup", "0s", "--conns", "4", "--data", t.TempDir(),
+		"--peer", "a peer=PEERPROXY_PIDFILE="+pidFile+" exec "+bin)
 	if code != 0 {
 		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
 	}
-	for _, target := range []string{"upstream (fake, direct)", "bare-proxy", "caduceus (sqlite)", "caduceus governed (sqlite)", "governed+balance+rpm (sqlite)"} {
-		var row string
-		for line := range strings.Lines(out) {
-			if strings.HasPrefix(line, target+" ") {
-				row = line
-			}
+	for _, target := range []string{"upstream (fake, direct)", "bare-proxy", "caduceus (sqlite)", "caduceus governed (sqlite)", "governed+balance+rpm (sqlite)", "a peer"} {
+		f := benchRow(out, target)
+		if len(f) < 5 || f[0] == "0" || f[3] != "0" || f[4] == "-" {
+			t.Errorf("%s: row %q (want requests answered, 0 errors and a CPU figure)\n%s", target, f, out)
 		}
-		f := strings.Fields(strings.TrimPrefix(row, target))
-		if len(f) < 4 || f[0] == "0" || f[3] != "0" {
-			t.Errorf("%s: row %q (want requests answered and 0 errors)\n%s", target, row, out)
-		}
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the peer (pid %d) is still there after the bench: %v", pid, err)
 	}
 	if code, _, _ := cli(t, "bench", "--profile", "nothing"); code != 2 {
 		t.Errorf("--profile nothing: exit %d, want 2", code)
 	}
+}
+
+// TestBenchPeerRefused: a --peer value that is no NAME=COMMAND, or whose
+// name is taken, exits 2 naming the value; a peer that exits at once fails
+// the bench with an error naming it.
+func TestBenchPeerRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--peer", "bifrost"},
+		{"--peer", "=bifrost.sh"},
+		{"--peer", "bifrost="},
+		{"--peer", "bare-proxy=bifrost.sh"},
+		{"--peer", "caduceus governed (postgres)=bifrost.sh"},
+		{"--peer", "b=bifrost.sh", "--peer", "b=other.sh"},
+	} {
+		code, out, errOut := cli(t, append([]string{"bench"}, args...)...)
+		bad := args[len(args)-1]
+		if code != 2 || !strings.Contains(errOut, strconv.Quote(bad)) || out != "" {
+			t.Errorf("bench %q: exit %d, stderr %q, stdout %q; want 2 and an error naming %q", args, code, errOut, out, bad)
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	start := time.Now()
+	code, _, errOut := cli(t, "bench", "--rounds", "1", "--duration", "100ms", "--warmup", "0s", "--data", t.TempDir(),
+		"--peer", "quitter=echo no port for me >&2; exit 1")
+	if code == 0 || !strings.Contains(errOut, "peer quitter exited") || !strings.Contains(errOut, "no port for me") {
+		t.Errorf("a peer that exits at once: exit %d, stderr %q", code, errOut)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the bench took %v to give up on a peer that exited at once", d)
+	}
+}
+
+// buildPeerProxy builds the bench package's test peer (a reverse proxy
+// of its own process) into a temporary directory.
+func buildPeerProxy(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "peerproxy")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../bench/testdata/peerproxy").CombinedOutput(); err != nil {
+		t.Fatalf("building the test peer: %v\n%s", err, out)
+	}
+	return bin
 }
