@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"os"
@@ -91,8 +90,8 @@ func readPid(t *testing.T, file string) int {
 // TestPeerIsLoadedWithItsProcessesCPU: a peer started through sh that
 // starts the proxy as its child (so the proxy is a descendant in the peer's
 // process group, not the leader) answers the bench's load, its CPU per
-// request includes the proxy's hashing (measured here in this process for
-// comparison) on top of what the bare proxy costs, and Close ends both the
+// request includes the proxy's hashing (what the same binary spends on it
+// alone) on top of what the bare proxy costs, and Close ends both the
 // shell and the proxy.
 func TestPeerIsLoadedWithItsProcessesCPU(t *testing.T) {
 	bin := peerProxyBin(t)
@@ -139,16 +138,17 @@ func TestPeerIsLoadedWithItsProcessesCPU(t *testing.T) {
 		t.Fatalf("bare proxy: no request answered (%s)", bareRes.FirstErr)
 	}
 
-	// What the peer's hashing costs per 1,000 requests, hashed here.
-	before := processCPU()
-	sum := sha256.Sum256(nil)
-	for range 20 * spin {
-		sum = sha256.Sum256(sum[:])
+	// What the peer's hashing costs per 1,000 requests: the same binary
+	// hashing as much as 20 requests do, alone.
+	cal := exec.Command(bin)
+	cal.Env = append(os.Environ(), "PEERPROXY_CALIBRATE="+strconv.Itoa(20*spin))
+	if out, err := cal.CombinedOutput(); err != nil {
+		t.Fatalf("calibrating: %v\n%s", err, out)
 	}
-	hashPer1k := float64((processCPU() - before).Microseconds()) / 20
+	hashPer1k := float64((cal.ProcessState.UserTime() + cal.ProcessState.SystemTime()).Microseconds()) / 20
 	if peerRes.CPUPer1k() < bareRes.CPUPer1k()+hashPer1k/2 {
-		t.Errorf("peer: %.0f cpu-ms/1k, bare proxy %.0f, the peer's hashing alone about %.0f (%x): the peer's own processes' CPU is not counted",
-			peerRes.CPUPer1k(), bareRes.CPUPer1k(), hashPer1k, sum[:1])
+		t.Errorf("peer: %.0f cpu-ms/1k, bare proxy %.0f, the peer's hashing alone about %.0f: the peer's own processes' CPU is not counted",
+			peerRes.CPUPer1k(), bareRes.CPUPer1k(), hashPer1k)
 	}
 
 	leader := p.Pid()

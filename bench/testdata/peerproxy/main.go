@@ -5,6 +5,8 @@
 // PEERPROXY_SPIN=N hashes N times on every request before forwarding it (a
 // fixed amount of CPU, however busy the machine); PEERPROXY_PIDFILE has it
 // write its pid there; PEERPROXY_IGNORE_TERM=1 has it ignore SIGTERM.
+// PEERPROXY_CALIBRATE=N only hashes N times and exits, for a test to read
+// what hashing costs this binary.
 package main
 
 import (
@@ -20,6 +22,14 @@ import (
 )
 
 func main() {
+	if s := os.Getenv("PEERPROXY_CALIBRATE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			fail("PEERPROXY_CALIBRATE: %v", err)
+		}
+		fmt.Printf("%x\n", hash(n))
+		return
+	}
 	up, err := url.Parse(os.Getenv("CADUCEUS_BENCH_UPSTREAM"))
 	if err != nil || up.Host == "" {
 		fail("CADUCEUS_BENCH_UPSTREAM %q: want a base URL", os.Getenv("CADUCEUS_BENCH_UPSTREAM"))
@@ -44,14 +54,20 @@ func main() {
 	}
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(up) }}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sum := sha256.Sum256(nil)
-		for range spin {
-			sum = sha256.Sum256(sum[:])
-		}
+		sum := hash(spin)
 		w.Header().Set("X-Peerproxy-Spin", fmt.Sprintf("%x", sum[:2]))
 		rp.ServeHTTP(w, r)
 	})
 	fail("%v", http.ListenAndServe("127.0.0.1:"+port, h))
+}
+
+// hash hashes n times.
+func hash(n int) [32]byte {
+	sum := sha256.Sum256(nil)
+	for range n {
+		sum = sha256.Sum256(sum[:])
+	}
+	return sum
 }
 
 func fail(format string, args ...any) {
