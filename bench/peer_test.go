@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -211,15 +210,15 @@ func TestPeerThatFailsToStart(t *testing.T) {
 
 func TestParsePeer(t *testing.T) {
 	for _, c := range []struct{ in, name, command string }{
-		{"bifrost=/tmp/bifrost.sh", "bifrost", "/tmp/bifrost.sh"},
-		{"light=BIFROST_LOGGING=off sh bifrost.sh", "light", "BIFROST_LOGGING=off sh bifrost.sh"},
+		{"other=/tmp/other.sh", "other", "/tmp/other.sh"},
+		{"light=LOGGING=off sh other.sh", "light", "LOGGING=off sh other.sh"},
 	} {
 		got, err := ParsePeer(c.in)
 		if err != nil || got.Name != c.name || got.Command != c.command {
 			t.Errorf("ParsePeer(%q) = %+v, %v; want %q, %q", c.in, got, err, c.name, c.command)
 		}
 	}
-	for _, in := range []string{"bifrost", "=cmd", " =cmd", "name=", "name=  ", ""} {
+	for _, in := range []string{"other", "=cmd", " =cmd", "name=", "name=  ", ""} {
 		if _, err := ParsePeer(in); err == nil || !strings.Contains(err.Error(), strconv.Quote(in)) {
 			t.Errorf("ParsePeer(%q): %v, want an error naming the value", in, err)
 		}
@@ -236,87 +235,5 @@ func TestReportShowsUnknownCPU(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if f := strings.Fields(lines[len(lines)-1]); len(lines) != 2 || f[5] != "-" {
 		t.Errorf("table:\n%s\nwant the peer's cpu-ms/1k \"-\"", out.String())
-	}
-}
-
-// TestBifrostScript: peers/bifrost.sh, run as a peer with a stand-in for
-// Bifrost (the test proxy behind a script that keeps what it was given),
-// writes a config.json that sends gpt-4o-mini as provider "openai" to the
-// bench's upstream, with request logging and its store on by default and
-// off (log level warn) with BIFROST_LOGGING=off, passes the port, and
-// removes its app directory when the peer is closed.
-func TestBifrostScript(t *testing.T) {
-	bin := peerProxyBin(t)
-	up, err := FakeUpstream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	for _, c := range []struct {
-		mode    string
-		logging bool
-		level   string
-	}{{"on", true, "info"}, {"off", false, "warn"}} {
-		kept := t.TempDir()
-		stub := filepath.Join(kept, "bifrost-http")
-		script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + kept + "/args\n" +
-			"cp \"$2\"/config.json " + kept + "/config.json\necho \"$2\" > " + kept + "/appdir\nexec " + bin + "\n"
-		if err := os.WriteFile(stub, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		p, err := StartPeer(t.Context(), PeerSpec{Name: "bifrost-" + c.mode,
-			Command: "BIFROST_BIN=" + stub + " BIFROST_LOGGING=" + c.mode + " sh peers/bifrost.sh"}, up.URL, ChatBody, 30*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := strings.TrimPrefix(p.URL, "http://127.0.0.1:")
-		p.Close()
-
-		args, _ := os.ReadFile(filepath.Join(kept, "args"))
-		appDir, _ := os.ReadFile(filepath.Join(kept, "appdir"))
-		want := "-app-dir\n" + string(appDir) + "-host\n127.0.0.1\n-port\n" + port + "\n-log-level\n" + c.level + "\n-log-style\njson\n"
-		if string(args) != want {
-			t.Errorf("%s: Bifrost's arguments %q, want %q", c.mode, args, want)
-		}
-		if _, err := os.Stat(strings.TrimSpace(string(appDir))); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s: the app directory %s is left after the peer ended (%v)", c.mode, appDir, err)
-		}
-		var cfg struct {
-			Client struct {
-				EnableLogging *bool `json:"enable_logging"`
-			} `json:"client"`
-			Providers map[string]struct {
-				Keys []struct {
-					Value  string   `json:"value"`
-					Models []string `json:"models"`
-				} `json:"keys"`
-				NetworkConfig struct {
-					BaseURL string `json:"base_url"`
-				} `json:"network_config"`
-			} `json:"providers"`
-			LogsStore struct {
-				Enabled *bool `json:"enabled"`
-			} `json:"logs_store"`
-		}
-		b, err := os.ReadFile(filepath.Join(kept, "config.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, &cfg); err != nil {
-			t.Fatalf("%s: config.json: %v\n%s", c.mode, err, b)
-		}
-		openai, ok := cfg.Providers["openai"]
-		if !ok || openai.NetworkConfig.BaseURL != up.URL || len(openai.Keys) != 1 || openai.Keys[0].Value == "" ||
-			len(openai.Keys[0].Models) != 1 || openai.Keys[0].Models[0] != Model {
-			t.Errorf("%s: config.json does not send %s to %s as openai:\n%s", c.mode, Model, up.URL, b)
-		}
-		if cfg.Client.EnableLogging == nil || *cfg.Client.EnableLogging != c.logging || cfg.LogsStore.Enabled == nil || *cfg.LogsStore.Enabled != c.logging {
-			t.Errorf("%s: config.json: want request logging and the logs store %v:\n%s", c.mode, c.logging, b)
-		}
-	}
-	cmd := exec.Command("sh", "peers/bifrost.sh")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BIFROST_BIN=" + bin}
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), EnvPeerUpstream) {
-		t.Errorf("bifrost.sh without the bench's environment: %v, %q; want an error naming %s", err, out, EnvPeerUpstream)
 	}
 }

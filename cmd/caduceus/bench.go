@@ -58,8 +58,7 @@ processes' CPU over each measured window is added to its CPU figure, and its
 process group is ended when the bench ends.`,
 		Example: `  caduceus bench
   caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
-  caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable
-  caduceus bench --peer bifrost=bench/peers/bifrost.sh --peer 'bifrost-light=BIFROST_LOGGING=off bench/peers/bifrost.sh'`,
+  caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.bench(cmd.Context(), cmd, f) },
 	}

@@ -65,12 +65,12 @@ func TestBenchRunsEveryTarget(t *testing.T) {
 // the bench with an error naming it.
 func TestBenchPeerRefused(t *testing.T) {
 	for _, args := range [][]string{
-		{"--peer", "bifrost"},
-		{"--peer", "=bifrost.sh"},
-		{"--peer", "bifrost="},
-		{"--peer", "bare-proxy=bifrost.sh"},
-		{"--peer", "caduceus governed (postgres)=bifrost.sh"},
-		{"--peer", "b=bifrost.sh", "--peer", "b=other.sh"},
+		{"--peer", "other"},
+		{"--peer", "=other.sh"},
+		{"--peer", "other="},
+		{"--peer", "bare-proxy=other.sh"},
+		{"--peer", "caduceus governed (postgres)=other.sh"},
+		{"--peer", "b=one.sh", "--peer", "b=other.sh"},
 	} {
 		code, out, errOut := cli(t, append([]string{"bench"}, args...)...)
 		bad := args[len(args)-1]
