@@ -31,6 +31,10 @@ const (
 type PeerSpec struct {
 	Name    string // its target name in the report
 	Command string // run through sh -c
+	// Header is sent with every request to it, the readiness check's
+	// too; StartPeer replaces $CADUCEUS_BENCH_UPSTREAM (or
+	// ${CADUCEUS_BENCH_UPSTREAM}) in its values with the upstream's URL.
+	Header http.Header
 }
 
 // ParsePeer reads NAME=COMMAND (the first "=" separates them); both must be
@@ -48,10 +52,79 @@ func ParsePeer(s string) (PeerSpec, error) {
 	return PeerSpec{Name: name, Command: command}, nil
 }
 
+// ParsePeerHeader reads NAME=Header: value, a header for peer NAME: the
+// first "=" ends the peer's name and the first ":" after it the header's
+// name, a token (RFC 9110); the value, spaces around it trimmed, has no
+// CR, LF or NUL. Content-Type, Content-Length and Host are the bench's own.
+func ParsePeerHeader(s string) (peer, key, value string, err error) {
+	peer, h, ok := strings.Cut(s, "=")
+	if !ok {
+		return "", "", "", fmt.Errorf("peer header %q: want NAME=Header: value", s)
+	}
+	if strings.TrimSpace(peer) == "" {
+		return "", "", "", fmt.Errorf("peer header %q: the peer's name before \"=\" is empty", s)
+	}
+	key, value, ok = strings.Cut(h, ":")
+	key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+	switch {
+	case !ok:
+		return "", "", "", fmt.Errorf("peer header %q: no \":\" after the peer's name: want NAME=Header: value", s)
+	case key == "":
+		return "", "", "", fmt.Errorf("peer header %q: the header's name before \":\" is empty", s)
+	case !isToken(key):
+		return "", "", "", fmt.Errorf("peer header %q: the header's name %q is not a token", s, key)
+	case strings.ContainsAny(value, "\r\n\x00"):
+		return "", "", "", fmt.Errorf("peer header %q: the value holds a CR, LF or NUL", s)
+	}
+	switch http.CanonicalHeaderKey(key) {
+	case "Content-Type", "Content-Length", "Host":
+		return "", "", "", fmt.Errorf("peer header %q: the bench sets %s itself", s, http.CanonicalHeaderKey(key))
+	}
+	return peer, key, value, nil
+}
+
+// isToken reports whether s is an HTTP token: a header name (RFC 9110
+// section 5.6.2).
+func isToken(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// expandUpstream replaces $CADUCEUS_BENCH_UPSTREAM (not followed by
+// another letter, digit or "_") and ${CADUCEUS_BENCH_UPSTREAM} in s with
+// upstream; nothing else.
+func expandUpstream(s, upstream string) string {
+	s = strings.ReplaceAll(s, "${"+EnvPeerUpstream+"}", upstream)
+	const ref = "$" + EnvPeerUpstream
+	var b strings.Builder
+	for {
+		i := strings.Index(s, ref)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + len(ref)
+		if end < len(s) && (s[end] == '_' || 'a' <= s[end] && s[end] <= 'z' || 'A' <= s[end] && s[end] <= 'Z' || '0' <= s[end] && s[end] <= '9') {
+			b.WriteString(s[:end]) // another variable's name
+		} else {
+			b.WriteString(s[:i])
+			b.WriteString(upstream)
+		}
+		s = s[end:]
+	}
+}
+
 // Peer is a started peer: a process group led by sh -c COMMAND.
 type Peer struct {
 	Name string
 	URL  string // http://127.0.0.1:PORT
+	// Header is the spec's, its values expanded: what its load sends.
+	Header http.Header
 	// Grace is how long Close waits after SIGTERM before SIGKILL.
 	Grace time.Duration
 
@@ -64,8 +137,8 @@ type Peer struct {
 
 // StartPeer starts spec's command with EnvPeerUpstream set to upstream and
 // EnvPeerPort to a free loopback port, in a process group of its own, and
-// waits up to wait until a POST of body to its /v1/chat/completions answers
-// 2xx. A command that exits first, or does not answer in time, is an error
+// waits up to wait until a POST of body, with the spec's Header, to its
+// /v1/chat/completions answers 2xx. A command that exits first, or does not answer in time, is an error
 // naming the peer with the end of its output, and its process group is
 // killed.
 func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte, wait time.Duration) (*Peer, error) {
@@ -88,7 +161,13 @@ func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte,
 		os.Remove(out.Name())
 		return nil, fmt.Errorf("peer %s: %w", spec.Name, err)
 	}
-	p := &Peer{Name: spec.Name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Grace: 3 * time.Second,
+	header := make(http.Header, len(spec.Header))
+	for k, vs := range spec.Header {
+		for _, v := range vs {
+			header[k] = append(header[k], expandUpstream(v, upstream))
+		}
+	}
+	p := &Peer{Name: spec.Name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Header: header, Grace: 3 * time.Second,
 		cmd: cmd, pid: cmd.Process.Pid, out: out, exited: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	if err := p.waitReady(ctx, body, wait); err != nil {
@@ -98,8 +177,8 @@ func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte,
 	return p, nil
 }
 
-// waitReady polls the peer with body until it answers 2xx, it exits, wait
-// passes or ctx ends.
+// waitReady polls the peer with body and its Header until it answers 2xx,
+// it exits, wait passes or ctx ends.
 func (p *Peer) waitReady(ctx context.Context, body []byte, wait time.Duration) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline := time.Now().Add(wait)
@@ -118,6 +197,9 @@ func (p *Peer) waitReady(ctx context.Context, body []byte, wait time.Duration) e
 		}
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, p.URL+"/v1/chat/completions", bytes.NewReader(body))
+		for k, vs := range p.Header {
+			req.Header[k] = vs
+		}
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,5 +236,85 @@ func TestReportShowsUnknownCPU(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if f := strings.Fields(lines[len(lines)-1]); len(lines) != 2 || f[5] != "-" {
 		t.Errorf("table:\n%s\nwant the peer's cpu-ms/1k \"-\"", out.String())
+	}
+}
+
+// TestPeerHeaders: a peer that answers 2xx only with a header whose value
+// is the upstream's URL gets it, $CADUCEUS_BENCH_UPSTREAM expanded, with
+// its readiness check and with every request of its load; without it,
+// the peer never gets ready and the error says what it answered.
+func TestPeerHeaders(t *testing.T) {
+	bin := peerProxyBin(t)
+	up, err := FakeUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	command := `PEERPROXY_REQUIRE="X-Upstream: $CADUCEUS_BENCH_UPSTREAM/v1" exec ` + bin
+	p, err := StartPeer(t.Context(), PeerSpec{Name: "picky", Command: command,
+		Header: http.Header{"X-Upstream": {"$" + EnvPeerUpstream + "/v1"}}}, up.URL, ChatBody, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Header.Get("X-Upstream"); got != up.URL+"/v1" {
+		t.Errorf("the peer's header X-Upstream %q, want %q", got, up.URL+"/v1")
+	}
+	res := Run(t.Context(), "picky", Load{URL: p.URL + "/v1/chat/completions", Header: p.Header, Body: ChatBody,
+		Conns: 2, Duration: 200 * time.Millisecond, Warmup: 50 * time.Millisecond})
+	if res.Requests == 0 || res.Errors != 0 {
+		t.Errorf("load with the header: %d requests, %d errors (%s)", res.Requests, res.Errors, res.FirstErr)
+	}
+
+	_, err = StartPeer(t.Context(), PeerSpec{Name: "refused", Command: command}, up.URL, ChatBody, 500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "peer refused did not answer") || !strings.Contains(err.Error(), "status 401") {
+		t.Errorf("a peer started without the header it needs: %v, want no answer in time and its 401", err)
+	}
+}
+
+func TestParsePeerHeader(t *testing.T) {
+	for _, c := range []struct{ in, peer, key, value string }{
+		{"portkey=x-portkey-provider: openai", "portkey", "x-portkey-provider", "openai"},
+		{"p=Authorization:Bearer x", "p", "Authorization", "Bearer x"},
+		{"a peer=X-Host:  http://h:1/v1 ", "a peer", "X-Host", "http://h:1/v1"},
+		{"p=X-Empty:", "p", "X-Empty", ""},
+		{"p=X-Eq: a=b", "p", "X-Eq", "a=b"},
+	} {
+		peer, key, value, err := ParsePeerHeader(c.in)
+		if err != nil || peer != c.peer || key != c.key || value != c.value {
+			t.Errorf("ParsePeerHeader(%q) = %q, %q, %q, %v; want %q, %q, %q", c.in, peer, key, value, err, c.peer, c.key, c.value)
+		}
+	}
+	for _, c := range []struct{ in, why string }{
+		{"X-Header: v", "want NAME=Header: value"},
+		{"=X-Header: v", "the peer's name"},
+		{"p=X-Header v", `no ":"`},
+		{"p=: v", "header's name before"},
+		{"p=  : v", "header's name before"},
+		{"p=X Header: v", "not a token"},
+		{"p=X-Header: a\nb", "CR, LF or NUL"},
+		{"p=content-type: text/plain", "sets Content-Type itself"},
+		{"p=Host: example.com", "sets Host itself"},
+	} {
+		_, _, _, err := ParsePeerHeader(c.in)
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(c.in)) || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("ParsePeerHeader(%q): %v, want an error naming the value and saying %q", c.in, err, c.why)
+		}
+	}
+}
+
+func TestExpandUpstream(t *testing.T) {
+	const up = "http://127.0.0.1:9"
+	for in, want := range map[string]string{
+		"$CADUCEUS_BENCH_UPSTREAM/v1":                           up + "/v1",
+		"${CADUCEUS_BENCH_UPSTREAM}v1":                          up + "v1",
+		"a $CADUCEUS_BENCH_UPSTREAM b $CADUCEUS_BENCH_UPSTREAM": "a " + up + " b " + up,
+		"$CADUCEUS_BENCH_UPSTREAM_2 $CADUCEUS_BENCH_UPSTREAMx":  "$CADUCEUS_BENCH_UPSTREAM_2 $CADUCEUS_BENCH_UPSTREAMx",
+		"$CADUCEUS_BENCH_PORT $HOME":                            "$CADUCEUS_BENCH_PORT $HOME",
+		"no variable":                                           "no variable",
+	} {
+		if got := expandUpstream(in, up); got != want {
+			t.Errorf("expandUpstream(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ type benchFlags struct {
 	cpuProfile, memProfile string
 	profile                string   // the target profiled: pass-through or governed
 	peers                  []string // NAME=COMMAND
+	peerHeaders            []string // NAME=Header: value
 	peerWait               time.Duration
 }
 
@@ -53,9 +55,12 @@ bench runs COMMAND through sh -c, in a process group of its own, with
 CADUCEUS_BENCH_UPSTREAM set to the fake upstream's base URL and
 CADUCEUS_BENCH_PORT to a free loopback port to listen on, waits (--peer-wait)
 until a POST of the bench's request to /v1/chat/completions there answers
-2xx, and sends it the same request without an Authorization header. Its
-processes' CPU over each measured window is added to its CPU figure, and its
-process group is ended when the bench ends.`,
+2xx, and loads it with the same request. Each --peer-header 'NAME=Header:
+value' is a header sent with every request to peer NAME, the readiness
+check's too ($CADUCEUS_BENCH_UPSTREAM or ${CADUCEUS_BENCH_UPSTREAM} in the
+value is replaced by the fake upstream's base URL); without one, a peer gets
+no Authorization header. Its processes' CPU over each measured window is
+added to its CPU figure, and its process group is ended when the bench ends.`,
 		Example: `  caduceus bench
   caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
   caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
@@ -70,6 +75,7 @@ process group is ended when the bench ends.`,
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.profile, "profile", "pass-through", "the target --cpuprofile profiles (its first round): pass-through, governed or breadth (governed with balancing and rate limits)")
 	cmd.Flags().StringArrayVar(&f.peers, "peer", nil, "another proxy to load beside the targets, NAME=COMMAND (run through sh -c, listening on $CADUCEUS_BENCH_PORT, forwarding to $CADUCEUS_BENCH_UPSTREAM); repeatable")
+	cmd.Flags().StringArrayVar(&f.peerHeaders, "peer-header", nil, "a header for every request to a --peer, 'NAME=Header: value' ($CADUCEUS_BENCH_UPSTREAM in the value is the fake upstream's base URL); repeatable")
 	cmd.Flags().DurationVar(&f.peerWait, "peer-wait", time.Minute, "how long each peer has to answer the bench's request before the bench gives up")
 	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "trace Caduceus's requests as serve does, exporting to this OTLP/HTTP collector base URL (default "+envOTLPEndpoint+"; unset: no tracing)")
 	return cmd
@@ -82,7 +88,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	if f.profile != "pass-through" && f.profile != "governed" && f.profile != "breadth" {
 		return &exitError{2, fmt.Errorf("--profile %q: want pass-through, governed or breadth", f.profile)}
 	}
-	peers, err := parseBenchPeers(f.peers)
+	peers, err := parseBenchPeers(f.peers, f.peerHeaders)
 	if err != nil {
 		return &exitError{2, err}
 	}
@@ -188,7 +194,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		{names[4], breadth.load(caduceusLoad), f.profile == "breadth"},
 	}
 	for _, p := range started {
-		l := load(p.URL, nil)
+		l := load(p.URL, p.Header)
 		l.ExtraCPU = p.CPU
 		targets = append(targets, target{p.Name, l, false})
 	}
@@ -232,9 +238,10 @@ func benchTargetNames(d store.Dialect) [5]string {
 		"caduceus governed (" + d.String() + ")", "governed+balance+rpm (" + d.String() + ")"}
 }
 
-// parseBenchPeers reads the --peer values: NAME=COMMAND each, the names
-// unique and none of them a target's of the bench's own.
-func parseBenchPeers(values []string) ([]bench.PeerSpec, error) {
+// parseBenchPeers reads the --peer values, NAME=COMMAND each, the names
+// unique and none of them a target's of the bench's own, and the
+// --peer-header values, NAME=Header: value each, NAME one of the peers.
+func parseBenchPeers(values, headers []string) ([]bench.PeerSpec, error) {
 	taken := map[string]bool{}
 	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		for _, n := range benchTargetNames(d) {
@@ -252,6 +259,20 @@ func parseBenchPeers(values []string) ([]bench.PeerSpec, error) {
 		}
 		taken[spec.Name] = true
 		specs = append(specs, spec)
+	}
+	for _, v := range headers {
+		name, key, value, err := bench.ParsePeerHeader(v)
+		if err != nil {
+			return nil, fmt.Errorf("--peer-header: %w", err)
+		}
+		i := slices.IndexFunc(specs, func(s bench.PeerSpec) bool { return s.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("--peer-header %q: no --peer is named %q", v, name)
+		}
+		if specs[i].Header == nil {
+			specs[i].Header = http.Header{}
+		}
+		specs[i].Header.Add(key, value)
 	}
 	return specs, nil
 }

@@ -24,8 +24,9 @@ func benchRow(out, target string) []string {
 }
 
 // TestBenchRunsEveryTarget: `caduceus bench`, briefly, answers every
-// request of every target, a --peer among them, and ends the peer's
-// process when it is done (the figures themselves are not checked here:
+// request of every target, a --peer among them that answers only with the
+// header its --peer-header gives (the upstream's URL in it), and ends the
+// peer's process when it is done (the figures themselves are not checked here:
 // benchmarks are read by people, not asserted).
 func TestBenchRunsEveryTarget(t *testing.T) {
 	if testing.Short() {
@@ -34,7 +35,8 @@ func TestBenchRunsEveryTarget(t *testing.T) {
 	bin := buildPeerProxy(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "300ms", "--warmup", "0s", "--conns", "4", "--data", t.TempDir(),
-		"--peer", "a peer=PEERPROXY_PIDFILE="+pidFile+" exec "+bin)
+		"--peer", "a peer=PEERPROXY_PIDFILE="+pidFile+` PEERPROXY_REQUIRE="X-Upstream: $CADUCEUS_BENCH_UPSTREAM/v1" exec `+bin,
+		"--peer-header", "a peer=X-Upstream: $CADUCEUS_BENCH_UPSTREAM/v1")
 	if code != 0 {
 		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
 	}
@@ -61,21 +63,31 @@ func TestBenchRunsEveryTarget(t *testing.T) {
 }
 
 // TestBenchPeerRefused: a --peer value that is no NAME=COMMAND, or whose
-// name is taken, exits 2 naming the value; a peer that exits at once fails
-// the bench with an error naming it.
+// name is taken, and a --peer-header value for no --peer, without ":" or
+// with an empty header name, exit 2 with an error naming the value and
+// what is wrong with it; a peer that exits at once fails the bench with an
+// error naming it.
 func TestBenchPeerRefused(t *testing.T) {
-	for _, args := range [][]string{
-		{"--peer", "other"},
-		{"--peer", "=other.sh"},
-		{"--peer", "other="},
-		{"--peer", "bare-proxy=other.sh"},
-		{"--peer", "caduceus governed (postgres)=other.sh"},
-		{"--peer", "b=one.sh", "--peer", "b=other.sh"},
+	for _, c := range []struct {
+		args []string
+		why  string
+	}{
+		{[]string{"--peer", "other"}, "want NAME=COMMAND"},
+		{[]string{"--peer", "=other.sh"}, "name before"},
+		{[]string{"--peer", "other="}, "command after"},
+		{[]string{"--peer", "bare-proxy=other.sh"}, "is taken"},
+		{[]string{"--peer", "caduceus governed (postgres)=other.sh"}, "is taken"},
+		{[]string{"--peer", "b=one.sh", "--peer", "b=other.sh"}, "is taken"},
+		{[]string{"--peer", "b=one.sh", "--peer-header", "c=X-Key: v"}, `no --peer is named "c"`},
+		{[]string{"--peer-header", "b=X-Key: v"}, `no --peer is named "b"`},
+		{[]string{"--peer", "b=one.sh", "--peer-header", "b=X-Key v"}, `no ":"`},
+		{[]string{"--peer", "b=one.sh", "--peer-header", "b=: v"}, "header's name before"},
+		{[]string{"--peer", "b=one.sh", "--peer-header", "b=X-Key: v", "--peer-header", "b"}, "want NAME=Header: value"},
 	} {
-		code, out, errOut := cli(t, append([]string{"bench"}, args...)...)
-		bad := args[len(args)-1]
-		if code != 2 || !strings.Contains(errOut, strconv.Quote(bad)) || out != "" {
-			t.Errorf("bench %q: exit %d, stderr %q, stdout %q; want 2 and an error naming %q", args, code, errOut, out, bad)
+		code, out, errOut := cli(t, append([]string{"bench"}, c.args...)...)
+		bad := c.args[len(c.args)-1]
+		if code != 2 || !strings.Contains(errOut, strconv.Quote(bad)) || !strings.Contains(errOut, c.why) || out != "" {
+			t.Errorf("bench %q: exit %d, stderr %q, stdout %q; want 2 and an error naming %q and saying %q", c.args, code, errOut, out, bad, c.why)
 		}
 	}
 	if testing.Short() {

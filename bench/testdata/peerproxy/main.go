@@ -4,7 +4,9 @@
 //
 // PEERPROXY_SPIN=N hashes N times on every request before forwarding it (a
 // fixed amount of CPU, however busy the machine); PEERPROXY_PIDFILE has it
-// write its pid there; PEERPROXY_IGNORE_TERM=1 has it ignore SIGTERM.
+// write its pid there; PEERPROXY_IGNORE_TERM=1 has it ignore SIGTERM;
+// PEERPROXY_REQUIRE="Name: value" has it answer 401 to a request without
+// that header.
 // PEERPROXY_CALIBRATE=N only hashes N times and exits, for a test to read
 // what hashing costs this binary.
 package main
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -52,8 +55,20 @@ func main() {
 	if os.Getenv("PEERPROXY_IGNORE_TERM") == "1" {
 		signal.Ignore(syscall.SIGTERM)
 	}
+	var reqKey, reqValue string
+	if s := os.Getenv("PEERPROXY_REQUIRE"); s != "" {
+		k, v, ok := strings.Cut(s, ":")
+		if !ok || strings.TrimSpace(k) == "" {
+			fail("PEERPROXY_REQUIRE %q: want Name: value", s)
+		}
+		reqKey, reqValue = strings.TrimSpace(k), strings.TrimSpace(v)
+	}
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(up) }}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if reqKey != "" && r.Header.Get(reqKey) != reqValue {
+			http.Error(w, fmt.Sprintf("peerproxy: want %s: %s, got %q", reqKey, reqValue, r.Header.Values(reqKey)), http.StatusUnauthorized)
+			return
+		}
 		sum := hash(spin)
 		w.Header().Set("X-Peerproxy-Spin", fmt.Sprintf("%x", sum[:2]))
 		rp.ServeHTTP(w, r)
