@@ -63,7 +63,11 @@ no Authorization header. Its processes' CPU over each measured window is
 added to its CPU figure, and its process group is ended when the bench ends.`,
 		Example: `  caduceus bench
   caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
-  caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable`,
+  caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+  caduceus bench --peer portkey=bench/peers/portkey.sh \
+    --peer-header 'portkey=x-portkey-provider: openai' \
+    --peer-header 'portkey=x-portkey-custom-host: $CADUCEUS_BENCH_UPSTREAM/v1' \
+    --peer-header 'portkey=Authorization: Bearer sk-bench-not-a-key'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.bench(cmd.Context(), cmd, f) },
 	}
