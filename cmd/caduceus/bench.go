@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -189,7 +190,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		load    bench.Load
 		profile bool
 	}
-	names := benchTargetNames(db.Dialect())
+	names := benchTargetNames(storeName(db))
 	targets := []target{
 		{names[0], load(up.URL, nil), false},
 		{names[1], load(bare.URL, nil), false},
@@ -234,12 +235,28 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	return nil
 }
 
-// benchTargetNames are the names of the bench's own targets on a store
-// of dialect d: the fake upstream, the bare proxy, Caduceus pass-through,
-// governed, and governed with balancing and rate limits.
-func benchTargetNames(d store.Dialect) [5]string {
-	return [5]string{"upstream (fake, direct)", "bare-proxy", "caduceus (" + d.String() + ")",
-		"caduceus governed (" + d.String() + ")", "governed+balance+rpm (" + d.String() + ")"}
+// benchTargetNames are the names of the bench's own targets on the store
+// named storeName (storeName(db)): the fake upstream, the bare proxy,
+// Caduceus pass-through, governed, and governed with balancing and rate
+// limits.
+func benchTargetNames(storeName string) [5]string {
+	return [5]string{"upstream (fake, direct)", "bare-proxy", "caduceus (" + storeName + ")",
+		"caduceus governed (" + storeName + ")", "governed+balance+rpm (" + storeName + ")"}
+}
+
+// benchOwnName reports whether name is one of the bench's own targets'
+// names on some store: the store is not open yet when the --peer values
+// are read, so any store name in the parentheses counts.
+func benchOwnName(name string) bool {
+	const anyStore = "\x00"
+	for _, n := range benchTargetNames(anyStore) {
+		prefix, suffix, withStore := strings.Cut(n, anyStore)
+		if !withStore && name == n ||
+			withStore && len(name) > len(prefix)+len(suffix) && strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseBenchPeers reads the --peer values, NAME=COMMAND each, the names
@@ -247,18 +264,13 @@ func benchTargetNames(d store.Dialect) [5]string {
 // --peer-header values, NAME=Header: value each, NAME one of the peers.
 func parseBenchPeers(values, headers []string) ([]bench.PeerSpec, error) {
 	taken := map[string]bool{}
-	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
-		for _, n := range benchTargetNames(d) {
-			taken[n] = true
-		}
-	}
 	var specs []bench.PeerSpec
 	for _, v := range values {
 		spec, err := bench.ParsePeer(v)
 		if err != nil {
 			return nil, fmt.Errorf("--peer: %w", err)
 		}
-		if taken[spec.Name] {
+		if taken[spec.Name] || benchOwnName(spec.Name) {
 			return nil, fmt.Errorf("--peer %q: the name %q is taken (by the bench's own target or another --peer)", v, spec.Name)
 		}
 		taken[spec.Name] = true

@@ -77,6 +77,7 @@ func TestBenchPeerRefused(t *testing.T) {
 		{[]string{"--peer", "other="}, "command after"},
 		{[]string{"--peer", "bare-proxy=other.sh"}, "is taken"},
 		{[]string{"--peer", "caduceus governed (postgres)=other.sh"}, "is taken"},
+		{[]string{"--peer", "governed+balance+rpm (another store)=other.sh"}, "is taken"},
 		{[]string{"--peer", "b=one.sh", "--peer", "b=other.sh"}, "is taken"},
 		{[]string{"--peer", "b=one.sh", "--peer-header", "c=X-Key: v"}, `no --peer is named "c"`},
 		{[]string{"--peer-header", "b=X-Key: v"}, `no --peer is named "b"`},
