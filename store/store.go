@@ -131,7 +131,7 @@ func Open(ctx context.Context, dsn, dataDir string) (*DB, error) {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return nil, fmt.Errorf("store: data directory: %w", err)
 			}
-			o.path = filepath.Join(dataDir, DefaultFile)
+			o.path = SQLiteFile("", dataDir)
 		}
 		db, err = openSQLite(o)
 	default:
@@ -145,6 +145,27 @@ func Open(ctx context.Context, dsn, dataDir string) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// SQLiteFile is the file of the SQLite store that dsn names with dataDir
+// as Open would open it (dataDir's caduceus.db for an empty name or path),
+// or "" when dsn names no SQLite store or its parameters are refused (Open
+// then says why).
+func SQLiteFile(dsn, dataDir string) string {
+	if dsn != "" && !strings.HasPrefix(dsn, "sqlite:") && !strings.HasPrefix(dsn, "file:") {
+		return ""
+	}
+	o, err := parseSQLite(dsn)
+	if err != nil {
+		return ""
+	}
+	if o.path == "" {
+		if dataDir == "" {
+			dataDir = ".caduceus"
+		}
+		return filepath.Join(dataDir, DefaultFile)
+	}
+	return o.path
 }
 
 // sqliteOptions is what a SQLite store name says: the file (empty: the

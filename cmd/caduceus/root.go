@@ -305,19 +305,14 @@ func (a *app) openExistingStore(ctx context.Context) (*store.DB, error) {
 }
 
 func (a *app) storeMustExist() error {
-	var file string
-	switch dsn := a.cfg.Store; {
-	case dsn == "":
+	file := a.sqliteFile()
+	if file == "" {
+		return nil // Postgres, or a name Open refuses and explains
+	}
+	if file == store.SQLiteFile("", a.cfg.Data) {
 		if _, err := os.Stat(a.cfg.Data); err != nil {
 			return &exitError{2, fmt.Errorf("data directory %s does not exist (caduceus serve or caduceus keys create makes one; or pass --data)", a.cfg.Data)}
 		}
-		file = filepath.Join(a.cfg.Data, store.DefaultFile)
-	case strings.HasPrefix(dsn, "sqlite:"):
-		file = strings.TrimPrefix(dsn, "sqlite:")
-	case strings.HasPrefix(dsn, "file:"):
-		file = strings.TrimPrefix(dsn, "file:")
-	default:
-		return nil
 	}
 	if _, err := os.Stat(file); err != nil {
 		return &exitError{2, fmt.Errorf("no store at %s (caduceus serve or caduceus keys create makes one; or pass --data)", file)}

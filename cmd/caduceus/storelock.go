@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/caduceus-dev/caduceus/store"
@@ -20,17 +19,7 @@ import (
 
 // sqliteFile is the SQLite database file the configuration names, or ""
 // for Postgres.
-func (a *app) sqliteFile() string {
-	switch dsn := a.cfg.Store; {
-	case dsn == "":
-		return filepath.Join(orDefault(a.cfg.Data, ".caduceus"), store.DefaultFile)
-	case strings.HasPrefix(dsn, "sqlite:"):
-		return strings.TrimPrefix(dsn, "sqlite:")
-	case strings.HasPrefix(dsn, "file:"):
-		return strings.TrimPrefix(dsn, "file:")
-	}
-	return ""
-}
+func (a *app) sqliteFile() string { return store.SQLiteFile(a.cfg.Store, a.cfg.Data) }
 
 // errStoreInUse: restore found the store's lock held.
 var errStoreInUse = errors.New("in use")

@@ -306,3 +306,25 @@ func TestBackupOfAnOlderStoreRunsNoMigration(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupOfASynchronousFullStore: a store named with parameters
+// (sqlite:PATH?synchronous=full) is backed up from PATH, and keys made
+// through that name are in the backup.
+func TestBackupOfASynchronousFullStore(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.db")
+	name := "sqlite:" + file + "?synchronous=full"
+	if code, stdout, stderr := cli(t, "keys", "create", "--store", name, "--tenant", "slot-1", "--scopes", "route"); code != 0 {
+		t.Fatalf("keys create: %d %s %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the store is not at its path: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "backup.db")
+	if code, stdout, stderr := cli(t, "backup", "--store", name, "--out", out); code != 0 {
+		t.Fatalf("backup: %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr := cli(t, "keys", "list", "--store", "sqlite:"+out)
+	if code != 0 || !strings.Contains(stdout, "slot-1") {
+		t.Fatalf("the backup's keys: %d %s %s", code, stdout, stderr)
+	}
+}
