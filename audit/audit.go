@@ -245,49 +245,31 @@ func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
 // resolved_target}, run_id, session_id, surface), empty optional fields
 // omitted as their JSON tags say. TestSealBodyIsCanonical proves it.
 func writeProvenance(b *bytes.Buffer, p *contract.Provenance) {
-	field := func(first *bool, key, v string, always bool) {
-		if v == "" && !always {
-			return
-		}
-		if !*first {
-			b.WriteByte(',')
-		}
-		*first = false
-		b.WriteByte('"')
-		b.WriteString(key)
-		b.WriteString(`":`)
-		contract.WriteJSONString(b, v)
-	}
-	b.WriteString(`{"actor":{`)
-	first := true
-	field(&first, "display", p.Actor.Display, false)
-	field(&first, "id", p.Actor.ID, true)
-	field(&first, "type", string(p.Actor.Type), true)
-	b.WriteByte('}')
+	o := contract.NewJSONObject(b)
+	o.Key("actor")
+	actor := contract.NewJSONObject(b)
+	actor.OptStr("display", p.Actor.Display)
+	actor.Str("id", p.Actor.ID)
+	actor.Str("type", string(p.Actor.Type))
+	actor.End()
 	if p.Build != nil {
-		b.WriteString(`,"build":{`)
-		first := true
-		field(&first, "commit", p.Build.Commit, false)
-		field(&first, "image_digest", p.Build.ImageDigest, false)
-		b.WriteByte('}')
+		o.Key("build")
+		build := contract.NewJSONObject(b)
+		build.OptStr("commit", p.Build.Commit)
+		build.OptStr("image_digest", p.Build.ImageDigest)
+		build.End()
 	}
-	first = false
-	field(&first, "conversation_id", p.ConversationID, false)
-	field(&first, "message_id", p.MessageID, false)
-	field(&first, "recorded_at", p.RecordedAt, true)
+	o.OptStr("conversation_id", p.ConversationID)
+	o.OptStr("message_id", p.MessageID)
+	o.Str("recorded_at", p.RecordedAt)
 	if p.Route != nil {
-		b.WriteString(`,"route":{`)
-		first := true
-		field(&first, "effort", string(p.Route.Effort), false)
-		field(&first, "provider", string(p.Route.Provider), false)
-		field(&first, "requested", p.Route.Requested, true)
-		field(&first, "resolved_target", p.Route.ResolvedTarget, false)
-		b.WriteByte('}')
+		o.Key("route")
+		p.Route.WriteCanonicalJSON(b)
 	}
-	field(&first, "run_id", p.RunID, false)
-	field(&first, "session_id", p.SessionID, false)
-	field(&first, "surface", string(p.Surface), true)
-	b.WriteByte('}')
+	o.OptStr("run_id", p.RunID)
+	o.OptStr("session_id", p.SessionID)
+	o.Str("surface", string(p.Surface))
+	o.End()
 }
 
 // writeOutcome writes an audit_outcome as canonical JSON: keys sorted
