@@ -210,7 +210,7 @@ func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
 	}
 	if rec.Provenance != nil {
 		b.WriteString(`,"provenance":`)
-		writeProvenance(&b, rec.Provenance)
+		rec.Provenance.WriteCanonicalJSON(&b)
 	}
 	if r := rec.Redaction; r != nil {
 		b.WriteString(`,"redaction":{"level":`)
@@ -237,39 +237,6 @@ func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
 		return Record{}, err
 	}
 	return rec, nil
-}
-
-// writeProvenance writes a provenance as canonical JSON: keys sorted (actor
-// {display, id, type}, build {commit, image_digest}, conversation_id,
-// message_id, recorded_at, route {effort, provider, requested,
-// resolved_target}, run_id, session_id, surface), empty optional fields
-// omitted as their JSON tags say. TestSealBodyIsCanonical proves it.
-func writeProvenance(b *bytes.Buffer, p *contract.Provenance) {
-	o := contract.NewJSONObject(b)
-	o.Key("actor")
-	actor := contract.NewJSONObject(b)
-	actor.OptStr("display", p.Actor.Display)
-	actor.Str("id", p.Actor.ID)
-	actor.Str("type", string(p.Actor.Type))
-	actor.End()
-	if p.Build != nil {
-		o.Key("build")
-		build := contract.NewJSONObject(b)
-		build.OptStr("commit", p.Build.Commit)
-		build.OptStr("image_digest", p.Build.ImageDigest)
-		build.End()
-	}
-	o.OptStr("conversation_id", p.ConversationID)
-	o.OptStr("message_id", p.MessageID)
-	o.Str("recorded_at", p.RecordedAt)
-	if p.Route != nil {
-		o.Key("route")
-		p.Route.WriteCanonicalJSON(b)
-	}
-	o.OptStr("run_id", p.RunID)
-	o.OptStr("session_id", p.SessionID)
-	o.Str("surface", string(p.Surface))
-	o.End()
 }
 
 // writeOutcome writes an audit_outcome as canonical JSON: keys sorted

@@ -12,7 +12,7 @@ import (
 // constants, nothing to escape); string values go through WriteJSONString.
 //
 // It is the member writer of the payloads whose canonical JSON is written
-// by hand (the audit record's provenance, the shim's receipts, the relay's
+// by hand (the provenance below, the shim's receipts, the relay's
 // deliveries): encoding/json's form followed by CanonicalJSON, without the
 // round trip.
 type JSONObject struct {
@@ -70,8 +70,51 @@ func (o *JSONObject) End() {
 	o.b.WriteByte('}')
 }
 
-// WriteCanonicalJSON writes r as CanonicalJSON writes its encoding/json
-// form: keys sorted, the omitempty members only when set.
+// The provenance's types write themselves as CanonicalJSON writes their
+// encoding/json form: keys sorted, an omitempty member only when set. The
+// audit log seals every record's provenance this way, and a receipt its
+// route; TestProvenanceCanonicalJSON holds them to CanonicalJSON.
+
+// WriteCanonicalJSON writes p's canonical JSON.
+func (p *Provenance) WriteCanonicalJSON(b *bytes.Buffer) {
+	o := NewJSONObject(b)
+	o.Key("actor")
+	p.Actor.WriteCanonicalJSON(b)
+	if p.Build != nil {
+		o.Key("build")
+		p.Build.WriteCanonicalJSON(b)
+	}
+	o.OptStr("conversation_id", p.ConversationID)
+	o.OptStr("message_id", p.MessageID)
+	o.Str("recorded_at", p.RecordedAt)
+	if p.Route != nil {
+		o.Key("route")
+		p.Route.WriteCanonicalJSON(b)
+	}
+	o.OptStr("run_id", p.RunID)
+	o.OptStr("session_id", p.SessionID)
+	o.Str("surface", string(p.Surface))
+	o.End()
+}
+
+// WriteCanonicalJSON writes a's canonical JSON.
+func (a *Actor) WriteCanonicalJSON(b *bytes.Buffer) {
+	o := NewJSONObject(b)
+	o.OptStr("display", a.Display)
+	o.Str("id", a.ID)
+	o.Str("type", string(a.Type))
+	o.End()
+}
+
+// WriteCanonicalJSON writes bd's canonical JSON.
+func (bd *Build) WriteCanonicalJSON(b *bytes.Buffer) {
+	o := NewJSONObject(b)
+	o.OptStr("commit", bd.Commit)
+	o.OptStr("image_digest", bd.ImageDigest)
+	o.End()
+}
+
+// WriteCanonicalJSON writes r's canonical JSON.
 func (r *Route) WriteCanonicalJSON(b *bytes.Buffer) {
 	o := NewJSONObject(b)
 	o.OptStr("effort", string(r.Effort))

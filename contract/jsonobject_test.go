@@ -56,21 +56,35 @@ func TestJSONObject(t *testing.T) {
 	}
 }
 
-// TestRouteCanonicalJSON: a route written by hand is its canonical JSON,
-// with and without each optional member.
-func TestRouteCanonicalJSON(t *testing.T) {
-	for _, r := range []Route{
-		{},
-		{Requested: "gpt-4.1"},
-		{Requested: "m", ResolvedTarget: "openai/gpt-4.1", Provider: "openai", Effort: "high"},
-		{Requested: "m", Provider: "local"},
-		{Requested: "m", Effort: "low"},
-		{Requested: "m \"q\" \u2028", ResolvedTarget: "t"},
-	} {
+// TestProvenanceCanonicalJSON: a provenance (its actor, build and route)
+// written by hand is its canonical JSON, with and without each optional
+// member.
+func TestProvenanceCanonicalJSON(t *testing.T) {
+	full := Provenance{Surface: SurfaceTelegram, Actor: Actor{Type: ActorOperator, ID: "op\"1", Display: "Ôp <x>"},
+		RecordedAt: "2026-11-29T20:00:00Z", SessionID: "s", ConversationID: "c", MessageID: "m", RunID: "r",
+		Route: &Route{Requested: "fast", ResolvedTarget: "t", Provider: ProviderLocal, Effort: EffortHigh},
+		Build: &Build{Commit: "abc", ImageDigest: "sha256:00"}}
+	cases := []Provenance{{}, full,
+		{Surface: SurfaceAPI, Actor: Actor{Type: ActorUser, ID: "u"}, RecordedAt: "x", Route: &Route{}, Build: &Build{}}}
+	for _, r := range []Route{{}, {Requested: "gpt-4.1"}, {Requested: "m", Provider: "local"}, {Requested: "m", Effort: "low"},
+		{Requested: "m \"q\" \u2028", ResolvedTarget: "t"}} {
+		p := full
+		p.Route = &r
+		cases = append(cases, p)
+	}
+	for _, bd := range []Build{{Commit: "abc"}, {ImageDigest: "d"}} {
+		p := full
+		p.Build = &bd
+		cases = append(cases, p)
+	}
+	p := full
+	p.Actor.Display, p.Route, p.Build, p.SessionID, p.ConversationID, p.MessageID, p.RunID = "", nil, nil, "", "", "", ""
+	cases = append(cases, p)
+	for _, p := range cases {
 		var b bytes.Buffer
-		r.WriteCanonicalJSON(&b)
-		if got, want := b.String(), canonicalOf(t, r); got != want {
-			t.Errorf("%+v: %s, want %s", r, got, want)
+		p.WriteCanonicalJSON(&b)
+		if got, want := b.String(), canonicalOf(t, p); got != want {
+			t.Errorf("%+v:\n got %s\nwant %s", p, got, want)
 		}
 	}
 }
