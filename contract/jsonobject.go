@@ -62,6 +62,22 @@ func (o *JSONObject) Bool(k string, v bool) {
 	o.b.WriteString(strconv.FormatBool(v))
 }
 
+// OptRoute writes member k as r's canonical JSON (keys sorted, the
+// omitempty members only when set), nothing when r is nil: the route of a
+// provenance and of a receipt.
+func (o *JSONObject) OptRoute(k string, r *Route) {
+	if r == nil {
+		return
+	}
+	o.Key(k)
+	route := NewJSONObject(o.b)
+	route.OptStr("effort", string(r.Effort))
+	route.OptStr("provider", string(r.Provider))
+	route.Str("requested", r.Requested)
+	route.OptStr("resolved_target", r.ResolvedTarget)
+	route.End()
+}
+
 // End closes the object ({} when it has no member).
 func (o *JSONObject) End() {
 	if !o.open {
@@ -70,56 +86,31 @@ func (o *JSONObject) End() {
 	o.b.WriteByte('}')
 }
 
-// The provenance's types write themselves as CanonicalJSON writes their
-// encoding/json form: keys sorted, an omitempty member only when set. The
-// audit log seals every record's provenance this way, and a receipt its
-// route; TestProvenanceCanonicalJSON holds them to CanonicalJSON.
-
-// WriteCanonicalJSON writes p's canonical JSON.
+// WriteCanonicalJSON writes p as CanonicalJSON writes its encoding/json
+// form (keys sorted, an omitempty member only when set): the audit log
+// seals every record's provenance this way. TestProvenanceCanonicalJSON
+// holds it to CanonicalJSON.
 func (p *Provenance) WriteCanonicalJSON(b *bytes.Buffer) {
 	o := NewJSONObject(b)
 	o.Key("actor")
-	p.Actor.WriteCanonicalJSON(b)
+	actor := NewJSONObject(b)
+	actor.OptStr("display", p.Actor.Display)
+	actor.Str("id", p.Actor.ID)
+	actor.Str("type", string(p.Actor.Type))
+	actor.End()
 	if p.Build != nil {
 		o.Key("build")
-		p.Build.WriteCanonicalJSON(b)
+		build := NewJSONObject(b)
+		build.OptStr("commit", p.Build.Commit)
+		build.OptStr("image_digest", p.Build.ImageDigest)
+		build.End()
 	}
 	o.OptStr("conversation_id", p.ConversationID)
 	o.OptStr("message_id", p.MessageID)
 	o.Str("recorded_at", p.RecordedAt)
-	if p.Route != nil {
-		o.Key("route")
-		p.Route.WriteCanonicalJSON(b)
-	}
+	o.OptRoute("route", p.Route)
 	o.OptStr("run_id", p.RunID)
 	o.OptStr("session_id", p.SessionID)
 	o.Str("surface", string(p.Surface))
-	o.End()
-}
-
-// WriteCanonicalJSON writes a's canonical JSON.
-func (a *Actor) WriteCanonicalJSON(b *bytes.Buffer) {
-	o := NewJSONObject(b)
-	o.OptStr("display", a.Display)
-	o.Str("id", a.ID)
-	o.Str("type", string(a.Type))
-	o.End()
-}
-
-// WriteCanonicalJSON writes bd's canonical JSON.
-func (bd *Build) WriteCanonicalJSON(b *bytes.Buffer) {
-	o := NewJSONObject(b)
-	o.OptStr("commit", bd.Commit)
-	o.OptStr("image_digest", bd.ImageDigest)
-	o.End()
-}
-
-// WriteCanonicalJSON writes r's canonical JSON.
-func (r *Route) WriteCanonicalJSON(b *bytes.Buffer) {
-	o := NewJSONObject(b)
-	o.OptStr("effort", string(r.Effort))
-	o.OptStr("provider", string(r.Provider))
-	o.Str("requested", r.Requested)
-	o.OptStr("resolved_target", r.ResolvedTarget)
 	o.End()
 }

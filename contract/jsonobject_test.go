@@ -43,7 +43,9 @@ func TestJSONObject(t *testing.T) {
 			o.Bool("e", true)
 			o.Key("f")
 			o.b.WriteString("[1]")
-		}, `{"b":false,"c":-9223372036854775808,"d":"q\"\n","e":true,"f":[1]}`},
+			o.OptRoute("g", &Route{Requested: "r"})
+			o.OptRoute("h", nil)
+		}, `{"b":false,"c":-9223372036854775808,"d":"q\"\n","e":true,"f":[1],"g":{"requested":"r"}}`},
 	} {
 		var b bytes.Buffer
 		b.WriteString("x")

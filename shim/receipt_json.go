@@ -50,10 +50,7 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	w.OptStr("request_sha256", r.RequestSHA256)
 	w.OptStr("response_id", r.ResponseID)
 	w.OptStr("response_sha256", r.ResponseSHA256)
-	if r.Route != nil {
-		w.Key("route")
-		r.Route.WriteCanonicalJSON(b)
-	}
+	w.OptRoute("route", r.Route)
 	w.Key("shimmed")
 	writeList(b, r.Shimmed, Shimmed.writeJSON)
 	w.Key("skipped")
