@@ -210,7 +210,7 @@ func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
 	}
 	if rec.Provenance != nil {
 		b.WriteString(`,"provenance":`)
-		writeProvenance(&b, rec.Provenance)
+		rec.Provenance.WriteCanonicalJSON(&b)
 	}
 	if r := rec.Redaction; r != nil {
 		b.WriteString(`,"redaction":{"level":`)
@@ -237,57 +237,6 @@ func (s Sealable) Seal(seq int64, prevHash string) (Record, error) {
 		return Record{}, err
 	}
 	return rec, nil
-}
-
-// writeProvenance writes a provenance as canonical JSON: keys sorted (actor
-// {display, id, type}, build {commit, image_digest}, conversation_id,
-// message_id, recorded_at, route {effort, provider, requested,
-// resolved_target}, run_id, session_id, surface), empty optional fields
-// omitted as their JSON tags say. TestSealBodyIsCanonical proves it.
-func writeProvenance(b *bytes.Buffer, p *contract.Provenance) {
-	field := func(first *bool, key, v string, always bool) {
-		if v == "" && !always {
-			return
-		}
-		if !*first {
-			b.WriteByte(',')
-		}
-		*first = false
-		b.WriteByte('"')
-		b.WriteString(key)
-		b.WriteString(`":`)
-		contract.WriteJSONString(b, v)
-	}
-	b.WriteString(`{"actor":{`)
-	first := true
-	field(&first, "display", p.Actor.Display, false)
-	field(&first, "id", p.Actor.ID, true)
-	field(&first, "type", string(p.Actor.Type), true)
-	b.WriteByte('}')
-	if p.Build != nil {
-		b.WriteString(`,"build":{`)
-		first := true
-		field(&first, "commit", p.Build.Commit, false)
-		field(&first, "image_digest", p.Build.ImageDigest, false)
-		b.WriteByte('}')
-	}
-	first = false
-	field(&first, "conversation_id", p.ConversationID, false)
-	field(&first, "message_id", p.MessageID, false)
-	field(&first, "recorded_at", p.RecordedAt, true)
-	if p.Route != nil {
-		b.WriteString(`,"route":{`)
-		first := true
-		field(&first, "effort", string(p.Route.Effort), false)
-		field(&first, "provider", string(p.Route.Provider), false)
-		field(&first, "requested", p.Route.Requested, true)
-		field(&first, "resolved_target", p.Route.ResolvedTarget, false)
-		b.WriteByte('}')
-	}
-	field(&first, "run_id", p.RunID, false)
-	field(&first, "session_id", p.SessionID, false)
-	field(&first, "surface", string(p.Surface), true)
-	b.WriteByte('}')
 }
 
 // writeOutcome writes an audit_outcome as canonical JSON: keys sorted

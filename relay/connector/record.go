@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -61,41 +60,18 @@ var _ audit.CanonicalWriter = (*delivery)(nil)
 // again. TestDeliveryCanonical proves the two equal.
 func (d *delivery) WriteCanonicalJSON(b *bytes.Buffer) {
 	b.Grow(320)
-	b.WriteByte('{')
-	first := true
-	str := func(k, v string) {
-		if v == "" {
-			return
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteByte('"')
-		b.WriteString(k)
-		b.WriteString(`":`)
-		contract.WriteJSONString(b, validUTF8(v))
-	}
+	o := contract.NewJSONObject(b)
+	str := func(k, v string) { o.OptStr(k, validUTF8(v)) }
 	// In key order.
 	str("bot", d.Bot)
 	str("buffer_id", d.BufferID)
 	str("chat_id", d.ChatID)
 	if d.Chunks != 0 {
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteString(`"chunks":`)
-		b.WriteString(strconv.Itoa(d.Chunks))
+		o.Int("chunks", int64(d.Chunks))
 	}
 	str("conn", d.Conn)
 	str("content_sha256", d.ContentSHA256)
-	if !first {
-		b.WriteByte(',')
-	}
-	b.WriteString(`"direction":`) // always present: no omitempty
-	contract.WriteJSONString(b, validUTF8(d.Direction))
-	first = false
+	o.Str("direction", validUTF8(d.Direction)) // always present: no omitempty
 	str("error", d.Error)
 	str("gateway", d.Gateway)
 	str("kind", d.Kind)
@@ -104,11 +80,8 @@ func (d *delivery) WriteCanonicalJSON(b *bytes.Buffer) {
 	str("platform", d.Platform)
 	str("request_id", d.RequestID)
 	str("session_key", d.SessionKey)
-	if d.Success {
-		b.WriteString(`,"success":true}`)
-	} else {
-		b.WriteString(`,"success":false}`)
-	}
+	o.Bool("success", d.Success)
+	o.End()
 }
 
 // validUTF8 replaces each invalid byte of s with U+FFFD, as encoding/json

@@ -170,41 +170,28 @@ func withoutNullUsage(data []byte) (out []byte, ok bool) {
 
 // rawUsage is the usage object of the three protocols.
 type rawUsage struct {
-	PromptTokens             int64             `json:"prompt_tokens"`
-	CompletionTokens         int64             `json:"completion_tokens"`
-	PromptTokensDetails      *cachedDetails    `json:"prompt_tokens_details"`
-	CompletionTokensDetails  *reasoningDetails `json:"completion_tokens_details"`
-	OutputTokensDetails      *reasoningDetails `json:"output_tokens_details"`
-	InputTokens              int64             `json:"input_tokens"`
-	OutputTokens             int64             `json:"output_tokens"`
-	InputTokensDetails       *cachedDetails    `json:"input_tokens_details"`
-	CacheReadInputTokens     int64             `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64             `json:"cache_creation_input_tokens"`
+	PromptTokens             int64            `json:"prompt_tokens"`
+	CompletionTokens         int64            `json:"completion_tokens"`
+	PromptTokensDetails      cachedDetails    `json:"prompt_tokens_details"`
+	CompletionTokensDetails  reasoningDetails `json:"completion_tokens_details"`
+	OutputTokensDetails      reasoningDetails `json:"output_tokens_details"`
+	InputTokens              int64            `json:"input_tokens"`
+	OutputTokens             int64            `json:"output_tokens"`
+	InputTokensDetails       cachedDetails    `json:"input_tokens_details"`
+	CacheReadInputTokens     int64            `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64            `json:"cache_creation_input_tokens"`
 }
 
-// cachedDetails is OpenAI's prompt_tokens_details / input_tokens_details.
+// cachedDetails is OpenAI's prompt_tokens_details / input_tokens_details
+// (absent or null: zero, as encoding/json leaves a struct on null).
 type cachedDetails struct {
 	CachedTokens int64 `json:"cached_tokens"`
 }
 
-func (d *cachedDetails) cached() int64 {
-	if d == nil {
-		return 0
-	}
-	return d.CachedTokens
-}
-
 // reasoningDetails is OpenAI's completion_tokens_details /
-// output_tokens_details.
+// output_tokens_details (absent or null: zero).
 type reasoningDetails struct {
 	ReasoningTokens int64 `json:"reasoning_tokens"`
-}
-
-func (d *reasoningDetails) reasoning() int64 {
-	if d == nil {
-		return 0
-	}
-	return d.ReasoningTokens
 }
 
 // usage is r as billed: OpenAI counts cached input inside its input total,
@@ -212,11 +199,11 @@ func (d *reasoningDetails) reasoning() int64 {
 func (r rawUsage) usage(p wire.Protocol) upstream.Usage {
 	switch p {
 	case wire.ChatCompletions, wire.Embeddings:
-		cached := r.PromptTokensDetails.cached()
-		return upstream.Usage{Input: r.PromptTokens - cached, CachedInput: cached, Output: r.CompletionTokens, Reasoning: r.CompletionTokensDetails.reasoning()}
+		cached := r.PromptTokensDetails.CachedTokens
+		return upstream.Usage{Input: r.PromptTokens - cached, CachedInput: cached, Output: r.CompletionTokens, Reasoning: r.CompletionTokensDetails.ReasoningTokens}
 	case wire.Responses:
-		cached := r.InputTokensDetails.cached()
-		return upstream.Usage{Input: r.InputTokens - cached, CachedInput: cached, Output: r.OutputTokens, Reasoning: r.OutputTokensDetails.reasoning()}
+		cached := r.InputTokensDetails.CachedTokens
+		return upstream.Usage{Input: r.InputTokens - cached, CachedInput: cached, Output: r.OutputTokens, Reasoning: r.OutputTokensDetails.ReasoningTokens}
 	default:
 		return upstream.Usage{Input: r.InputTokens, CachedInput: r.CacheReadInputTokens, CacheWrite: r.CacheCreationInputTokens, Output: r.OutputTokens}
 	}

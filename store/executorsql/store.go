@@ -128,7 +128,7 @@ func (s *Store) ClaimTick(ctx context.Context, t contract.TenantSlot, key, bodyH
 	switch {
 	case err == nil:
 		if prevHash != bodyHash {
-			return executor.TickClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
+			return executor.TickClaim{}, tickKeyConflict(key)
 		}
 		if result.Valid {
 			return executor.TickClaim{Envelope: []byte(result.String)}, nil
@@ -160,12 +160,24 @@ func (s *Store) ClaimTick(ctx context.Context, t contract.TenantSlot, key, bodyH
 		return nil
 	})
 	if err != nil {
-		if contract.KindOf(err) == contract.KindConflict {
-			return executor.TickClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
-		}
-		return executor.TickClaim{}, err
+		return executor.TickClaim{}, tickClaimErr(err, key)
 	}
 	return claim, nil
+}
+
+// tickKeyConflict refuses a tick key already used with another payload or
+// message.
+func tickKeyConflict(key string) error {
+	return contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
+}
+
+// tickClaimErr is the error of a claim's transaction, a conflict (the key
+// written with another body hash by a concurrent claim) as tickKeyConflict.
+func tickClaimErr(err error, key string) error {
+	if contract.KindOf(err) == contract.KindConflict {
+		return tickKeyConflict(key)
+	}
+	return err
 }
 
 var _ executor.TickReplayer = (*Store)(nil)
@@ -209,7 +221,7 @@ func (s *Store) ClaimOrReplayTick(ctx context.Context, t contract.TenantSlot, ke
 		case err != nil:
 			return fmt.Errorf("store: read idempotency key: %w", err)
 		case prevHash != bodyHash:
-			return contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
+			return tickKeyConflict(key)
 		case !result.Valid:
 			now := s.db.Now()
 			if !claim || store.Micros(now)-created <= lease.Microseconds() {
@@ -237,10 +249,7 @@ func (s *Store) ClaimOrReplayTick(ctx context.Context, t contract.TenantSlot, ke
 		return nil
 	})
 	if err != nil {
-		if contract.KindOf(err) == contract.KindConflict {
-			return executor.TickClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different payload or message", key)
-		}
-		return executor.TickClaim{}, err
+		return executor.TickClaim{}, tickClaimErr(err, key)
 	}
 	return out, nil
 }
