@@ -328,7 +328,11 @@ func Report(w io.Writer, base string, rs []Result) {
 	if db {
 		dbHead = fmt.Sprintf(" %12s", "db-cpu-ms/1k")
 	}
-	fmt.Fprintf(w, "%-28s %10s %10s %10s %8s %12s%s %s\n", "target", "req/s", "p50", "p99", "errors", "cpu-ms/1k", dbHead, "vs "+base)
+	width := 28 // the name column: as wide as the longest name
+	for _, r := range rs {
+		width = max(width, len(r.Name))
+	}
+	fmt.Fprintf(w, "%-*s %10s %10s %10s %8s %12s%s %s\n", width, "target", "req/s", "p50", "p99", "errors", "cpu-ms/1k", dbHead, "vs "+base)
 	for _, r := range rs {
 		ratio := "-"
 		if baseRPS > 0 && r.Name != base {
@@ -345,7 +349,7 @@ func Report(w io.Writer, base string, rs []Result) {
 		if r.CPUUnknown {
 			cpu = fmt.Sprintf("%12s", "-")
 		}
-		fmt.Fprintf(w, "%-28s %10.0f %10s %10s %8d %s%s %s\n", r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, cpu, dbCol, ratio)
+		fmt.Fprintf(w, "%-*s %10.0f %10s %10s %8d %s%s %s\n", width, r.Name, r.RPS(), round(r.P50), round(r.P99), r.Errors, cpu, dbCol, ratio)
 		if r.FirstErr != "" {
 			fmt.Fprintf(w, "  first error: %s\n", r.FirstErr)
 		}

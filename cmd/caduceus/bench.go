@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -31,6 +32,7 @@ type benchFlags struct {
 	duration, warmup       time.Duration
 	cpuProfile, memProfile string
 	profile                string   // the target profiled: pass-through or governed
+	compareStores          []string // more stores, each with the Caduceus targets
 	peers                  []string // NAME=COMMAND
 	peerHeaders            []string // NAME=Header: value
 	peerWait               time.Duration
@@ -79,6 +81,7 @@ added to its CPU figure, and its process group is ended when the bench ends.`,
 	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the Caduceus run to this file")
 	cmd.Flags().StringVar(&f.profile, "profile", "pass-through", "the target --cpuprofile profiles (its first round): pass-through, governed or breadth (governed with balancing and rate limits)")
+	cmd.Flags().StringArrayVar(&f.compareStores, "compare-store", nil, "another store (a --store value) whose Caduceus targets take their turns in the same rounds, so two stores compare in one run; a store name given without a path, such as 'sqlite:?synchronous=full', gets a data directory of its own; repeatable")
 	cmd.Flags().StringArrayVar(&f.peers, "peer", nil, "another proxy to load beside the targets, NAME=COMMAND (run through sh -c, listening on $CADUCEUS_BENCH_PORT, forwarding to $CADUCEUS_BENCH_UPSTREAM); repeatable")
 	cmd.Flags().StringArrayVar(&f.peerHeaders, "peer-header", nil, "a header for every request to a --peer, 'NAME=Header: value' ($CADUCEUS_BENCH_UPSTREAM in the value is the fake upstream's base URL); repeatable")
 	cmd.Flags().DurationVar(&f.peerWait, "peer-wait", time.Minute, "how long each peer has to answer the bench's request before the bench gives up")
@@ -139,21 +142,38 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		return err
 	}
 	defer db.Close()
-	keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
-	var cad, gov, breadth benchTarget
-	for _, t := range []struct {
-		target *benchTarget
-		gw     *upstream.Config // nil: pass-through
-		grants []string
-	}{
-		{&cad, nil, nil},
-		{&gov, governedBenchConfig(up.URL), []string{"openai/" + bench.Model}},
-		{&breadth, breadthBenchConfig(up.URL), []string{"eu/" + bench.Model, "us/" + bench.Model}},
-	} {
-		if *t.target, err = a.startBenchTarget(ctx, db, keys, up.URL, t.gw, t.grants); err != nil {
-			return err
+	stores := []*store.DB{db}
+	for i, dsn := range f.compareStores {
+		other, err := store.Open(ctx, dsn, filepath.Join(a.cfg.Data, fmt.Sprintf("compare-%d", i+1)))
+		if err != nil {
+			return &exitError{2, fmt.Errorf("--compare-store %q: %w", dsn, err)}
 		}
-		defer t.target.close()
+		defer other.Close()
+		for _, seen := range stores {
+			if storeName(seen) == storeName(other) {
+				return &exitError{2, fmt.Errorf("--compare-store %q: a second %s store (its targets would have the same names)", dsn, storeName(other))}
+			}
+		}
+		stores = append(stores, other)
+	}
+	var caduceusTargets [][3]benchTarget // per store: pass-through, governed, breadth
+	for _, db := range stores {
+		keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
+		var ts [3]benchTarget
+		for i, t := range []struct {
+			gw     *upstream.Config // nil: pass-through
+			grants []string
+		}{
+			{nil, nil},
+			{governedBenchConfig(up.URL), []string{"openai/" + bench.Model}},
+			{breadthBenchConfig(up.URL), []string{"eu/" + bench.Model, "us/" + bench.Model}},
+		} {
+			if ts[i], err = a.startBenchTarget(ctx, db, keys, up.URL, t.gw, t.grants); err != nil {
+				return err
+			}
+			defer ts[i].close()
+		}
+		caduceusTargets = append(caduceusTargets, ts)
 	}
 
 	var started []*bench.Peer
@@ -170,33 +190,40 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		started = append(started, p)
 	}
 
+	names := make([]string, len(stores))
+	for i, db := range stores {
+		names[i] = storeName(db)
+	}
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
-		f.conns, f.rounds, f.duration, f.warmup, storeName(db), runtime.GOMAXPROCS(0))
+		f.conns, f.rounds, f.duration, f.warmup, strings.Join(names, " and "), runtime.GOMAXPROCS(0))
 	load := func(url string, h http.Header) bench.Load {
 		return bench.Load{URL: url + "/v1/chat/completions", Header: h, Body: bench.ChatBody, Conns: f.conns, Duration: f.duration, Warmup: f.warmup}
-	}
-	// On Postgres the Caduceus targets also report the server's CPU, when
-	// it runs on this machine (bench.PostgresCPU; "-" when it cannot be
-	// read).
-	caduceusLoad := func(url string, h http.Header) bench.Load {
-		l := load(url, h)
-		if db.Dialect() == store.Postgres {
-			l.DBCPU = bench.PostgresCPU
-		}
-		return l
 	}
 	type target struct {
 		name    string
 		load    bench.Load
 		profile bool
 	}
-	names := benchTargetNames(storeName(db))
-	targets := []target{
-		{names[0], load(up.URL, nil), false},
-		{names[1], load(bare.URL, nil), false},
-		{names[2], cad.load(caduceusLoad), f.profile == "pass-through"},
-		{names[3], gov.load(caduceusLoad), f.profile == "governed"},
-		{names[4], breadth.load(caduceusLoad), f.profile == "breadth"},
+	own := benchTargetNames(storeName(db))
+	targets := []target{{own[0], load(up.URL, nil), false}, {own[1], load(bare.URL, nil), false}}
+	for i, db := range stores {
+		// On Postgres the Caduceus targets also report the server's CPU,
+		// when it runs on this machine (bench.PostgresCPU; "-" when it
+		// cannot be read).
+		caduceusLoad := func(url string, h http.Header) bench.Load {
+			l := load(url, h)
+			if db.Dialect() == store.Postgres {
+				l.DBCPU = bench.PostgresCPU
+			}
+			return l
+		}
+		names := benchTargetNames(storeName(db))
+		ts := caduceusTargets[i]
+		first := i == 0 // --cpuprofile profiles the first store's target
+		targets = append(targets,
+			target{names[2], ts[0].load(caduceusLoad), first && f.profile == "pass-through"},
+			target{names[3], ts[1].load(caduceusLoad), first && f.profile == "governed"},
+			target{names[4], ts[2].load(caduceusLoad), first && f.profile == "breadth"})
 	}
 	for _, p := range started {
 		l := load(p.URL, p.Header)

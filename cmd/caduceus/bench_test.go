@@ -36,11 +36,13 @@ func TestBenchRunsEveryTarget(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "300ms", "--warmup", "0s", "--conns", "4", "--data", t.TempDir(),
 		"--peer", "a peer=PEERPROXY_PIDFILE="+pidFile+` PEERPROXY_REQUIRE="X-Upstream: $CADUCEUS_BENCH_UPSTREAM/v1" exec `+bin,
-		"--peer-header", "a peer=X-Upstream: $CADUCEUS_BENCH_UPSTREAM/v1")
+		"--peer-header", "a peer=X-Upstream: $CADUCEUS_BENCH_UPSTREAM/v1",
+		"--compare-store", "sqlite:?synchronous=full")
 	if code != 0 {
 		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
 	}
-	for _, target := range []string{"upstream (fake, direct)", "bare-proxy", "caduceus (sqlite)", "caduceus governed (sqlite)", "governed+balance+rpm (sqlite)", "a peer"} {
+	for _, target := range []string{"upstream (fake, direct)", "bare-proxy", "caduceus (sqlite)", "caduceus governed (sqlite)", "governed+balance+rpm (sqlite)",
+		"caduceus (sqlite synchronous=full)", "caduceus governed (sqlite synchronous=full)", "governed+balance+rpm (sqlite synchronous=full)", "a peer"} {
 		f := benchRow(out, target)
 		if len(f) < 5 || f[0] == "0" || f[3] != "0" || f[4] == "-" {
 			t.Errorf("%s: row %q (want requests answered, 0 errors and a CPU figure)\n%s", target, f, out)
@@ -59,6 +61,22 @@ func TestBenchRunsEveryTarget(t *testing.T) {
 	}
 	if code, _, _ := cli(t, "bench", "--profile", "nothing"); code != 2 {
 		t.Errorf("--profile nothing: exit %d, want 2", code)
+	}
+}
+
+// TestBenchCompareStoreRefused: a --compare-store that cannot be opened,
+// or that names a store of the same kind as another (its targets would
+// share names), exits 2 naming the value.
+func TestBenchCompareStoreRefused(t *testing.T) {
+	for _, c := range []struct{ store, says string }{
+		{"sqlite:?synchronous=off", `--compare-store "sqlite:?synchronous=off"`},
+		{"sqlite:?synchronous=normal", "a second sqlite store"},
+		{"mysql://x", `--compare-store "mysql://x"`},
+	} {
+		code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "10ms", "--warmup", "0s", "--data", t.TempDir(), "--compare-store", c.store)
+		if code != 2 || !strings.Contains(errOut, c.says) {
+			t.Errorf("--compare-store %s: exit %d, stderr %q (want 2, saying %q)\n%s", c.store, code, errOut, c.says, out)
+		}
 	}
 }
 
