@@ -318,3 +318,30 @@ func TestExpandUpstream(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParsePeerHeader: any value parses or is refused without a panic; one
+// it accepts has a peer name, a header name that is a token and a value
+// net/http can send, and writing it back as NAME=Header: value parses to
+// the same three.
+func FuzzParsePeerHeader(f *testing.F) {
+	for _, s := range []string{"p=X-A: b", "p=x-portkey-custom-host: $CADUCEUS_BENCH_UPSTREAM/v1", "=X: y", "p=: y", "p=X y", "p=Host: h", "p=X: a\r\nb", "p=X:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		peer, key, value, err := ParsePeerHeader(s)
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(peer) == "" || key == "" || strings.ContainsAny(value, "\r\n\x00") {
+			t.Fatalf("%q accepted as peer %q, header %q, value %q", s, peer, key, value)
+		}
+		// A token: visible ASCII but the RFC 9110 delimiters.
+		if strings.IndexFunc(key, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) }) >= 0 {
+			t.Fatalf("%q: header name %q is not a token", s, key)
+		}
+		p2, k2, v2, err := ParsePeerHeader(peer + "=" + key + ": " + value)
+		if err != nil || p2 != peer || k2 != key || v2 != value {
+			t.Fatalf("%q: written back, parses as %q %q %q, %v", s, p2, k2, v2, err)
+		}
+	})
+}
