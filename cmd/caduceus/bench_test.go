@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
 // benchRow is the fields after target's name in the bench's table ("" when
@@ -61,6 +63,37 @@ func TestBenchRunsEveryTarget(t *testing.T) {
 	}
 	if code, _, _ := cli(t, "bench", "--profile", "nothing"); code != 2 {
 		t.Errorf("--profile nothing: exit %d, want 2", code)
+	}
+}
+
+// TestBenchComparesPostgres: a Postgres --compare-store takes its turns
+// beside SQLite, answers every request of its three targets, and its rows
+// (only its rows) carry the server's CPU per 1,000 requests.
+func TestBenchComparesPostgres(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
+	}
+	if testing.Short() {
+		t.Skip("runs the load generator")
+	}
+	pg := storetest.FreshSchema(t, dsn)
+	code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "300ms", "--warmup", "0s", "--conns", "4", "--data", t.TempDir(), "--compare-store", pg)
+	if code != 0 {
+		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "store sqlite and postgres") {
+		t.Errorf("the header does not name both stores:\n%s", out)
+	}
+	for _, target := range []string{"caduceus (sqlite)", "caduceus governed (sqlite)", "caduceus (postgres)", "caduceus governed (postgres)", "governed+balance+rpm (postgres)"} {
+		f := benchRow(out, target)
+		// req/s p50 p99 errors cpu-ms/1k db-cpu-ms/1k ratio
+		if len(f) < 7 || f[0] == "0" || f[3] != "0" {
+			t.Fatalf("%s: row %q (want requests answered and 0 errors)\n%s", target, f, out)
+		}
+		if onPG := strings.Contains(target, "postgres"); onPG == (f[5] == "-") {
+			t.Errorf("%s: db-cpu-ms/1k %q (want a figure on Postgres only)\n%s", target, f[5], out)
+		}
 	}
 }
 
