@@ -43,21 +43,21 @@ func TestParseSQLite(t *testing.T) {
 }
 
 // FuzzParseSQLite: any store name parses or is refused without a panic; a
-// name it accepts says what sqliteName writes back, and a name with no
+// name it accepts says what SQLiteName writes back, and a name with no
 // parameter keeps its whole path.
 func FuzzParseSQLite(f *testing.F) {
 	for _, s := range []string{"", "sqlite:", "sqlite:/a/b.db", "file:x.db?synchronous=full", "sqlite:a?b", "sqlite:a?b=c&synchronous=full", "sqlite:?synchronous=NORMAL&"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dsn string) {
+		if prefix, path, params := SplitSQLiteName(dsn); prefix+path+params != dsn {
+			t.Fatalf("%q splits into %q %q %q", dsn, prefix, path, params)
+		}
 		o, err := parseSQLite(dsn)
 		if err != nil {
 			return
 		}
-		back := "sqlite:" + o.path + "?synchronous=normal"
-		if o.full {
-			back = "sqlite:" + o.path + "?synchronous=full"
-		}
+		back := SQLiteName(o.path, o.full)
 		if again, err := parseSQLite(back); err != nil || again != o {
 			t.Fatalf("%q parsed as %+v, but %q parses as %+v, %v", dsn, o, back, again, err)
 		}

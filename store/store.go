@@ -135,7 +135,7 @@ func Open(ctx context.Context, dsn, dataDir string) (*DB, error) {
 		}
 		db, err = openSQLite(o)
 	default:
-		return nil, fmt.Errorf("store: unsupported store %q (want postgres://..., sqlite:PATH, or empty for the data directory)", redact(dsn))
+		return nil, CheckName(dsn)
 	}
 	if err != nil {
 		return nil, err
@@ -168,6 +168,47 @@ func SQLiteFile(dsn, dataDir string) string {
 	return o.path
 }
 
+// SplitSQLiteName splits a SQLite store name ("", "sqlite:PATH" or
+// "file:PATH", optionally with parameters) into its prefix, its path and
+// its parameters with their '?' ("" for none): what follows the path's last
+// '?' is parameters when it holds a '='. prefix+path+params is name.
+func SplitSQLiteName(name string) (prefix, path, params string) {
+	for _, p := range []string{"sqlite:", "file:"} {
+		if rest, ok := strings.CutPrefix(name, p); ok {
+			prefix, name = p, rest
+			break
+		}
+	}
+	if i := strings.LastIndexByte(name, '?'); i >= 0 && strings.Contains(name[i:], "=") {
+		return prefix, name[:i], name[i:]
+	}
+	return prefix, name, ""
+}
+
+// SQLiteName is the store name of the SQLite file at path, with
+// synchronous=full when full: the form whose path is read back whole,
+// whatever '?' and '=' it holds.
+func SQLiteName(path string, full bool) string {
+	if full {
+		return "sqlite:" + path + "?synchronous=full"
+	}
+	return "sqlite:" + path + "?synchronous=normal"
+}
+
+// CheckName reports what Open would refuse in a store name before opening
+// anything: a kind it does not know, or SQLite parameters it does not
+// take.
+func CheckName(dsn string) error {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return nil
+	case dsn == "", strings.HasPrefix(dsn, "sqlite:"), strings.HasPrefix(dsn, "file:"):
+		_, err := parseSQLite(dsn)
+		return err
+	}
+	return fmt.Errorf("store: unsupported store %q (want postgres://..., sqlite:PATH, or empty for the data directory)", redact(dsn))
+}
+
 // sqliteOptions is what a SQLite store name says: the file (empty: the
 // data directory's) and whether each commit waits for the disk.
 type sqliteOptions struct {
@@ -185,16 +226,12 @@ type sqliteOptions struct {
 // follows a path's last '?' is a parameter list when it holds a '='; the
 // store knows no parameter but synchronous.
 func parseSQLite(dsn string) (sqliteOptions, error) {
-	rest, ok := strings.CutPrefix(dsn, "sqlite:")
-	if !ok {
-		rest = strings.TrimPrefix(dsn, "file:")
+	_, path, params := SplitSQLiteName(dsn)
+	o := sqliteOptions{path: path}
+	if params == "" {
+		return o, nil
 	}
-	i := strings.LastIndexByte(rest, '?')
-	if i < 0 || !strings.Contains(rest[i:], "=") {
-		return sqliteOptions{path: rest}, nil
-	}
-	o, query := sqliteOptions{path: rest[:i]}, rest[i+1:]
-	for _, kv := range strings.Split(query, "&") {
+	for _, kv := range strings.Split(params[1:], "&") {
 		k, v, _ := strings.Cut(kv, "=")
 		if k != "synchronous" {
 			return sqliteOptions{}, fmt.Errorf("store: sqlite parameter %q: the only one is synchronous (normal or full)", k)

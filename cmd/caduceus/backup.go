@@ -158,7 +158,7 @@ func checkSQLiteFile(path string) error {
 // verifyStoreFile opens the SQLite store in file (its migrations run
 // forward, as serve would run them) and verifies every audit chain.
 func verifyStoreFile(ctx context.Context, file string) (audit.Report, error) {
-	db, err := store.Open(ctx, "sqlite:"+file, "")
+	db, err := store.Open(ctx, store.SQLiteName(file, false), "")
 	if err != nil {
 		return audit.Report{}, err
 	}

@@ -346,10 +346,8 @@ func readConfigFile(file string) (config, error) {
 	cfg.Data = rel(cfg.Data)
 	cfg.Executor.Skills = rel(cfg.Executor.Skills)
 	cfg.Executor.Scenario = rel(cfg.Executor.Scenario)
-	for _, prefix := range []string{"sqlite:", "file:"} {
-		if p, ok := strings.CutPrefix(cfg.Store, prefix); ok {
-			cfg.Store = prefix + rel(p)
-		}
+	if prefix, path, params := store.SplitSQLiteName(cfg.Store); prefix != "" {
+		cfg.Store = prefix + rel(path) + params
 	}
 	return cfg, nil
 }

@@ -26,9 +26,8 @@ func (a *app) checkServeConfig() error {
 			return bad("unknown gate %q (want %v)", g, allGates)
 		}
 	}
-	if s := a.cfg.Store; s != "" && !strings.HasPrefix(s, "postgres://") && !strings.HasPrefix(s, "postgresql://") &&
-		!strings.HasPrefix(s, "sqlite:") && !strings.HasPrefix(s, "file:") {
-		return bad("store: want postgres://..., sqlite:PATH, or empty for SQLite in the data directory")
+	if err := store.CheckName(a.cfg.Store); err != nil {
+		return bad("%v", err)
 	}
 	if a.gateOn("executor") && a.executorConfigured() {
 		c := a.cfg.Executor

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
 	"io"
@@ -326,5 +327,54 @@ func TestBackupOfASynchronousFullStore(t *testing.T) {
 	code, stdout, stderr := cli(t, "keys", "list", "--store", "sqlite:"+out)
 	if code != 0 || !strings.Contains(stdout, "slot-1") {
 		t.Fatalf("the backup's keys: %d %s %s", code, stdout, stderr)
+	}
+}
+
+// TestSQLiteStoreNames: in a config file, sqlite:PATH?synchronous=full
+// resolves PATH from the file's directory and keeps the parameter, and
+// sqlite:?synchronous=full stays the data directory's file; serve refuses
+// a parameter the store does not take before it makes anything; backup
+// and restore handle a file whose path holds '?' and '='.
+func TestSQLiteStoreNames(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "caduceus.yaml")
+	os.WriteFile(cfg, []byte("store: sqlite:rel/c.db?synchronous=full\n"), 0o600)
+	if code, out, errOut := cli(t, "keys", "create", "--config", cfg, "--tenant", "slot-1", "--scopes", "route"); code != 0 {
+		t.Fatalf("keys create: %d %s %s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "rel", "c.db")); err != nil {
+		t.Errorf("the store is not beside the config file: %v", err)
+	}
+	data := filepath.Join(dir, "data")
+	os.WriteFile(cfg, []byte("store: sqlite:?synchronous=full\ndata: data\n"), 0o600)
+	if code, out, errOut := cli(t, "keys", "create", "--config", cfg, "--tenant", "slot-1", "--scopes", "route"); code != 0 {
+		t.Fatalf("keys create in the data directory: %d %s %s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(data, "caduceus.db")); err != nil {
+		t.Errorf("sqlite:?synchronous=full in a config file is not the data directory's file: %v", err)
+	}
+
+	empty := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--data", empty, "--store", "sqlite:?synchronous=off"},
+		func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), `synchronous="off"`) {
+		t.Errorf("serve with synchronous=off: exit %d, stderr %q (want 2 naming the value)", code, errb.String())
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("a refused store name left %d files in the data directory", len(entries))
+	}
+
+	odd := filepath.Join(t.TempDir(), "a?b=c")
+	if code, out, errOut := cli(t, "keys", "create", "--data", odd, "--tenant", "slot-1", "--scopes", "route"); code != 0 {
+		t.Fatalf("keys create in %s: %d %s %s", odd, code, out, errOut)
+	}
+	backup := filepath.Join(t.TempDir(), "x?y=z.db")
+	if code, out, errOut := cli(t, "backup", "--data", odd, "--out", backup); code != 0 {
+		t.Fatalf("backup to %s: %d %s %s", backup, code, out, errOut)
+	}
+	fresh := filepath.Join(t.TempDir(), "restored?into=here")
+	if code, out, errOut := cli(t, "restore", "--data", fresh, "--from", backup); code != 0 || !strings.Contains(out, "verified") {
+		t.Fatalf("restore from %s: %d %s %s", backup, code, out, errOut)
 	}
 }
