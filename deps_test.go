@@ -15,11 +15,11 @@ var gates = []string{"trader", "executor", "shim", "relay"}
 // adapters are the packages that hold a gate's SQL over the store core:
 // they import the core and their own gate, never another gate.
 var adapters = map[string]string{
-	"store/tradersql":   "trader",
-	"store/executorsql": "executor",
-	"store/shimsql":     "shim",
-	"store/relaysql":    "relay",
-	"shim/ledger":       "shim",
+	"trader/tradersql":     "trader",
+	"executor/executorsql": "executor",
+	"shim/shimsql":         "shim",
+	"relay/relaysql":       "relay",
+	"shim/ledger":          "shim",
 }
 
 // modules put a gate on the server (package gate): its routes, tools and

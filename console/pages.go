@@ -14,12 +14,12 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/relay/connector"
+	"github.com/caduceus-dev/caduceus/relay/relaysql"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/relaysql"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
-	"github.com/caduceus-dev/caduceus/store/tradersql"
 	"github.com/caduceus-dev/caduceus/trader"
+	"github.com/caduceus-dev/caduceus/trader/tradersql"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 

@@ -4,7 +4,7 @@
 // package (trader/tradergate, executor/executorgate, shim/shimgate,
 // relay/relaygate): its routes on the server, its MCP tools and its
 // background jobs. Its tables come with its store adapter
-// (store/tradersql, ...), which registers its migrations with the store
+// (trader/tradersql, ...), which registers its migrations with the store
 // core when the program links it. cmd/caduceus builds the enabled gates and
 // iterates over them: adding a gate touches no hub file.
 package gate

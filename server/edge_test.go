@@ -12,8 +12,8 @@ import (
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/shimgate"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
 )
 
 // TestEdgeSecretGuardsEveryRoute: with an edge secret, every route but the

@@ -9,8 +9,8 @@ import (
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/relaysql"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/relaysql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 

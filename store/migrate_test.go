@@ -9,12 +9,12 @@ import (
 	"testing"
 	"testing/fstest"
 
+	_ "github.com/caduceus-dev/caduceus/executor/executorsql"
+	_ "github.com/caduceus-dev/caduceus/relay/relaysql"
+	_ "github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/store"
-	_ "github.com/caduceus-dev/caduceus/store/executorsql"
-	_ "github.com/caduceus-dev/caduceus/store/relaysql"
-	_ "github.com/caduceus-dev/caduceus/store/shimsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
-	_ "github.com/caduceus-dev/caduceus/store/tradersql"
+	_ "github.com/caduceus-dev/caduceus/trader/tradersql"
 )
 
 // released are the migrations of every release so far, by the name

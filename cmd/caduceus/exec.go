@@ -10,7 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/store/executorsql"
+	"github.com/caduceus-dev/caduceus/executor/executorsql"
 )
 
 // EnvRobinhoodToken names the environment variable holding the bearer token

@@ -13,15 +13,15 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
 	"github.com/caduceus-dev/caduceus/executor/executorgate"
+	"github.com/caduceus-dev/caduceus/executor/executorsql"
 	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/relay/relaygate"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/shimgate"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/executorsql"
-	"github.com/caduceus-dev/caduceus/store/tradersql"
 	"github.com/caduceus-dev/caduceus/trader"
 	"github.com/caduceus-dev/caduceus/trader/tradergate"
+	"github.com/caduceus-dev/caduceus/trader/tradersql"
 )
 
 // operatorCaller is who a CLI command acts as: the operator at the data

@@ -9,8 +9,8 @@ import (
 
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/connector"
+	"github.com/caduceus-dev/caduceus/relay/relaysql"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/relaysql"
 )
 
 // relayConfigured reports whether the config names any gateway or platform.

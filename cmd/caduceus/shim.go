@@ -15,10 +15,10 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/provsync"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
 )
 
 // shimConfig is the shim section of the config file.

@@ -12,10 +12,10 @@ import (
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 

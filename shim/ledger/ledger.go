@@ -18,7 +18,7 @@ import (
 )
 
 // The ledger's tables (spend rows, running totals, holds, leases); the
-// receipts' ledger column is the shim gate's (store/shimsql).
+// receipts' ledger column is the shim gate's (shim/shimsql).
 //
 //go:embed migrations/*.sql
 var migrations embed.FS

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/relay"
+	"github.com/caduceus-dev/caduceus/relay/relaysql"
 	"github.com/caduceus-dev/caduceus/relay/relaytest"
-	"github.com/caduceus-dev/caduceus/store/relaysql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 

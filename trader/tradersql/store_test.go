@@ -15,8 +15,8 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
-	"github.com/caduceus-dev/caduceus/store/tradersql"
 	"github.com/caduceus-dev/caduceus/trader"
+	"github.com/caduceus-dev/caduceus/trader/tradersql"
 	"github.com/caduceus-dev/caduceus/trader/tradertest"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/caduceus-dev/caduceus/broker/paper"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
+	"github.com/caduceus-dev/caduceus/executor/executorsql"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/executorsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 

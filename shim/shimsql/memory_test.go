@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 

@@ -10,10 +10,10 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/store/shimsql"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
