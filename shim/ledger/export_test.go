@@ -57,6 +57,10 @@ func (s *Ledger) HoldsListening() bool {
 // unused slices now.
 func (s *Ledger) FlushRates() error { return ratesOf(s.db).flush(context.Background(), false) }
 
+// FlushRatesTimed is the flush the timer runs: a slice admitted from since
+// the last flush is kept.
+func (s *Ledger) FlushRatesTimed() error { return ratesOf(s.db).flush(context.Background(), true) }
+
 // The lease book's times, for tests that state its rules at their edges.
 const (
 	LeaseMaxAge = leaseMaxAge

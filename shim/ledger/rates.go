@@ -293,8 +293,11 @@ func (b *rateBook) flush(ctx context.Context, timed bool) error {
 		if sl.filling != nil {
 			continue
 		}
+		// A window of a minute before the last is forgotten below, so
+		// all of its slice goes back now, in use or not.
+		past := k.minute < minute-1
 		left := sl.left
-		if sl.busy && timed && left > 0 {
+		if sl.busy && timed && left > 0 && !past {
 			left, again = 0, true // in use: kept, looked at again next flush
 		}
 		sl.busy = false
@@ -306,7 +309,7 @@ func (b *rateBook) flush(ctx context.Context, timed bool) error {
 			sl.pending = 0
 		}
 		sl.fullUntil = time.Time{}
-		if k.minute < minute-1 {
+		if past {
 			delete(b.slots, k)
 		}
 	}

@@ -45,6 +45,36 @@ func TestRateLimitEdges(t *testing.T) {
 	})
 }
 
+// TestTimedFlushGivesBackAPastMinutesSlice: the timer's flush keeps a
+// slice in use, but not that of a window whose minute is over, which it
+// forgets: that slice goes back to the row, so the minute counts the
+// requests admitted and nothing more (it was kept and forgotten, and the
+// row counted the whole slice for the rest of the minute).
+func TestTimedFlushGivesBackAPastMinutesSlice(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		sp := ledger.Of(db)
+		past := []upstream.RateWindow{{Scope: "key:k1", Minute: db.Now().Unix()/60 - 5, RPM: 100}}
+		if out, _, err := sp.Admit(ctx, past); err != nil || out[0].Requests != 1 {
+			t.Fatalf("the first request: %+v, %v", out, err)
+		}
+		must(t, sp.FlushRatesTimed())
+		if out, _, err := sp.Admit(ctx, past); err != nil || out[0].Requests != 2 {
+			t.Fatalf("after the timer's flush, the window counts %+v, %v; want the 2 requests admitted", out, err)
+		}
+		// A window of this minute keeps its slice in use across the
+		// timer's flush: the next request is admitted from it.
+		now := []upstream.RateWindow{{Scope: "key:k1", Minute: db.Now().Unix() / 60, RPM: 100}}
+		if _, _, err := sp.Admit(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+		must(t, sp.FlushRatesTimed())
+		if out, _, err := sp.Admit(ctx, now); err != nil || out[0].Requests != 2 {
+			t.Fatalf("this minute's window after the timer's flush: %+v, %v; want 2", out, err)
+		}
+	})
+}
+
 // TestStaleSweepDeletesOnlyWindowsBeforeTheCutoff states the stale
 // sweep's rule for rate windows: a window of a minute before the cutoff's
 // is deleted (its count starts again), the cutoff's minute's is kept (once
