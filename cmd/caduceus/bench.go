@@ -150,8 +150,8 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		}
 		defer other.Close()
 		for _, seen := range stores {
-			if storeName(seen) == storeName(other) {
-				return &exitError{2, fmt.Errorf("--compare-store %q: a second %s store (its targets would have the same names)", dsn, storeName(other))}
+			if seen.Name() == other.Name() {
+				return &exitError{2, fmt.Errorf("--compare-store %q: a second %s store (its targets would have the same names)", dsn, other.Name())}
 			}
 		}
 		stores = append(stores, other)
@@ -192,7 +192,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 
 	names := make([]string, len(stores))
 	for i, db := range stores {
-		names[i] = storeName(db)
+		names[i] = db.Name()
 	}
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
 		f.conns, f.rounds, f.duration, f.warmup, strings.Join(names, " and "), runtime.GOMAXPROCS(0))
@@ -204,7 +204,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		load    bench.Load
 		profile bool
 	}
-	own := benchTargetNames(storeName(db))
+	own := benchTargetNames(db.Name())
 	targets := []target{{own[0], load(up.URL, nil), false}, {own[1], load(bare.URL, nil), false}}
 	for i, db := range stores {
 		// On Postgres the Caduceus targets also report the server's CPU,
@@ -217,7 +217,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 			}
 			return l
 		}
-		names := benchTargetNames(storeName(db))
+		names := benchTargetNames(db.Name())
 		ts := caduceusTargets[i]
 		first := i == 0 // --cpuprofile profiles the first store's target
 		targets = append(targets,
@@ -263,7 +263,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 }
 
 // benchTargetNames are the names of the bench's own targets on the store
-// named storeName (storeName(db)): the fake upstream, the bare proxy,
+// named storeName (db.Name()): the fake upstream, the bare proxy,
 // Caduceus pass-through, governed, and governed with balancing and rate
 // limits.
 func benchTargetNames(storeName string) [5]string {

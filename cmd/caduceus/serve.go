@@ -220,5 +220,3 @@ func (a *app) bootstrapAdmin(ctx context.Context, keys *auth.Service) error {
 	fmt.Fprintf(a.stdout, "caduceus: no admin key existed; created key %s for %s with every scope. It is shown once:\n%s\n", key.ID, key.Tenant, token)
 	return nil
 }
-
-func storeName(db *store.DB) string { return db.Name() }

@@ -98,7 +98,7 @@ func (a *app) servedGates() []string {
 // shim's offline mode and upstreams (warning for an upstream without a key:
 // its requests would go out unauthorized), and the executor's broker.
 func (a *app) logStartup(db *store.DB, addr string) {
-	a.log.Info("listening", "addr", "http://"+addr, "gates", a.servedGates(), "store", storeName(db), "data", a.storeWhere())
+	a.log.Info("listening", "addr", "http://"+addr, "gates", a.servedGates(), "store", db.Name(), "data", a.storeWhere())
 	if a.gateOn("relay") && !a.relayConfigured() {
 		a.log.Info("relay gate not served: no gateways or platforms in the relay section of the config")
 	}
