@@ -26,7 +26,8 @@ var _ upstream.Rates = (*Ledger)(nil)
 // tokens also leases one at a time, each write reading the tokens the
 // other processes added. Every RateFlush, a process writes its tokens and
 // gives back what it took and did not admit, unless it admitted from that
-// slice since the last flush. So a request refused here while another
+// slice since the last flush; a window whose minute is over (before the
+// last) gives back all of it and is forgotten. So a request refused here while another
 // process holds a slice it does not use is refused for at most two
 // flushes (near the limit a slice is one request, soon used), and another
 // process sees this one's tokens within a flush. A
