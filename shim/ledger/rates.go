@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +52,14 @@ const rateSliceMax = 256
 type rateKey struct {
 	scope  string
 	minute int64
+}
+
+// compare orders windows as every write of several rows locks them: by
+// scope, then minute. Two transactions that lock the same rows in one
+// order never deadlock on them (on Postgres a deadlock costs both a
+// second, deadlock_timeout, before one is aborted and run again).
+func (k rateKey) compare(o rateKey) int {
+	return cmp.Or(cmp.Compare(k.scope, o.scope), cmp.Compare(k.minute, o.minute))
 }
 
 // rateSlot is this process's part of one window.
@@ -182,14 +192,21 @@ func (s *Ledger) Admit(ctx context.Context, ws []upstream.RateWindow) ([]upstrea
 }
 
 // takeSlices writes, in one transaction, each window in fill's pending
-// tokens and takes a slice of its requests; the slots take what the rows
-// say (b.mu is taken to set them).
+// tokens and takes a slice of its requests, locking the rows in
+// rateKey.compare's order; the slots take what the rows say (b.mu is
+// taken to set them).
 func (s *Ledger) takeSlices(ctx context.Context, ws []upstream.RateWindow, slots []*rateSlot, fill []int, pending []int64, now time.Time) error {
 	type read struct{ requests, tokens, took int64 }
 	got := make([]read, len(fill))
+	key := func(j int) rateKey { return rateKey{ws[fill[j]].Scope, ws[fill[j]].Minute} }
+	order := make([]int, len(fill))
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortFunc(order, func(x, y int) int { return key(x).compare(key(y)) })
 	err := s.db.InSeparateTx(ctx, func(tx *store.Tx) error {
-		for j, i := range fill {
-			w := ws[i]
+		for _, j := range order {
+			w := ws[fill[j]]
 			var r read
 			if err := tx.QueryRow(ctx, `INSERT INTO shim_rates (scope, minute, requests, tokens) VALUES (?, ?, 0, ?)
 				ON CONFLICT (scope, minute) DO UPDATE SET tokens = shim_rates.tokens + excluded.tokens RETURNING requests, tokens`,
@@ -321,6 +338,7 @@ func (b *rateBook) flush(ctx context.Context, timed bool) error {
 	if len(backs) == 0 {
 		return nil
 	}
+	slices.SortFunc(backs, func(x, y back) int { return x.k.compare(y.k) })
 	err := b.db.InSeparateTx(ctx, func(tx *store.Tx) error {
 		for _, r := range backs {
 			if _, err := tx.Exec(ctx, `UPDATE shim_rates SET requests = requests - ?, tokens = tokens + ? WHERE scope = ? AND minute = ?`,

@@ -2,7 +2,10 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store"
+	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
 // TestRatesNeverAdmitPastALimit: two processes (two stores on one
@@ -171,6 +175,115 @@ func TestRatesIdleSliceGoesBackByItself(t *testing.T) {
 		}
 		if _, _, err := b.Admit(ctx, ws); !errors.Is(err, upstream.ErrRateLimited) {
 			t.Fatalf("past the rpm: %v", err)
+		}
+	})
+}
+
+// TestRateWritesLockWindowsInOneOrder (Postgres): every write of several
+// rate windows locks their rows in one order (scope, then minute), so a
+// flush, a slice taken for a request and the other processes' writes
+// never deadlock (on Postgres a deadlock stalls both for a second before
+// one is aborted). The test holds the first window's row locked: a write
+// in that order waits for it holding no other window's row, whatever the
+// order the request names its windows in or the process keeps them.
+func TestRateWritesLockWindowsInOneOrder(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip(storetest.EnvPostgres + " unset: the lock order matters where writers run at once")
+	}
+	ctx := t.Context()
+	fresh := storetest.FreshSchema(t, dsn)
+	const app = "caduceus-rates-order"
+	db, err := store.Open(ctx, fresh+"&application_name="+app, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	locker, err := sql.Open("pgx", fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close() })
+
+	// Twelve windows, named to the request last first.
+	var ws []upstream.RateWindow
+	var scopes []string
+	for i := 11; i >= 0; i-- {
+		s := fmt.Sprintf("key:slot-1:k%02d", i)
+		ws = append(ws, upstream.RateWindow{Scope: s, Minute: 1000, RPM: 1000})
+		scopes = append(scopes, s)
+	}
+	first := "key:slot-1:k00"
+	l := ledger.Of(db)
+	if _, _, err := l.Admit(ctx, ws); err != nil { // the rows exist, the process holds slices
+		t.Fatal(err)
+	}
+
+	// heldByWriter runs write while the test holds the first window's row,
+	// and reports the other windows whose rows write held once it waited.
+	heldByWriter := func(t *testing.T, write func() error) []string {
+		t.Helper()
+		tx, err := locker.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM shim_rates WHERE scope = $1 AND minute = 1000 FOR UPDATE`, first); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- write() }()
+		for waiting := 0; waiting == 0; {
+			select {
+			case err := <-done:
+				t.Fatalf("the write ended (%v) while the first window's row was locked", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+		}
+		free := map[string]bool{}
+		rows, err := tx.QueryContext(ctx, `SELECT scope FROM shim_rates WHERE minute = 1000 AND scope <> $1 FOR UPDATE SKIP LOCKED`, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			free[s] = true
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("the write, once the row was free: %v", err)
+		}
+		var held []string
+		for _, s := range scopes {
+			if s != first && !free[s] {
+				held = append(held, s)
+			}
+		}
+		return held
+	}
+
+	t.Run("flush", func(t *testing.T) {
+		if held := heldByWriter(t, l.FlushRates); len(held) > 0 {
+			t.Fatalf("the flush locked %v before the first window", held)
+		}
+	})
+	t.Run("slices", func(t *testing.T) {
+		// The flush gave every slice back and forgot the windows (their
+		// minute is past): the next request takes a slice of each.
+		held := heldByWriter(t, func() error { _, _, err := l.Admit(ctx, ws); return err })
+		if len(held) > 0 {
+			t.Fatalf("taking slices locked %v before the first window", held)
 		}
 	})
 }
