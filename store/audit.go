@@ -33,7 +33,7 @@ var (
 func (l *AuditLog) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
 	ctx = context.WithoutCancel(ctx)
 	var rec audit.Record
-	err := l.db.InTx(ctx, func(tx *Tx) error {
+	err := l.db.InTxFor(ctx, e.Outcome.Identity.TenantSlot, func(tx *Tx) error {
 		var err error
 		rec, err = AppendAudit(ctx, tx, e)
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -39,6 +40,7 @@ type batcher struct {
 
 type txReq struct {
 	ctx      context.Context
+	tenant   string // the audit chain it appends to, locked first ("": none named)
 	fn       func(*Tx) error
 	done     chan error
 	answered bool // the batcher has sent on done (its goroutine's field)
@@ -60,8 +62,8 @@ func (b *batcher) close() {
 }
 
 // do runs fn in the next batch and waits for its commit.
-func (b *batcher) do(ctx context.Context, fn func(*Tx) error) error {
-	req := &txReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+func (b *batcher) do(ctx context.Context, tenant string, fn func(*Tx) error) error {
+	req := &txReq{ctx: ctx, tenant: tenant, fn: fn, done: make(chan error, 1)}
 	select {
 	case b.reqs <- req:
 	case <-b.stop:
@@ -176,7 +178,7 @@ func (b *batcher) run(batch []*txReq) {
 func (b *batcher) runPostgres(batch []*txReq) {
 	if len(batch) == 1 {
 		r := batch[0]
-		r.done <- b.db.inTxRetried(context.WithoutCancel(r.ctx), r.fn)
+		r.done <- b.db.inTxRetried(context.WithoutCancel(r.ctx), headFirst(r.tenant, r.fn))
 		return
 	}
 	if b.runWhole(batch) {
@@ -207,6 +209,10 @@ func (b *batcher) runWhole(batch []*txReq) bool {
 	heads := auditHeads{}
 	t := &Tx{q: conn, dialect: Postgres, db: b.db, heads: &heads, shared: true, whole: true, raw: conn,
 		later: []laterStmt{{query: "BEGIN"}}}
+	if err := lockHeads(ctx, t, batch); err != nil || t.failed != nil {
+		t.rollbackPass(ctx)
+		return false
+	}
 	for _, r := range batch {
 		if err := safe(r.fn)(t); err != nil || t.failed != nil {
 			t.rollbackPass(ctx)
@@ -241,6 +247,11 @@ func (b *batcher) runSaved(batch []*txReq) {
 	}
 	heads := auditHeads{}
 	t := &Tx{q: sqlTx, dialect: Postgres, db: b.db, heads: &heads, shared: true}
+	if err := lockHeads(ctx, t, batch); err != nil {
+		sqlTx.Rollback()
+		answer(batch, err)
+		return
+	}
 	if err := b.runEach(ctx, t, batch); err != nil {
 		sqlTx.Rollback()
 		answer(batch, err)
@@ -256,6 +267,57 @@ func (b *batcher) runSaved(batch []*txReq) {
 		return
 	}
 	answer(batch, nil)
+}
+
+// lockHeads locks, in t, the audit chain heads the transactions of batch
+// name, in the tenants' order, before any of them runs; t caches them as
+// their appends will. Every Postgres transaction that names its chain
+// takes that head before any other row (headFirst, when it runs alone),
+// so two processes' group commits never wait on each other's heads in a
+// circle, nor a head held by one on a row the other locked first (each
+// circle used to cost both deadlock_timeout, a second, and could fail a
+// batch's transactions once their retries inside it ran out). A
+// transaction that appends to a chain it did not name locks that head at
+// the append, as before.
+func lockHeads(ctx context.Context, t *Tx, batch []*txReq) error {
+	var tenants []string
+	for _, r := range batch {
+		if r.tenant != "" {
+			tenants = append(tenants, r.tenant)
+		}
+	}
+	slices.Sort(tenants)
+	for _, tenant := range slices.Compact(tenants) {
+		head, err := readAuditHead(ctx, t, tenant)
+		if err != nil {
+			return err
+		}
+		(*t.heads)[tenant] = head
+	}
+	return nil
+}
+
+// headFirst is fn for a transaction of its own that names the chain it
+// appends to: it locks that chain's head before fn runs, and writes the
+// heads fn moved once, before the commit.
+func headFirst(tenant string, fn func(*Tx) error) func(*Tx) error {
+	if tenant == "" {
+		return fn
+	}
+	return func(t *Tx) error {
+		heads := auditHeads{}
+		t.heads = &heads
+		ctx := context.Background()
+		head, err := readAuditHead(ctx, t, tenant)
+		if err != nil {
+			return err
+		}
+		heads[tenant] = head
+		if err := fn(t); err != nil {
+			return err
+		}
+		return heads.write(ctx, t)
+	}
 }
 
 // answer tells every transaction of batch not yet answered (see runEach)

@@ -28,3 +28,30 @@ func (db *DB) FirstPass(fns ...func(*Tx) error) (ended bool, answers []error) {
 	}
 	return true, answers
 }
+
+// NamedTx is a transaction of a group commit with the audit chain it names
+// (InTxFor; "": none).
+type NamedTx struct {
+	Tenant string
+	Fn     func(*Tx) error
+}
+
+// PassFor runs txs, in this order, as one Postgres group commit: its first
+// pass (runWhole) or, saved, its pass in savepoints (runSaved). It reports
+// whether the pass ended the batch and each transaction's answer when it
+// did.
+func (db *DB) PassFor(saved bool, txs ...NamedTx) (ended bool, answers []error) {
+	batch := make([]*txReq, len(txs))
+	for i, x := range txs {
+		batch[i] = &txReq{ctx: context.Background(), tenant: x.Tenant, fn: x.Fn, done: make(chan error, 1)}
+	}
+	if saved {
+		db.batch.runSaved(batch)
+	} else if !db.batch.runWhole(batch) {
+		return false, nil
+	}
+	for _, r := range batch {
+		answers = append(answers, <-r.done)
+	}
+	return true, answers
+}

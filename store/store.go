@@ -29,6 +29,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
 )
 
@@ -354,7 +355,7 @@ func (db *DB) Exec(ctx context.Context, query string, args ...any) (sql.Result, 
 		return db.w.ExecContext(ctx, db.dialect.Rebind(query), args...)
 	}
 	var res sql.Result
-	err := db.batch.do(ctx, func(tx *Tx) error {
+	err := db.batch.do(ctx, "", func(tx *Tx) error {
 		var err error
 		res, err = tx.Exec(ctx, query, args...)
 		return err
@@ -516,9 +517,29 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) (err error) {
 		defer func() { telemetry.End(span, err) }()
 	}
 	if db.batch != nil {
-		return db.batch.do(ctx, fn)
+		return db.batch.do(ctx, "", fn)
 	}
 	return db.inTxRetried(ctx, fn)
+}
+
+// InTxFor is InTx for a transaction that appends to tenant's audit chain
+// (AppendAudit, AppendPrepared) and to no other: on Postgres it locks that
+// chain's head before fn runs, and its group commit locks the heads of all
+// its transactions' tenants first, in order (lockHeads), so transactions
+// of several processes never deadlock over the heads. On SQLite, where
+// one writer runs every transaction in turn, it is InTx.
+func (db *DB) InTxFor(ctx context.Context, tenant contract.TenantSlot, fn func(*Tx) error) (err error) {
+	if db.dialect != Postgres {
+		return db.InTx(ctx, fn)
+	}
+	if _, span := telemetry.Child(ctx, "store.commit", trace.SpanKindInternal); span != nil {
+		span.SetAttributes(telemetry.KeyDBSystem.String(db.dialect.otelName()))
+		defer func() { telemetry.End(span, err) }()
+	}
+	if db.batch != nil {
+		return db.batch.do(ctx, string(tenant), fn)
+	}
+	return db.inTxRetried(ctx, headFirst(string(tenant), fn))
 }
 
 // otelName is the dialect's OpenTelemetry db.system.name.

@@ -196,7 +196,7 @@ func (s *Store) AuditsTo(l audit.Log) bool {
 // pay one commit; nothing is answered before that commit.
 func (s *Store) ClaimOrReplayTick(ctx context.Context, t contract.TenantSlot, key, bodyHash string, lease time.Duration, claim bool, record func(envelope []byte) (audit.Entry, error)) (executor.TickClaim, error) {
 	var out executor.TickClaim
-	err := s.db.InTx(ctx, func(tx *store.Tx) error {
+	err := s.db.InTxFor(ctx, t, func(tx *store.Tx) error {
 		// Once the transaction runs, the caller's hang-up no longer stops
 		// it: the answer says whether the replay and its record committed.
 		ctx := context.WithoutCancel(ctx)

@@ -292,7 +292,7 @@ func (s *Store) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt,
 	}
 	journal := closes.Journal()
 	var memErr error
-	err = s.db.InTx(ctx, func(tx *store.Tx) error {
+	err = s.db.InTxFor(ctx, tenant, func(tx *store.Tx) error {
 		memErr = nil
 		if _, err := store.AppendPrepared(ctx, tx, sealable); err != nil {
 			return err

@@ -35,7 +35,7 @@ func init() { store.RegisterMigrations("tradersql", migrations, "migrations") }
 // that matched no row, and a serialization failure or deadlock that outlived
 // the DB's own retries are reported wrapping trader.ErrConflict.
 func (s *Store) InTx(ctx context.Context, tenant contract.TenantSlot, fn func(trader.Tx) error) error {
-	err := s.db.InTx(ctx, func(tx *store.Tx) error {
+	err := s.db.InTxFor(ctx, tenant, func(tx *store.Tx) error {
 		return fn(&traderTx{tx: tx, tenant: string(tenant)})
 	})
 	if err != nil && !errors.Is(err, trader.ErrConflict) && (store.IsUniqueViolation(err) || store.IsRetryable(err)) {
