@@ -92,3 +92,34 @@ func TestOutcomeRefusalNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomeTextIsStorable: a resource or reason that is not valid UTF-8
+// or holds a NUL is refused, naming its field, on every store alike
+// (Postgres keeps neither in text); a NUL escape's text ("\\u0000") is
+// kept.
+func TestOutcomeTextIsStorable(t *testing.T) {
+	good := AuditOutcome{At: "2026-11-29T19:57:41Z", Identity: Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: SurfaceAPI, Trust: TrustRouter},
+		Action: "keys.create", Resource: "key/1", Outcome: OutcomeAllow}
+	for _, c := range []struct {
+		field, resource, reason string
+	}{
+		{"/resource", "context/\x00", ""},
+		{"/resource", "\x00", ""},
+		{"/resource", "key/\xff", ""},
+		{"/reason", "key/1", "a\x00b"},
+		{"/reason", "key/1", "\xc3\x28"},
+		{"", "context/\\u0000", "why \\u0000"},
+		{"", "context/é", "héllo"},
+	} {
+		o := good
+		o.Resource, o.Reason = c.resource, c.reason
+		e := AsError(o.Validate())
+		switch {
+		case c.field == "" && e != nil:
+			t.Errorf("%q %q refused: %v", c.resource, c.reason, e)
+		case c.field != "" && (e == nil || e.Field != c.field || !strings.Contains(e.Message, "NUL")):
+			t.Errorf("%q %q: %+v, want a refusal naming %s", c.resource, c.reason, e, c.field)
+		}
+	}
+}
+

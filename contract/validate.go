@@ -43,10 +43,20 @@ func (o AuditOutcome) Validate() error {
 		return FieldError("/outcome", "schema_invalid", "field outcome: %q is not one of allow, deny, not_found, conflict, flag_off", o.Outcome)
 	case utf8.RuneCountInString(o.Reason) > 200:
 		return FieldError("/reason", "schema_invalid", "field reason: longer than 200 characters")
-	case !utf8.ValidString(o.Resource) || !utf8.ValidString(o.Reason):
-		return FieldError("/resource", "schema_invalid", "field resource or reason: not valid UTF-8")
+	case !storableText(o.Resource):
+		return FieldError("/resource", "schema_invalid", "field resource: not valid UTF-8, or holds a NUL character")
+	case !storableText(o.Reason):
+		return FieldError("/reason", "schema_invalid", "field reason: not valid UTF-8, or holds a NUL character")
 	}
 	return nil
+}
+
+// storableText says whether every store keeps s as text: valid UTF-8 with
+// no NUL character (Postgres refuses both in a text column; SQLite would
+// keep them, so a record would be written on one store and refused on the
+// other).
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 func validSurface(s Surface) bool {
