@@ -122,4 +122,3 @@ func TestOutcomeTextIsStorable(t *testing.T) {
 		}
 	}
 }
-
