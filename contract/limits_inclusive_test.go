@@ -122,3 +122,52 @@ func TestOutcomeTextIsStorable(t *testing.T) {
 		}
 	}
 }
+
+// TestStorableTextIsAlwaysStored: whatever bytes come in, StorableText's
+// result passes AuditOutcome.Validate as a resource and a reason (valid
+// UTF-8, no NUL, within the bound), cut on a character boundary; text
+// that is storable and short enough is kept as it is.
+func TestStorableTextIsAlwaysStored(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"key/1", 200, "key/1"},
+		{"a\x00b", 200, "a\uFFFDb"},
+		{"a\xffb", 200, "a\uFFFDb"},
+		{"ééé", 3, "é"},  // 6 bytes, cut inside the second é
+		{"ééé", 4, "éé"}, // at a boundary
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc"},
+		{"\x00", 1, ""}, // U+FFFD is three bytes: none fits
+		{"", 0, ""},
+	} {
+		if got := StorableText(c.in, c.n); got != c.want {
+			t.Errorf("StorableText(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func FuzzStorableText(f *testing.F) {
+	for _, s := range []string{"", "key/1", "a\x00b", "\xff\xfe", strings.Repeat("é", 150), "\xe2\x82"} {
+		f.Add(s, 200)
+	}
+	good := AuditOutcome{At: "2026-11-29T19:57:41Z", Identity: Identity{TenantSlot: "slot-1", Subject: "usr_0123456789abcdef", Surface: SurfaceAPI, Trust: TrustRouter},
+		Action: "keys.create", Outcome: OutcomeAllow}
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n = min(max(n, 0), 200)
+		got := StorableText(s, n)
+		if len(got) > n {
+			t.Fatalf("StorableText(%q, %d) = %q: %d bytes", s, n, got, len(got))
+		}
+		o := good
+		o.Resource, o.Reason = got, got
+		if err := o.Validate(); err != nil {
+			t.Fatalf("StorableText(%q, %d) = %q refused: %v", s, n, got, err)
+		}
+		if storableText(s) && len(s) <= n && got != s {
+			t.Fatalf("StorableText(%q, %d) = %q changed storable text", s, n, got)
+		}
+	})
+}

@@ -51,6 +51,25 @@ func (o AuditOutcome) Validate() error {
 	return nil
 }
 
+// StorableText is s as an audit record's text keeps it on every store:
+// invalid UTF-8 and NUL characters become U+FFFD, and the text is cut to
+// at most n bytes on a character boundary. A writer of records whose
+// text comes from outside (a request's path, a gateway's session key)
+// passes it through here, so the record is written rather than refused
+// by AuditOutcome.Validate.
+func StorableText(s string, n int) string {
+	if !storableText(s) {
+		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // storableText says whether every store keeps s as text: valid UTF-8 with
 // no NUL character (Postgres refuses both in a text column; SQLite would
 // keep them, so a record would be written on one store and refused on the

@@ -402,9 +402,9 @@ func (s *Server) record(ctx context.Context, caller contract.Caller, action stri
 			At:       contract.Timestamp(time.Now()),
 			Identity: caller.Identity,
 			Action:   action,
-			Resource: Clip(storable(c.Resource), 200),
+			Resource: contract.StorableText(c.Resource, 200),
 			Outcome:  outcome,
-			Reason:   Clip(storable(c.Reason), 200),
+			Reason:   contract.StorableText(c.Reason, 200),
 		},
 		Payload: c.Payload,
 	}
@@ -417,14 +417,6 @@ func (s *Server) record(ctx context.Context, caller contract.Caller, action stri
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
-
-// storable is request text as an audit record keeps it: invalid UTF-8 and
-// NUL characters, which no store keeps in text (contract's
-// AuditOutcome.Validate refuses them), become U+FFFD, so the refusal of a
-// request whose path holds either is recorded like any other.
-func storable(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
 
 // checkInput applies the input rule (contract.CheckJSON) to a request
 // before its handler sees it, so every route refuses the same bad input the

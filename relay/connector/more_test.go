@@ -239,3 +239,24 @@ func TestBufferFull(t *testing.T) {
 	g.next(t)
 	g.none(t, "the dropped event")
 }
+
+// An interrupt of a session whose key is past the record's resource
+// bound (200 bytes) in multibyte text, or holds a NUL, is recorded like
+// any other: the resource is cut on a character boundary and kept as
+// valid text, not refused by the audit log.
+func TestInterruptOfAnOddSessionKeyIsRecorded(t *testing.T) {
+	e := newEnv(t)
+	for _, key := range []string{
+		"agent:main:discord:group:333:" + strings.Repeat("é", 120),
+		"agent:main:discord:group:333:a\x00b",
+		"agent:main:discord:group:333:\xff",
+	} {
+		before := e.auditActions(slot1)["relay.interrupt/not_found"]
+		if e.conn.Interrupt(t.Context(), slot1, key) {
+			t.Fatalf("interrupt of an unowned session %q reported delivered", key)
+		}
+		if got := e.auditActions(slot1)["relay.interrupt/not_found"]; got != before+1 {
+			t.Errorf("session %q: %d refusals recorded, want %d", key, got, before+1)
+		}
+	}
+}

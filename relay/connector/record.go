@@ -145,12 +145,12 @@ func (c *Connector) record(ctx context.Context, e entry) {
 		At:       now,
 		Identity: contract.Identity{TenantSlot: e.tenant, Subject: sub, Surface: surface, Trust: contract.TrustRelay},
 		Action:   e.action,
-		Resource: trunc(e.resource, 200),
+		Resource: contract.StorableText(e.resource, 200),
 		Outcome:  e.outcome,
-		Reason:   e.reason,
+		Reason:   contract.StorableText(e.reason, 200),
 	}
 	prov := &contract.Provenance{Surface: surface, Actor: contract.Actor{Type: actor, ID: sub}, RecordedAt: now,
-		MessageID: trunc(e.messageID, 120)}
+		MessageID: contract.StorableText(e.messageID, 120)}
 	if e.sessionKey != "" {
 		// The conversation every gate files this session's records under.
 		prov.ConversationID = contract.ConversationFor(e.tenant, e.sessionKey)
@@ -170,7 +170,7 @@ func (c *Connector) record(ctx context.Context, e entry) {
 	if target == "" {
 		target = e.conn
 	}
-	prov.Route = &contract.Route{Requested: trunc(validUTF8(requested), 120), ResolvedTarget: trunc(validUTF8(target), 120)}
+	prov.Route = &contract.Route{Requested: contract.StorableText(requested, 120), ResolvedTarget: contract.StorableText(target, 120)}
 	if c.cfg.Build != "" {
 		prov.Build = &contract.Build{Commit: c.cfg.Build}
 	} else {
