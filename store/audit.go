@@ -100,8 +100,9 @@ type auditHead struct {
 // about to commit, instead of once per record: the appends of a batch read
 // and write a tenant's head row once. The cached heads stay exact because
 // nothing else can append meanwhile: on SQLite the transaction holds the
-// write lock from BEGIN, on Postgres the first append of a tenant locks its
-// head row (lockAuditHead) until the commit. Transactions outside a group
+// write lock from BEGIN; on Postgres a tenant's head row is locked
+// (lockAuditHead) until the commit, before the batch's transactions run
+// when one of them names that tenant (lockHeads), else at its first append. Transactions outside a group
 // commit have none (nil) and write the head on each append.
 type auditHeads map[string]auditHead
 

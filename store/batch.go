@@ -274,11 +274,11 @@ func (b *batcher) runSaved(batch []*txReq) {
 // their appends will. Every Postgres transaction that names its chain
 // takes that head before any other row (headFirst, when it runs alone),
 // so two processes' group commits never wait on each other's heads in a
-// circle, nor a head held by one on a row the other locked first (each
-// circle used to cost both deadlock_timeout, a second, and could fail a
-// batch's transactions once their retries inside it ran out). A
+// circle, nor a head held by one on a row the other locked first. (Such a
+// circle costs both Postgres's deadlock_timeout, a second, and fails a
+// batch's transactions once their retries inside it run out.) A
 // transaction that appends to a chain it did not name locks that head at
-// the append, as before.
+// the append.
 func lockHeads(ctx context.Context, t *Tx, batch []*txReq) error {
 	var tenants []string
 	for _, r := range batch {
