@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -23,23 +22,9 @@ import (
 // head. The test holds slot-1's head locked and checks, with FOR UPDATE
 // SKIP LOCKED, that the waiting writer holds no other row.
 func TestChainHeadsAreLockedFirstInOrder(t *testing.T) {
-	dsn := os.Getenv(storetest.EnvPostgres)
-	if dsn == "" {
-		t.Skip(storetest.EnvPostgres + " unset: the lock order matters where writers run at once")
-	}
+	lo := storetest.OpenLockOrder(t, "caduceus-heads-order")
 	ctx := t.Context()
-	fresh := storetest.FreshSchema(t, dsn)
-	const app = "caduceus-heads-order"
-	db, err := store.Open(ctx, fresh+"&application_name="+app, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	locker, err := sql.Open("pgx", fresh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { locker.Close() })
+	db := lo.DB
 	for _, tenant := range []contract.TenantSlot{"slot-1", "slot-2"} {
 		if _, err := db.Audit().Append(ctx, entry(tenant, "shim.proxy", "receipt/r0", nil)); err != nil {
 			t.Fatal(err)
@@ -56,36 +41,12 @@ func TestChainHeadsAreLockedFirstInOrder(t *testing.T) {
 	// reports whether write held slot-2's head row once it waited.
 	heldByWriter := func(t *testing.T, write func() error) bool {
 		t.Helper()
-		tx, err := locker.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM audit_heads WHERE tenant = 'slot-1' FOR UPDATE`); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- write() }()
-		for waiting := 0; waiting == 0; {
-			select {
-			case err := <-done:
-				t.Fatalf("the write ended (%v) while slot-1's head was locked", err)
-			case <-time.After(5 * time.Millisecond):
-			}
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
+		var free int
+		lo.WhileWaiting(t, `SELECT 1 FROM audit_heads WHERE tenant = 'slot-1' FOR UPDATE`, write, func(tx *sql.Tx) {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM audit_heads WHERE tenant = 'slot-2' FOR UPDATE SKIP LOCKED) f`).Scan(&free); err != nil {
 				t.Fatal(err)
 			}
-		}
-		var free int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM audit_heads WHERE tenant = 'slot-2' FOR UPDATE SKIP LOCKED) f`).Scan(&free); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatalf("the write, once the head was free: %v", err)
-		}
+		})
 		return free == 0
 	}
 

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -187,23 +186,8 @@ func TestRatesIdleSliceGoesBackByItself(t *testing.T) {
 // in that order waits for it holding no other window's row, whatever the
 // order the request names its windows in or the process keeps them.
 func TestRateWritesLockWindowsInOneOrder(t *testing.T) {
-	dsn := os.Getenv(storetest.EnvPostgres)
-	if dsn == "" {
-		t.Skip(storetest.EnvPostgres + " unset: the lock order matters where writers run at once")
-	}
+	lo := storetest.OpenLockOrder(t, "caduceus-rates-order")
 	ctx := t.Context()
-	fresh := storetest.FreshSchema(t, dsn)
-	const app = "caduceus-rates-order"
-	db, err := store.Open(ctx, fresh+"&application_name="+app, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	locker, err := sql.Open("pgx", fresh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { locker.Close() })
 
 	// Twelve windows, named to the request last first.
 	var ws []upstream.RateWindow
@@ -214,7 +198,7 @@ func TestRateWritesLockWindowsInOneOrder(t *testing.T) {
 		scopes = append(scopes, s)
 	}
 	first := "key:slot-1:k00"
-	l := ledger.Of(db)
+	l := ledger.Of(lo.DB)
 	if _, _, err := l.Admit(ctx, ws); err != nil { // the rows exist, the process holds slices
 		t.Fatal(err)
 	}
@@ -223,47 +207,24 @@ func TestRateWritesLockWindowsInOneOrder(t *testing.T) {
 	// and reports the other windows whose rows write held once it waited.
 	heldByWriter := func(t *testing.T, write func() error) []string {
 		t.Helper()
-		tx, err := locker.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM shim_rates WHERE scope = $1 AND minute = 1000 FOR UPDATE`, first); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- write() }()
-		for waiting := 0; waiting == 0; {
-			select {
-			case err := <-done:
-				t.Fatalf("the write ended (%v) while the first window's row was locked", err)
-			case <-time.After(5 * time.Millisecond):
-			}
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
-				t.Fatal(err)
-			}
-		}
 		free := map[string]bool{}
-		rows, err := tx.QueryContext(ctx, `SELECT scope FROM shim_rates WHERE minute = 1000 AND scope <> $1 FOR UPDATE SKIP LOCKED`, first)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
+		lo.WhileWaiting(t, `SELECT 1 FROM shim_rates WHERE scope = '`+first+`' AND minute = 1000 FOR UPDATE`, write, func(tx *sql.Tx) {
+			rows, err := tx.QueryContext(ctx, `SELECT scope FROM shim_rates WHERE minute = 1000 AND scope <> $1 FOR UPDATE SKIP LOCKED`, first)
+			if err != nil {
 				t.Fatal(err)
 			}
-			free[s] = true
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatalf("the write, once the row was free: %v", err)
-		}
+			defer rows.Close()
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					t.Fatal(err)
+				}
+				free[s] = true
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
 		var held []string
 		for _, s := range scopes {
 			if s != first && !free[s] {
