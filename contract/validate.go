@@ -64,7 +64,7 @@ func StorableText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
+	for !utf8.RuneStart(s[n]) { // s is valid UTF-8 here: s[0] starts a character
 		n--
 	}
 	return s[:n]
