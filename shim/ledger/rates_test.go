@@ -186,65 +186,67 @@ func TestRatesIdleSliceGoesBackByItself(t *testing.T) {
 // in that order waits for it holding no other window's row, whatever the
 // order the request names its windows in or the process keeps them.
 func TestRateWritesLockWindowsInOneOrder(t *testing.T) {
-	lo := storetest.OpenLockOrder(t, "caduceus-rates-order")
-	ctx := t.Context()
+	storetest.OnPostgres(t, func(t *testing.T, dsn string) {
+		lo := storetest.OpenLockOrder(t, dsn, "caduceus-rates-order")
+		ctx := t.Context()
 
-	// Twelve windows, named to the request last first.
-	var ws []upstream.RateWindow
-	var scopes []string
-	for i := 11; i >= 0; i-- {
-		s := fmt.Sprintf("key:slot-1:k%02d", i)
-		ws = append(ws, upstream.RateWindow{Scope: s, Minute: 1000, RPM: 1000})
-		scopes = append(scopes, s)
-	}
-	first := "key:slot-1:k00"
-	l := ledger.Of(lo.DB)
-	if _, _, err := l.Admit(ctx, ws); err != nil { // the rows exist, the process holds slices
-		t.Fatal(err)
-	}
+		// Twelve windows, named to the request last first.
+		var ws []upstream.RateWindow
+		var scopes []string
+		for i := 11; i >= 0; i-- {
+			s := fmt.Sprintf("key:slot-1:k%02d", i)
+			ws = append(ws, upstream.RateWindow{Scope: s, Minute: 1000, RPM: 1000})
+			scopes = append(scopes, s)
+		}
+		first := "key:slot-1:k00"
+		l := ledger.Of(lo.DB)
+		if _, _, err := l.Admit(ctx, ws); err != nil { // the rows exist, the process holds slices
+			t.Fatal(err)
+		}
 
-	// heldByWriter runs write while the test holds the first window's row,
-	// and reports the other windows whose rows write held once it waited.
-	heldByWriter := func(t *testing.T, write func() error) []string {
-		t.Helper()
-		free := map[string]bool{}
-		lo.WhileWaiting(t, `SELECT 1 FROM shim_rates WHERE scope = '`+first+`' AND minute = 1000 FOR UPDATE`, write, func(tx *sql.Tx) {
-			rows, err := tx.QueryContext(ctx, `SELECT scope FROM shim_rates WHERE minute = 1000 AND scope <> $1 FOR UPDATE SKIP LOCKED`, first)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var s string
-				if err := rows.Scan(&s); err != nil {
+		// heldByWriter runs write while the test holds the first window's row,
+		// and reports the other windows whose rows write held once it waited.
+		heldByWriter := func(t *testing.T, write func() error) []string {
+			t.Helper()
+			free := map[string]bool{}
+			lo.WhileWaiting(t, `SELECT 1 FROM shim_rates WHERE scope = '`+first+`' AND minute = 1000 FOR UPDATE`, write, func(tx *sql.Tx) {
+				rows, err := tx.QueryContext(ctx, `SELECT scope FROM shim_rates WHERE minute = 1000 AND scope <> $1 FOR UPDATE SKIP LOCKED`, first)
+				if err != nil {
 					t.Fatal(err)
 				}
-				free[s] = true
+				defer rows.Close()
+				for rows.Next() {
+					var s string
+					if err := rows.Scan(&s); err != nil {
+						t.Fatal(err)
+					}
+					free[s] = true
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			var held []string
+			for _, s := range scopes {
+				if s != first && !free[s] {
+					held = append(held, s)
+				}
 			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
+			return held
+		}
+
+		t.Run("flush", func(t *testing.T) {
+			if held := heldByWriter(t, l.FlushRates); len(held) > 0 {
+				t.Fatalf("the flush locked %v before the first window", held)
 			}
 		})
-		var held []string
-		for _, s := range scopes {
-			if s != first && !free[s] {
-				held = append(held, s)
+		t.Run("slices", func(t *testing.T) {
+			// The flush gave every slice back and forgot the windows (their
+			// minute is past): the next request takes a slice of each.
+			held := heldByWriter(t, func() error { _, _, err := l.Admit(ctx, ws); return err })
+			if len(held) > 0 {
+				t.Fatalf("taking slices locked %v before the first window", held)
 			}
-		}
-		return held
-	}
-
-	t.Run("flush", func(t *testing.T) {
-		if held := heldByWriter(t, l.FlushRates); len(held) > 0 {
-			t.Fatalf("the flush locked %v before the first window", held)
-		}
-	})
-	t.Run("slices", func(t *testing.T) {
-		// The flush gave every slice back and forgot the windows (their
-		// minute is past): the next request takes a slice of each.
-		held := heldByWriter(t, func() error { _, _, err := l.Admit(ctx, ws); return err })
-		if len(held) > 0 {
-			t.Fatalf("taking slices locked %v before the first window", held)
-		}
+		})
 	})
 }

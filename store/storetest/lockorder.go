@@ -20,15 +20,23 @@ type LockOrder struct {
 	app    string
 }
 
-// OpenLockOrder opens a LockOrder in a fresh schema, its store's
-// connections named app. It skips the test without Postgres: the order in
-// which rows are locked matters only where writers run at once.
-func OpenLockOrder(t *testing.T, app string) *LockOrder {
+// OnPostgres runs fn as the subtest "postgres" when CADUCEUS_TEST_POSTGRES
+// holds a DSN, and skips the test otherwise: for what only Postgres has,
+// writers in several processes and the order in which they lock rows.
+// .ci/run lists the subtests named postgres, so it shows that they ran.
+func OnPostgres(t *testing.T, fn func(t *testing.T, dsn string)) {
 	t.Helper()
 	dsn := os.Getenv(EnvPostgres)
 	if dsn == "" {
-		t.Skip(EnvPostgres + " unset: the lock order matters where writers run at once")
+		t.Skip(EnvPostgres + " unset: this test is of writers sharing a Postgres database")
 	}
+	t.Run("postgres", func(t *testing.T) { fn(t, dsn) })
+}
+
+// OpenLockOrder opens a LockOrder in a fresh schema of dsn, its store's
+// connections named app.
+func OpenLockOrder(t *testing.T, dsn, app string) *LockOrder {
+	t.Helper()
 	fresh := FreshSchema(t, dsn)
 	db, err := store.Open(t.Context(), fresh+"&application_name="+app, "")
 	if err != nil {
