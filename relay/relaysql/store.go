@@ -67,7 +67,9 @@ func (s *Store) MarkSeen(ctx context.Context, tenant contract.TenantSlot, key st
 }
 
 // Enqueue implements relay.Store: one INSERT ... SELECT guarded by the
-// tenant's count. On SQLite the single writer makes the bound exact; on
+// tenant's count, which does nothing for an event already buffered (ON
+// CONFLICT DO NOTHING, so a platform's redelivery is no error in the
+// server's log). On SQLite the single writer makes the bound exact; on
 // Postgres concurrent enqueues of one tenant may pass it by a few rows.
 func (s *Store) Enqueue(ctx context.Context, b relay.Buffered, limit int) (bool, error) {
 	args := []any{string(b.Tenant), b.ID, b.Platform, b.Bot, b.SessionKey, string(b.Event), store.Micros(b.CreatedAt)}
@@ -76,11 +78,11 @@ func (s *Store) Enqueue(ctx context.Context, b relay.Buffered, limit int) (bool,
 	if limit > 0 {
 		q += ` WHERE (SELECT COUNT(*) FROM relay_buffer WHERE tenant = ?) < ?`
 		args = append(args, string(b.Tenant), limit)
+	} else {
+		q += ` WHERE true` // SQLite reads ON CONFLICT after a SELECT only past a WHERE
 	}
+	q += ` ON CONFLICT (tenant, id) DO NOTHING`
 	n, err := store.RowsAffected(s.db.Exec(ctx, q, args...))
-	if store.IsUniqueViolation(err) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("store: relay: enqueue: %w", err)
 	}

@@ -158,6 +158,11 @@ func testBuffer(t *testing.T, s relay.Store) {
 			t.Fatalf("Enqueue %d refused with no limit", n)
 		}
 	}
+	// An event already buffered (a platform's redelivery) is not buffered
+	// again, and is no error.
+	if ok, err := s.Enqueue(ctx, buffered(tenantA, 1, "discord", "app1"), 0); ok || err != nil {
+		t.Fatalf("Enqueue of an event already buffered = %v, %v; want false, nil", ok, err)
+	}
 	mustEnqueue(t, s, buffered(tenantA, 4, "telegram", "bot1"), 0)
 	mustEnqueue(t, s, buffered(tenantA, 5, "discord", "app2"), 0)
 	mustEnqueue(t, s, buffered(tenantB, 6, "discord", "app1"), 0)
