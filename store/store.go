@@ -511,15 +511,8 @@ func (t *Tx) DB() *DB { return t.db }
 //
 // In a traced request, the caller's wait (its turn in the group commit and
 // the commit) is a "store.commit" span of the request's trace.
-func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) (err error) {
-	if _, span := telemetry.Child(ctx, "store.commit", trace.SpanKindInternal); span != nil {
-		span.SetAttributes(telemetry.KeyDBSystem.String(db.dialect.otelName()))
-		defer func() { telemetry.End(span, err) }()
-	}
-	if db.batch != nil {
-		return db.batch.do(ctx, "", fn)
-	}
-	return db.inTxRetried(ctx, fn)
+func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
+	return db.inTxNamed(ctx, "", fn)
 }
 
 // InTxFor is InTx for a transaction that appends to tenant's audit chain
@@ -528,18 +521,23 @@ func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) (err error) {
 // its transactions' tenants first, in order (lockHeads), so transactions
 // of several processes never deadlock over the heads. On SQLite, where
 // one writer runs every transaction in turn, it is InTx.
-func (db *DB) InTxFor(ctx context.Context, tenant contract.TenantSlot, fn func(*Tx) error) (err error) {
+func (db *DB) InTxFor(ctx context.Context, tenant contract.TenantSlot, fn func(*Tx) error) error {
 	if db.dialect != Postgres {
-		return db.InTx(ctx, fn)
+		return db.inTxNamed(ctx, "", fn)
 	}
+	return db.inTxNamed(ctx, string(tenant), fn)
+}
+
+// inTxNamed is InTx and InTxFor: tenant is the chain fn names ("": none).
+func (db *DB) inTxNamed(ctx context.Context, tenant string, fn func(*Tx) error) (err error) {
 	if _, span := telemetry.Child(ctx, "store.commit", trace.SpanKindInternal); span != nil {
 		span.SetAttributes(telemetry.KeyDBSystem.String(db.dialect.otelName()))
 		defer func() { telemetry.End(span, err) }()
 	}
 	if db.batch != nil {
-		return db.batch.do(ctx, string(tenant), fn)
+		return db.batch.do(ctx, tenant, fn)
 	}
-	return db.inTxRetried(ctx, headFirst(string(tenant), fn))
+	return db.inTxRetried(ctx, headFirst(tenant, fn))
 }
 
 // otelName is the dialect's OpenTelemetry db.system.name.
