@@ -47,15 +47,14 @@ func (k *RequestKeys) ClaimLeasedKey(ctx context.Context, tenant contract.Tenant
 		return contract.KeyClaim{}, fmt.Errorf("edge: read idempotency key: %w", err)
 	case !found: // released between the two statements: claim again
 		return k.ClaimLeasedKey(ctx, tenant, scope, key, bodyHash, lease)
-	case r.Str(0) != bodyHash:
-		return contract.KeyClaim{}, contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different request", key)
-	case !r.Null(1):
-		return contract.KeyClaim{Result: []byte(r.Str(1))}, nil
-	case now-r.Int(2) <= lease.Microseconds():
-		return contract.KeyClaim{}, nil // in progress
+	}
+	stored := contract.StoredKey{BodyHash: r.Str(0), Done: !r.Null(1), Result: []byte(r.Str(1)), ClaimedAt: r.Int(2)}
+	c, takeOver, err := stored.Claim(key, bodyHash, now, lease)
+	if err != nil || !takeOver {
+		return c, err
 	}
 	n, err = k.db.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
-		now, string(tenant), scope, key, r.Int(2))
+		now, string(tenant), scope, key, stored.ClaimedAt)
 	if err != nil {
 		return contract.KeyClaim{}, fmt.Errorf("edge: take over idempotency key: %w", err)
 	}

@@ -114,48 +114,75 @@ type KeyClaim = contract.KeyClaim
 func (db *DB) ClaimLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration) (KeyClaim, error) {
 	var out KeyClaim
 	err := db.InTx(ctx, func(tx *Tx) error {
-		ctx := context.WithoutCancel(ctx)
-		out = KeyClaim{}
-		var prevHash string
-		var result sql.NullString
-		var created int64
-		err := tx.QueryRow(ctx, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`,
-			string(tenant), scope, key).Scan(&prevHash, &result, &created)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			claimed, stored, err := ClaimKey(ctx, tx, tenant, scope, key, bodyHash)
-			if err != nil {
-				return err
-			}
-			out.Claimed = claimed
-			if !claimed && len(stored) > 0 {
-				out.Result = stored // completed by a concurrent transaction (Postgres)
-			}
-			return nil
-		case err != nil:
-			return fmt.Errorf("store: read idempotency key: %w", err)
-		case prevHash != bodyHash:
-			return errKeyConflict(key)
-		case result.Valid:
-			out.Result = []byte(result.String)
-			return nil
-		}
-		now := Micros(db.Now())
-		if now-created <= lease.Microseconds() {
-			return nil // in progress
-		}
-		n, err := RowsAffected(tx.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
-			now, string(tenant), scope, key, created))
-		if err != nil {
-			return fmt.Errorf("store: take over idempotency key: %w", err)
-		}
-		out.Claimed = n == 1
-		return nil
+		var err error
+		out, err = ClaimLeasedKeyIn(context.WithoutCancel(ctx), tx, tenant, scope, key, bodyHash, lease, true)
+		return err
 	})
 	if err != nil {
 		return KeyClaim{}, err
 	}
 	return out, nil
+}
+
+// ClaimLeasedKeyIn is ClaimLeasedKey inside tx, for adapters that write
+// more in the same transaction (an executor replay appends its audit
+// record). With take false it only reads: a free key, or a claim whose
+// lease ran out, is left as it is and answered as in progress.
+func ClaimLeasedKeyIn(ctx context.Context, tx *Tx, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration, take bool) (KeyClaim, error) {
+	k, found, err := ReadKey(ctx, tx, tenant, scope, key)
+	if err != nil {
+		return KeyClaim{}, err
+	}
+	if !found {
+		if !take {
+			return KeyClaim{}, nil
+		}
+		claimed, stored, err := ClaimKey(ctx, tx, tenant, scope, key, bodyHash)
+		if err != nil {
+			return KeyClaim{}, err
+		}
+		if !claimed && len(stored) > 0 {
+			return KeyClaim{Result: stored}, nil // completed by a concurrent transaction (Postgres)
+		}
+		return KeyClaim{Claimed: claimed}, nil
+	}
+	now := Micros(tx.db.Now())
+	c, takeOver, err := k.Claim(key, bodyHash, now, lease)
+	if err != nil || !takeOver || !take {
+		return c, err
+	}
+	claimed, err := TakeOverKey(ctx, tx, tenant, scope, key, k.ClaimedAt, now)
+	return KeyClaim{Claimed: claimed}, err
+}
+
+// ReadKey reads (tenant, scope, key) with q; found is false when no claim
+// holds it.
+func ReadKey(ctx context.Context, q Querier, tenant contract.TenantSlot, scope, key string) (k contract.StoredKey, found bool, err error) {
+	var result sql.NullString
+	err = q.QueryRow(ctx, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`,
+		string(tenant), scope, key).Scan(&k.BodyHash, &result, &k.ClaimedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return contract.StoredKey{}, false, nil
+	}
+	if err != nil {
+		return contract.StoredKey{}, false, fmt.Errorf("store: read idempotency key: %w", err)
+	}
+	if result.Valid {
+		k.Done, k.Result = true, []byte(result.String)
+	}
+	return k, true, nil
+}
+
+// TakeOverKey moves the claim of a key whose lease ran out (claimed at
+// claimedAt, its result never stored) to now; taken is true for the one
+// taker whose conditional UPDATE changed the row.
+func TakeOverKey(ctx context.Context, q Querier, tenant contract.TenantSlot, scope, key string, claimedAt, now int64) (taken bool, err error) {
+	n, err := RowsAffected(q.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
+		now, string(tenant), scope, key, claimedAt))
+	if err != nil {
+		return false, fmt.Errorf("store: take over idempotency key: %w", err)
+	}
+	return n == 1, nil
 }
 
 // CompleteLeasedKey stores the result of the caller that claimed key.
@@ -171,8 +198,4 @@ func (db *DB) ReleaseLeasedKey(ctx context.Context, tenant contract.TenantSlot, 
 		return fmt.Errorf("store: release idempotency key: %w", err)
 	}
 	return nil
-}
-
-func errKeyConflict(key string) error {
-	return contract.Conflictf("idempotency_key_conflict", "idempotency key %q was already used with a different request", key)
 }

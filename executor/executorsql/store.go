@@ -113,56 +113,35 @@ func (s *Store) SaveBrokerState(ctx context.Context, t contract.TenantSlot, name
 }
 
 // ClaimTick implements executor.Store through the HUX idempotency ledger
-// (ClaimKey, scope executor.tick). A key already completed or in progress
-// is answered by one read, without a write; a free key is claimed in a
-// short transaction of its own (the tick runs outside it: it calls the
-// broker and writes the audit log). A claim older than lease whose result
-// was never stored is taken over with a conditional UPDATE on its
-// created_at, so one taker wins.
+// (store.ClaimLeasedKey, scope executor.tick). A key already completed or
+// in progress is answered by one read, without a write; a free key, or a
+// claim whose lease ran out, is claimed in a short transaction of its own
+// (the tick runs outside it: it calls the broker and writes the audit
+// log), where one taker wins.
 func (s *Store) ClaimTick(ctx context.Context, t contract.TenantSlot, key, bodyHash string, lease time.Duration) (executor.TickClaim, error) {
-	var prevHash string
-	var result sql.NullString
-	var created int64
-	err := s.db.QueryRow(ctx, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`,
-		string(t), executor.TickKeyScope, key).Scan(&prevHash, &result, &created)
-	switch {
-	case err == nil:
-		if prevHash != bodyHash {
-			return executor.TickClaim{}, tickKeyConflict(key)
-		}
-		if result.Valid {
-			return executor.TickClaim{Envelope: []byte(result.String)}, nil
-		}
-		now := s.db.Now()
-		if store.Micros(now)-created <= lease.Microseconds() {
-			return executor.TickClaim{}, nil
-		}
-		res, err := s.db.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
-			store.Micros(now), string(t), executor.TickKeyScope, key, created)
-		if err != nil {
-			return executor.TickClaim{}, fmt.Errorf("store: take over idempotency key: %w", err)
-		}
-		n, _ := res.RowsAffected()
-		return executor.TickClaim{Claimed: n == 1}, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return executor.TickClaim{}, fmt.Errorf("store: read idempotency key: %w", err)
+	k, found, err := store.ReadKey(ctx, s.db, t, executor.TickKeyScope, key)
+	if err != nil {
+		return executor.TickClaim{}, err
 	}
-	var claim executor.TickClaim
-	err = s.db.InTx(ctx, func(tx *store.Tx) error {
-		claimed, stored, err := store.ClaimKey(ctx, tx, t, executor.TickKeyScope, key, bodyHash)
+	if found {
+		c, takeOver, err := k.Claim(key, bodyHash, store.Micros(s.db.Now()), lease)
 		if err != nil {
-			return err
+			return executor.TickClaim{}, tickClaimErr(err, key)
 		}
-		claim = executor.TickClaim{Claimed: claimed}
-		if !claimed && len(stored) > 0 {
-			claim.Envelope = stored
+		if !takeOver {
+			return tickClaim(c), nil
 		}
-		return nil
-	})
+	}
+	c, err := s.db.ClaimLeasedKey(ctx, t, executor.TickKeyScope, key, bodyHash, lease)
 	if err != nil {
 		return executor.TickClaim{}, tickClaimErr(err, key)
 	}
-	return claim, nil
+	return tickClaim(c), nil
+}
+
+// tickClaim is a leased key's claim as the executor reads it.
+func tickClaim(c contract.KeyClaim) executor.TickClaim {
+	return executor.TickClaim{Claimed: c.Claimed, Envelope: c.Result}
 }
 
 // tickKeyConflict refuses a tick key already used with another payload or
@@ -200,53 +179,17 @@ func (s *Store) ClaimOrReplayTick(ctx context.Context, t contract.TenantSlot, ke
 		// Once the transaction runs, the caller's hang-up no longer stops
 		// it: the answer says whether the replay and its record committed.
 		ctx := context.WithoutCancel(ctx)
-		out = executor.TickClaim{}
-		var prevHash string
-		var result sql.NullString
-		var created int64
-		err := tx.QueryRow(ctx, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`,
-			string(t), executor.TickKeyScope, key).Scan(&prevHash, &result, &created)
-		var stored []byte
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			if !claim {
-				return nil
-			}
-			claimed, got, err := store.ClaimKey(ctx, tx, t, executor.TickKeyScope, key, bodyHash)
-			if err != nil || claimed || len(got) == 0 {
-				out.Claimed = claimed
-				return err
-			}
-			stored = got // completed by a concurrent transaction (Postgres)
-		case err != nil:
-			return fmt.Errorf("store: read idempotency key: %w", err)
-		case prevHash != bodyHash:
-			return tickKeyConflict(key)
-		case !result.Valid:
-			now := s.db.Now()
-			if !claim || store.Micros(now)-created <= lease.Microseconds() {
-				return nil
-			}
-			res, err := tx.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
-				store.Micros(now), string(t), executor.TickKeyScope, key, created)
-			if err != nil {
-				return fmt.Errorf("store: take over idempotency key: %w", err)
-			}
-			n, _ := res.RowsAffected()
-			out.Claimed = n == 1
-			return nil
-		default:
-			stored = []byte(result.String)
+		c, err := store.ClaimLeasedKeyIn(ctx, tx, t, executor.TickKeyScope, key, bodyHash, lease, claim)
+		out = tickClaim(c)
+		if err != nil || c.Result == nil {
+			return err
 		}
-		e, err := record(stored)
+		e, err := record(c.Result)
 		if err != nil {
 			return err
 		}
-		if _, err := store.AppendAudit(ctx, tx, e); err != nil {
-			return err
-		}
-		out.Envelope = stored
-		return nil
+		_, err = store.AppendAudit(ctx, tx, e)
+		return err
 	})
 	if err != nil {
 		return executor.TickClaim{}, tickClaimErr(err, key)
@@ -254,19 +197,13 @@ func (s *Store) ClaimOrReplayTick(ctx context.Context, t contract.TenantSlot, ke
 	return out, nil
 }
 
-// CompleteTick implements executor.Store (CompleteKey).
+// CompleteTick implements executor.Store (store.CompleteLeasedKey).
 func (s *Store) CompleteTick(ctx context.Context, t contract.TenantSlot, key string, envelope []byte) error {
-	return s.db.InTx(ctx, func(tx *store.Tx) error {
-		return store.CompleteKey(ctx, tx, t, executor.TickKeyScope, key, envelope)
-	})
+	return s.db.CompleteLeasedKey(ctx, t, executor.TickKeyScope, key, envelope)
 }
 
-// ReleaseTick implements executor.Store: it deletes the key only while no
-// result is stored.
+// ReleaseTick implements executor.Store (store.ReleaseLeasedKey): it
+// deletes the key only while no result is stored.
 func (s *Store) ReleaseTick(ctx context.Context, t contract.TenantSlot, key string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM idempotency WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL`,
-		string(t), executor.TickKeyScope, key); err != nil {
-		return fmt.Errorf("store: release idempotency key: %w", err)
-	}
-	return nil
+	return s.db.ReleaseLeasedKey(ctx, t, executor.TickKeyScope, key)
 }
