@@ -454,7 +454,7 @@ func (m *ledgerMoves) write(ctx context.Context, tx *store.Tx) error {
 			continue
 		}
 		k := m.leaseOf[id]
-		if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, m.leased[id], k.scope, k.period); err != nil {
+		if err := addToTotal(ctx, tx, k.scope, k.period, m.leased[id]); err != nil {
 			return fmt.Errorf("store: ledger totals: %w", err)
 		}
 	}

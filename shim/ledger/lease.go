@@ -338,7 +338,7 @@ func (b *leaseBook) take(ctx context.Context, asks []leaseAsk, least func(j int)
 					tightAt = j
 					return errTight
 				}
-				if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, g, a.k.scope, a.k.period); err != nil {
+				if err := addToTotal(ctx, tx, a.k.scope, a.k.period, g); err != nil {
 					return fmt.Errorf("store: lease: %w", err)
 				}
 			}
@@ -526,7 +526,7 @@ func (b *leaseBook) giveBack(ctx context.Context, pick func(leaseKey, *lease) bo
 		for _, it := range items {
 			// The total first, then the lease, as every transaction
 			// locks them.
-			if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount - ? WHERE scope = ? AND period = ?`, it.free, it.k.scope, it.k.period); err != nil {
+			if err := addToTotal(ctx, tx, it.k.scope, it.k.period, -it.free); err != nil {
 				return fmt.Errorf("store: return lease: %w", err)
 			}
 			res, err := tx.Exec(ctx, `UPDATE shim_spend_leases SET amount = amount - ?, updated_at = ? WHERE id = ? AND state = ?`,
@@ -536,7 +536,7 @@ func (b *leaseBook) giveBack(ctx context.Context, pick func(leaseKey, *lease) bo
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
 				// Released by the sweep, which took it out already.
-				if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, it.free, it.k.scope, it.k.period); err != nil {
+				if err := addToTotal(ctx, tx, it.k.scope, it.k.period, it.free); err != nil {
 					return fmt.Errorf("store: return lease: %w", err)
 				}
 			}
@@ -719,7 +719,7 @@ func (s *Ledger) releaseLeases(ctx context.Context, where string, args []any, st
 			if _, err := tx.Exec(ctx, `UPDATE shim_spend_leases SET state = ?, updated_at = ? WHERE id = ?`, leaseReleased, store.Micros(s.db.Now()), id); err != nil {
 				return fmt.Errorf("store: stale leases: %w", err)
 			}
-			if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount - ? WHERE scope = ? AND period = ?`, amount, scope, period); err != nil {
+			if err := addToTotal(ctx, tx, scope, period, -amount); err != nil {
 				return fmt.Errorf("store: stale leases: %w", err)
 			}
 			released = true

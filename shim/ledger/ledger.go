@@ -325,7 +325,7 @@ func closeReservation(ctx context.Context, tx *store.Tx, now time.Time, id, stat
 	}
 	if delta := final - reserved; delta != 0 {
 		for _, p := range [][2]string{{"key:" + keyID, day}, {"key:" + keyID, month}, {"tenant:" + tenant, day}, {"tenant:" + tenant, month}} {
-			if _, err := tx.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, delta, p[0], p[1]); err != nil {
+			if err := addToTotal(ctx, tx, p[0], p[1], delta); err != nil {
 				return fmt.Errorf("store: %s reservation: %w", state, err)
 			}
 		}
@@ -452,4 +452,11 @@ func (s *Ledger) Total(ctx context.Context, scope, period string) (int64, error)
 		return 0, fmt.Errorf("store: spend total: %w", err)
 	}
 	return n, nil
+}
+
+// addToTotal moves a running total (shim_spend_totals) by delta: a lease's
+// grant or return, a settlement's difference from its reservation.
+func addToTotal(ctx context.Context, q store.Querier, scope, period string, delta int64) error {
+	_, err := q.Exec(ctx, `UPDATE shim_spend_totals SET amount = amount + ? WHERE scope = ? AND period = ?`, delta, scope, period)
+	return err
 }
