@@ -236,8 +236,7 @@ func (s *Shim) DeleteContext(ctx context.Context, tenant contract.TenantSlot, re
 // MarkShimmed implements shim.Store: an insert that does nothing when the
 // (tenant, conversation, provision) mark is there.
 func (s *Shim) MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error) {
-	n, err := s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(tenant), conversation, provision, version, micros(at))
+	n, err := s.db.Exec(ctx, shim.MarkShimmedSQL, string(tenant), conversation, provision, version, micros(at))
 	if err != nil {
 		return false, fmt.Errorf("edge: mark shimmed: %w", err)
 	}
@@ -291,8 +290,7 @@ func insertReceipt(tenant contract.TenantSlot, r shim.Receipt) (Statement, error
 
 // ReceiptOfResponse implements shim.Store.
 func (s *Shim) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot, responseID string) (shim.Receipt, error) {
-	r, found, err := one(ctx, s.db, `SELECT doc FROM shim_receipts WHERE tenant = ? AND response_id = ? ORDER BY id DESC LIMIT 1`,
-		string(tenant), responseID)
+	r, found, err := one(ctx, s.db, shim.ReceiptOfResponseSQL, string(tenant), responseID)
 	if err != nil {
 		return shim.Receipt{}, fmt.Errorf("edge: receipt of response: %w", err)
 	}
@@ -308,14 +306,8 @@ func (s *Shim) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot
 
 // ListReceipts implements shim.Store.
 func (s *Shim) ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]shim.Receipt, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	q, args := `SELECT doc FROM shim_receipts WHERE tenant = ?`, []any{string(tenant)}
-	if before != "" {
-		q, args = q+` AND id < ?`, append(args, before)
-	}
-	rows, err := s.db.Query(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, int64(limit))...)
+	q, args := shim.ReceiptsQuery(tenant, limit, before)
+	rows, err := s.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("edge: list receipts: %w", err)
 	}

@@ -243,8 +243,7 @@ func (s *Store) DeleteContext(ctx context.Context, tenant contract.TenantSlot, r
 
 // MarkShimmed implements shim.Store with one insert-if-absent.
 func (s *Store) MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error) {
-	n, err := store.RowsAffected(s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(tenant), conversation, provision, version, store.Micros(at)))
+	n, err := store.RowsAffected(s.db.Exec(ctx, shim.MarkShimmedSQL, string(tenant), conversation, provision, version, store.Micros(at)))
 	if err != nil {
 		return false, fmt.Errorf("store: mark shimmed: %w", err)
 	}
@@ -378,8 +377,7 @@ func insertReceiptLedger(ctx context.Context, q store.Querier, tenant contract.T
 
 // ReceiptOfResponse implements shim.Store.
 func (s *Store) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot, responseID string) (shim.Receipt, error) {
-	r, err := store.ScanJSON[shim.Receipt](s.db.QueryRow(ctx, `SELECT doc FROM shim_receipts WHERE tenant = ? AND response_id = ? ORDER BY id DESC LIMIT 1`,
-		string(tenant), responseID))
+	r, err := store.ScanJSON[shim.Receipt](s.db.QueryRow(ctx, shim.ReceiptOfResponseSQL, string(tenant), responseID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return shim.Receipt{}, contract.NotFoundf(shim.CodeNotFound, "shim: no response %q", responseID)
 	}
@@ -391,13 +389,6 @@ func (s *Store) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlo
 
 // ListReceipts implements shim.Store.
 func (s *Store) ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]shim.Receipt, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	q := store.Statement{SQL: `SELECT doc FROM shim_receipts WHERE tenant = ?`, Args: []any{string(tenant)}}
-	if before != "" {
-		q.Add(` AND id < ?`, before)
-	}
-	q.Add(` ORDER BY id DESC LIMIT ?`, limit)
-	return store.AppendRows([]shim.Receipt{}, store.QueryRows(ctx, s.db, "list receipts", store.ScanJSON[shim.Receipt], q.SQL, q.Args...))
+	q, args := shim.ReceiptsQuery(tenant, limit, before)
+	return store.AppendRows([]shim.Receipt{}, store.QueryRows(ctx, s.db, "list receipts", store.ScanJSON[shim.Receipt], q, args...))
 }
