@@ -33,3 +33,51 @@ func ReceiptsQuery(tenant contract.TenantSlot, limit int, before string) (string
 	}
 	return q + ` ORDER BY id DESC LIMIT ?`, append(args, int64(limit))
 }
+
+// DocTable is one of Store's CAS-versioned document tables: each row a
+// JSON document (doc) under (tenant, Key) with a version column, which
+// create sets to 1 and each update raises by one.
+type DocTable struct {
+	Name string // the table
+	Key  string // its key column after tenant
+	What string // what a row is, in messages
+}
+
+// The document tables of Store.
+var (
+	ProvisionTable = DocTable{"shim_provisions", "id", "provision"}
+	ContextTable   = DocTable{"shim_context", "ref", "context entry"}
+)
+
+// GetSQL selects a document and its version. Its arguments are tenant and
+// the key; its columns are doc and version.
+func (t DocTable) GetSQL() string {
+	return `SELECT doc, version FROM ` + t.Name + ` WHERE tenant = ? AND ` + t.Key + ` = ?`
+}
+
+// ListSQL selects a tenant's documents and their versions in key order.
+// Its argument is tenant; its columns are doc and version.
+func (t DocTable) ListSQL() string {
+	return `SELECT doc, version FROM ` + t.Name + ` WHERE tenant = ? ORDER BY ` + t.Key
+}
+
+// InsertSQL inserts a document at version 1; the (tenant, key) primary key
+// refuses a second. Its arguments are tenant, the key, doc and updated_at
+// (microseconds since the epoch).
+func (t DocTable) InsertSQL() string {
+	return `INSERT INTO ` + t.Name + ` (tenant, ` + t.Key + `, version, doc, updated_at) VALUES (?, ?, 1, ?, ?)`
+}
+
+// UpdateSQL replaces a document and raises its version by one if its
+// version is the one given, and changes no row otherwise. Its arguments
+// are doc, updated_at, tenant, the key and that version.
+func (t DocTable) UpdateSQL() string {
+	return `UPDATE ` + t.Name + ` SET doc = ?, version = version + 1, updated_at = ? WHERE tenant = ? AND ` + t.Key + ` = ? AND version = ?`
+}
+
+// DeleteSQL deletes a document if its version is the one given, and
+// changes no row otherwise. Its arguments are tenant, the key and that
+// version.
+func (t DocTable) DeleteSQL() string {
+	return `DELETE FROM ` + t.Name + ` WHERE tenant = ? AND ` + t.Key + ` = ? AND version = ?`
+}
