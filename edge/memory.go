@@ -32,10 +32,7 @@ func touchEntities(tenant contract.TenantSlot, subject, project string, es []shi
 	us := micros(at)
 	out := make([]Statement, len(es))
 	for i, e := range es {
-		out[i] = Statement{`INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
-VALUES (?, ?, ?, ?, ?, ?, ?, 1)
-ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
-			[]any{string(tenant), subject, project, e.Kind, e.Value, us, us}}
+		out[i] = Statement{memory.TouchEntitySQL, []any{string(tenant), subject, project, e.Kind, e.Value, us, us}}
 	}
 	return out
 }
@@ -54,11 +51,8 @@ func memoryWrite(w shim.MemoryWrite) []Statement {
 
 // ListEntities implements memory.Store.
 func (m *Memory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]memory.Entity, error) {
-	q, args := `SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`, []any{string(tenant), subject}
-	if project != "" {
-		q, args = q+` AND project = ?`, append(args, project)
-	}
-	rows, err := m.db.Query(ctx, q+` ORDER BY last_seen DESC, project, kind, value LIMIT ?`, append(args, int64(limit))...)
+	q, args := memory.EntitiesQuery(tenant, subject, project, limit)
+	rows, err := m.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("edge: list entities: %w", err)
 	}
@@ -89,8 +83,7 @@ func addOutcomes(tenant contract.TenantSlot, os []shim.RuleOutcome) []Statement 
 		if o.Builtin {
 			builtin = 1
 		}
-		out[i] = Statement{`INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
-outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
+		out[i] = Statement{memory.AddOutcomeSQL,
 			[]any{string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, memory.OutcomePending, fired}}
 	}
 	return out
@@ -108,19 +101,14 @@ func (m *Memory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot
 }
 
 func resolveOutcomes(tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) Statement {
-	return Statement{`UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
-WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`,
+	return Statement{memory.ResolveOutcomesSQL,
 		[]any{outcome, signature, nextReceipt, micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt}}
 }
 
 // ListOutcomes implements memory.Store.
 func (m *Memory) ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
-	q, args := `SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
-FROM shim_outcomes WHERE tenant = ?`, []any{string(tenant)}
-	if subject != "" {
-		q, args = q+` AND subject = ?`, append(args, subject)
-	}
-	rows, err := m.db.Query(ctx, q+` ORDER BY receipt DESC, provision LIMIT ?`, append(args, int64(limit))...)
+	q, args := memory.OutcomesQuery(tenant, subject, limit)
+	rows, err := m.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("edge: list outcomes: %w", err)
 	}
@@ -139,8 +127,7 @@ FROM shim_outcomes WHERE tenant = ?`, []any{string(tenant)}
 
 // GetSyncMark implements shim.SyncLedger.
 func (m *Memory) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (shim.SyncMark, bool, error) {
-	r, found, err := one(ctx, m.db, `SELECT source_version, local_version FROM shim_sync_marks WHERE tenant = ? AND kind = ? AND id = ?`,
-		string(tenant), kind, id)
+	r, found, err := one(ctx, m.db, memory.GetSyncMarkSQL, string(tenant), kind, id)
 	if err != nil {
 		return shim.SyncMark{}, false, fmt.Errorf("edge: sync mark: %w", err)
 	}
@@ -152,9 +139,7 @@ func (m *Memory) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, ki
 
 // PutSyncMark implements shim.SyncLedger.
 func (m *Memory) PutSyncMark(ctx context.Context, tenant contract.TenantSlot, mk shim.SyncMark) error {
-	_, err := m.db.Exec(ctx, `INSERT INTO shim_sync_marks (tenant, kind, id, source_version, local_version) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (tenant, kind, id) DO UPDATE SET source_version = excluded.source_version, local_version = excluded.local_version`,
-		string(tenant), mk.Kind, mk.ID, mk.SourceVersion, mk.LocalVersion)
+	_, err := m.db.Exec(ctx, memory.PutSyncMarkSQL, string(tenant), mk.Kind, mk.ID, mk.SourceVersion, mk.LocalVersion)
 	if err != nil {
 		return fmt.Errorf("edge: put sync mark: %w", err)
 	}

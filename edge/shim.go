@@ -32,35 +32,35 @@ func NewShim(db DB, now func() time.Time) *Shim {
 var _ shim.Store = (*Shim)(nil)
 
 // docTable is one of the two versioned document tables.
-type docTable struct{ name, key, what string }
+type docTable struct{ shim.DocTable }
 
 var (
-	provisions = docTable{"shim_provisions", "id", "provision"}
-	contexts   = docTable{"shim_context", "ref", "context entry"}
+	provisions = docTable{shim.ProvisionTable}
+	contexts   = docTable{shim.ContextTable}
 )
 
 func (t docTable) get(ctx context.Context, db DB, tenant contract.TenantSlot, key string, into any) (int64, error) {
-	r, found, err := one(ctx, db, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ?`, string(tenant), key)
+	r, found, err := one(ctx, db, t.GetSQL(), string(tenant), key)
 	if err != nil {
-		return 0, fmt.Errorf("edge: get %s: %w", t.what, err)
+		return 0, fmt.Errorf("edge: get %s: %w", t.What, err)
 	}
 	if !found {
-		return 0, contract.NotFoundf(shim.CodeNotFound, "shim: no %s %q", t.what, key)
+		return 0, contract.NotFoundf(shim.CodeNotFound, "shim: no %s %q", t.What, key)
 	}
 	if err := json.Unmarshal([]byte(r.Str(0)), into); err != nil {
-		return 0, fmt.Errorf("edge: decode %s: %w", t.what, err)
+		return 0, fmt.Errorf("edge: decode %s: %w", t.What, err)
 	}
 	return r.Int(1), nil
 }
 
 func (t docTable) list(ctx context.Context, db DB, tenant contract.TenantSlot, each func(doc []byte, version int64) error) error {
-	rows, err := db.Query(ctx, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? ORDER BY `+t.key, string(tenant))
+	rows, err := db.Query(ctx, t.ListSQL(), string(tenant))
 	if err != nil {
-		return fmt.Errorf("edge: list %s: %w", t.what, err)
+		return fmt.Errorf("edge: list %s: %w", t.What, err)
 	}
 	for _, r := range rows {
 		if err := each([]byte(r.Str(0)), r.Int(1)); err != nil {
-			return fmt.Errorf("edge: decode %s: %w", t.what, err)
+			return fmt.Errorf("edge: decode %s: %w", t.What, err)
 		}
 	}
 	return nil
@@ -72,13 +72,12 @@ func (t docTable) create(ctx context.Context, s *Shim, tenant contract.TenantSlo
 	if err != nil {
 		return err
 	}
-	n, err := s.db.Exec(ctx, `INSERT INTO `+t.name+` (tenant, `+t.key+`, version, doc, updated_at) VALUES (?, ?, 1, ?, ?) ON CONFLICT DO NOTHING`,
-		string(tenant), key, string(b), micros(s.now()))
+	n, err := s.db.Exec(ctx, t.InsertSQL()+` ON CONFLICT DO NOTHING`, string(tenant), key, string(b), micros(s.now()))
 	if err != nil {
-		return fmt.Errorf("edge: create %s: %w", t.what, err)
+		return fmt.Errorf("edge: create %s: %w", t.What, err)
 	}
 	if n == 0 {
-		return contract.Conflictf(shim.CodeExists, "shim: %s %q exists", t.what, key)
+		return contract.Conflictf(shim.CodeExists, "shim: %s %q exists", t.What, key)
 	}
 	return nil
 }
@@ -88,7 +87,7 @@ func (t docTable) create(ctx context.Context, s *Shim, tenant contract.TenantSlo
 func (t docTable) cas(ctx context.Context, s *Shim, op string, tenant contract.TenantSlot, key string, ifVersion int64, query string, args ...any) error {
 	n, err := s.db.Exec(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("edge: %s %s: %w", op, t.what, err)
+		return fmt.Errorf("edge: %s %s: %w", op, t.What, err)
 	}
 	if n != 0 {
 		return nil
@@ -98,7 +97,7 @@ func (t docTable) cas(ctx context.Context, s *Shim, op string, tenant contract.T
 	if err != nil {
 		return err
 	}
-	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.what, key, v, ifVersion)
+	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.What, key, v, ifVersion)
 }
 
 func (t docTable) update(ctx context.Context, s *Shim, tenant contract.TenantSlot, key string, doc any, ifVersion int64) error {
@@ -107,13 +106,12 @@ func (t docTable) update(ctx context.Context, s *Shim, tenant contract.TenantSlo
 		return err
 	}
 	return t.cas(ctx, s, "update", tenant, key, ifVersion,
-		`UPDATE `+t.name+` SET doc = ?, version = version + 1, updated_at = ? WHERE tenant = ? AND `+t.key+` = ? AND version = ?`,
-		string(b), micros(s.now()), string(tenant), key, ifVersion)
+		t.UpdateSQL(), string(b), micros(s.now()), string(tenant), key, ifVersion)
 }
 
 func (t docTable) delete(ctx context.Context, s *Shim, tenant contract.TenantSlot, key string, ifVersion int64) error {
 	return t.cas(ctx, s, "delete", tenant, key, ifVersion,
-		`DELETE FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ? AND version = ?`, string(tenant), key, ifVersion)
+		t.DeleteSQL(), string(tenant), key, ifVersion)
 }
 
 // encode is a document's stored JSON: a receipt writes its canonical JSON
@@ -236,8 +234,7 @@ func (s *Shim) DeleteContext(ctx context.Context, tenant contract.TenantSlot, re
 // MarkShimmed implements shim.Store: an insert that does nothing when the
 // (tenant, conversation, provision) mark is there.
 func (s *Shim) MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error) {
-	n, err := s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(tenant), conversation, provision, version, micros(at))
+	n, err := s.db.Exec(ctx, shim.MarkShimmedSQL, string(tenant), conversation, provision, version, micros(at))
 	if err != nil {
 		return false, fmt.Errorf("edge: mark shimmed: %w", err)
 	}
@@ -291,8 +288,7 @@ func insertReceipt(tenant contract.TenantSlot, r shim.Receipt) (Statement, error
 
 // ReceiptOfResponse implements shim.Store.
 func (s *Shim) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot, responseID string) (shim.Receipt, error) {
-	r, found, err := one(ctx, s.db, `SELECT doc FROM shim_receipts WHERE tenant = ? AND response_id = ? ORDER BY id DESC LIMIT 1`,
-		string(tenant), responseID)
+	r, found, err := one(ctx, s.db, shim.ReceiptOfResponseSQL, string(tenant), responseID)
 	if err != nil {
 		return shim.Receipt{}, fmt.Errorf("edge: receipt of response: %w", err)
 	}
@@ -308,14 +304,8 @@ func (s *Shim) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot
 
 // ListReceipts implements shim.Store.
 func (s *Shim) ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]shim.Receipt, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	q, args := `SELECT doc FROM shim_receipts WHERE tenant = ?`, []any{string(tenant)}
-	if before != "" {
-		q, args = q+` AND id < ?`, append(args, before)
-	}
-	rows, err := s.db.Query(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, int64(limit))...)
+	q, args := shim.ReceiptsQuery(tenant, limit, before)
+	rows, err := s.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("edge: list receipts: %w", err)
 	}

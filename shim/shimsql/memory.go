@@ -38,10 +38,7 @@ func (s *Memory) TouchEntities(ctx context.Context, tenant contract.TenantSlot, 
 func touchEntities(ctx context.Context, q store.Querier, tenant contract.TenantSlot, subject, project string, es []shim.EntityRef, at time.Time) error {
 	us := store.Micros(at)
 	for _, e := range es {
-		err := store.ExecLater(ctx, q, `INSERT INTO shim_entities (tenant, subject, project, kind, value, first_seen, last_seen, hits)
-VALUES (?, ?, ?, ?, ?, ?, ?, 1)
-ON CONFLICT (tenant, subject, project, kind, value) DO UPDATE SET hits = shim_entities.hits + 1, last_seen = excluded.last_seen`,
-			string(tenant), subject, project, e.Kind, e.Value, us, us)
+		err := store.ExecLater(ctx, q, memory.TouchEntitySQL, string(tenant), subject, project, e.Kind, e.Value, us, us)
 		if err != nil {
 			return err
 		}
@@ -69,7 +66,7 @@ func recordMemory(ctx context.Context, q store.Querier, w shim.MemoryWrite) erro
 	}
 	// The count is not read here: the statement may wait for the
 	// transaction's next batch (store.ExecLater).
-	if err := store.ExecLater(ctx, q, resolveOutcomesSQL, w.Outcome, w.Signature, w.Receipt, store.Micros(w.At),
+	if err := store.ExecLater(ctx, q, memory.ResolveOutcomesSQL, w.Outcome, w.Signature, w.Receipt, store.Micros(w.At),
 		string(w.Tenant), w.Conversation, memory.OutcomePending, w.Receipt); err != nil {
 		return err
 	}
@@ -78,16 +75,14 @@ func recordMemory(ctx context.Context, q store.Querier, w shim.MemoryWrite) erro
 
 // ListEntities implements memory.Store.
 func (s *Memory) ListEntities(ctx context.Context, tenant contract.TenantSlot, subject, project string, limit int) ([]memory.Entity, error) {
-	q := store.Statement{SQL: `SELECT project, kind, value, first_seen, last_seen, hits FROM shim_entities WHERE tenant = ? AND subject = ?`, Args: []any{string(tenant), subject}}
-	q.AndEq("project", project)
-	q.Add(` ORDER BY last_seen DESC, project, kind, value LIMIT ?`, limit)
+	q, args := memory.EntitiesQuery(tenant, subject, project, limit)
 	return store.AppendRows([]memory.Entity{}, store.QueryRows(ctx, s.db, "list entities", func(row store.Scanner) (memory.Entity, error) {
 		e := memory.Entity{Subject: subject}
 		var first, last int64
 		err := row.Scan(&e.Project, &e.Kind, &e.Value, &first, &last, &e.Count)
 		e.FirstSeen, e.LastSeen = contract.Timestamp(store.FromMicros(first)), contract.Timestamp(store.FromMicros(last))
 		return e, err
-	}, q.SQL, q.Args...))
+	}, q, args...))
 }
 
 // AddOutcomes implements memory.Store: inserts that ignore an existing
@@ -112,8 +107,7 @@ func addOutcomes(ctx context.Context, q store.Querier, tenant contract.TenantSlo
 		if o.Builtin {
 			builtin = 1
 		}
-		err := store.ExecLater(ctx, q, `INSERT INTO shim_outcomes (tenant, receipt, provision, conversation, subject, project, version, builtin,
-outcome, error_signature, next_receipt, fired_at, resolved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?, 0) ON CONFLICT DO NOTHING`,
+		err := store.ExecLater(ctx, q, memory.AddOutcomeSQL,
 			string(tenant), o.Receipt, o.Provision, o.Conversation, o.Subject, o.Project, o.Version, builtin, memory.OutcomePending, fired)
 		if err != nil {
 			return err
@@ -131,24 +125,16 @@ func (s *Memory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot
 	return n, nil
 }
 
-// resolveOutcomesSQL resolves a conversation's pending outcomes but those
-// of one receipt.
-const resolveOutcomesSQL = `UPDATE shim_outcomes SET outcome = ?, error_signature = ?, next_receipt = ?, resolved_at = ?
-WHERE tenant = ? AND conversation = ? AND outcome = ? AND receipt <> ?`
-
 func resolveOutcomes(ctx context.Context, q store.Querier, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
-	n, err := store.RowsAffected(q.Exec(ctx, resolveOutcomesSQL,
+	n, err := store.RowsAffected(q.Exec(ctx, memory.ResolveOutcomesSQL,
 		outcome, signature, nextReceipt, store.Micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt))
 	return int(n), err
 }
 
 // ListOutcomes implements memory.Store.
 func (s *Memory) ListOutcomes(ctx context.Context, tenant contract.TenantSlot, subject string, limit int) ([]shim.RuleOutcome, error) {
-	q := store.Statement{SQL: `SELECT receipt, provision, conversation, subject, project, version, builtin, outcome, error_signature, next_receipt, fired_at, resolved_at
-FROM shim_outcomes WHERE tenant = ?`, Args: []any{string(tenant)}}
-	q.AndEq("subject", subject)
-	q.Add(` ORDER BY receipt DESC, provision LIMIT ?`, limit)
-	return store.AppendRows([]shim.RuleOutcome{}, store.QueryRows(ctx, s.db, "list outcomes", scanOutcome, q.SQL, q.Args...))
+	q, args := memory.OutcomesQuery(tenant, subject, limit)
+	return store.AppendRows([]shim.RuleOutcome{}, store.QueryRows(ctx, s.db, "list outcomes", scanOutcome, q, args...))
 }
 
 func scanOutcome(row store.Scanner) (shim.RuleOutcome, error) {
@@ -170,8 +156,7 @@ func scanOutcome(row store.Scanner) (shim.RuleOutcome, error) {
 // GetSyncMark implements shim.SyncLedger.
 func (s *Memory) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (shim.SyncMark, bool, error) {
 	m := shim.SyncMark{Kind: kind, ID: id}
-	err := s.db.QueryRow(ctx, `SELECT source_version, local_version FROM shim_sync_marks WHERE tenant = ? AND kind = ? AND id = ?`,
-		string(tenant), kind, id).Scan(&m.SourceVersion, &m.LocalVersion)
+	err := s.db.QueryRow(ctx, memory.GetSyncMarkSQL, string(tenant), kind, id).Scan(&m.SourceVersion, &m.LocalVersion)
 	if errors.Is(err, sql.ErrNoRows) {
 		return shim.SyncMark{}, false, nil
 	}
@@ -183,9 +168,7 @@ func (s *Memory) GetSyncMark(ctx context.Context, tenant contract.TenantSlot, ki
 
 // PutSyncMark implements shim.SyncLedger with one upsert.
 func (s *Memory) PutSyncMark(ctx context.Context, tenant contract.TenantSlot, m shim.SyncMark) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO shim_sync_marks (tenant, kind, id, source_version, local_version) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (tenant, kind, id) DO UPDATE SET source_version = excluded.source_version, local_version = excluded.local_version`,
-		string(tenant), m.Kind, m.ID, m.SourceVersion, m.LocalVersion)
+	_, err := s.db.Exec(ctx, memory.PutSyncMarkSQL, string(tenant), m.Kind, m.ID, m.SourceVersion, m.LocalVersion)
 	if err != nil {
 		return fmt.Errorf("store: put sync mark: %w", err)
 	}

@@ -36,50 +36,46 @@ func New(db *store.DB) *Store { return &Store{db: db} }
 
 var _ shim.Store = (*Store)(nil)
 
-// shimTable describes one CAS-versioned document table.
-type shimTable struct {
-	name, key, what string
-}
+// shimTable is one CAS-versioned document table.
+type shimTable struct{ shim.DocTable }
 
 var (
-	provisionTable = shimTable{"shim_provisions", "id", "provision"}
-	contextTable   = shimTable{"shim_context", "ref", "context entry"}
+	provisionTable = shimTable{shim.ProvisionTable}
+	contextTable   = shimTable{shim.ContextTable}
 )
 
 func (t shimTable) get(ctx context.Context, db *store.DB, tenant contract.TenantSlot, key string) ([]byte, int64, error) {
 	var doc string
 	var v int64
-	err := db.QueryRow(ctx, `SELECT doc, version FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ?`, string(tenant), key).Scan(&doc, &v)
+	err := db.QueryRow(ctx, t.GetSQL(), string(tenant), key).Scan(&doc, &v)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, contract.NotFoundf(shim.CodeNotFound, "shim: no %s %q", t.what, key)
+		return nil, 0, contract.NotFoundf(shim.CodeNotFound, "shim: no %s %q", t.What, key)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: get %s: %w", t.name, err)
+		return nil, 0, fmt.Errorf("store: get %s: %w", t.Name, err)
 	}
 	return []byte(doc), v, nil
 }
 
 func (t shimTable) create(ctx context.Context, db *store.DB, tenant contract.TenantSlot, key string, doc []byte) error {
-	_, err := db.Exec(ctx, `INSERT INTO `+t.name+` (tenant, `+t.key+`, version, doc, updated_at) VALUES (?, ?, 1, ?, ?)`,
-		string(tenant), key, string(doc), store.Micros(db.Now()))
+	_, err := db.Exec(ctx, t.InsertSQL(), string(tenant), key, string(doc), store.Micros(db.Now()))
 	if store.IsUniqueViolation(err) {
-		return contract.Conflictf(shim.CodeExists, "shim: %s %q exists", t.what, key)
+		return contract.Conflictf(shim.CodeExists, "shim: %s %q exists", t.What, key)
 	}
 	if err != nil {
-		return fmt.Errorf("store: create %s: %w", t.name, err)
+		return fmt.Errorf("store: create %s: %w", t.Name, err)
 	}
 	return nil
 }
 
 func (t shimTable) update(ctx context.Context, db *store.DB, tenant contract.TenantSlot, key string, doc []byte, ifVersion int64) error {
 	return t.casExec(ctx, db, "update", tenant, key, ifVersion,
-		`UPDATE `+t.name+` SET doc = ?, version = version + 1, updated_at = ? WHERE tenant = ? AND `+t.key+` = ? AND version = ?`,
-		string(doc), store.Micros(db.Now()), string(tenant), key, ifVersion)
+		t.UpdateSQL(), string(doc), store.Micros(db.Now()), string(tenant), key, ifVersion)
 }
 
 func (t shimTable) delete(ctx context.Context, db *store.DB, tenant contract.TenantSlot, key string, ifVersion int64) error {
 	return t.casExec(ctx, db, "delete", tenant, key, ifVersion,
-		`DELETE FROM `+t.name+` WHERE tenant = ? AND `+t.key+` = ? AND version = ?`, string(tenant), key, ifVersion)
+		t.DeleteSQL(), string(tenant), key, ifVersion)
 }
 
 // casExec runs op, a statement on the document key conditional on its
@@ -88,7 +84,7 @@ func (t shimTable) delete(ctx context.Context, db *store.DB, tenant contract.Ten
 func (t shimTable) casExec(ctx context.Context, db *store.DB, op string, tenant contract.TenantSlot, key string, ifVersion int64, query string, args ...any) error {
 	n, err := store.RowsAffected(db.Exec(ctx, query, args...))
 	if err != nil {
-		return fmt.Errorf("store: %s %s: %w", op, t.name, err)
+		return fmt.Errorf("store: %s %s: %w", op, t.Name, err)
 	}
 	if n != 0 {
 		return nil
@@ -97,7 +93,7 @@ func (t shimTable) casExec(ctx context.Context, db *store.DB, op string, tenant 
 	if err != nil {
 		return err
 	}
-	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.what, key, v, ifVersion)
+	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.What, key, v, ifVersion)
 }
 
 func decodeDoc[T any](doc []byte, what string) (T, error) {
@@ -137,8 +133,7 @@ var (
 )
 
 func (d shimDocs[T]) listDocs(ctx context.Context, db *store.DB, tenant contract.TenantSlot) ([]T, error) {
-	return store.AppendRows([]T{}, store.QueryRows(ctx, db, "list "+d.name, d.scanDoc,
-		`SELECT doc, version FROM `+d.name+` WHERE tenant = ? ORDER BY `+d.shimTable.key, string(tenant)))
+	return store.AppendRows([]T{}, store.QueryRows(ctx, db, "list "+d.Name, d.scanDoc, d.ListSQL(), string(tenant)))
 }
 
 // scanDoc scans a row of a document and its version into a T.
@@ -160,7 +155,7 @@ func (d shimDocs[T]) getDoc(ctx context.Context, db *store.DB, tenant contract.T
 		var zero T
 		return zero, err
 	}
-	x, err := decodeDoc[T](doc, d.what)
+	x, err := decodeDoc[T](doc, d.What)
 	*d.version(&x) = v
 	return x, err
 }
@@ -243,8 +238,7 @@ func (s *Store) DeleteContext(ctx context.Context, tenant contract.TenantSlot, r
 
 // MarkShimmed implements shim.Store with one insert-if-absent.
 func (s *Store) MarkShimmed(ctx context.Context, tenant contract.TenantSlot, conversation, provision string, version int64, at time.Time) (bool, error) {
-	n, err := store.RowsAffected(s.db.Exec(ctx, `INSERT INTO shim_ledger (tenant, conversation, provision, version, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		string(tenant), conversation, provision, version, store.Micros(at)))
+	n, err := store.RowsAffected(s.db.Exec(ctx, shim.MarkShimmedSQL, string(tenant), conversation, provision, version, store.Micros(at)))
 	if err != nil {
 		return false, fmt.Errorf("store: mark shimmed: %w", err)
 	}
@@ -378,8 +372,7 @@ func insertReceiptLedger(ctx context.Context, q store.Querier, tenant contract.T
 
 // ReceiptOfResponse implements shim.Store.
 func (s *Store) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlot, responseID string) (shim.Receipt, error) {
-	r, err := store.ScanJSON[shim.Receipt](s.db.QueryRow(ctx, `SELECT doc FROM shim_receipts WHERE tenant = ? AND response_id = ? ORDER BY id DESC LIMIT 1`,
-		string(tenant), responseID))
+	r, err := store.ScanJSON[shim.Receipt](s.db.QueryRow(ctx, shim.ReceiptOfResponseSQL, string(tenant), responseID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return shim.Receipt{}, contract.NotFoundf(shim.CodeNotFound, "shim: no response %q", responseID)
 	}
@@ -391,13 +384,6 @@ func (s *Store) ReceiptOfResponse(ctx context.Context, tenant contract.TenantSlo
 
 // ListReceipts implements shim.Store.
 func (s *Store) ListReceipts(ctx context.Context, tenant contract.TenantSlot, limit int, before string) ([]shim.Receipt, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	q := store.Statement{SQL: `SELECT doc FROM shim_receipts WHERE tenant = ?`, Args: []any{string(tenant)}}
-	if before != "" {
-		q.Add(` AND id < ?`, before)
-	}
-	q.Add(` ORDER BY id DESC LIMIT ?`, limit)
-	return store.AppendRows([]shim.Receipt{}, store.QueryRows(ctx, s.db, "list receipts", store.ScanJSON[shim.Receipt], q.SQL, q.Args...))
+	q, args := shim.ReceiptsQuery(tenant, limit, before)
+	return store.AppendRows([]shim.Receipt{}, store.QueryRows(ctx, s.db, "list receipts", store.ScanJSON[shim.Receipt], q, args...))
 }
