@@ -24,6 +24,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	// A whole answer is held back and sent, with its length, once its
 	// receipt is recorded (as passAnswer does); a stream is not held.
 	var held *heldAnswer
+	before := w.Header().Clone()
 	res := s.cfg.Gateway.Forward(t.r.Context(), gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
 		hdr.Set(HeaderReceipt, t.rc.ID)
 		hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
@@ -69,16 +70,20 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	}
 	t.rc.ResponseSHA256 = sum(h)
 	t.rc.Broken = res.Broken
-	s.finish(t)
-	if res.Broken {
+	stored := s.finish(t)
+	switch {
+	case res.Broken:
 		abort(w)
-	}
-	if held != nil {
+	case held != nil && !stored:
+		s.unrecorded(w, t, before, true)
+	case held != nil:
 		w.Header().Set("Content-Length", strconv.Itoa(len(held.body)))
 		w.WriteHeader(held.status)
 		_, _ = w.Write(held.body)
-	}
-	if res.Final != nil {
+	case !stored:
+		// A stream whose receipt is missing does not end for the client.
+		abort(w)
+	case res.Final != nil:
 		// The stream's last event goes out once its receipt is stored.
 		_, _ = w.Write(res.Final)
 		if fl, ok := w.(http.Flusher); ok {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"strconv"
@@ -55,6 +56,9 @@ const (
 	codeTooLarge           = "request_too_large"
 	codeBodyTimeout        = "request_timeout"
 	codeUnauthenticated    = "unauthenticated"
+	// CodeReceiptNotRecorded answers (503) in place of an answer whose
+	// receipt and audit record could not be stored: nothing was delivered.
+	CodeReceiptNotRecorded = "receipt_not_recorded"
 )
 
 // AuditAction is the audit action of a proxied request.
@@ -344,21 +348,25 @@ func (s *Service) answer(w http.ResponseWriter, t *turn, p wire.Protocol, c *com
 		// The last event ends the stream for the client: it goes out only
 		// once the receipt and its audit record are stored, so a client
 		// never holds a finished stream whose receipt is missing.
-		s.finish(t)
-		if ok {
+		if !s.finish(t) {
+			abort(w)
+		} else if ok {
 			send(evs[len(evs)-1])
 		}
 		return
-	} else {
-		body := wire.DirectJSON(p, d)
-		h.Write(body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body)
 	}
+	before := w.Header().Clone()
+	body := wire.DirectJSON(p, d)
+	h.Write(body)
 	t.rc.ResponseSHA256 = sum(h)
-	s.finish(t)
+	if !s.finish(t) {
+		s.unrecorded(w, t, before, false)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 func sum(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
@@ -384,8 +392,9 @@ var BodiesAsHashes = contract.Redaction{Level: contract.RedactionPartial, Reason
 // transaction with Config.Turns), then tells the observers, on a context the
 // caller's hang-up cannot cancel. It runs before the handler returns, so a
 // non-streaming answer reaches the caller only after its receipt and audit
-// record are committed.
-func (s *Service) finish(t *turn) {
+// record are committed. stored is false when they could not be: the
+// caller then withholds the answer (unrecorded) or does not end the stream.
+func (s *Service) finish(t *turn) (stored bool) {
 	t.sums.Wait()
 	ctx := context.WithoutCancel(t.r.Context())
 	outcome := contract.OutcomeAllow
@@ -446,20 +455,25 @@ func (s *Service) finish(t *turn) {
 			}
 			observers = append(observers, o)
 		}
+		stored = true
 		if err := s.cfg.Turns.RecordTurn(ctx, e, &t.rc, memory); errors.Is(err, ErrMemoryNotRecorded) {
 			s.log.Warn("shim: turn memory not recorded", "receipt", t.rc.ID, "err", err)
 		} else if err != nil {
+			stored = false
 			s.log.Error("shim: receipt and audit record not stored", "receipt", t.rc.ID, "err", err)
 			s.closeDeferred(ctx, t) // the failed transaction did not close them
 		}
 	} else {
+		stored = true
 		rec, err := s.cfg.Audit.Append(ctx, e)
 		if err != nil {
+			stored = false
 			s.log.Error("shim: audit append failed", "receipt", t.rc.ID, "err", err)
 		} else {
 			t.rc.AuditID = rec.ID
 		}
 		if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
+			stored = false
 			s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
 		}
 		s.closeDeferred(ctx, t)
@@ -467,6 +481,30 @@ func (s *Service) finish(t *turn) {
 	for _, o := range observers {
 		o.ObserveTurn(ctx, t.observed())
 	}
+	return stored
+}
+
+// unrecorded answers 503 receipt_not_recorded in place of an answer whose
+// receipt finish could not store, with the headers the response had before
+// the answer's (before): a client never gets an answer that has no
+// receipt. ran says an upstream ran the request (its work is settled as
+// spent): as every final 5xx of the shim's own once an attempt may have
+// run, it carries x-should-retry: false, since an automatic retry would
+// run the request again; a direct answer may be retried.
+func (s *Service) unrecorded(w http.ResponseWriter, t *turn, before http.Header, ran bool) {
+	hdr := w.Header()
+	clear(hdr)
+	maps.Copy(hdr, before)
+	hdr.Del(HeaderReceipt)
+	if ran {
+		hdr.Set(headerShouldRetry, "false")
+	}
+	body := wire.ErrorBody(t.rc.Protocol, http.StatusServiceUnavailable, CodeReceiptNotRecorded,
+		"shim: the answer's receipt "+t.rc.ID+" could not be recorded, so the answer is withheld")
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(body)
 }
 
 // closeDeferred settles or releases the reservations a gateway with

@@ -1,0 +1,165 @@
+package shim_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+
+	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/shim"
+	gwconf "github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// failingTurns is a TurnRecorder whose transaction fails, as a store that
+// is full, gone or deadlocked past its retries does.
+type failingTurns struct{ calls atomic.Int64 }
+
+func (f *failingTurns) RecordTurn(context.Context, audit.Entry, *shim.Receipt, []shim.MemoryWrite) error {
+	f.calls.Add(1)
+	return errors.New("disk I/O error")
+}
+
+// TestAnswerWithheldWhenItsReceiptIsNotStored: when a turn's receipt and
+// audit record cannot be stored, no client holds a finished answer — through
+// the pass-through and the governed gateway, forwarded or answered directly,
+// in each protocol read by its official SDK. A whole answer becomes a 503
+// receipt_not_recorded without a receipt header (the SDK reports it as an
+// API error); a stream is cut before its last event (the SDK reports a read
+// error, never a clean end).
+func TestAnswerWithheldWhenItsReceiptIsNotStored(t *testing.T) {
+	for _, path := range []string{"upstreams", "gateway", "direct"} {
+		for _, p := range []wire.Protocol{wire.ChatCompletions, wire.Responses, wire.Messages} {
+			for _, stream := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%s/stream=%v", path, p, stream)
+				t.Run(name, func(t *testing.T) {
+					turns := &failingTurns{}
+					withTurns := func(c *shim.Config) { c.Turns = turns }
+					key := "key-a"
+					var e *env
+					if path == "gateway" {
+						e, _ = newGatewayEnv(t, gwconf.Budgets{}, withTurns)
+						key = "key-granted"
+					} else {
+						e = newEnv(t, withTurns)
+					}
+					prompt := "hello"
+					if path == "direct" {
+						e.provision(t, key, `{"id":"D","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`)
+						prompt = "refund please"
+					}
+					if stream {
+						withheldStream(t, e, key, p, prompt)
+					} else {
+						withheldAnswer(t, e, key, p, prompt, path != "direct")
+					}
+					if turns.calls.Load() != 1 {
+						t.Fatalf("RecordTurn called %d times, want 1", turns.calls.Load())
+					}
+					wantCalls := 1
+					if path == "direct" {
+						wantCalls = 0
+					}
+					if n := e.up.calls(); n != wantCalls {
+						t.Fatalf("upstream called %d times, want %d", n, wantCalls)
+					}
+				})
+			}
+		}
+	}
+}
+
+// withheldAnswer asserts the SDK of p gets a 503 receipt_not_recorded for
+// a whole answer, and the raw answer carries no receipt header; ran: an
+// upstream ran the request, so the SDK is told not to retry it.
+func withheldAnswer(t *testing.T, e *env, key string, p wire.Protocol, prompt string, ran bool) {
+	t.Helper()
+	_, err := call(t, e, key, p, false, modelOf[p], prompt, nil)
+	var status int
+	var raw string
+	var hdr http.Header
+	var oe *openai.Error
+	var ae *anthropic.Error
+	switch {
+	case errors.As(err, &oe):
+		status, raw, hdr = oe.StatusCode, oe.RawJSON(), oe.Response.Header
+	case errors.As(err, &ae):
+		status, raw, hdr = ae.StatusCode, ae.RawJSON(), ae.Response.Header
+	default:
+		t.Fatalf("the SDK got %v, want an API error", err)
+	}
+	if status != http.StatusServiceUnavailable || !strings.Contains(raw, shim.CodeReceiptNotRecorded) {
+		t.Fatalf("the SDK got %d %s, want 503 %s", status, raw, shim.CodeReceiptNotRecorded)
+	}
+	if strings.Contains(raw, upstreamText) || strings.Contains(raw, "14 days") {
+		t.Fatalf("the withheld answer leaked into the error: %s", raw)
+	}
+	if r := hdr.Get(shim.HeaderReceipt); r != "" {
+		t.Fatalf("a withheld answer names receipt %s, which is not stored", r)
+	}
+	if noRetry := hdr.Get("X-Should-Retry") == "false"; noRetry != ran {
+		t.Fatalf("x-should-retry %q for an answer whose upstream ran=%v", hdr.Get("X-Should-Retry"), ran)
+	}
+	if hdr.Get("X-Upstream") != "" {
+		t.Fatalf("the withheld answer's upstream headers were sent: %v", hdr)
+	}
+}
+
+// withheldStream asserts a stream in p ends with a read error before its
+// last event, through the SDK's own stream reader and on the wire.
+func withheldStream(t *testing.T, e *env, key string, p wire.Protocol, prompt string) {
+	t.Helper()
+	ctx := t.Context()
+	var err error
+	var events int
+	switch p {
+	case wire.ChatCompletions:
+		c := openaiClient(e, key, nil)
+		s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: modelOf[p],
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}})
+		// Its last event is data: [DONE]; the chunk with the finish
+		// reason comes before it, so only the read error tells the end.
+		for s.Next() {
+			events++
+		}
+		err = s.Err()
+	case wire.Messages:
+		c := anthropicClient(e, key, nil)
+		s := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: anthropic.Model(modelOf[p]), MaxTokens: 64,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))}})
+		for s.Next() {
+			events++
+			if s.Current().Type == "message_stop" {
+				t.Fatal("the stream reached message_stop")
+			}
+		}
+		err = s.Err()
+	default:
+		// The Responses stream is read raw: its end is response.completed.
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/v1/responses",
+			strings.NewReader(`{"model":"`+modelOf[p]+`","input":"`+prompt+`","stream":true}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, rerr := http.DefaultClient.Do(req)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		b, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "response.completed") {
+			t.Fatalf("the stream reached response.completed:\n%s", b)
+		}
+		err = rerr
+	}
+	if err == nil {
+		t.Fatalf("the stream ended cleanly after %d events; want a read error", events)
+	}
+}
