@@ -250,9 +250,15 @@ func tickBody(reason string) string {
 // ...) through `caduceus keys create` on the store storeArgs name.
 func newKey(t *testing.T, storeArgs []string, args ...string) string {
 	t.Helper()
-	code, out, errOut := cli(t, append(append([]string{"keys", "create", "--tenant", "slot-1"}, args...), storeArgs...)...)
+	return newTenantKey(t, storeArgs, "slot-1", args...)
+}
+
+// newTenantKey is newKey for a key of tenant.
+func newTenantKey(t *testing.T, storeArgs []string, tenant string, args ...string) string {
+	t.Helper()
+	code, out, errOut := cli(t, append(append([]string{"keys", "create", "--tenant", tenant}, args...), storeArgs...)...)
 	if code != 0 {
-		t.Fatalf("keys create %v: %s", args, errOut)
+		t.Fatalf("keys create --tenant %s %v: %s", tenant, args, errOut)
 	}
 	return strings.TrimSpace(out)
 }
