@@ -3,6 +3,7 @@ package shim
 import (
 	"crypto/sha256"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -59,7 +60,8 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		if f.Status >= 500 {
 			decision = DecisionFailed // the upstream failed, not the request
 		}
-		s.reject(w, t, decision, f.Status, f.Code, msg, f.Retry)
+		ran := slices.ContainsFunc(res.Attempts, gateway.Attempt.MayHaveRun)
+		s.reject(w, t, before, ran, decision, f.Status, f.Code, msg, f.Retry)
 		return
 	}
 	t.rc.ResponseID, t.rc.CacheHit = res.ResponseID, res.CacheHit

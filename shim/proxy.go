@@ -276,12 +276,16 @@ func (t *turn) headers(w http.ResponseWriter) {
 func (s *Service) refuse(w http.ResponseWriter, t *turn, status int, code, msg string) {
 	// Every refusal here is deterministic but a slow body: retrying cannot
 	// change it.
-	s.reject(w, t, DecisionRefused, status, code, msg, status == http.StatusRequestTimeout)
+	s.reject(w, t, w.Header().Clone(), false, DecisionRefused, status, code, msg, status == http.StatusRequestTimeout)
 }
 
 // reject answers the request itself, in its protocol's envelope, with
-// decision on the receipt; retry false adds x-should-retry: false.
-func (s *Service) reject(w http.ResponseWriter, t *turn, decision Decision, status int, code, msg string, retry bool) {
+// decision on the receipt; retry false adds x-should-retry: false. The
+// refusal goes out once its receipt and audit record are stored: when they
+// cannot be, the client gets unrecorded's 503 instead, with the headers
+// before (ran: an upstream ran the request), so no refusal is ever given
+// that the trail does not hold.
+func (s *Service) reject(w http.ResponseWriter, t *turn, before http.Header, ran bool, decision Decision, status int, code, msg string, retry bool) {
 	t.rc.Decision = decision
 	t.rc.Refusal = &Refusal{Code: code, Message: msg}
 	t.headers(w)
@@ -290,11 +294,14 @@ func (s *Service) reject(w http.ResponseWriter, t *turn, decision Decision, stat
 	}
 	body := wire.ErrorBody(t.rc.Protocol, status, code, msg)
 	t.rc.ResponseSHA256 = contract.SHA256(body)
+	if !s.finish(t) {
+		s.unrecorded(w, t, before, ran)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-	s.finish(t)
 }
 
 func (s *Service) fail(w http.ResponseWriter, t *turn, err error) {
@@ -484,10 +491,10 @@ func (s *Service) finish(t *turn) (stored bool) {
 	return stored
 }
 
-// unrecorded answers 503 receipt_not_recorded in place of an answer whose
-// receipt finish could not store, with the headers the response had before
-// the answer's (before): a client never gets an answer that has no
-// receipt. ran says an upstream ran the request (its work is settled as
+// unrecorded answers 503 receipt_not_recorded in place of an answer or a
+// refusal whose receipt finish could not store, with the headers the
+// response had before the answer's (before): a client never gets an answer
+// or a refusal that has no receipt. ran says an upstream ran the request (its work is settled as
 // spent): as every final 5xx of the shim's own once an attempt may have
 // run, it carries x-should-retry: false, since an automatic retry would
 // run the request again; a direct answer may be retried.

@@ -83,6 +83,15 @@ func TestAnswerWithheldWhenItsReceiptIsNotStored(t *testing.T) {
 func withheldAnswer(t *testing.T, e *env, key string, p wire.Protocol, prompt string, ran bool) {
 	t.Helper()
 	_, err := call(t, e, key, p, false, modelOf[p], prompt, nil)
+	withheld(t, err, ran, upstreamText, "14 days")
+}
+
+// withheld asserts err is the SDK's API error for a 503
+// receipt_not_recorded that names no receipt, sends none of the withheld
+// response's headers, holds none of leaks, and tells the SDK not to retry
+// exactly when ran.
+func withheld(t *testing.T, err error, ran bool, leaks ...string) {
+	t.Helper()
 	var status int
 	var raw string
 	var hdr http.Header
@@ -99,17 +108,19 @@ func withheldAnswer(t *testing.T, e *env, key string, p wire.Protocol, prompt st
 	if status != http.StatusServiceUnavailable || !strings.Contains(raw, shim.CodeReceiptNotRecorded) {
 		t.Fatalf("the SDK got %d %s, want 503 %s", status, raw, shim.CodeReceiptNotRecorded)
 	}
-	if strings.Contains(raw, upstreamText) || strings.Contains(raw, "14 days") {
-		t.Fatalf("the withheld answer leaked into the error: %s", raw)
+	for _, l := range leaks {
+		if strings.Contains(raw, l) {
+			t.Fatalf("the withheld response leaked %q into the error: %s", l, raw)
+		}
 	}
 	if r := hdr.Get(shim.HeaderReceipt); r != "" {
 		t.Fatalf("a withheld answer names receipt %s, which is not stored", r)
 	}
 	if noRetry := hdr.Get("X-Should-Retry") == "false"; noRetry != ran {
-		t.Fatalf("x-should-retry %q for an answer whose upstream ran=%v", hdr.Get("X-Should-Retry"), ran)
+		t.Fatalf("x-should-retry %q for a response whose upstream ran=%v", hdr.Get("X-Should-Retry"), ran)
 	}
-	if hdr.Get("X-Upstream") != "" {
-		t.Fatalf("the withheld answer's upstream headers were sent: %v", hdr)
+	if hdr.Get("X-Upstream") != "" || hdr.Get("Retry-After") != "" {
+		t.Fatalf("the withheld response's own headers were sent: %v", hdr)
 	}
 }
 
@@ -156,5 +167,67 @@ func withheldStream(t *testing.T, e *env, key string, p wire.Protocol, prompt st
 	}
 	if err == nil {
 		t.Fatalf("the stream ended cleanly after %d events; want a read error", events)
+	}
+}
+
+// TestRefusalWithheldWhenItsRecordIsNotStored: a refusal is recorded
+// before it is given. When its receipt and audit record cannot be stored,
+// the client gets 503 receipt_not_recorded in place of the refusal, read by
+// each protocol's official SDK: the shim's own refusal (a contributor-tier
+// model), the gateway's before any attempt (a key without the grant, a
+// budget it would pass), where the SDK may retry, and the gateway's after
+// an upstream ran (it refused the route's credential), where it may not.
+func TestRefusalWithheldWhenItsRecordIsNotStored(t *testing.T) {
+	granted := func(p wire.Protocol) string { return modelOf[p] }
+	cases := []struct {
+		name, key, code string
+		model           func(wire.Protocol) string
+		env             func(t *testing.T, tweak func(*shim.Config)) *env
+		ran             bool // an upstream ran the request
+	}{
+		{"contributor", "key-a", shim.CodeContributorRefused, func(wire.Protocol) string { return "x-contributor" },
+			func(t *testing.T, tw func(*shim.Config)) *env { return newEnv(t, tw) }, false},
+		{"ungranted", "key-route", "model_not_granted", granted,
+			func(t *testing.T, tw func(*shim.Config)) *env {
+				e, _ := newGatewayEnv(t, gwconf.Budgets{}, tw)
+				return e
+			}, false},
+		{"over budget", "key-granted", "budget_exceeded", granted,
+			func(t *testing.T, tw func(*shim.Config)) *env {
+				e, _ := newGatewayEnv(t, gwconf.Budgets{Key: gwconf.Limit{Day: 1000}}, tw)
+				return e
+			}, false},
+		{"upstream refused the credential", "key-granted", "upstream_auth_failed", granted,
+			func(t *testing.T, tw func(*shim.Config)) *env {
+				e, _ := newGatewayEnv(t, gwconf.Budgets{}, tw)
+				e.up.respond = credentialRefused
+				return e
+			}, true},
+	}
+	for _, c := range cases {
+		for _, p := range wire.Protocols {
+			t.Run(c.name+"/"+string(p), func(t *testing.T) {
+				// The same refusal with a store that works, first: it is
+				// the refusal this case means.
+				e := c.env(t, func(*shim.Config) {})
+				_, err := call(t, e, c.key, p, false, c.model(p), "hello", nil)
+				var oe *openai.Error
+				var ae *anthropic.Error
+				if !(errors.As(err, &oe) && strings.Contains(oe.RawJSON(), c.code)) && !(errors.As(err, &ae) && strings.Contains(ae.RawJSON(), c.code)) {
+					t.Fatalf("with a working store: %v, want the refusal %s", err, c.code)
+				}
+
+				turns := &failingTurns{}
+				e = c.env(t, func(cf *shim.Config) { cf.Turns = turns })
+				_, err = call(t, e, c.key, p, false, c.model(p), "hello", nil)
+				withheld(t, err, c.ran, c.code)
+				if turns.calls.Load() != 1 {
+					t.Fatalf("RecordTurn called %d times, want 1", turns.calls.Load())
+				}
+				if n, want := e.up.calls(), map[bool]int{false: 0, true: 1}[c.ran]; n != want {
+					t.Fatalf("upstream called %d times, want %d", n, want)
+				}
+			})
+		}
 	}
 }

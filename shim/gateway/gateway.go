@@ -318,6 +318,17 @@ type Attempt struct {
 	Ticket upstream.Ticket `json:"-"`
 }
 
+// MayHaveRun reports whether the attempt may have reached its upstream:
+// every outcome but those refused before sending (not_granted, held,
+// budget_exceeded).
+func (a Attempt) MayHaveRun() bool {
+	switch a.Outcome {
+	case "not_granted", "held", "budget_exceeded":
+		return false
+	}
+	return true
+}
+
 // What a deferred reservation is closed with.
 const (
 	CloseSettle  = "settle"
