@@ -494,10 +494,11 @@ func (s *Service) finish(t *turn) (stored bool) {
 // unrecorded answers 503 receipt_not_recorded in place of an answer or a
 // refusal whose receipt finish could not store, with the headers the
 // response had before the answer's (before): a client never gets an answer
-// or a refusal that has no receipt. ran says an upstream ran the request (its work is settled as
-// spent): as every final 5xx of the shim's own once an attempt may have
-// run, it carries x-should-retry: false, since an automatic retry would
-// run the request again; a direct answer may be retried.
+// or a refusal that has no receipt. ran says an upstream ran the request
+// (its work is settled as spent): as every final 5xx of the shim's own
+// once an attempt may have run, it carries x-should-retry: false, since an
+// automatic retry would run the request again; a direct answer may be
+// retried.
 func (s *Service) unrecorded(w http.ResponseWriter, t *turn, before http.Header, ran bool) {
 	hdr := w.Header()
 	clear(hdr)
