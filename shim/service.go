@@ -114,8 +114,8 @@ type Config struct {
 	// transaction (instead of Audit.Append, then Store.AddReceipt, each
 	// committed on its own). It must write to the same audit trail as Audit.
 	Turns TurnRecorder
-	// Observers see every proxied turn after its receipt is written (issue
-	// 6: entity memory, retry attribution). They run synchronously on a
+	// Observers see every proxied turn after its receipt is written (entity
+	// memory, retry attribution). They run synchronously on a
 	// context detached from the request; keep them fast.
 	Observers []Observer
 }
