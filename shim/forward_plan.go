@@ -40,8 +40,9 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	if n := len(res.Attempts); n > 0 {
 		t.rc.Upstream = res.Attempts[n-1].Route
 	}
+	ran := slices.ContainsFunc(res.Attempts, gateway.Attempt.MayHaveRun)
 	if res.Err != nil {
-		s.fail(w, t, res.Err)
+		s.fail(w, t, before, ran, res.Err)
 		return
 	}
 	if f := res.Refusal; f != nil {
@@ -60,7 +61,6 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		if f.Status >= 500 {
 			decision = DecisionFailed // the upstream failed, not the request
 		}
-		ran := slices.ContainsFunc(res.Attempts, gateway.Attempt.MayHaveRun)
 		s.reject(w, t, before, ran, decision, f.Status, f.Code, msg, f.Retry)
 		return
 	}

@@ -218,7 +218,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	ctx := r.Context()
 	rs, err := s.ruleset(ctx, s.Scope(caller), false)
 	if err != nil {
-		s.fail(w, t, err)
+		s.fail(w, t, w.Header().Clone(), false, err)
 		return
 	}
 	mode := modeLive
@@ -228,7 +228,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	ev := s.evaluate(ctx, rs, caller, req, mode)
 	pl, err := s.act(ctx, s.Scope(caller), req, t.conv, &ev, true)
 	if err != nil {
-		s.fail(w, t, err)
+		s.fail(w, t, w.Header().Clone(), false, err)
 		return
 	}
 	t.record(ev, pl)
@@ -304,13 +304,20 @@ func (s *Service) reject(w http.ResponseWriter, t *turn, before http.Header, ran
 	_, _ = w.Write(body)
 }
 
-func (s *Service) fail(w http.ResponseWriter, t *turn, err error) {
+// fail answers 500 internal for a failure of the shim itself (a store read,
+// the ledger), once the receipt that names it is stored; when it cannot
+// be, unrecorded's 503 with the headers before (ran: an upstream ran the
+// request), so the client is never handed a receipt id that is not stored.
+func (s *Service) fail(w http.ResponseWriter, t *turn, before http.Header, ran bool, err error) {
 	s.log.Error("shim: proxy failure", "receipt", t.rc.ID, "err", err)
 	t.rc.Decision = DecisionFailed
 	t.rc.Refusal = &Refusal{Code: "internal", Message: "internal error"}
 	t.headers(w)
+	if !s.finish(t) {
+		s.unrecorded(w, t, before, ran)
+		return
+	}
 	wire.WriteError(w, t.rc.Protocol, http.StatusInternalServerError, "internal", "internal error")
-	s.finish(t)
 }
 
 // answer writes a respond_directly provision's answer in protocol p.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	gwconf "github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -170,12 +172,24 @@ func withheldStream(t *testing.T, e *env, key string, p wire.Protocol, prompt st
 	}
 }
 
+// failingHolds is a Holds whose store fails, as a gateway's ledger does
+// when its database is gone: the request fails before any attempt.
+type failingHolds struct{}
+
+func (failingHolds) Hold(context.Context, string, time.Time) error {
+	return errors.New("disk I/O error")
+}
+func (failingHolds) HeldUntil(context.Context, string) (time.Time, error) {
+	return time.Time{}, errors.New("disk I/O error")
+}
+
 // TestRefusalWithheldWhenItsRecordIsNotStored: a refusal is recorded
 // before it is given. When its receipt and audit record cannot be stored,
 // the client gets 503 receipt_not_recorded in place of the refusal, read by
 // each protocol's official SDK: the shim's own refusal (a contributor-tier
 // model), the gateway's before any attempt (a key without the grant, a
-// budget it would pass), where the SDK may retry, and the gateway's after
+// budget it would pass) and its 500 when its ledger fails, where the SDK
+// may retry, and the gateway's after
 // an upstream ran (it refused the route's credential), where it may not.
 func TestRefusalWithheldWhenItsRecordIsNotStored(t *testing.T) {
 	granted := func(p wire.Protocol) string { return modelOf[p] }
@@ -195,6 +209,11 @@ func TestRefusalWithheldWhenItsRecordIsNotStored(t *testing.T) {
 		{"over budget", "key-granted", "budget_exceeded", granted,
 			func(t *testing.T, tw func(*shim.Config)) *env {
 				e, _ := newGatewayEnv(t, gwconf.Budgets{Key: gwconf.Limit{Day: 1000}}, tw)
+				return e
+			}, false},
+		{"ledger failed", "key-granted", "internal error", granted,
+			func(t *testing.T, tw func(*shim.Config)) *env {
+				e, _ := newGatewayEnvWith(t, gwconf.Budgets{}, func(c *gateway.Config) { c.Holds = failingHolds{} }, tw)
 				return e
 			}, false},
 		{"upstream refused the credential", "key-granted", "upstream_auth_failed", granted,
