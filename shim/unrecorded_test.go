@@ -189,39 +189,47 @@ func (failingHolds) HeldUntil(context.Context, string) (time.Time, error) {
 // each protocol's official SDK: the shim's own refusal (a contributor-tier
 // model), the gateway's before any attempt (a key without the grant, a
 // budget it would pass) and its 500 when its ledger fails, where the SDK
-// may retry, and the gateway's after
-// an upstream ran (it refused the route's credential), where it may not.
+// may retry, as after an upstream that refused the route's credential
+// (it did not run the request); and the gateway's after an upstream broke
+// its answer off (it may have run it), where it may not.
 func TestRefusalWithheldWhenItsRecordIsNotStored(t *testing.T) {
 	granted := func(p wire.Protocol) string { return modelOf[p] }
 	cases := []struct {
 		name, key, code string
 		model           func(wire.Protocol) string
 		env             func(t *testing.T, tweak func(*shim.Config)) *env
-		ran             bool // an upstream ran the request
+		ran             bool // an upstream may have run the request
+		upstream        int  // its calls
 	}{
 		{"contributor", "key-a", shim.CodeContributorRefused, func(wire.Protocol) string { return "x-contributor" },
-			func(t *testing.T, tw func(*shim.Config)) *env { return newEnv(t, tw) }, false},
+			func(t *testing.T, tw func(*shim.Config)) *env { return newEnv(t, tw) }, false, 0},
 		{"ungranted", "key-route", "model_not_granted", granted,
 			func(t *testing.T, tw func(*shim.Config)) *env {
 				e, _ := newGatewayEnv(t, gwconf.Budgets{}, tw)
 				return e
-			}, false},
+			}, false, 0},
 		{"over budget", "key-granted", "budget_exceeded", granted,
 			func(t *testing.T, tw func(*shim.Config)) *env {
 				e, _ := newGatewayEnv(t, gwconf.Budgets{Key: gwconf.Limit{Day: 1000}}, tw)
 				return e
-			}, false},
+			}, false, 0},
 		{"ledger failed", "key-granted", "internal error", granted,
 			func(t *testing.T, tw func(*shim.Config)) *env {
 				e, _ := newGatewayEnvWith(t, gwconf.Budgets{}, func(c *gateway.Config) { c.Holds = failingHolds{} }, tw)
 				return e
-			}, false},
+			}, false, 0},
 		{"upstream refused the credential", "key-granted", "upstream_auth_failed", granted,
 			func(t *testing.T, tw func(*shim.Config)) *env {
 				e, _ := newGatewayEnv(t, gwconf.Budgets{}, tw)
 				e.up.respond = credentialRefused
 				return e
-			}, true},
+			}, false, 1},
+		{"answer broken off", "key-granted", "upstream_incomplete", granted,
+			func(t *testing.T, tw func(*shim.Config)) *env {
+				e, _ := newGatewayEnv(t, gwconf.Budgets{}, tw)
+				e.up.respond = breakOff
+				return e
+			}, true, 1},
 	}
 	for _, c := range cases {
 		for _, p := range wire.Protocols {
@@ -243,8 +251,8 @@ func TestRefusalWithheldWhenItsRecordIsNotStored(t *testing.T) {
 				if turns.calls.Load() != 1 {
 					t.Fatalf("RecordTurn called %d times, want 1", turns.calls.Load())
 				}
-				if n, want := e.up.calls(), map[bool]int{false: 0, true: 1}[c.ran]; n != want {
-					t.Fatalf("upstream called %d times, want %d", n, want)
+				if n := e.up.calls(); n != c.upstream {
+					t.Fatalf("upstream called %d times, want %d", n, c.upstream)
 				}
 			})
 		}

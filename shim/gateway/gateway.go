@@ -318,15 +318,17 @@ type Attempt struct {
 	Ticket upstream.Ticket `json:"-"`
 }
 
-// MayHaveRun reports whether the attempt may have reached its upstream:
-// every outcome but those refused before sending (not_granted, held,
-// budget_exceeded).
+// MayHaveRun reports whether the upstream may have run the attempt: it
+// answered (whole or broken off), its failure was uncertain, or the client
+// left while it was in flight. A definite failure, a refused credential, a
+// 429 and the attempts refused before sending (held, not_granted,
+// budget_exceeded) did not run.
 func (a Attempt) MayHaveRun() bool {
 	switch a.Outcome {
-	case "not_granted", "held", "budget_exceeded":
-		return false
+	case "answered", "broken", "uncertain", "canceled":
+		return true
 	}
-	return true
+	return false
 }
 
 // What a deferred reservation is closed with.
