@@ -30,19 +30,22 @@ func TestJSONAnswerLeavesAfterItsReceipt(t *testing.T) {
 	}
 }
 
+// envOnPath is a shim env whose answers come through path: the gateway
+// (a governed route, the granted key) or the upstreams (pass-through);
+// key is the key to call it with.
+func envOnPath(t *testing.T, path string, tweak func(*shim.Config)) (e *env, key string) {
+	if path == "gateway" {
+		e, _ = newGatewayEnv(t, gwconf.Budgets{}, tweak)
+		return e, "key-granted"
+	}
+	return newEnv(t, tweak), "key-a"
+}
+
 // answerLeavesAfterItsReceipt is TestJSONAnswerLeavesAfterItsReceipt
 // through the shim's upstreams or its gateway, for an answer of size bytes.
 func answerLeavesAfterItsReceipt(t *testing.T, path string, size int) {
 	rec := &gateRecorder{entered: make(chan int64, 1), release: make(chan struct{})}
-	turns := func(c *shim.Config) { c.Turns = rec }
-	key := "key-a"
-	var e *env
-	if path == "gateway" {
-		e, _ = newGatewayEnv(t, gwconf.Budgets{}, turns)
-		key = "key-granted"
-	} else {
-		e = newEnv(t, turns)
-	}
+	e, key := envOnPath(t, path, func(c *shim.Config) { c.Turns = rec })
 	answer := `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` +
 		strings.Repeat("x", size) + `"},"finish_reason":"stop"}]}`
 	e.up.respond = func(w http.ResponseWriter, _ *http.Request, _ []byte) {

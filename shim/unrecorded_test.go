@@ -44,15 +44,7 @@ func TestAnswerWithheldWhenItsReceiptIsNotStored(t *testing.T) {
 				name := fmt.Sprintf("%s/%s/stream=%v", path, p, stream)
 				t.Run(name, func(t *testing.T) {
 					turns := &failingTurns{}
-					withTurns := func(c *shim.Config) { c.Turns = turns }
-					key := "key-a"
-					var e *env
-					if path == "gateway" {
-						e, _ = newGatewayEnv(t, gwconf.Budgets{}, withTurns)
-						key = "key-granted"
-					} else {
-						e = newEnv(t, withTurns)
-					}
+					e, key := envOnPath(t, path, func(c *shim.Config) { c.Turns = turns })
 					prompt := "hello"
 					if path == "direct" {
 						e.provision(t, key, `{"id":"D","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days.","stop_reason":"end_turn"}}`)
