@@ -75,7 +75,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	stored := s.finish(t)
 	switch {
 	case res.Broken:
-		abort(w)
+		abort(w, p, http.StatusBadGateway, gateway.CodeUpstreamIncomplete, "the upstream broke off the stream")
 	case held != nil && !stored:
 		s.unrecorded(w, t, before, true)
 	case held != nil:
@@ -84,7 +84,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		_, _ = w.Write(held.body)
 	case !stored:
 		// A stream whose receipt is missing does not end for the client.
-		abort(w)
+		abort(w, p, http.StatusServiceUnavailable, CodeReceiptNotRecorded, "the receipt of this turn could not be stored")
 	case res.Final != nil:
 		// The stream's last event goes out once its receipt is stored.
 		_, _ = w.Write(res.Final)
@@ -98,13 +98,21 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 // stream ended. An HTTP/1.1 connection is taken over and closed without
 // the chunked body's last chunk (everything written before was flushed),
 // so the handler returns as usual and the server's wrappers still count
-// the request. An HTTP/2 stream cannot be taken over: the handler panics
-// with http.ErrAbortHandler, on which net/http resets the stream and logs
-// nothing.
-func abort(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+// the request. Where there is no connection to take over (an HTTP/2
+// stream, the edge's Fetch Response), the stream first gets p's own error
+// event (wire.StreamError: code and message, never an answer), as a
+// provider ends a stream that failed, since a reset alone may reach the
+// client as a clean end (workerd delivers it so); then the handler panics
+// with http.ErrAbortHandler, on which net/http resets the stream and the
+// edge aborts its Response.
+func abort(w http.ResponseWriter, p wire.Protocol, status int, code, message string) {
+	rc := http.NewResponseController(w)
+	if conn, _, err := rc.Hijack(); err == nil {
 		conn.Close()
 		return
+	}
+	if _, err := w.Write(wire.StreamError(p, status, code, message)); err == nil {
+		_ = rc.Flush()
 	}
 	panic(http.ErrAbortHandler)
 }

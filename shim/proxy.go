@@ -363,7 +363,7 @@ func (s *Service) answer(w http.ResponseWriter, t *turn, p wire.Protocol, c *com
 		// once the receipt and its audit record are stored, so a client
 		// never holds a finished stream whose receipt is missing.
 		if !s.finish(t) {
-			abort(w)
+			abort(w, p, http.StatusServiceUnavailable, CodeReceiptNotRecorded, "the receipt of this turn could not be stored")
 		} else if ok {
 			send(evs[len(evs)-1])
 		}

@@ -4,34 +4,73 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"syscall/js"
 )
 
 // handle serves one Fetch API Request with h and resolves the Response.
 // A handler that never flushes is answered with its whole body at once; one
 // that flushes (a stream) gets a streamed Response from its first flush on,
-// each later write passed on as it comes.
+// each later write passed on as it comes. The request's context is
+// canceled when its Fetch signal aborts (the client left), as net/http
+// cancels it at serve. A handler that panics with http.ErrAbortHandler
+// after its stream began has its stream aborted, not closed, so the client
+// sees it end abnormally (the shim writes the wire's own error event
+// first). handle returns when the handler has, recorded turns included.
 func handle(h http.Handler, req js.Value, resolve func(js.Value), reject func(error)) {
-	r, err := request(req)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if stop := onAbort(req.Get("signal"), cancel); stop != nil {
+		defer stop()
+	}
+	r, err := request(ctx, req)
 	if err != nil {
 		reject(err)
 		return
 	}
 	w := &responseWriter{header: http.Header{}, resolve: resolve}
 	defer func() {
-		if p := recover(); p != nil && !w.started {
+		p := recover()
+		switch {
+		case p == nil:
+			w.finish()
+		case w.started:
+			if p != http.ErrAbortHandler {
+				fmt.Fprintf(os.Stderr, "caduceus edge: %v\n", p)
+			}
+			w.abort()
+		default:
 			w.header, w.status, w.buf = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, http.StatusInternalServerError, bytes.Buffer{}
 			fmt.Fprintf(&w.buf, "caduceus edge: %v\n", p)
+			w.finish()
 		}
-		w.finish()
 	}()
 	h.ServeHTTP(w, r)
 }
 
+// onAbort calls cancel when signal (a Fetch AbortSignal) aborts, and
+// returns what stops listening; nil when there is no signal.
+func onAbort(signal js.Value, cancel func()) (stop func()) {
+	if signal.Type() != js.TypeObject {
+		return nil
+	}
+	if signal.Get("aborted").Truthy() {
+		cancel()
+		return nil
+	}
+	f := js.FuncOf(func(js.Value, []js.Value) any { cancel(); return nil })
+	signal.Call("addEventListener", "abort", f)
+	return func() {
+		signal.Call("removeEventListener", "abort", f)
+		f.Release()
+	}
+}
+
 // request reads a Fetch API Request into an *http.Request.
-func request(req js.Value) (*http.Request, error) {
+func request(ctx context.Context, req js.Value) (*http.Request, error) {
 	var body []byte
 	if b := req.Get("body"); b.Type() == js.TypeObject {
 		ab, err := await(req.Call("arrayBuffer"))
@@ -41,7 +80,7 @@ func request(req js.Value) (*http.Request, error) {
 		body = make([]byte, ab.Get("byteLength").Int())
 		js.CopyBytesToGo(body, js.Global().Get("Uint8Array").New(ab))
 	}
-	r, err := http.NewRequest(req.Get("method").String(), req.Get("url").String(), bytes.NewReader(body))
+	r, err := http.NewRequestWithContext(ctx, req.Get("method").String(), req.Get("url").String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +170,14 @@ func (w *responseWriter) finish() {
 		body = bytesToJS(w.buf.Bytes())
 	}
 	w.resolve(js.Global().Get("Response").New(body, w.init()))
+}
+
+// abort ends a streamed Response abnormally: its body errors instead of
+// ending.
+func (w *responseWriter) abort() {
+	if w.stream.Type() == js.TypeObject {
+		await(w.stream.Call("abort", js.Global().Get("Error").New("caduceus edge: stream aborted")))
+	}
 }
 
 func (w *responseWriter) init() map[string]any {

@@ -71,6 +71,15 @@ func newPromise(run func(resolve func(js.Value), reject func(error))) js.Value {
 	return js.Global().Get("Promise").New(executor)
 }
 
+// deferred returns a Promise and what resolves it (from any goroutine).
+func deferred() (js.Value, func()) {
+	var resolve js.Value
+	executor := js.FuncOf(func(_ js.Value, a []js.Value) any { resolve = a[0]; return nil })
+	defer executor.Release() // the Promise constructor calls it at once
+	p := js.Global().Get("Promise").New(executor)
+	return p, func() { resolve.Invoke() }
+}
+
 // bytesToJS copies b into a new Uint8Array.
 func bytesToJS(b []byte) js.Value {
 	a := js.Global().Get("Uint8Array").New(len(b))

@@ -58,8 +58,17 @@ func main() {
 			SyncAllow: strings.FieldsFunc(str("CADUCEUS_SYNC_ALLOW"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }),
 			Version:   version, Logger: log})
 	}
+	// caduceusServe(request, ctx) answers with a Promise of the Response
+	// and hands ctx.waitUntil a Promise that settles when the handler has
+	// returned: a stream the client aborts, or a request it leaves, is still
+	// recorded after the Response is gone.
 	serve := js.FuncOf(func(_ js.Value, args []js.Value) any {
+		done, finished := deferred()
+		if len(args) > 1 && args[1].Type() == js.TypeObject && args[1].Get("waitUntil").Type() == js.TypeFunction {
+			args[1].Call("waitUntil", done)
+		}
 		return newPromise(func(resolve func(js.Value), reject func(error)) {
+			defer finished()
 			if err != nil {
 				reject(fmt.Errorf("caduceus edge: %w", err))
 				return

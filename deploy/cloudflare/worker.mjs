@@ -2,8 +2,10 @@
 // policy: it starts the Go program (dist/caduceus.wasm, built by `make
 // edge` with the Go toolchain's own wasm_exec.js) once per isolate with the
 // Worker's bindings, and hands it every request. The Go side reads the
-// bindings (D1 as DB, the secrets and vars named in wrangler.jsonc) and
-// answers each request with a Response.
+// bindings (D1 as DB, the secrets and vars named in wrangler.jsonc),
+// answers each request with a Response, and keeps the request alive with
+// ctx.waitUntil until its turn is recorded (a client that aborts a stream
+// or leaves a request still leaves a receipt).
 import "./dist/wasm_exec.js";
 import program from "./dist/caduceus.wasm";
 
@@ -21,9 +23,9 @@ function start(env) {
 }
 
 export default {
-  async fetch(request, env) {
+  async fetch(request, env, ctx) {
     started ??= start(env);
     await started;
-    return globalThis.caduceusServe(request);
+    return globalThis.caduceusServe(request, ctx);
   },
 };

@@ -107,3 +107,16 @@ var anthropicErrorTypes = map[int]string{
 	// ours (offline, no upstream) must not look like one.
 	529: "overloaded_error",
 }
+
+// StreamError is the event that ends a stream of protocol p in error, the
+// way each provider ends a stream that failed after it began: Anthropic's
+// `event: error` with the messages error envelope, OpenAI's
+// `data: {"error": …}` on chat completions and on responses (the official
+// SDKs raise their API error on a data line holding "error"). status picks
+// the error type as ErrorBody does.
+func StreamError(p Protocol, status int, code, message string) []byte {
+	if p == Messages {
+		return Event("error", ErrorBody(p, status, code, message))
+	}
+	return Event("", ErrorBody(p, status, code, message))
+}

@@ -6,13 +6,14 @@
 // shows what the SDK does with x-should-retry as well.
 //
 // Environment: CADUCEUS_URL (the server's base URL), CADUCEUS_KEY, and
-// the models MODEL_CHAT, MODEL_RESPONSES, MODEL_MESSAGES.
+// the models MODEL_CHAT, MODEL_RESPONSES, MODEL_MESSAGES; PROMPT, the user's
+// message (default "hello").
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 
 const base = process.env.CADUCEUS_URL;
 const key = process.env.CADUCEUS_KEY;
-const prompt = "hello";
+const prompt = process.env.PROMPT ?? "hello";
 const openai = new OpenAI({ baseURL: base + "/v1", apiKey: key });
 const anthropic = new Anthropic({ baseURL: base, apiKey: key });
 const chat = { model: process.env.MODEL_CHAT, messages: [{ role: "user", content: prompt }] };
