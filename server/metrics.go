@@ -1,3 +1,5 @@
+//go:build !js
+
 package server
 
 import (
@@ -5,15 +7,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// metrics are the server's Prometheus metrics, served at GET /metrics. The
+// edge's build (js/wasm) has none (metrics_js.go): an isolate's counts are
+// not the Worker's, and the exporter would weigh a third of its bundle.
 type metrics struct {
+	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
-func newMetrics(reg *prometheus.Registry) *metrics {
+func newMetrics() *metrics {
+	reg := prometheus.NewRegistry()
 	m := &metrics{
+		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "caduceus_http_requests_total",
 			Help: "HTTP requests by route pattern and audit outcome.",
@@ -27,6 +36,20 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	reg.MustRegister(m.requests, m.latency, routeHealthy, upstreamAttempts, upstreamLatency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// observe counts one request by route pattern and audit outcome.
+func (m *metrics) observe(pattern, outcome string, took time.Duration) {
+	m.requests.WithLabelValues(pattern, outcome).Inc()
+	m.latency.WithLabelValues(pattern, outcome).Observe(took.Seconds())
+}
+
+// metricsRoutes is GET /metrics: public, no key, no audit record.
+func (s *Server) metricsRoutes() []Route {
+	return []Route{{Pattern: "GET /metrics", Raw: promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})}}
+}
+
+// Registry is the server's Prometheus registry, for gates that add metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
 
 // routeHealthy is each shim gateway route's health as the gateway last saw
 // it, set through RouteHealth. It is the process's (every server of the

@@ -289,8 +289,7 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 		if pattern == "" {
 			pattern = "unmatched"
 		}
-		s.metrics.requests.WithLabelValues(pattern, string(outcome)).Inc()
-		s.metrics.latency.WithLabelValues(pattern, string(outcome)).Observe(time.Since(start).Seconds())
+		s.metrics.observe(pattern, string(outcome), time.Since(start))
 		if span != nil {
 			endRequestSpan(r, span, rt, caller, outcome, sw.status)
 		}

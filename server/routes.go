@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
@@ -76,8 +74,9 @@ func (s *Server) coreRoutes() []Route {
 		// Public: probes and metrics. No key, no audit record.
 		{Pattern: "GET /healthz", Raw: http.HandlerFunc(s.healthz)},
 		{Pattern: "GET /readyz", Raw: http.HandlerFunc(s.readyz)},
-		{Pattern: "GET /metrics", Raw: promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})},
-
+	}
+	rs = append(rs, s.metricsRoutes()...) // GET /metrics, but at the edge
+	rs = append(rs, []Route{
 		// Keys and the audit trail (admin, own tenant only).
 		{Pattern: "POST /v1/admin/keys", Action: "keys.create", Scope: contract.ScopeAdmin, Handler: s.createKey},
 		{Pattern: "GET /v1/admin/keys", Action: "keys.list", Scope: contract.ScopeAdmin, Handler: s.listKeys},
@@ -90,7 +89,7 @@ func (s *Server) coreRoutes() []Route {
 		// MCP: one stateless streamable-HTTP endpoint; scopes filter the tools.
 		{Pattern: "POST /mcp", Action: "mcp.request", Handler: s.mcpHandler()},
 		{Pattern: "GET /mcp", Action: "mcp.request", Handler: s.mcpHandler()},
-	}
+	}...)
 	// Conversations: one trail across the gates (own tenant; admin: all).
 	if s.cfg.Trails != nil {
 		rs = append(rs,

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/internal/keyowner"
@@ -94,7 +92,6 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
-	reg     *prometheus.Registry
 	tools   []Tool
 	// keys and inflight: the write routes' idempotency keys.
 	keys     RequestKeys
@@ -137,10 +134,9 @@ func New(cfg Config) *Server {
 		keys: cfg.Keys,
 	}
 	if p := cfg.Previous; p != nil {
-		s.reg, s.metrics = p.reg, p.metrics
+		s.metrics = p.metrics
 	} else {
-		s.reg = prometheus.NewRegistry()
-		s.metrics = newMetrics(s.reg)
+		s.metrics = newMetrics()
 	}
 	s.cfg.Previous = nil // not kept: a chain of reloads holds no old server
 	s.tools = append([]Tool{whoamiTool()}, cfg.Tools...)
@@ -175,6 +171,3 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer finish()
 	s.mux.ServeHTTP(w, r)
 }
-
-// Registry is the server's Prometheus registry, for gates that add metrics.
-func (s *Server) Registry() *prometheus.Registry { return s.reg }
