@@ -109,8 +109,13 @@ type TickRequest struct {
 	ContextSource string
 	// Profile is the loaded profile (DetectProfile); empty means "claude-code".
 	Profile string
-	// ProfileAccount is HERMES_PROFILE_ACCOUNT, if set.
+	// ProfileAccount is HERMES_PROFILE_ACCOUNT, if set (over HTTP and MCP:
+	// the calling key's bound account, else the tick's account).
 	ProfileAccount string
+	// BoundAccount, when set, is the only account the tick may trade (the
+	// calling key's binding): a manifest whose account_lock names another
+	// aborts account_lock_failed.
+	BoundAccount string
 	// Message is the latest user message (chat: its EXECUTE: directive).
 	Message string
 	// Now, when not zero, is the tick's market clock (a rehearsal's --now).

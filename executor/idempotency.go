@@ -105,6 +105,12 @@ func (e *Executor) idempotentTick(ctx context.Context, req TickRequest, p *Paylo
 	if err != nil {
 		return Envelope{}, err
 	}
+	if req.ProfileAccount != "" {
+		// The account is input too: the same key naming another account
+		// is a conflict. Ticks without one keep the hash of payload and
+		// message alone.
+		hash = contract.SHA256([]byte(hash + "\x00account\x00" + req.ProfileAccount))
+	}
 	rp := e.replayer()
 	local := string(tenant) + "\x00" + req.IdempotencyKey
 	deadline := time.Now().Add(TickKeyWait)
