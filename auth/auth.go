@@ -30,6 +30,7 @@ type Key struct {
 	Scopes     []contract.Scope
 	Harness    string
 	RunContext contract.RunContext
+	Account    string // the broker account the key is bound to, if any
 	SecretHash string // hex sha256 of the secret
 	// Grants are the exact provider/model pairs ("openai/gpt-4.1") the key
 	// may use for operator-funded LLM turns: its own and its tenant's.
@@ -66,6 +67,9 @@ type Spec struct {
 	Scopes     []contract.Scope
 	Harness    string
 	RunContext contract.RunContext
+	// Account binds the key to one broker account (CheckAccount); empty:
+	// unbound.
+	Account string
 	// Grants: exact provider/model pairs (checkGrants).
 	Grants []string
 }
@@ -154,8 +158,38 @@ func (s Spec) Validate() error {
 	if len(s.Harness) > 64 || strings.ContainsAny(s.Harness, " \t\r\n,") {
 		return contract.FieldError("harness", "bad_harness", "harness %q must be at most 64 characters without spaces or commas", s.Harness)
 	}
+	if err := CheckAccount(s.Account); err != nil {
+		return err
+	}
 	_, err := checkGrants("models", s.Grants)
 	return err
+}
+
+// CheckAccount checks the broker account a key is bound to: empty (no
+// binding), or 1 to 64 of A-Z a-z 0-9 . _ : -. It returns an invalid Error
+// on the field account, code bad_account.
+func CheckAccount(account string) error {
+	if account == "" {
+		return nil
+	}
+	if !validAccount(account) {
+		return contract.FieldError("account", "bad_account", "account %q must be 1 to 64 of A-Z a-z 0-9 . _ : -", account)
+	}
+	return nil
+}
+
+func validAccount(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == ':', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -180,7 +214,7 @@ func (s *Service) Create(ctx context.Context, spec Spec) (token string, key Key,
 	slices.Sort(scopes)
 	scopes = slices.Compact(scopes)
 	grants, _ := checkGrants("models", spec.Grants) // checked by Validate
-	key = Key{ID: id, Tenant: spec.Tenant, Scopes: scopes, Harness: spec.Harness, RunContext: spec.RunContext,
+	key = Key{ID: id, Tenant: spec.Tenant, Scopes: scopes, Harness: spec.Harness, RunContext: spec.RunContext, Account: spec.Account,
 		Grants: grants, SecretHash: hashSecret(sec), CreatedAt: s.now().UTC()}
 	if err := s.store.CreateKey(ctx, key); err != nil {
 		return "", Key{}, err
@@ -207,7 +241,7 @@ func (s *Service) Adopt(ctx context.Context, token string, spec Spec) (bool, err
 	scopes := slices.Clone(spec.Scopes)
 	slices.Sort(scopes)
 	grants, _ := checkGrants("models", spec.Grants) // checked by Validate
-	key := Key{ID: id, Tenant: spec.Tenant, Scopes: slices.Compact(scopes), Harness: spec.Harness, RunContext: spec.RunContext,
+	key := Key{ID: id, Tenant: spec.Tenant, Scopes: slices.Compact(scopes), Harness: spec.Harness, RunContext: spec.RunContext, Account: spec.Account,
 		Grants: grants, SecretHash: hashSecret(secret), CreatedAt: s.now().UTC()}
 	err = s.store.CreateKey(ctx, key)
 	if contract.KindOf(err) == contract.KindConflict {
@@ -414,6 +448,7 @@ func CallerOf(k Key) contract.Caller {
 		Scopes:     slices.Clone(k.Scopes),
 		Harness:    k.Harness,
 		RunContext: k.RunContext,
+		Account:    k.Account,
 		Grants:     slices.Clone(k.Grants),
 	}
 }

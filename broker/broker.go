@@ -24,7 +24,8 @@ type Broker interface {
 	// Review previews an order without placing it (review_equity_order).
 	Review(ctx context.Context, o OrderRequest) (Review, error)
 	// Place submits an order (place_equity_order). A repeat with the same
-	// RefID returns the order the first call created: it never doubles.
+	// RefID returns the order the first call created (Existing set when the
+	// broker can tell): it never doubles.
 	Place(ctx context.Context, o OrderRequest) (Order, error)
 	// Cancel cancels an open order (cancel_equity_order).
 	Cancel(ctx context.Context, account, orderID string) (Order, error)
@@ -128,6 +129,11 @@ type Order struct {
 	LimitPrice     float64 `json:"limit_price,omitempty"`
 	FilledQuantity float64 `json:"filled_quantity,omitempty"`
 	AveragePrice   float64 `json:"average_price,omitempty"`
+	// Existing is set by Place when the broker answered with the order an
+	// earlier call created under the same RefID instead of placing one
+	// (the paper broker says so; a broker whose reply does not say it
+	// leaves it false). It is never stored or sent.
+	Existing bool `json:"-"`
 }
 
 // Open reports whether the order can still be cancelled.

@@ -592,3 +592,18 @@ func TestRecordPageShowsSensitivityAndRedaction(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysPageShowsTheBoundAccount: the keys page shows the broker account
+// a key is bound to.
+func TestKeysPageShowsTheBoundAccount(t *testing.T) {
+	f := newFixture(t, storetest.OpenSQLite(t))
+	_, bound, err := f.keys.Create(t.Context(), auth.Spec{Tenant: "slot-1", Scopes: []contract.Scope{contract.ScopeOperate}, Account: "777000222"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.login(t, console.Login{Tenant: "slot-1", KeyID: f.key1.ID})
+	code, body, _ := get(t, c, f.srv.URL+"/console/keys")
+	if code != http.StatusOK || !strings.Contains(body, "<th>Account</th>") || !strings.Contains(body, bound.ID) || !strings.Contains(body, `<td class="mono">777000222</td>`) {
+		t.Errorf("GET /console/keys: %d; want the Account column with 777000222:\n%s", code, body)
+	}
+}

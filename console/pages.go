@@ -235,7 +235,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, s scope) error {
 	var out []keyView
 	for _, k := range all {
 		if s.sees(k.Tenant) {
-			kv := keyView{ID: k.ID, Tenant: k.Tenant, Harness: k.Harness, Context: string(k.RunContext), Created: k.CreatedAt, Revoked: k.RevokedAt}
+			kv := keyView{ID: k.ID, Tenant: k.Tenant, Harness: k.Harness, Context: string(k.RunContext), Account: k.Account, Created: k.CreatedAt, Revoked: k.RevokedAt}
 			for _, sc := range k.Scopes {
 				kv.Scopes = append(kv.Scopes, string(sc))
 			}
@@ -252,6 +252,7 @@ type keyView struct {
 	Scopes  []string
 	Harness string
 	Context string
+	Account string // the broker account the key is bound to, if any
 	Created time.Time
 	Revoked *time.Time
 }

@@ -122,7 +122,7 @@ func tone(s string) string {
 		return "good"
 	case "deny", "denied", "refused", "rejected", "failed", "error", "place_failed", "cancel_failed", "broken", "slippage_aborted", "intent_drift_aborted", "review_anomaly":
 		return "bad"
-	case "skipped", "respond_directly", "replay", "dry_run", "idle", "revoked":
+	case "skipped", "respond_directly", "replay", "dry_run", "idle", "revoked", "already_placed":
 		return "warn"
 	}
 	return "plain"

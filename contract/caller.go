@@ -41,6 +41,10 @@ type Caller struct {
 	Scopes     []Scope
 	Harness    string     // optional harness name the key attests ("claude-code", ...)
 	RunContext RunContext // optional
+	// Account, when set, is the one broker account the key may trade: its
+	// executor ticks use it (as HERMES_PROFILE_ACCOUNT does for a local
+	// run) and a tick naming another is refused.
+	Account string
 	// Grants are the exact provider/model pairs ("openai/gpt-4.1") the
 	// caller may use for operator-funded LLM turns.
 	Grants []string

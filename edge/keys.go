@@ -39,6 +39,7 @@ type keyDoc struct {
 	Scopes     []contract.Scope    `json:"scopes"`
 	Harness    string              `json:"harness,omitempty"`
 	RunContext contract.RunContext `json:"run_context,omitempty"`
+	Account    string              `json:"account,omitempty"`
 	SecretHash string              `json:"secret_hash"`
 	Grants     []string            `json:"grants,omitempty"`
 	CreatedAt  int64               `json:"created_at"`
@@ -46,7 +47,7 @@ type keyDoc struct {
 
 // CreateKey implements auth.Store.
 func (k *Keys) CreateKey(ctx context.Context, key auth.Key) error {
-	doc, err := json.Marshal(keyDoc{ID: key.ID, Tenant: key.Tenant, Scopes: key.Scopes, Harness: key.Harness, RunContext: key.RunContext,
+	doc, err := json.Marshal(keyDoc{ID: key.ID, Tenant: key.Tenant, Scopes: key.Scopes, Harness: key.Harness, RunContext: key.RunContext, Account: key.Account,
 		SecretHash: key.SecretHash, Grants: key.Grants, CreatedAt: micros(key.CreatedAt)})
 	if err != nil {
 		return fmt.Errorf("edge: create key: %w", err)
@@ -100,7 +101,7 @@ func keyOf(r Row) (auth.Key, error) {
 	if err := json.Unmarshal([]byte(r.Str(0)), &d); err != nil {
 		return auth.Key{}, fmt.Errorf("edge: decode key: %w", err)
 	}
-	key := auth.Key{ID: d.ID, Tenant: d.Tenant, Scopes: d.Scopes, Harness: d.Harness, RunContext: d.RunContext,
+	key := auth.Key{ID: d.ID, Tenant: d.Tenant, Scopes: d.Scopes, Harness: d.Harness, RunContext: d.RunContext, Account: d.Account,
 		SecretHash: d.SecretHash, CreatedAt: fromMicros(d.CreatedAt)}
 	if !r.Null(1) {
 		t := fromMicros(r.Int(1))

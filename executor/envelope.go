@@ -56,6 +56,10 @@ const (
 	StatusPlaceFailed        = "place_failed"
 	StatusCancelled          = "cancelled"     // a cancel intent was sent and the order is cancelled
 	StatusCancelFailed       = "cancel_failed" // the broker refused or failed the cancel
+	// StatusAlreadyPlaced: the broker answered the placement with an order
+	// it already held for the ref_id (reason ref_id_exists); order_id is
+	// that order, which this tick did not place.
+	StatusAlreadyPlaced = "already_placed"
 )
 
 // Skip reasons (status skipped) and other action reasons.
@@ -78,6 +82,7 @@ const (
 	ReasonAnomalyHalt           = "review_anomaly_halt"        // reviewed, not placed: 3 anomalies today
 	ReasonNotRouted             = "not_routed"                 // reviewed, not placed: the routing table says no
 	ReasonExecuteMismatch       = "execute_directive_mismatch" // reviewed, not placed: chat without a matching EXECUTE:
+	ReasonRefIDExists           = "ref_id_exists"              // already_placed: the broker held an order for the ref_id
 )
 
 // Action is one RealizedAction: what became of one intent.

@@ -42,10 +42,14 @@
 //     a note naming both (HintedContext); an unknown hint is noted.
 //   - When the run context keeps an intent from being placed, the envelope
 //     notes the context and what it was detected from.
-//   - ref_ids are derived, not uuid4(): from the idempotency key and intent
-//     index, or without a key from tenant, strategy, intent and New York
-//     day (see idempotency.go), so the broker's ref_id duplicate search
-//     catches a re-sent intent.
+//   - ref_ids are uuid4(), one per intent of a tick; a keyed tick records
+//     them with its key, so a run that takes over the key's expired claim
+//     places under the same ones (see idempotency.go). When the broker
+//     answers a placement with an order it already held for the ref_id
+//     (broker.Order.Existing, or found in the account's orders before a
+//     takeover places), the action is already_placed, reason
+//     ref_id_exists, with that order's id: never placed for an order this
+//     run did not place.
 //   - A missing skills root is a not_found error (the operator's to fix).
 package executor
 
@@ -76,8 +80,10 @@ type Executor struct {
 	// Now is the wall clock (audit timestamps, and the tick's clock unless
 	// the request fixes one). Nil means time.Now.
 	Now func() time.Time
-	// NewRef returns the ref_id of a placement. Nil means one derived from
-	// the idempotency key, else from the intent and New York day (refFor).
+	// NewRef returns a fresh ref_id. Nil means a random UUID version 4
+	// (NewUUIDv4). A keyed tick takes one per intent when it claims its key
+	// and records them with it (Store.TickRefs); an unkeyed tick takes one
+	// per placement.
 	NewRef func() string
 	// NewTickID returns a tick id. Nil means contract.NewID("tick").
 	NewTickID func() string
@@ -103,8 +109,13 @@ type TickRequest struct {
 	ContextSource string
 	// Profile is the loaded profile (DetectProfile); empty means "claude-code".
 	Profile string
-	// ProfileAccount is HERMES_PROFILE_ACCOUNT, if set.
+	// ProfileAccount is HERMES_PROFILE_ACCOUNT, if set (over HTTP and MCP:
+	// the calling key's bound account, else the tick's account).
 	ProfileAccount string
+	// BoundAccount, when set, is the only account the tick may trade (the
+	// calling key's binding): a manifest whose account_lock names another
+	// aborts account_lock_failed.
+	BoundAccount string
 	// Message is the latest user message (chat: its EXECUTE: directive).
 	Message string
 	// Now, when not zero, is the tick's market clock (a rehearsal's --now).
@@ -137,11 +148,19 @@ func (e *Executor) Tick(ctx context.Context, req TickRequest) (Envelope, error) 
 	if req.IdempotencyKey != "" {
 		return e.idempotentTick(ctx, req, p)
 	}
-	return e.tick(ctx, req, p)
+	return e.tick(ctx, req, p, tickRefs{})
+}
+
+// tickRefs are the ref_ids of a keyed tick (one per intent, recorded with
+// its key); reused is true when an earlier run of the key recorded them.
+// Without them (no key) each placement gets a fresh one.
+type tickRefs struct {
+	ids    []string
+	reused bool
 }
 
 // tick runs one tick whose request and payload were checked.
-func (e *Executor) tick(ctx context.Context, req TickRequest, p *Payload) (Envelope, error) {
+func (e *Executor) tick(ctx context.Context, req TickRequest, p *Payload, refs tickRefs) (Envelope, error) {
 	var err error
 	b := e.Broker
 	if e.Brokers != nil {
@@ -159,6 +178,9 @@ func (e *Executor) tick(ctx context.Context, req TickRequest, p *Payload) (Envel
 		p:   p,
 		b:   &recorder{b: b},
 		now: req.Now,
+
+		refs:       refs.ids,
+		refsReused: refs.reused,
 	}
 	if t.now.IsZero() {
 		t.now = wall()
@@ -240,6 +262,12 @@ type tick struct {
 	orderList     []broker.Order
 	ordersLoaded  bool
 	heldByContext int // intents the run context kept from being placed
+
+	refs       []string // the keyed tick's ref_ids, by intent index
+	refsReused bool     // recorded by an earlier run of the key (a takeover)
+
+	refOrders       []broker.Order // the account's orders, read once when refsReused
+	refOrdersLoaded bool
 }
 
 func (t *tick) tenant() contract.TenantSlot { return t.req.Identity.TenantSlot }

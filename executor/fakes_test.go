@@ -68,6 +68,9 @@ func (nopStore) ClaimTick(context.Context, contract.TenantSlot, string, string, 
 }
 func (nopStore) CompleteTick(context.Context, contract.TenantSlot, string, []byte) error { return nil }
 func (nopStore) ReleaseTick(context.Context, contract.TenantSlot, string) error          { return nil }
+func (nopStore) TickRefs(_ context.Context, _ contract.TenantSlot, _ string, refs []string) ([]string, error) {
+	return refs, nil
+}
 
 type nopLog struct{}
 

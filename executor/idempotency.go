@@ -3,11 +3,11 @@ package executor
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -28,15 +28,15 @@ import (
 // arrive while the first is running wait for it: in-process on a channel,
 // across processes by reading the key again (at most TickKeyWait, then a
 // conflict idempotency_key_in_progress the client may retry). A claim whose
-// process died is taken over after TickKeyLease; the ref_ids of a keyed tick
-// are derived from the key, so the broker's ref_id duplicate search still
-// catches an order the dead process placed.
+// process died is taken over after TickKeyLease. The ref_ids of a keyed tick
+// (uuid4(), one per intent) are recorded with its key when it claims it
+// (Store.TickRefs), so the taker places under the same ref_ids: it first
+// looks them up in the account's orders and reports an order the dead
+// process placed as already_placed instead of placing again.
 //
-// A tick without a key runs every time; its envelope says so in a note, and
-// its ref_ids are derived from (tenant, strategy, intent content, New York
-// trading day), so re-sending an identical intent the same New York day is
-// caught by the broker's ref_id duplicate search (the broker returns the
-// first order instead of placing a second).
+// A tick without a key runs every time, and its envelope says so in a
+// note; its ref_ids are fresh, so a tick re-sent with identical intents
+// places again (two ticks are two ticks).
 
 // TickKeyScope is the idempotency scope of executor ticks in the store.
 const TickKeyScope = "executor.tick"
@@ -50,7 +50,7 @@ const TickKeyLease = 5 * time.Minute
 const TickKeyWait = 30 * time.Second
 
 // NotIdempotentNote is the envelope note of a tick that carried no key.
-const NotIdempotentNote = "not idempotent: no idempotency key, so a retry runs again; ref_ids derive from tenant, strategy, intent and New York day, so the broker's ref_id search catches an identical intent re-sent the same day"
+const NotIdempotentNote = "not idempotent: no idempotency key, so a retry runs again and places again under fresh ref_ids; send an idempotency key to make a retry safe"
 
 // TickInputHash is the sha256 of a tick's canonical input: the payload and
 // the message, which is what the same idempotency key must repeat. The
@@ -104,6 +104,12 @@ func (e *Executor) idempotentTick(ctx context.Context, req TickRequest, p *Paylo
 	hash, err := TickInputHash(req.Payload, req.Message)
 	if err != nil {
 		return Envelope{}, err
+	}
+	if req.ProfileAccount != "" {
+		// The account is input too: the same key naming another account
+		// is a conflict. Ticks without one keep the hash of payload and
+		// message alone.
+		hash = contract.SHA256([]byte(hash + "\x00account\x00" + req.ProfileAccount))
 	}
 	rp := e.replayer()
 	local := string(tenant) + "\x00" + req.IdempotencyKey
@@ -188,7 +194,14 @@ func (e *Executor) claimAndTick(ctx context.Context, rp TickReplayer, req TickRe
 	if !claim.Claimed {
 		return Envelope{}, false, nil
 	}
-	env, err := e.tick(ctx, req, p)
+	refs, reused, err := e.keyRefs(ctx, req, p)
+	if err != nil {
+		if rerr := e.Store.ReleaseTick(context.WithoutCancel(ctx), tenant, req.IdempotencyKey); rerr != nil {
+			err = contract.Internal(fmt.Errorf("%w; release: %v", err, rerr))
+		}
+		return Envelope{}, true, err
+	}
+	env, err := e.tick(ctx, req, p, tickRefs{ids: refs, reused: reused})
 	if env.TickID == "" {
 		// Nothing happened (no broker call, no record): free the key.
 		if rerr := e.Store.ReleaseTick(context.WithoutCancel(ctx), tenant, req.IdempotencyKey); rerr != nil && err == nil {
@@ -202,7 +215,7 @@ func (e *Executor) claimAndTick(ctx context.Context, rp TickReplayer, req TickRe
 	}
 	if merr != nil && err == nil {
 		// The tick happened; its key stays claimed, so a retry waits out
-		// the lease and then re-runs with the same derived ref_ids.
+		// the lease and then re-runs with the ref_ids recorded for the key.
 		err = contract.Internal(fmt.Errorf("executor: store envelope of idempotency key %s: %w", req.IdempotencyKey, merr))
 	}
 	return env, true, err
@@ -288,26 +301,50 @@ func (e *Executor) replay(ctx context.Context, req TickRequest, p *Payload, stor
 	return env, nil
 }
 
-// refFor returns the ref_id of the placement of intent i: derived from the
-// idempotency key and the intent's index when the tick has a key, else from
-// the tenant, strategy, intent content and New York day. It is shaped as a
-// UUID (version 8, RFC 9562: the bits are a SHA-256 prefix).
+// refFor returns the ref_id of the placement of intent i (seed 001:
+// place_args.ref_id = uuid4()): for a keyed tick the one recorded with its
+// key (TickRefs), else a fresh one. A retry of one placement (5xx or
+// timeout) keeps it: place asks once per placement.
 func (t *tick) refFor(i int) string {
-	if t.e.NewRef != nil {
-		return t.e.NewRef()
+	if i < len(t.refs) {
+		return t.refs[i]
 	}
-	h := sha256.New()
-	if t.req.IdempotencyKey != "" {
-		fmt.Fprintf(h, "caduceus/ref/key\x00%s\x00%s\x00%s", t.tenant(), t.req.IdempotencyKey, strconv.Itoa(i))
-	} else {
-		in, _ := json.Marshal(&t.p.Intents[i])
-		fmt.Fprintf(h, "caduceus/ref/intent\x00%s\x00%s\x00%s\x00", t.tenant(), t.p.Strategy, t.day)
-		h.Write(in)
+	return t.e.newRef()
+}
+
+// newRef returns a fresh ref_id: NewRef's, else a random UUID version 4.
+func (e *Executor) newRef() string {
+	if e.NewRef != nil {
+		return e.NewRef()
 	}
+	return NewUUIDv4()
+}
+
+// NewUUIDv4 returns a random UUID, version 4 (RFC 9562), in its canonical
+// lower-case form.
+func NewUUIDv4() string {
 	var b [16]byte
-	copy(b[:], h.Sum(nil))
-	b[6] = b[6]&0x0f | 0x80
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	x := hex.EncodeToString(b[:])
 	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}
+
+// keyRefs returns the ref_ids of a keyed tick that holds its key: fresh
+// ones recorded with the key, or, when the key's first run recorded some
+// (this run took over its expired claim), those; reused says which.
+func (e *Executor) keyRefs(ctx context.Context, req TickRequest, p *Payload) (refs []string, reused bool, err error) {
+	fresh := make([]string, len(p.Intents))
+	for i := range fresh {
+		fresh[i] = e.newRef()
+	}
+	refs, err = e.Store.TickRefs(ctx, req.Identity.TenantSlot, req.IdempotencyKey, fresh)
+	if err != nil {
+		return nil, false, contract.Internal(fmt.Errorf("executor: ref_ids of idempotency key %s: %w", req.IdempotencyKey, err))
+	}
+	if len(refs) != len(fresh) {
+		return nil, false, contract.Internal(fmt.Errorf("executor: idempotency key %s has %d ref_ids recorded for %d intents", req.IdempotencyKey, len(refs), len(fresh)))
+	}
+	return refs, !slices.Equal(refs, fresh), nil
 }

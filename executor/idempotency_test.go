@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -265,48 +265,74 @@ func TestKeyedDuplicatesInOneProcessPlaceOnce(t *testing.T) {
 	}
 }
 
-var uuidV8 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-
-// TestDerivedRefIDs: without NewRef a placement's ref_id is a version 8
-// UUID derived from the tenant and key and the intent's index when the tick
-// has a key (a takeover places under the same ref_id), else from tenant,
-// strategy, intent and New York day (an identical intent re-sent the same
-// day gets the same ref_id, so the broker's duplicate search finds it).
-func TestDerivedRefIDs(t *testing.T) {
-	refs := func(k *keyed, req executor.TickRequest) []string {
-		t.Helper()
-		env, err := k.ex.Tick(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, a := range env.Actions {
-			if !uuidV8.MatchString(a.RefID) {
-				t.Fatalf("ref_id %q is not a version 8 UUID", a.RefID)
-			}
-			out = append(out, a.RefID)
-		}
-		return out
-	}
+// TestKeyedRefIDsAreRecordedWithTheKey: a keyed tick's ref_ids are random
+// UUIDv4s, one per intent, recorded with its key (Store.TickRefs): the
+// placements use them, the same key with a second run's proposal reads
+// them back, and another key or tenant gets its own.
+func TestKeyedRefIDsAreRecordedWithTheKey(t *testing.T) {
 	two := `{"strategy":"momentum","intents":[` +
 		`{"symbol":"NVDA","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":100.05,"max_slippage_pct":1},` +
 		`{"symbol":"SPY","side":"buy","quantity_type":"shares","qty":1,"order_type":"market","intent_price":481.60,"max_slippage_pct":1}]}`
-	a := refs(newKeyed(t), keyedTick("slot-1", "key-00000009", two, ""))
-	b := refs(newKeyed(t), keyedTick("slot-1", "key-00000009", two, "another message"))
-	c := refs(newKeyed(t), keyedTick("slot-2", "key-00000009", two, ""))
-	d := refs(newKeyed(t), keyedTick("slot-1", "key-00000010", two, ""))
-	if a[0] == a[1] || a[0] != b[0] || a[1] != b[1] || a[0] == c[0] || a[0] == d[0] {
-		t.Errorf("keyed ref_ids: %q, same key %q, other tenant %q, other key %q", a, b, c, d)
+	k := newKeyed(t)
+	env, err := k.ex.Tick(t.Context(), keyedTick("slot-1", "key-00000009", two, ""))
+	if err != nil || len(env.Actions) != 2 {
+		t.Fatalf("tick: %+v, %v", env, err)
 	}
-	u := refs(newKeyed(t), keyedTick("slot-1", "", two, ""))
-	v := refs(newKeyed(t), keyedTick("slot-1", "", two, "another message"))
-	w := refs(newKeyed(t), keyedTick("slot-2", "", two, ""))
-	if u[0] == u[1] || u[0] != v[0] || u[1] != v[1] || u[0] == w[0] || u[0] == a[0] {
-		t.Errorf("unkeyed ref_ids: %q, again %q, other tenant %q", u, v, w)
+	var placed []string
+	for _, a := range env.Actions {
+		if a.Status != executor.StatusPlaced || !uuidV4.MatchString(a.RefID) {
+			t.Fatalf("action %+v: want placed under a UUIDv4 ref_id", a)
+		}
+		placed = append(placed, a.RefID)
 	}
-	next := newKeyed(t)
-	next.ex.Now = func() time.Time { return next.now.Add(24 * time.Hour) }
-	if x := refs(next, executor.TickRequest{Payload: json.RawMessage(two), Identity: identity("slot-1"), Context: executor.ContextCron, Now: next.now.Add(24 * time.Hour)}); x[0] == u[0] {
-		t.Errorf("the next New York day derives the same ref_id %q", x[0])
+	if placed[0] == placed[1] {
+		t.Fatalf("both intents placed under ref_id %s", placed[0])
+	}
+	stored, err := k.store.TickRefs(t.Context(), "slot-1", "key-00000009", []string{"x", "y"})
+	if err != nil || !slices.Equal(stored, placed) {
+		t.Fatalf("ref_ids recorded with the key: %q, %v; want the placed %q", stored, err, placed)
+	}
+	for _, o := range k.sim.AllOrders() {
+		if !slices.Contains(placed, o.RefID) {
+			t.Errorf("order %s under ref_id %s the envelope does not name", o.ID, o.RefID)
+		}
+	}
+	other, err := k.ex.Tick(t.Context(), keyedTick("slot-2", "key-00000009", two, ""))
+	if err != nil || other.Actions[0].RefID == placed[0] || other.Actions[0].Status != executor.StatusPlaced {
+		t.Fatalf("other tenant, same key: %+v, %v; want its own ref_ids", other, err)
+	}
+}
+
+// TestExistingOrderForRefIDIsNotPlaced: when the broker answers a
+// placement with the order it already held for the ref_id (here NewRef
+// repeats one), the action is already_placed, reason ref_id_exists, with
+// that order's id and a note, never placed; nothing new is placed.
+func TestExistingOrderForRefIDIsNotPlaced(t *testing.T) {
+	k := newKeyed(t)
+	k.ex.NewRef = func() string { return "5f0c3a5e-1b2d-4c3e-8f40-000000000001" }
+	first, err := k.ex.Tick(t.Context(), keyedTick("slot-1", "", buyNVDA, ""))
+	if err != nil || first.Actions[0].Status != executor.StatusPlaced {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+	second, err := k.ex.Tick(t.Context(), keyedTick("slot-1", "", buyNVDA, ""))
+	a := second.Actions[0]
+	if err != nil || a.Status != executor.StatusAlreadyPlaced || a.Reason != executor.ReasonRefIDExists || a.OrderID == nil ||
+		*a.OrderID != *first.Actions[0].OrderID || a.RefID != first.Actions[0].RefID {
+		t.Fatalf("second: %+v, %v; want already_placed ref_id_exists with the first order", a, err)
+	}
+	if len(a.Notes) == 0 || !strings.Contains(a.Notes[len(a.Notes)-1], "not placed by this tick") {
+		t.Errorf("notes %q do not say the order is not this tick's", a.Notes)
+	}
+	if n := len(k.sim.AllOrders()); n != 1 {
+		t.Errorf("%d orders, want 1", n)
+	}
+	b, _ := json.Marshal(second)
+	if err := compileSchema(t, "envelope").Validate(instance(t, b)); err != nil {
+		t.Errorf("the already_placed envelope does not validate: %v", err)
+	}
+	a.Reason = "other"
+	b, _ = json.Marshal(a)
+	if err := compileSchema(t, "action").Validate(instance(t, b)); err == nil {
+		t.Errorf("the schema accepts already_placed with reason %q", a.Reason)
 	}
 }

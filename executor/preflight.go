@@ -50,6 +50,11 @@ func (t *tick) lockAccount(ctx context.Context) (string, error) {
 	if s.AccountLock != nil {
 		want = *s.AccountLock
 	}
+	if b := t.req.BoundAccount; b != "" && want != b {
+		t.env.AccountNumber = want
+		t.note("the calling key is bound to account %s; the manifest's account_lock names %s", b, want)
+		return AbortAccountLockFailed, nil
+	}
 	i := slices.IndexFunc(accts, func(a broker.Account) bool {
 		return (want != "" && a.AccountNumber == want) || (want == "" && a.IsDefault)
 	})

@@ -216,15 +216,35 @@ func directiveFor(in *Intent) string {
 // place is phase 4: one retry of a 5xx or timed-out placement with the SAME
 // ref_id, so the broker can never fill the order twice; after a timeout
 // whose retry also failed, the account's orders are searched for the ref_id.
+//
+// An order the broker already held for the ref_id is never reported placed:
+// a run that took over a keyed tick's claim first looks its ref_ids up in
+// the account's orders (the first run may have placed them), and a first
+// attempt the broker answers with an existing order (Order.Existing) is
+// already_placed. A retry answered with an existing order is placed: the
+// first attempt of this placement created it.
 func (t *tick) place(ctx context.Context, args broker.OrderRequest, a *Action) {
 	args.RefID = t.refFor(a.IntentIndex)
 	a.RefID = args.RefID
+	if t.refsReused {
+		if o, ok := t.placedEarlier(ctx, args); ok {
+			t.alreadyPlaced(a, o, "an earlier run of idempotency key "+t.req.IdempotencyKey+" placed it; found in the account's orders")
+			return
+		}
+	}
 	timedOut := false
 	ord, err := t.b.place(ctx, args)
+	if err == nil && ord.Existing {
+		t.alreadyPlaced(a, ord, "the broker answered with the order it already held for this ref_id")
+		return
+	}
 	if err != nil && broker.Retryable(err) {
 		timedOut = broker.IsTimeout(err)
 		ord, err = t.b.place(ctx, args)
 		timedOut = timedOut || broker.IsTimeout(err)
+		if err == nil && ord.Existing {
+			a.Notes = append(a.Notes, "placement retried; the broker answered with the order the first attempt created")
+		}
 	}
 	if err != nil && timedOut {
 		os, lerr := t.b.orders(ctx, args.AccountNumber)
@@ -250,6 +270,36 @@ func (t *tick) place(ctx context.Context, args broker.OrderRequest, a *Action) {
 	id := ord.ID
 	a.OrderID = &id
 	a.OrderState = ord.State
+}
+
+// placedEarlier looks args.RefID up in the account's orders (read once per
+// tick, with one retry on 5xx). A failed read is noted and answers false:
+// the placement goes ahead, and the broker's ref_id duplicate search
+// still keeps it from doubling.
+func (t *tick) placedEarlier(ctx context.Context, args broker.OrderRequest) (broker.Order, bool) {
+	if !t.refOrdersLoaded {
+		os, err := retry(func() ([]broker.Order, error) { return t.b.orders(ctx, args.AccountNumber) })
+		if err != nil {
+			t.note("ref_ids reused from an earlier run of idempotency key %s; the order lookup failed: %v", t.req.IdempotencyKey, err)
+		}
+		t.refOrders, t.refOrdersLoaded = os, true
+	}
+	for _, o := range t.refOrders {
+		if o.RefID == args.RefID && o.RefID != "" {
+			return o, true
+		}
+	}
+	return broker.Order{}, false
+}
+
+// alreadyPlaced reports an order the broker held for the action's ref_id
+// before this run placed anything under it.
+func (t *tick) alreadyPlaced(a *Action, o broker.Order, why string) {
+	a.Status, a.Reason = StatusAlreadyPlaced, ReasonRefIDExists
+	id := o.ID
+	a.OrderID = &id
+	a.OrderState = o.State
+	a.Notes = append(a.Notes, "not placed by this tick: "+why)
 }
 
 // cancel handles one cancel intent: it skips every sizing check and is sent

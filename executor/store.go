@@ -49,8 +49,15 @@ type Store interface {
 	// CompleteTick stores the envelope of the tick that claimed key.
 	CompleteTick(ctx context.Context, tenant contract.TenantSlot, key string, envelope []byte) error
 	// ReleaseTick frees a claimed key whose tick did nothing (an invalid
-	// payload, a store failure before any broker call), so a retry runs.
+	// payload, a store failure before any broker call), so a retry runs. It
+	// forgets the key's ref_ids too (TickRefs).
 	ReleaseTick(ctx context.Context, tenant contract.TenantSlot, key string) error
+	// TickRefs records refs as the ref_ids (one per intent) of the tick
+	// holding key unless ref_ids are recorded for it already, and returns
+	// the recorded ones: the first run of a key writes them, a run that
+	// took over its claim (the first process died) reads them back, so it
+	// places under the same ref_ids.
+	TickRefs(ctx context.Context, tenant contract.TenantSlot, key string, refs []string) ([]string, error)
 }
 
 // TickReplayer is what a Store whose database also holds the audit log can

@@ -17,6 +17,8 @@ type KeyView struct {
 	Scopes     []contract.Scope    `json:"scopes"`
 	Harness    string              `json:"harness,omitempty"`
 	RunContext contract.RunContext `json:"context,omitempty"`
+	// Account is the broker account the key is bound to, if any.
+	Account string `json:"account,omitempty"`
 	// Models are the key's grants: exact provider/model pairs, its
 	// tenant's included.
 	Models    []string `json:"models,omitempty"`
@@ -25,7 +27,7 @@ type KeyView struct {
 }
 
 func viewOf(k auth.Key) KeyView {
-	v := KeyView{ID: k.ID, Tenant: k.Tenant, Scopes: k.Scopes, Harness: k.Harness, RunContext: k.RunContext, Models: k.Grants, CreatedAt: contract.Timestamp(k.CreatedAt)}
+	v := KeyView{ID: k.ID, Tenant: k.Tenant, Scopes: k.Scopes, Harness: k.Harness, RunContext: k.RunContext, Account: k.Account, Models: k.Grants, CreatedAt: contract.Timestamp(k.CreatedAt)}
 	if k.RevokedAt != nil {
 		v.RevokedAt = contract.Timestamp(*k.RevokedAt)
 	}
@@ -37,6 +39,8 @@ type createKeyRequest struct {
 	Scopes  []contract.Scope    `json:"scopes"`
 	Harness string              `json:"harness"`
 	Context contract.RunContext `json:"context"`
+	// Account binds the key to one broker account.
+	Account string `json:"account"`
 	// Models grants exact provider/model pairs ("openai/gpt-4.1").
 	Models []string `json:"models"`
 }
@@ -60,7 +64,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *Call) erro
 	if req.Tenant != c.Caller.Identity.TenantSlot {
 		return contract.Denyf("cross_tenant", "an admin key of %s cannot create keys for %s", c.Caller.Identity.TenantSlot, req.Tenant)
 	}
-	token, key, err := s.cfg.Auth.Create(r.Context(), auth.Spec{Tenant: req.Tenant, Scopes: req.Scopes, Harness: req.Harness, RunContext: req.Context, Grants: req.Models})
+	token, key, err := s.cfg.Auth.Create(r.Context(), auth.Spec{Tenant: req.Tenant, Scopes: req.Scopes, Harness: req.Harness, RunContext: req.Context, Account: req.Account, Grants: req.Models})
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ type Tool struct {
 func whoamiTool() Tool {
 	return Tool{
 		Name:        "whoami",
-		Description: "Returns the caller's identity as Caduceus resolved it from the API key: tenant slot, hashed subject, surface, trust, scopes, harness and run context.",
+		Description: "Returns the caller's identity as Caduceus resolved it from the API key: tenant slot, hashed subject, surface, trust, scopes, harness, run context and bound broker account.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
 		Call:        func(context.Context, contract.Caller, json.RawMessage) (any, error) { return nil, nil },
 	}
@@ -46,6 +46,7 @@ type Whoami struct {
 	Scopes     []contract.Scope    `json:"scopes"`
 	Harness    string              `json:"harness,omitempty"`
 	RunContext contract.RunContext `json:"run_context,omitempty"`
+	Account    string              `json:"account,omitempty"`
 }
 
 // mcpHandler is the stateless streamable-HTTP endpoint. A fresh MCP server
@@ -164,7 +165,7 @@ func (s *Server) mcpServer(caller contract.Caller, call *Call) *mcp.Server {
 				switch {
 				case err != nil: // a bad _meta: answered below as any tool error
 				case t.Name == "whoami":
-					out = Whoami{Identity: caller.Identity, Scopes: caller.Scopes, Harness: caller.Harness, RunContext: caller.RunContext}
+					out = Whoami{Identity: caller.Identity, Scopes: caller.Scopes, Harness: caller.Harness, RunContext: caller.RunContext, Account: caller.Account}
 				default:
 					args := req.Params.Arguments
 					if len(args) == 0 {

@@ -24,8 +24,8 @@ var _ auth.Store = (*Keys)(nil)
 // The key and its grants are written in one transaction.
 func (k *Keys) CreateKey(ctx context.Context, key auth.Key) error {
 	err := k.db.InTx(ctx, func(tx *Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO api_keys (id, tenant, secret_hash, scopes, harness, run_context, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			key.ID, string(key.Tenant), key.SecretHash, joinScopes(key.Scopes), key.Harness, string(key.RunContext), Micros(key.CreatedAt)); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO api_keys (id, tenant, secret_hash, scopes, harness, run_context, account, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			key.ID, string(key.Tenant), key.SecretHash, joinScopes(key.Scopes), key.Harness, string(key.RunContext), key.Account, Micros(key.CreatedAt)); err != nil {
 			return err
 		}
 		for _, g := range key.Grants {
@@ -45,14 +45,14 @@ func (k *Keys) CreateKey(ctx context.Context, key auth.Key) error {
 	return nil
 }
 
-const keyColumns = `id, tenant, secret_hash, scopes, harness, run_context, created_at, revoked_at`
+const keyColumns = `id, tenant, secret_hash, scopes, harness, run_context, account, created_at, revoked_at`
 
 func scanKey(row Scanner) (auth.Key, error) {
 	var key auth.Key
 	var tenant, scopes, runCtx string
 	var created int64
 	var revoked sql.NullInt64
-	if err := row.Scan(&key.ID, &tenant, &key.SecretHash, &scopes, &key.Harness, &runCtx, &created, &revoked); err != nil {
+	if err := row.Scan(&key.ID, &tenant, &key.SecretHash, &scopes, &key.Harness, &runCtx, &key.Account, &created, &revoked); err != nil {
 		return auth.Key{}, err
 	}
 	key.Tenant = contract.TenantSlot(tenant)

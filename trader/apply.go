@@ -20,11 +20,12 @@ const AuditApply = "trader.apply"
 // duplicate, mistyped and missing fields), action-conditional fields and the
 // risk mode, confidence finite in [0,1]; then, in one transaction, the
 // idempotency lookup on decision_id (same canonical request: the stored
-// response with a warning idempotent_replay; a different one: rejected
-// decision_id_conflict), concern/account/market match, target existence,
+// response unchanged, its status included, plus replayed: true; a
+// different one: rejected decision_id_conflict), concern/account/market match, target existence,
 // runnability and concern, expected_active_strategy_id unless override,
-// degraded execution unless override, already-in-state (noop), dry_run, and
-// finally applies the change and reconciles the runtime. The state change,
+// degraded execution unless override, already-in-state (noop), dry_run (a
+// dry run that passes answers noop with mode_change would_apply, or none
+// when there is nothing to change), and finally applies the change and reconciles the runtime. The state change,
 // the reconcile, the stored decision, the attempt and its audit record commit
 // together. A runtime or store failure rolls the decision back and answers
 // failed; its attempt is recorded in a separate transaction afterwards.
@@ -202,8 +203,7 @@ func (s *Service) decide(ctx context.Context, tx Tx, caller contract.Caller, req
 		var resp Response
 		if prev.Fingerprint == fp {
 			resp = prev.Response
-			resp.Warnings = append(append([]Issue{}, resp.Warnings...), Issue{Code: CodeIdempotentReplay,
-				Message: fmt.Sprintf("decision %s was already decided (%s at %s); this is its stored response and nothing changed", req.DecisionID, prev.Status, contract.Timestamp(prev.CreatedAt))})
+			resp.Replayed = true
 		} else {
 			resp = newResponse(req)
 			resp.Status = Rejected

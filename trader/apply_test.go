@@ -202,7 +202,7 @@ func applyCases() []applyCase {
 	add(applyCase{name: "no_expected_active", body: body(nil, "expected_active_strategy_id"), status: trader.Applied, warnings: []string{trader.CodeExpectedActiveUnset}, changed: true})
 
 	// Dry run: answers what would happen, changes nothing.
-	add(applyCase{name: "dry_run_switch", body: body(map[string]any{"dry_run": true}), status: trader.Applied, warnings: []string{trader.CodeDryRun},
+	add(applyCase{name: "dry_run_switch", body: body(map[string]any{"dry_run": true}), status: trader.Noop, warnings: []string{trader.CodeDryRun},
 		check: func(t *testing.T, e *env, r trader.Response) {
 			if !r.DryRun || r.Result.ModeChange != trader.ModeWouldApply || r.Result.Reconciled || r.AppliedAt != "" {
 				t.Errorf("dry run response: %+v", r)
@@ -265,7 +265,8 @@ func TestApply(t *testing.T) {
 			if r.Status == trader.Applied && !r.DryRun && (r.AppliedAt == "" || r.Result.ModeChange != trader.ModeApplied || !r.Result.Reconciled) {
 				t.Errorf("applied without applied_at/result: %+v", r)
 			}
-			if r.Status != trader.Applied && r.Result.ModeChange != trader.ModeNone {
+			dryRunWouldApply := r.Status == trader.Noop && r.DryRun && r.Result.ModeChange == trader.ModeWouldApply
+			if r.Status != trader.Applied && r.Result.ModeChange != trader.ModeNone && !dryRunWouldApply {
 				t.Errorf("%s with mode_change %s", r.Status, r.Result.ModeChange)
 			}
 			after, err := e.svc.ListStrategies(context.Background(), t1, trader.StrategyFilter{})

@@ -254,6 +254,9 @@ func (e *evaluation) plan() []change {
 	}
 	e.resp.Status = Applied
 	if req.DryRun {
+		// Applied means Trader changed state (seed 000); a dry run changes
+		// nothing: noop, saying what it would have done.
+		e.resp.Status = Noop
 		e.resp.Result = Result{ModeChange: ModeWouldApply}
 	}
 	return changes

@@ -27,7 +27,7 @@ type Outcome string
 const (
 	Applied  Outcome = "applied"  // validation passed and Trader changed state
 	Rejected Outcome = "rejected" // refused by validation or a safety gate
-	Noop     Outcome = "noop"     // the requested state already exists
+	Noop     Outcome = "noop"     // nothing changed: the requested state already exists, or a dry run passed
 	Failed   Outcome = "failed"   // attempted, but a runtime or persistence failure rolled it back
 )
 
@@ -69,6 +69,9 @@ const (
 	CodeConcurrentUpdate = "concurrent_update"
 
 	// Warnings.
+	//
+	// CodeIdempotentReplay is no longer sent: a replay is the first answer
+	// unchanged plus replayed: true. It stays reserved.
 	CodeIdempotentReplay    = "idempotent_replay"
 	CodeOverride            = "override"
 	CodeExpectedActiveUnset = "expected_active_not_provided"
@@ -127,6 +130,10 @@ type Response struct {
 	Errors         []Issue    `json:"errors"`
 	Result         Result     `json:"result"`
 	AppliedAt      string     `json:"applied_at,omitempty"`
+	// Replayed is true on the answer to a repeated decision_id: the first
+	// answer, unchanged (its status included), with this field added. It
+	// is absent from the first answer.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // MarshalJSON keeps warnings and errors arrays, never null.
@@ -143,7 +150,7 @@ func (r Response) MarshalJSON() ([]byte, error) {
 
 // Replay reports whether r is a stored response answered again for a repeated
 // decision_id.
-func (r Response) Replay() bool { return r.hasWarning(CodeIdempotentReplay) }
+func (r Response) Replay() bool { return r.Replayed }
 
 // NotARequest reports whether r refuses a body that is not a control decision
 // request at all (too large, not JSON, not a JSON object). HTTP answers those

@@ -427,7 +427,8 @@ func checkRequest(tool string, o broker.OrderRequest) error {
 	return nil
 }
 
-// Place implements broker.Broker. A repeat RefID returns the first order.
+// Place implements broker.Broker. A repeat RefID returns the first order,
+// marked Existing.
 func (s *Sim) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, error) {
 	return do(s, ctx, func() (broker.Order, error) {
 		const tool = "place_equity_order"
@@ -439,7 +440,9 @@ func (s *Sim) Place(ctx context.Context, o broker.OrderRequest) (broker.Order, e
 			if to {
 				return broker.Order{}, timeoutErr(tool)
 			}
-			return s.st.Orders[i], nil
+			ord := s.st.Orders[i]
+			ord.Existing = true
+			return ord, nil
 		}
 		a, err := s.account(tool, o.AccountNumber)
 		if err != nil {

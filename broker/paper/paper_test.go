@@ -46,7 +46,7 @@ func TestFills(t *testing.T) {
 	s, ctx := sim(t, base), t.Context()
 	buy := broker.OrderRequest{AccountNumber: "A", Symbol: "QQQ", Side: "buy", Type: "market", Quantity: 2, RefID: "r1"}
 	o, err := s.Place(ctx, buy)
-	if err != nil || o.State != broker.StateFilled || o.AveragePrice != 100.5 || o.FilledQuantity != 2 {
+	if err != nil || o.State != broker.StateFilled || o.AveragePrice != 100.5 || o.FilledQuantity != 2 || o.Existing {
 		t.Fatalf("market buy fills at the ask: %+v, %v", o, err)
 	}
 	sell := broker.OrderRequest{AccountNumber: "A", Symbol: "SPY", Side: "sell", Type: "market", Quantity: 1, RefID: "r2"}
@@ -77,8 +77,8 @@ func TestFills(t *testing.T) {
 		t.Fatalf("no quote: %v", err)
 	}
 	again, err := s.Place(ctx, buy)
-	if err != nil || again.ID != "paper-000001" || len(s.AllOrders()) != 4 {
-		t.Fatalf("same ref_id must return the first order and add none: %+v, %v, %d orders", again, err, len(s.AllOrders()))
+	if err != nil || again.ID != "paper-000001" || !again.Existing || len(s.AllOrders()) != 4 {
+		t.Fatalf("same ref_id must return the first order, marked Existing, and add none: %+v, %v, %d orders", again, err, len(s.AllOrders()))
 	}
 	c, err := s.Cancel(ctx, "A", "paper-000003")
 	if err != nil || c.State != broker.StateCancelled {

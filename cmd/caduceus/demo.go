@@ -347,10 +347,10 @@ func (d *demoRun) trader(ctx context.Context) error {
 	if err := d.call(ctx, "POST", "/v1/trader/decisions", demoKeys.operator, decision, nil, http.StatusOK, &again); err != nil {
 		return err
 	}
-	if again["applied_at"] != resp["applied_at"] {
-		return fmt.Errorf("the replay applied again: %v", again)
+	if again["applied_at"] != resp["applied_at"] || again["replayed"] != true {
+		return fmt.Errorf("the replay applied again, or does not say replayed: %v", again)
 	}
-	d.sayf("the first answer again (applied at %v); the audit record says replay", again["applied_at"])
+	d.sayf("the first answer again (status %v, applied at %v) plus replayed: %v; the audit record says replay", again["status"], again["applied_at"], again["replayed"])
 	return d.showAudit(ctx)
 }
 

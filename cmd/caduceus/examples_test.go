@@ -91,11 +91,21 @@ func testExampleFiles(t *testing.T) {
 	if code, out, errOut := cli(t, "trader", "import", ex("trader/strategies.yaml"), "--data", data); code != 0 {
 		t.Fatalf("import: %s %s", out, errOut)
 	}
+	// A dry run changes nothing: noop, would_apply.
+	code, out, errOut = cli(t, "trader", "apply", "--payload", ex("trader/switch-dry-run.json"), "--data", data)
+	if code != 0 || !strings.Contains(out, `"status": "noop"`) || !strings.Contains(out, `"dry_run": true`) || !strings.Contains(out, `"mode_change": "would_apply"`) {
+		t.Errorf("apply trader/switch-dry-run.json: %d %s %s", code, out, errOut)
+	}
 	for _, f := range []string{"trader/switch.json", "trader/pause.json"} {
 		code, out, errOut := cli(t, "trader", "apply", "--payload", ex(f), "--data", data)
-		if code != 0 || !strings.Contains(out, `"status": "applied"`) {
+		if code != 0 || !strings.Contains(out, `"status": "applied"`) || strings.Contains(out, `"replayed"`) {
 			t.Errorf("apply %s: %d %s %s", f, code, out, errOut)
 		}
+	}
+	// Sent again: the first answer plus replayed: true.
+	code, out, errOut = cli(t, "trader", "apply", "--payload", ex("trader/pause.json"), "--data", data)
+	if code != 0 || !strings.Contains(out, `"status": "applied"`) || !strings.Contains(out, `"replayed": true`) {
+		t.Errorf("apply trader/pause.json again: %d %s %s", code, out, errOut)
 	}
 
 	// The payload against the paper scenario, as cron.

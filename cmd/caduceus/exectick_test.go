@@ -41,14 +41,14 @@ func TestRunTickPaperEndToEnd(t *testing.T) {
 	if env1.Context != executor.ContextCron || env1.Profile != "autotrader" || len(env1.Actions) != 1 || env1.Actions[0].Status != executor.StatusPlaced || *env1.Actions[0].OrderID != "paper-000001" {
 		t.Fatalf("first run: %+v", env1)
 	}
-	// The same intent re-sent the same New York day without a key: the
-	// derived ref_id lets the broker return the first order, not a second.
+	// The same intent sent again without a key is another tick: it places
+	// its own order under its own ref_id (seed 001: ref_id = uuid4()).
 	env2, err := runTick(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *env2.Actions[0].OrderID != "paper-000001" || env2.Actions[0].RefID != env1.Actions[0].RefID {
-		t.Fatalf("a re-sent identical intent placed again: %+v", env2)
+	if env2.Actions[0].Status != executor.StatusPlaced || *env2.Actions[0].OrderID != "paper-000002" || env2.Actions[0].RefID == env1.Actions[0].RefID {
+		t.Fatalf("a second identical tick did not place its own order: %+v", env2)
 	}
 	// The paper account is kept in the store: a run under its own key
 	// continues it.
@@ -57,12 +57,12 @@ func TestRunTickPaperEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *env3.Actions[0].OrderID != "paper-000002" || env3.BuyingPower >= env1.BuyingPower {
+	if *env3.Actions[0].OrderID != "paper-000003" || env3.BuyingPower >= env2.BuyingPower {
 		t.Fatalf("keyed run did not continue the simulated account: %+v", env3)
 	}
 	// Its repeat is a replay: the stored envelope, no new order.
 	again, err := runTick(t.Context(), o)
-	if err != nil || !again.Replay || again.TickID != env3.TickID || *again.Actions[0].OrderID != "paper-000002" {
+	if err != nil || !again.Replay || again.TickID != env3.TickID || *again.Actions[0].OrderID != "paper-000003" {
 		t.Fatalf("repeat of a keyed run: %+v, %v", again, err)
 	}
 	o.Message = "something else"

@@ -33,7 +33,7 @@ func (in *instance) post(t *testing.T, path, key string, body []byte, hdr ...str
 // (seed 000) and the Idempotency-Key header do not fight. The same key and
 // decision replay the stored answer byte for byte (the trader does not run:
 // no new attempt); another key, or none, reaches the trader, which replays
-// the decision by its decision_id with its idempotent_replay warning; the
+// the decision by its decision_id (its first answer plus replayed: true); the
 // same key with another decision is a conflict.
 func TestTraderDecisionIdempotencyKeyAndDecisionID(t *testing.T) {
 	in := start(t)
@@ -56,7 +56,7 @@ func TestTraderDecisionIdempotencyKeyAndDecisionID(t *testing.T) {
 	}
 	for _, hdr := range [][]string{{"Idempotency-Key", "decision-key-0002"}, nil} {
 		status, replayed, body := in.post(t, "/v1/trader/decisions", key, decision, hdr...)
-		if status != 200 || replayed || !strings.Contains(string(body), "idempotent_replay") || !strings.Contains(string(body), `"status":"applied"`) {
+		if status != 200 || replayed || !strings.Contains(string(body), `"replayed":true`) || !strings.Contains(string(body), `"status":"applied"`) {
 			t.Errorf("%v: %d %v %s, want the trader's replay by decision_id", hdr, status, replayed, body)
 		}
 	}

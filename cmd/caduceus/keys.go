@@ -20,13 +20,14 @@ func (a *app) keysCmd() *cobra.Command {
   caduceus keys list
   caduceus keys revoke 3f9a0c1d2e4b5a67`,
 	}
-	var spec struct{ tenant, scopes, harness, context, models string }
+	var spec struct{ tenant, scopes, harness, context, account, models string }
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a key and print it (alone, once) on stdout",
 		Example: `  caduceus keys create --tenant slot-1 --scopes route,configure
   caduceus keys create --tenant slot-1 --scopes route --models openai/gpt-4.1,anthropic/claude-sonnet-4-5
-  caduceus keys create --tenant slot-2 --scopes operate --context cron --data /srv/caduceus`,
+  caduceus keys create --tenant slot-2 --scopes operate --context cron --data /srv/caduceus
+  caduceus keys create --tenant slot-1 --scopes operate --context cron --harness autotrader --account 777000222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			scopes, err := auth.ParseScopes(spec.scopes)
@@ -37,7 +38,7 @@ func (a *app) keysCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, fmt.Errorf("--models: %s", strings.TrimPrefix(err.Error(), "upstream: "))}
 			}
-			s := auth.Spec{Tenant: contract.TenantSlot(spec.tenant), Scopes: scopes, Harness: spec.harness, RunContext: contract.RunContext(spec.context), Grants: grants}
+			s := auth.Spec{Tenant: contract.TenantSlot(spec.tenant), Scopes: scopes, Harness: spec.harness, RunContext: contract.RunContext(spec.context), Account: spec.account, Grants: grants}
 			if err := s.Validate(); err != nil {
 				return &exitError{2, fmt.Errorf("%s", userMessage(err))}
 			}
@@ -58,6 +59,7 @@ func (a *app) keysCmd() *cobra.Command {
 	create.Flags().StringVar(&spec.scopes, "scopes", "", "comma-separated scopes: route, configure, operate, admin (required)")
 	create.Flags().StringVar(&spec.harness, "harness", "", "harness name the key attests (optional)")
 	create.Flags().StringVar(&spec.context, "context", "", "run context: cron, chat or analyst (optional)")
+	create.Flags().StringVar(&spec.account, "account", "", "bind the key to this broker account: its executor ticks (HTTP, MCP) trade it, and a tick naming another is refused 403 account_not_bound (optional)")
 	create.Flags().StringVar(&spec.models, "models", "", "comma-separated provider/model grants for operator-funded LLM turns, e.g. openai/gpt-4.1,anthropic/claude-sonnet-4-5")
 	create.MarkFlagRequired("tenant")
 	create.MarkFlagRequired("scopes")
@@ -78,7 +80,7 @@ func (a *app) keysCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTENANT\tSCOPES\tHARNESS\tCONTEXT\tMODELS\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tTENANT\tSCOPES\tHARNESS\tCONTEXT\tACCOUNT\tMODELS\tCREATED\tREVOKED")
 			for _, k := range keys {
 				var scopes []string
 				for _, s := range k.Scopes {
@@ -88,7 +90,7 @@ func (a *app) keysCmd() *cobra.Command {
 				if k.RevokedAt != nil {
 					revoked = contract.Timestamp(*k.RevokedAt)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, strings.Join(scopes, ","), orDefault(k.Harness, "-"), orDefault(string(k.RunContext), "-"), orDefault(strings.Join(k.Grants, ","), "-"), contract.Timestamp(k.CreatedAt), revoked)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, strings.Join(scopes, ","), orDefault(k.Harness, "-"), orDefault(string(k.RunContext), "-"), orDefault(k.Account, "-"), orDefault(strings.Join(k.Grants, ","), "-"), contract.Timestamp(k.CreatedAt), revoked)
 			}
 			return tw.Flush()
 		},

@@ -79,9 +79,10 @@ func TestTraderEndToEnd(t *testing.T) {
 		t.Errorf("get_strategy after switch: %s", b)
 	}
 
-	// The same decision over HTTP is a replay, answered 200 with the warning.
+	// The same decision over HTTP is a replay, answered 200: the first
+	// answer plus replayed: true.
 	status, body := in.do(t, "POST", "/v1/trader/decisions", strings.TrimSpace(opKey), args)
-	if status != 200 || body["status"] != "applied" || !strings.Contains(mustJSON(body["warnings"]), "idempotent_replay") {
+	if status != 200 || body["status"] != "applied" || body["replayed"] != true {
 		t.Fatalf("HTTP replay: %d %v", status, body)
 	}
 	// Not a request at all: 400 with the contract's answer.
@@ -105,7 +106,7 @@ func TestTraderEndToEnd(t *testing.T) {
 	}
 	// The CLI applies through the same service: a third replay.
 	code, out, _ = cli(t, "trader", "apply", "--payload", "testdata/decision.json", "--data", in.data)
-	if code != 0 || !strings.Contains(out, "idempotent_replay") {
+	if code != 0 || !strings.Contains(out, `"replayed": true`) || !strings.Contains(out, `"status": "applied"`) {
 		t.Errorf("CLI apply: %d %s", code, out)
 	}
 	code, out, _ = cli(t, "trader", "history", "--data", in.data, "--concern", "qndd8o9ppop6:xrpusd")

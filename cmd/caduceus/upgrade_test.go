@@ -172,6 +172,15 @@ func testUpgrade(t *testing.T, facts string, migrations func() map[string]int64,
 		t.Errorf("audit verify after the upgrade: exit %d, %d records (the old release left %d, and 3 requests followed): %s %s",
 			code, n, f.AuditRecords, stdout, stderr)
 	}
+	// Keys gained an account (040_key_account): the old keys have none, and
+	// a key bound to one is created and listed on the upgraded store.
+	if code, stdout, stderr := runCaduceus(t, nil, append([]string{"keys", "create", "--tenant", "slot-1", "--scopes", "operate", "--account", "777000222"}, store...)...); code != 0 || !strings.HasPrefix(stdout, "cad_") {
+		t.Errorf("keys create --account on the upgraded store: exit %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCaduceus(t, nil, append([]string{"keys", "list"}, store...)...)
+	if code != 0 || strings.Count(stdout, "777000222") != 1 || !strings.Contains(stdout, "ACCOUNT") {
+		t.Errorf("keys list on the upgraded store: exit %d %s %s", code, stdout, stderr)
+	}
 	// A second start migrates nothing.
 	startProc(t, nil, append([]string{"--gates", "trader"}, store...)...).stop(t)
 	if again := migrations(); !reflect.DeepEqual(again, after) {
@@ -186,6 +195,7 @@ var released = []string{
 	"100_trader", "200_executor", "210_executor_broker_version",
 	"300_shim", "310_shim_memory", "320_shim_spend", "330_shim_spend_leases", "340_shim_receipts_ledger",
 	"400_relay", "500_console",
+	"040_key_account", "220_executor_tick_refs",
 }
 
 func atoi64(s string) int64 {

@@ -623,3 +623,50 @@ quotes:
 		})
 	}
 }
+
+// diesBeforeCompleting is a store whose process "dies" after its tick ran:
+// the envelope is never stored, so the key stays claimed.
+type diesBeforeCompleting struct{ *executorsql.Store }
+
+func (diesBeforeCompleting) CompleteTick(context.Context, contract.TenantSlot, string, []byte) error {
+	return errors.New("process died before storing the envelope")
+}
+
+// TestTakeoverReportsTheDeadRunsOrder: a keyed tick placed its order and
+// its process died before storing the envelope. After the lease, the same
+// key is taken over by another process: it places under the ref_ids
+// recorded with the key, finds the dead run's order by its ref_id and
+// reports it already_placed (reason ref_id_exists, that order's id), never
+// placed; there is still one order.
+func TestTakeoverReportsTheDeadRunsOrder(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		var skew time.Duration
+		db.Now = func() time.Time { return time.Now().Add(skew) }
+		dead := paperExecutor(t, db)
+		dead.Store = diesBeforeCompleting{executorsql.New(db)}
+		first, err := dead.TickAs(t.Context(), tickCaller, buySPY(t, "dead-key-0001", ""))
+		if err == nil || first.Actions[0].Status != executor.StatusPlaced || first.Actions[0].OrderID == nil {
+			t.Fatalf("dying run: %+v, %v; want placed and an error storing the envelope", first, err)
+		}
+		skew = executor.TickKeyLease + time.Minute // the dead claim's lease ran out
+		taker := paperExecutor(t, db)
+		env, err := taker.TickAs(t.Context(), tickCaller, buySPY(t, "dead-key-0001", ""))
+		if err != nil || env.Replay || len(env.Actions) != 1 {
+			t.Fatalf("takeover: %+v, %v", env, err)
+		}
+		a := env.Actions[0]
+		if a.Status != executor.StatusAlreadyPlaced || a.Reason != executor.ReasonRefIDExists || a.OrderID == nil ||
+			*a.OrderID != *first.Actions[0].OrderID || a.RefID != first.Actions[0].RefID {
+			t.Fatalf("takeover action %+v; want already_placed ref_id_exists with the dead run's order %s under ref_id %s",
+				a, *first.Actions[0].OrderID, first.Actions[0].RefID)
+		}
+		if os := paperOrders(t, db); len(os) != 1 {
+			t.Fatalf("%d orders; want the dead run's only", len(os))
+		}
+		// The completed takeover replays from now on.
+		again, err := taker.TickAs(t.Context(), tickCaller, buySPY(t, "dead-key-0001", ""))
+		if err != nil || !again.Replay || again.Actions[0].Status != executor.StatusAlreadyPlaced {
+			t.Fatalf("retry after the takeover: %+v, %v", again, err)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -202,8 +203,47 @@ func (s *Store) CompleteTick(ctx context.Context, t contract.TenantSlot, key str
 	return s.db.CompleteLeasedKey(ctx, t, executor.TickKeyScope, key, envelope)
 }
 
-// ReleaseTick implements executor.Store (store.ReleaseLeasedKey): it
-// deletes the key only while no result is stored.
+// ReleaseTick implements executor.Store (as store.ReleaseLeasedKey): in one
+// transaction it deletes the key only while no result is stored, and with
+// it the key's ref_ids.
 func (s *Store) ReleaseTick(ctx context.Context, t contract.TenantSlot, key string) error {
-	return s.db.ReleaseLeasedKey(ctx, t, executor.TickKeyScope, key)
+	return s.db.InTx(ctx, func(tx *store.Tx) error {
+		n, err := store.RowsAffected(tx.Exec(ctx, `DELETE FROM idempotency WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL`,
+			string(t), executor.TickKeyScope, key))
+		if err != nil {
+			return fmt.Errorf("store: release idempotency key: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM executor_tick_refs WHERE tenant = ? AND key = ?`, string(t), key); err != nil {
+			return fmt.Errorf("store: release tick ref_ids: %w", err)
+		}
+		return nil
+	})
+}
+
+// TickRefs implements executor.Store: INSERT ... ON CONFLICT DO NOTHING on
+// the writer, then read back the row that won.
+func (s *Store) TickRefs(ctx context.Context, t contract.TenantSlot, key string, refs []string) ([]string, error) {
+	if refs == nil {
+		refs = []string{}
+	}
+	b, err := json.Marshal(refs)
+	if err != nil {
+		return nil, fmt.Errorf("store: tick ref_ids: %w", err)
+	}
+	if _, err := s.db.Exec(ctx, `INSERT INTO executor_tick_refs (tenant, key, refs, created_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (tenant, key) DO NOTHING`, string(t), key, string(b), store.Micros(s.db.Now())); err != nil {
+		return nil, fmt.Errorf("store: tick ref_ids: %w", err)
+	}
+	var got string
+	if err := s.db.QueryRow(ctx, `SELECT refs FROM executor_tick_refs WHERE tenant = ? AND key = ?`, string(t), key).Scan(&got); err != nil {
+		return nil, fmt.Errorf("store: tick ref_ids: %w", err)
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(got), &out); err != nil {
+		return nil, fmt.Errorf("store: tick ref_ids of key %s: %w", key, err)
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ package executortest
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ type Memory struct {
 	anomalies map[key]int
 	states    map[stateKey]brokerState
 	keys      map[stateKey]*tickKey // idempotency keys of ticks (name = key)
+	refs      map[stateKey][]string // ref_ids of keyed ticks (name = key)
 }
 
 type brokerState struct {
@@ -46,7 +48,7 @@ type tickKey struct {
 
 // NewMemory returns an empty Memory store.
 func NewMemory() *Memory {
-	return &Memory{dayStart: map[key]float64{}, anomalies: map[key]int{}, states: map[stateKey]brokerState{}, keys: map[stateKey]*tickKey{}}
+	return &Memory{dayStart: map[key]float64{}, anomalies: map[key]int{}, states: map[stateKey]brokerState{}, keys: map[stateKey]*tickKey{}, refs: map[stateKey][]string{}}
 }
 
 // CaptureDayStart implements executor.Store.
@@ -134,8 +136,21 @@ func (m *Memory) ReleaseTick(_ context.Context, t contract.TenantSlot, key strin
 	defer m.mu.Unlock()
 	if c, ok := m.keys[stateKey{t, key}]; ok && !c.done {
 		delete(m.keys, stateKey{t, key})
+		delete(m.refs, stateKey{t, key})
 	}
 	return nil
+}
+
+// TickRefs implements executor.Store.
+func (m *Memory) TickRefs(_ context.Context, t contract.TenantSlot, key string, refs []string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := stateKey{t, key}
+	if old, ok := m.refs[k]; ok {
+		return slices.Clone(old), nil
+	}
+	m.refs[k] = slices.Clone(refs)
+	return slices.Clone(refs), nil
 }
 
 var _ executor.Store = (*Memory)(nil)
@@ -161,6 +176,7 @@ func TestStore(t *testing.T, open func(t *testing.T) executor.Store) {
 		{"BrokerStateConcurrent", testBrokerStateConcurrent},
 		{"TickKeys", testTickKeys},
 		{"TickKeysConcurrent", testTickKeysConcurrent},
+		{"TickRefs", testTickRefs},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
 	}
@@ -377,5 +393,51 @@ func testTickKeysConcurrent(t *testing.T, s executor.Store) {
 	wg.Wait()
 	if claimed != 1 {
 		t.Fatalf("%d concurrent claims won, want 1", claimed)
+	}
+}
+
+func testTickRefs(t *testing.T, s executor.Store) {
+	ctx := t.Context()
+	const k = "tick-key-0003"
+	first := []string{"8c0f6a57-8a3e-4a52-9d0e-0c1f3b0a1d11", "8c0f6a57-8a3e-4a52-9d0e-0c1f3b0a1d12"}
+	if _, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.TickRefs(ctx, t1, k, first)
+	if err != nil || !slices.Equal(got, first) {
+		t.Fatalf("first TickRefs = %q, %v; want %q", got, err, first)
+	}
+	// A takeover proposes its own and reads the first run's back.
+	got, err = s.TickRefs(ctx, t1, k, []string{"other-1", "other-2"})
+	if err != nil || !slices.Equal(got, first) {
+		t.Fatalf("second TickRefs = %q, %v; want the first run's %q", got, err, first)
+	}
+	// Per tenant.
+	if got, err := s.TickRefs(ctx, t2, k, []string{"t2-ref"}); err != nil || !slices.Equal(got, []string{"t2-ref"}) {
+		t.Fatalf("other tenant = %q, %v", got, err)
+	}
+	// A tick with no intents records none, and reads none back.
+	if got, err := s.TickRefs(ctx, t1, "tick-key-0004", []string{}); err != nil || len(got) != 0 {
+		t.Fatalf("no intents = %q, %v", got, err)
+	}
+	// A released key forgets its ref_ids: the next run writes its own.
+	if err := s.ReleaseTick(ctx, t1, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimTick(ctx, t1, k, "h1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.TickRefs(ctx, t1, k, []string{"fresh"}); err != nil || !slices.Equal(got, []string{"fresh"}) {
+		t.Fatalf("after release = %q, %v; want the new run's", got, err)
+	}
+	// A completed key keeps them.
+	if err := s.CompleteTick(ctx, t1, k, []byte(`{"tick_id":"t"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseTick(ctx, t1, k); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.TickRefs(ctx, t1, k, []string{"later"}); err != nil || !slices.Equal(got, []string{"fresh"}) {
+		t.Fatalf("completed key = %q, %v; want its ref_ids kept", got, err)
 	}
 }

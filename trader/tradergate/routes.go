@@ -169,7 +169,7 @@ func (g *Gate) Tools() []server.Tool {
 	return []server.Tool{
 		{
 			Name:        "apply_control_decision",
-			Description: "Apply one Hermes control decision to a trading strategy (switch, pause, resume, set_risk_mode). Validated, idempotent on decision_id, audited; a refusal is a response with status rejected.",
+			Description: "Apply one Hermes control decision to a trading strategy (switch, pause, resume, set_risk_mode). Validated, idempotent on decision_id (a repeat answers the first response unchanged plus replayed: true), audited; a refusal is a response with status rejected; a dry run changes nothing and answers noop with result.mode_change would_apply.",
 			Scope:       contract.ScopeOperate,
 			InputSchema: trader.RequestSchema(),
 			Audited:     true,
