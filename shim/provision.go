@@ -152,8 +152,10 @@ var (
 
 // DecodeProvision validates b against shim.provision.schema.json and the
 // rules a schema cannot say (RE2 patterns compile, globs are well formed, a
-// shim names context, a direct answer has text), and fills defaults. It
-// returns an invalid *contract.Error naming the field otherwise.
+// shim names context, a direct answer has text, a micromodel trigger names
+// no contributor-tier model: seed 003 H03), and fills defaults. It returns
+// an invalid *contract.Error naming the field otherwise (code
+// contributor_model_refused for a contributor-tier model).
 func DecodeProvision(b []byte) (Provision, error) {
 	p, err := decodeValid[Provision](b, provisionSchema(), "provision")
 	if err != nil {
@@ -200,6 +202,10 @@ func (p *Provision) check() error {
 		}
 	}
 	t := p.Triggers
+	if t.Micromodel != nil && IsContributorModel(t.Micromodel.Model) {
+		return contract.FieldError("/triggers/micromodel/model", CodeContributorRefused,
+			"field triggers.micromodel.model: %q is a contributor-tier model and refused", t.Micromodel.Model)
+	}
 	if t.Keyword == nil && len(t.Regex) == 0 && len(t.Path) == 0 && len(t.Tool) == 0 && t.Semantic == nil && t.Micromodel == nil {
 		return contract.FieldError("/triggers", "no_trigger", "field triggers: at least one trigger is required")
 	}

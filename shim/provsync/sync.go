@@ -494,15 +494,15 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 		return refuse(it, ReasonInvalid, err.Error()), tenant
 	}
 	p, err := shim.DecodeProvision(doc)
-	if err != nil {
-		return refuse(it, ReasonInvalid, contract.AsError(err).Message), tenant
+	if e := contract.AsError(err); e != nil {
+		if e.Code == shim.CodeContributorRefused {
+			return refuse(it, shim.CodeContributorRefused, e.Message), tenant
+		}
+		return refuse(it, ReasonInvalid, e.Message), tenant
 	}
 	if p.MaxChars > y.cfg.MaxChars {
 		rep.Clamped = append(rep.Clamped, Clamp{Kind: "provision", ID: p.ID, From: p.MaxChars, To: y.cfg.MaxChars})
 		p.MaxChars = y.cfg.MaxChars
-	}
-	if p.Triggers.Micromodel != nil && shim.IsContributorModel(p.Triggers.Micromodel.Model) {
-		return refuse(it, shim.CodeContributorRefused, "triggers.micromodel.model names a contributor-tier model"), tenant
 	}
 	st := y.w.Store
 	cur, err := st.GetProvision(ctx, tenant, p.ID)
