@@ -46,6 +46,7 @@ type Provision struct {
 	ID                  string      `json:"id"`
 	Status              Status      `json:"status,omitempty"`
 	Priority            int         `json:"priority,omitempty"`
+	Tags                []string    `json:"tags,omitempty"` // HUX tags (seed 002 $defs/tags)
 	Match               *Match      `json:"match,omitempty"`
 	Triggers            Triggers    `json:"triggers"`
 	Action              Action      `json:"action"`
@@ -129,16 +130,17 @@ type Governance struct {
 
 // ContextEntry is an atomic noun, verb, detail or uri a provision shims by ref.
 type ContextEntry struct {
-	Ref           string `json:"ref"`
-	Kind          string `json:"kind"` // noun, verb, detail, uri
-	Title         string `json:"title,omitempty"`
-	Body          string `json:"body"`
-	Version       int64  `json:"version,omitempty"`
-	SHA256        string `json:"sha256,omitempty"` // of Body, set by the server
-	MaxChars      int    `json:"max_chars,omitempty"`
-	Status        string `json:"status,omitempty"` // active (default), disabled
-	SystemBuiltin bool   `json:"system_builtin,omitempty"`
-	UpdatedAt     string `json:"updated_at,omitempty"`
+	Ref           string   `json:"ref"`
+	Kind          string   `json:"kind"` // noun, verb, detail, uri
+	Title         string   `json:"title,omitempty"`
+	Tags          []string `json:"tags,omitempty"` // HUX tags (seed 002 $defs/tags)
+	Body          string   `json:"body"`
+	Version       int64    `json:"version,omitempty"`
+	SHA256        string   `json:"sha256,omitempty"` // of Body, set by the server
+	MaxChars      int      `json:"max_chars,omitempty"`
+	Status        string   `json:"status,omitempty"` // active (default), disabled
+	SystemBuiltin bool     `json:"system_builtin,omitempty"`
+	UpdatedAt     string   `json:"updated_at,omitempty"`
 }
 
 // The schemas compile on first use, not at start: compiling them is most of

@@ -417,7 +417,9 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 	a, b := cur, e
 	a.Version, a.UpdatedAt, b.Version, b.UpdatedAt = 0, "", 0, ""
 	a.SystemBuiltin, b.SystemBuiltin = false, false
-	if it, ok := y.decide(ctx, tenant, it, cur.Version, a == b); !ok {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if it, ok := y.decide(ctx, tenant, it, cur.Version, bytes.Equal(ja, jb)); !ok {
 		return it, tenant
 	}
 	got, err := st.UpdateContext(ctx, tenant, e, cur.Version)
