@@ -130,3 +130,38 @@ func TestProvisionAndContextTags(t *testing.T) {
 		t.Errorf("a refused provision was stored: %v", err)
 	}
 }
+
+// TestDocumentsCarryTheContractVersion: every provision and context entry
+// written (create, update, bundle apply) carries contract_version, the
+// version of its schema the server wrote it under, whatever the client sent;
+// a contract_version that is not 1.x.y is refused naming the field.
+func TestDocumentsCarryTheContractVersion(t *testing.T) {
+	e := newEnv(t, nil)
+	c := callers["key-a"]
+	ctx := t.Context()
+	p := e.provision(t, "key-a", `{"id":"V1","contract_version":"1.9.0","triggers":{"keyword":{"any":["x"]}},"action":"respond_directly","response":{"text":"x"}}`)
+	ce := e.context(t, "key-a", `{"ref":"verb:v","kind":"verb","body":"b"}`)
+	p2, err := e.svc.UpdateProvision(ctx, c, c.Harness, "V1", p.Version, []byte(`{"id":"V1","triggers":{"keyword":{"any":["y"]}},"action":"respond_directly","response":{"text":"y"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Apply(ctx, c, c.Harness, []byte(`{"provisions":[{"id":"V2","triggers":{"keyword":{"any":["z"]}},"action":"respond_directly","response":{"text":"z"}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"V1", "V2"} {
+		got, err := e.svc.GetProvision(ctx, c, id)
+		if err != nil || got.ContractVersion != shim.ProvisionContractVersion {
+			t.Errorf("provision %s: contract_version %q (%v), want %q", id, got.ContractVersion, err, shim.ProvisionContractVersion)
+		}
+	}
+	if p.ContractVersion != shim.ProvisionContractVersion || p2.ContractVersion != shim.ProvisionContractVersion {
+		t.Errorf("written provisions answer contract_version %q, %q", p.ContractVersion, p2.ContractVersion)
+	}
+	if got, err := e.svc.GetContext(ctx, c, "verb:v"); err != nil || got.ContractVersion != shim.ContextContractVersion || ce.ContractVersion != shim.ContextContractVersion {
+		t.Errorf("context entry: contract_version %q / %q (%v), want %q", got.ContractVersion, ce.ContractVersion, err, shim.ContextContractVersion)
+	}
+	_, err = e.svc.CreateProvision(ctx, c, c.Harness, []byte(`{"id":"V3","contract_version":"2.0","triggers":{"keyword":{"any":["x"]}},"action":"respond_directly","response":{"text":"x"}}`))
+	if ce := contract.AsError(err); err == nil || ce.Kind != contract.KindInvalid || ce.Field != "/contract_version" {
+		t.Errorf("contract_version 2.0: %v (field %q), want invalid on /contract_version", err, contract.AsError(err).Field)
+	}
+}

@@ -40,9 +40,23 @@ const PlacementBeforeLastUser = "before_last_user"
 // defaultMaxChars bounds a provision's rendered context when it sets none.
 const defaultMaxChars = 4000
 
+// The versions of shim.provision.schema.json and shim.context.schema.json
+// the server writes provisions and context entries under (seed 002
+// $defs/contract_version, 1.x.y): a new minor version adds optional fields,
+// a new patch version only clarifies.
+//
+//   - 1.0.0 (2026-12): records carry contract_version and take tags.
+const (
+	ProvisionContractVersion = "1.0.0"
+	ContextContractVersion   = "1.0.0"
+)
+
 // Provision is a caller-scoped rule (DESIGN §7). Version is the server's
-// CAS counter; writes send the version they read.
+// CAS counter; writes send the version they read. ContractVersion is the
+// server's too: every decode sets it to ProvisionContractVersion (absent on
+// rows written before it was carried).
 type Provision struct {
+	ContractVersion     string      `json:"contract_version,omitempty"`
 	ID                  string      `json:"id"`
 	Status              Status      `json:"status,omitempty"`
 	Priority            int         `json:"priority,omitempty"`
@@ -128,19 +142,21 @@ type Governance struct {
 	Harness         []string `json:"harness,omitempty"`
 }
 
-// ContextEntry is an atomic noun, verb, detail or uri a provision shims by ref.
+// ContextEntry is an atomic noun, verb, detail or uri a provision shims by
+// ref. ContractVersion is set by every decode (ContextContractVersion).
 type ContextEntry struct {
-	Ref           string   `json:"ref"`
-	Kind          string   `json:"kind"` // noun, verb, detail, uri
-	Title         string   `json:"title,omitempty"`
-	Tags          []string `json:"tags,omitempty"` // HUX tags (seed 002 $defs/tags)
-	Body          string   `json:"body"`
-	Version       int64    `json:"version,omitempty"`
-	SHA256        string   `json:"sha256,omitempty"` // of Body, set by the server
-	MaxChars      int      `json:"max_chars,omitempty"`
-	Status        string   `json:"status,omitempty"` // active (default), disabled
-	SystemBuiltin bool     `json:"system_builtin,omitempty"`
-	UpdatedAt     string   `json:"updated_at,omitempty"`
+	ContractVersion string   `json:"contract_version,omitempty"`
+	Ref             string   `json:"ref"`
+	Kind            string   `json:"kind"` // noun, verb, detail, uri
+	Title           string   `json:"title,omitempty"`
+	Tags            []string `json:"tags,omitempty"` // HUX tags (seed 002 $defs/tags)
+	Body            string   `json:"body"`
+	Version         int64    `json:"version,omitempty"`
+	SHA256          string   `json:"sha256,omitempty"` // of Body, set by the server
+	MaxChars        int      `json:"max_chars,omitempty"`
+	Status          string   `json:"status,omitempty"` // active (default), disabled
+	SystemBuiltin   bool     `json:"system_builtin,omitempty"`
+	UpdatedAt       string   `json:"updated_at,omitempty"`
 }
 
 // The schemas compile on first use, not at start: compiling them is most of
@@ -167,6 +183,7 @@ func DecodeProvision(b []byte) (Provision, error) {
 		return Provision{}, err
 	}
 	p.Defaults()
+	p.ContractVersion = ProvisionContractVersion
 	return p, nil
 }
 
@@ -239,6 +256,7 @@ func DecodeContextEntry(b []byte) (ContextEntry, error) {
 		e.Status = "active"
 	}
 	e.SHA256 = contract.SHA256([]byte(e.Body))
+	e.ContractVersion = ContextContractVersion
 	return e, nil
 }
 

@@ -417,6 +417,7 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 	a, b := cur, e
 	a.Version, a.UpdatedAt, b.Version, b.UpdatedAt = 0, "", 0, ""
 	a.SystemBuiltin, b.SystemBuiltin = false, false
+	a.ContractVersion, b.ContractVersion = "", "" // the server's, not the source's
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	if it, ok := y.decide(ctx, tenant, it, cur.Version, bytes.Equal(ja, jb)); !ok {
@@ -526,7 +527,7 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 }
 
 func withoutServerFields(p shim.Provision) shim.Provision {
-	p.Version, p.UpdatedAt, p.SystemBuiltin = 0, "", false
+	p.Version, p.UpdatedAt, p.SystemBuiltin, p.ContractVersion = 0, "", false, ""
 	return p
 }
 
