@@ -166,3 +166,74 @@ func TestEdgeCarriesOnlyTheShim(t *testing.T) {
 		}
 	}
 }
+
+// isTestHelper reports whether rel, a package of the module, is test code:
+// a path element ending in "test" (executor/executortest, store/storetest,
+// internal/natstest, ...) or named testdata.
+func isTestHelper(rel string) bool {
+	for el := range strings.SplitSeq(rel, "/") {
+		if strings.HasSuffix(el, "test") || el == "testdata" {
+			return true
+		}
+	}
+	return false
+}
+
+// devRoot says why dep, a dependency of a runtime package, is test, build or
+// deployment code (seed 003 package-never-imports-dev-roots), or "" when it
+// is not: a test helper of the module (own: dep is one of the module's
+// packages), the module's deploy/ or scripts/ trees, or the standard
+// library's testing packages. bench is not one: it is the binary's own
+// `caduceus bench` command, runtime code that drives a running server, and
+// it obeys this rule itself.
+func devRoot(dep string, own bool) string {
+	switch {
+	case !own && (dep == "testing" || strings.HasPrefix(dep, "testing/") || dep == "net/http/httptest"):
+		return "the standard library's test support"
+	case !own:
+		return "" // the standard library's or another module's package
+	case strings.HasPrefix(dep, "deploy/") || dep == "deploy":
+		return "deployment code"
+	case strings.HasPrefix(dep, "scripts/") || dep == "scripts":
+		return "build scripts"
+	case isTestHelper(dep):
+		return "a test helper"
+	}
+	return ""
+}
+
+// TestRuntimeImportsNoDevRoots: the binary (cmd/caduceus) and every other
+// runtime package of the module, that is every package but the test
+// helpers, depend (transitively, test files excluded) on no test helper,
+// no deploy/ or scripts/ package and not on the testing packages (seed
+// 003: "Runtime package code never imports test, build, or deployment
+// folders").
+func TestRuntimeImportsNoDevRoots(t *testing.T) {
+	deps := imports(t)
+	if _, ok := deps["cmd/caduceus"]; !ok {
+		t.Fatal("the binary's package cmd/caduceus not found")
+	}
+	checked := 0
+	for pkg, ds := range deps {
+		if isTestHelper(pkg) {
+			continue // test code itself
+		}
+		checked++
+		for _, d := range ds {
+			_, own := deps[d]
+			if why := devRoot(d, own); why != "" {
+				t.Errorf("runtime package %s imports %s (%s)", orRoot(pkg), d, why)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d runtime packages checked", checked)
+	}
+}
+
+func orRoot(rel string) string {
+	if rel == "" {
+		return module
+	}
+	return rel
+}

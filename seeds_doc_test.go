@@ -293,3 +293,60 @@ func TestNoIssueNumbersInCommentsOrDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// testNameRE finds a test or fuzz function's name anywhere in a line.
+var testNameRE = regexp.MustCompile(`\b(?:Test|Fuzz)[A-Z][A-Za-z0-9_]*\b`)
+
+// TestSeedsDocTestNamesExist: every test named anywhere on docs/seeds.md,
+// in a row after its file or bare in the prose ("TestScenariosInMemory"),
+// is a function some Go file of the module declares (a *_test.go file, or
+// a test helper package's exported suite such as shimtest.TestScenarios).
+// TestSeedsDocReferencesExist checks the names a row gives after a file
+// against that file; this one also catches the bare ones.
+func TestSeedsDocTestNamesExist(t *testing.T) {
+	doc, err := os.ReadFile("docs/seeds.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		names, err := goDecls(path)
+		if err != nil {
+			return err
+		}
+		for n := range names {
+			declared[n] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for n, line := range strings.Split(string(doc), "\n") {
+		for _, name := range testNameRE.FindAllString(line, -1) {
+			if name == "TestName" {
+				continue // the page's placeholder in "how to read a row"
+			}
+			named++
+			if !declared[name] {
+				t.Errorf("docs/seeds.md:%d names %s, which no Go file declares", n+1, name)
+			}
+		}
+	}
+	if named < 100 {
+		t.Fatalf("only %d test names found on docs/seeds.md", named)
+	}
+}

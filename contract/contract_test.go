@@ -206,6 +206,7 @@ func TestErrorMaps(t *testing.T) {
 		{KindNotFound, 404, -32004, OutcomeNotFound},
 		{KindConflict, 409, -32009, OutcomeConflict},
 		{KindFlagOff, 501, -32010, OutcomeFlagOff},
+		{KindPrecondition, 428, -32028, OutcomeConflict},
 		{KindInternal, 500, -32603, OutcomeDeny},
 	}
 	for _, c := range cases {

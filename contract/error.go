@@ -18,6 +18,17 @@ const (
 	KindConflict                    // a revision, idempotency key or state disagrees
 	KindFlagOff                     // the capability is switched off
 	KindUnauthenticated             // no acceptable credential was presented
+	KindPrecondition                // a write of a revisioned record came without If-Match; nothing changed
+)
+
+// The codes of the one If-Match rule (seed 002 revision: "Mutations send
+// If-Match; a mismatch is 409") on every revisioned resource: a write of an
+// existing record without If-Match is KindPrecondition (428)
+// if_match_required; one whose If-Match is not the record's revision is
+// KindConflict (409) revision_mismatch.
+const (
+	CodeIfMatchRequired  = "if_match_required"
+	CodeRevisionMismatch = "revision_mismatch"
 )
 
 var kindNames = [...]string{
@@ -28,6 +39,7 @@ var kindNames = [...]string{
 	KindConflict:        "conflict",
 	KindFlagOff:         "flag_off",
 	KindUnauthenticated: "unauthenticated",
+	KindPrecondition:    "precondition_required",
 }
 
 func (k Kind) String() string {
@@ -76,6 +88,12 @@ func FieldError(field, code, format string, args ...any) *Error {
 // Denyf returns a deny Error.
 func Denyf(code, format string, args ...any) *Error {
 	return &Error{Kind: KindDeny, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// PreconditionRequiredf returns a precondition Error (428): the write
+// needs If-Match.
+func PreconditionRequiredf(code, format string, args ...any) *Error {
+	return &Error{Kind: KindPrecondition, Code: code, Field: "If-Match", Message: fmt.Sprintf(format, args...)}
 }
 
 // NotFoundf returns a not_found Error.
@@ -128,6 +146,8 @@ func (k Kind) HTTPStatus() int {
 		return 404
 	case KindConflict:
 		return 409
+	case KindPrecondition:
+		return 428
 	case KindFlagOff:
 		return 501
 	default:
@@ -145,6 +165,7 @@ const (
 	RPCNotFound        = -32004
 	RPCConflict        = -32009
 	RPCFlagOff         = -32010
+	RPCPrecondition    = -32028
 )
 
 // RPCCode maps a Kind to its JSON-RPC error code. This is the only such map.
@@ -162,19 +183,22 @@ func (k Kind) RPCCode() int64 {
 		return RPCConflict
 	case KindFlagOff:
 		return RPCFlagOff
+	case KindPrecondition:
+		return RPCPrecondition
 	default:
 		return RPCInternal
 	}
 }
 
 // Outcome maps a Kind to the audit outcome recorded for it. Invalid input and
-// missing credentials are refusals (deny); internal failures are recorded as
-// deny with the reason "internal" by the caller.
+// missing credentials are refusals (deny); a missing If-Match is a conflict,
+// as a stale one is (the revision disagrees); internal failures are
+// recorded as deny with the reason "internal" by the caller.
 func (k Kind) Outcome() Outcome {
 	switch k {
 	case KindNotFound:
 		return OutcomeNotFound
-	case KindConflict:
+	case KindConflict, KindPrecondition:
 		return OutcomeConflict
 	case KindFlagOff:
 		return OutcomeFlagOff

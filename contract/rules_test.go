@@ -12,7 +12,7 @@ func TestKindNames(t *testing.T) {
 	for k, want := range map[Kind]string{
 		KindInternal: "internal", KindInvalid: "invalid", KindDeny: "deny", KindNotFound: "not_found",
 		KindConflict: "conflict", KindFlagOff: "flag_off", KindUnauthenticated: "unauthenticated",
-		KindUnauthenticated + 1: "kind(7)", 255: "kind(255)",
+		KindPrecondition: "precondition_required", KindPrecondition + 1: "kind(8)", 255: "kind(255)",
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)

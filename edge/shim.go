@@ -97,7 +97,7 @@ func (t docTable) cas(ctx context.Context, s *Shim, op string, tenant contract.T
 	if err != nil {
 		return err
 	}
-	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.What, key, v, ifVersion)
+	return contract.Conflictf(shim.CodeRevisionMismatch, "shim: %s %q is at version %d, not %d", t.What, key, v, ifVersion)
 }
 
 func (t docTable) update(ctx context.Context, s *Shim, tenant contract.TenantSlot, key string, doc any, ifVersion int64) error {

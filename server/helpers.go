@@ -60,7 +60,7 @@ func OutcomeOfStatus(status int) contract.Outcome {
 		return contract.OutcomeAllow
 	case status == http.StatusNotFound:
 		return contract.OutcomeNotFound
-	case status == http.StatusConflict:
+	case status == http.StatusConflict, status == http.StatusPreconditionRequired:
 		return contract.OutcomeConflict
 	default:
 		return contract.OutcomeDeny

@@ -37,6 +37,7 @@ func TestProblemOfContractErrors(t *testing.T) {
 		{contract.NotFoundf("no_route", "no"), 404, "no_route", ""},
 		{contract.Conflictf("stale_revision", "stale"), 409, "stale_revision", ""},
 		{&contract.Error{Kind: contract.KindUnauthenticated, Code: "missing_key"}, 401, "missing_key", ""},
+		{contract.PreconditionRequiredf(contract.CodeIfMatchRequired, "send If-Match"), 428, "if_match_required", "If-Match"},
 	}
 	for _, c := range cases {
 		p := ProblemOf(c.err, "/v1/x")
@@ -75,5 +76,23 @@ func TestClipKeepsRunes(t *testing.T) {
 	}
 	if Clip("short", 200) != "short" {
 		t.Error("clip changed a short string")
+	}
+}
+
+// TestOutcomeOfStatus: the audit outcome of a proxied answer's status
+// agrees with contract.Kind.Outcome for the kinds that have those statuses.
+func TestOutcomeOfStatus(t *testing.T) {
+	for status, want := range map[int]contract.Outcome{
+		0: contract.OutcomeAllow, 200: contract.OutcomeAllow, 400: contract.OutcomeDeny, 403: contract.OutcomeDeny,
+		404: contract.OutcomeNotFound, 409: contract.OutcomeConflict, 428: contract.OutcomeConflict, 500: contract.OutcomeDeny,
+	} {
+		if got := OutcomeOfStatus(status); got != want {
+			t.Errorf("OutcomeOfStatus(%d) = %s, want %s", status, got, want)
+		}
+	}
+	for _, k := range []contract.Kind{contract.KindNotFound, contract.KindConflict, contract.KindPrecondition} {
+		if got, want := OutcomeOfStatus(k.HTTPStatus()), k.Outcome(); got != want {
+			t.Errorf("kind %s: OutcomeOfStatus(%d) = %s, Kind.Outcome = %s", k, k.HTTPStatus(), got, want)
+		}
 	}
 }

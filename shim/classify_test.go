@@ -129,7 +129,7 @@ func TestContributorClassifierRefused(t *testing.T) {
 	content := `{"apply":true,"confidence":0.95}`
 	cls := classifierServer(t, &content, 0)
 	e := newEnv(t, func(c *shim.Config) { c.Classifier = &shim.ChatClassifier{BaseURL: cls.URL} })
-	e.provision(t, "key-a", strings.Replace(mmProv, "tiny-classifier", "org/Contributor-3b", 1))
+	storeContributorProv(t, e) // the write paths refuse it (TestProvisionWritesRefuseContributorModels)
 	if res, _ := call(t, e, "key-a", wire.ChatCompletions, false, "gpt-4o", "billing", nil); res.text != upstreamText || cls.calls() != 0 {
 		t.Fatalf("contributor classifier was asked (%d calls) or fired (%q)", cls.calls(), res.text)
 	}

@@ -184,9 +184,10 @@ func (m *documents[T, P]) createTenant(ctx context.Context, caller contract.Call
 
 // Update replaces document key if its version is ifVersion (the If-Match
 // header) and returns it at ifVersion+1. A builtin can be updated only by
-// an admin key. Errors: deny as Create; invalid (schema, if_match_required,
-// id_mismatch, system_builtin_immutable); not_found; conflict
-// (version_conflict) — and nothing changes.
+// an admin key. Errors: deny as Create; invalid (schema, id_mismatch,
+// system_builtin_immutable); precondition (if_match_required: no
+// If-Match); not_found; conflict (revision_mismatch) — and nothing
+// changes.
 func (m *documents[T, P]) Update(ctx context.Context, caller contract.Caller, attested, key string, ifVersion int64, body []byte) (T, error) {
 	var zero T
 	d, err := m.decodeWrite(caller, attested, body)
@@ -255,5 +256,5 @@ func (m *documents[T, P]) writeTenant(ctx context.Context, caller contract.Calle
 }
 
 func ifMatchRequired() error {
-	return contract.FieldError("If-Match", CodeIfMatchRequired, "shim: If-Match with the current version is required")
+	return contract.PreconditionRequiredf(CodeIfMatchRequired, "shim: If-Match with the current version is required")
 }

@@ -112,7 +112,7 @@ provisions:
 	}
 	// a stale explicit version conflicts and changes nothing
 	rep, _ = e.svc.Apply(t.Context(), a, "claude-code", []byte(`{"id":"PROV-DEPLOY","version":1,"triggers":{"keyword":{"any":["x"]}},"action":"shim","context_refs":["verb:deploy"]}`))
-	if rep.Failed() != 1 || rep.Items[0].Code != shim.CodeVersionConflict {
+	if rep.Failed() != 1 || rep.Items[0].Code != shim.CodeRevisionMismatch {
 		t.Fatalf("stale apply %+v", rep)
 	}
 	rep, _ = e.svc.Apply(t.Context(), a, "wrong-harness", []byte(doc))

@@ -202,10 +202,16 @@ func (r *evalRun) admitted(c *compiled) bool {
 }
 
 // fire runs c's trigger tiers in order and says what fired (Tier 0: nothing)
-// or why c was skipped. In mode any the first tier that hits fires and
-// the later tiers are not run (seed 003, H06); in mode all every
-// configured tier must hit.
+// or why c was skipped. A provision whose micromodel names a
+// contributor-tier model is refused first, before any tier and before the
+// offline fallback (seed 003, H03; such a provision can only be a row
+// written before the write rule or straight into the store). In mode any
+// the first tier that hits fires and the later tiers are not run (seed 003,
+// H06); in mode all every configured tier must hit.
 func (r *evalRun) fire(c *compiled) (fired Fired, skip string) {
+	if c.hasT3 && IsContributorModel(c.p.Triggers.Micromodel.Model) {
+		return Fired{}, "micromodel_contributor_refused"
+	}
 	all := c.p.Triggers.Mode == "all"
 	why1 := ""
 	if c.hasT1 {
@@ -275,15 +281,13 @@ func (r *evalRun) semantic(c *compiled, all bool) (fired Fired, skip string, don
 }
 
 // micromodel is tier 3: a classifier's typed verdict (seed 003, H16),
-// never offline, never from a contributor-tier model (H03), within the
-// budget. Its answer is final for c.
+// never offline, within the budget (fire has refused a contributor-tier
+// model already: H03). Its answer is final for c.
 func (r *evalRun) micromodel(c *compiled) (fired Fired, skip string) {
 	mm := c.p.Triggers.Micromodel
 	switch {
 	case r.mode == modeOffline:
 		return Fired{}, "micromodel_offline"
-	case IsContributorModel(mm.Model):
-		return Fired{}, "micromodel_contributor_refused"
 	case r.s.cfg.Classifier == nil:
 		return Fired{}, "micromodel_not_configured"
 	case r.budget().Err() != nil:

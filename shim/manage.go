@@ -12,7 +12,7 @@ const (
 	CodeHarnessRequired  = "harness_required"
 	CodeHarnessMismatch  = "harness_mismatch"
 	CodeBuiltinProtected = "builtin_protected"
-	CodeIfMatchRequired  = "if_match_required"
+	CodeIfMatchRequired  = contract.CodeIfMatchRequired
 	CodeIDMismatch       = "id_mismatch"
 )
 
@@ -69,8 +69,9 @@ func (s *Service) CreateProvision(ctx context.Context, caller contract.Caller, a
 // UpdateProvision replaces provision id if its version is ifVersion (the
 // If-Match header) and returns it at ifVersion+1. A builtin can be updated
 // only by an admin key. Errors: deny as CreateProvision; invalid (schema,
-// if_match_required, id_mismatch, system_builtin_immutable); not_found;
-// conflict (version_conflict) — and nothing changes.
+// id_mismatch, system_builtin_immutable); precondition (if_match_required:
+// no If-Match); not_found; conflict (revision_mismatch) — and nothing
+// changes.
 func (s *Service) UpdateProvision(ctx context.Context, caller contract.Caller, attested, id string, ifVersion int64, body []byte) (Provision, error) {
 	return s.provDocs.Update(ctx, caller, attested, id, ifVersion, body)
 }

@@ -65,16 +65,16 @@ func TestCASConflict(t *testing.T) {
 		t.Fatalf("update at 1: %+v %v", p, err)
 	}
 	_, err = e.svc.UpdateProvision(ctx, a, "claude-code", "P1", 1, []byte(simpleProv))
-	wantErr(t, err, contract.KindConflict, shim.CodeVersionConflict)
+	wantErr(t, err, contract.KindConflict, shim.CodeRevisionMismatch)
 	_, err = e.svc.UpdateProvision(ctx, a, "claude-code", "P1", 0, []byte(simpleProv))
-	wantErr(t, err, contract.KindInvalid, shim.CodeIfMatchRequired)
+	wantErr(t, err, contract.KindPrecondition, shim.CodeIfMatchRequired)
 	_, err = e.svc.UpdateProvision(ctx, a, "claude-code", "P2", 2, []byte(simpleProv))
 	wantErr(t, err, contract.KindInvalid, shim.CodeIDMismatch)
 	got, _ := e.svc.GetProvision(ctx, a, "P1")
 	if got.Version != 2 || len(got.Triggers.Keyword.Any) != 2 {
 		t.Fatalf("a refused update changed the provision: %+v", got)
 	}
-	wantErr(t, e.svc.DeleteProvision(ctx, a, "claude-code", "P1", 1), contract.KindConflict, shim.CodeVersionConflict)
+	wantErr(t, e.svc.DeleteProvision(ctx, a, "claude-code", "P1", 1), contract.KindConflict, shim.CodeRevisionMismatch)
 	if err := e.svc.DeleteProvision(ctx, a, "claude-code", "P1", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestCASConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.svc.UpdateContext(ctx, a, "claude-code", "verb:deploy", 1, []byte(`{"ref":"verb:deploy","kind":"verb","body":"three"}`))
-	wantErr(t, err, contract.KindConflict, shim.CodeVersionConflict)
+	wantErr(t, err, contract.KindConflict, shim.CodeRevisionMismatch)
 	got2, _ := e.svc.GetContext(ctx, a, "verb:deploy")
 	if got2.Body != "two" || got2.SHA256 != "sha256:"+sha("two") {
 		t.Fatalf("entry after conflict %+v", got2)
@@ -283,8 +283,8 @@ func TestBuiltinRuleBothKinds(t *testing.T) {
 			wantErr(t, k.update(e, adm, "ops", k.ownKey, 1, ownBuiltin), contract.KindInvalid, "system_builtin_immutable")
 			// the path key, If-Match and a missing key
 			wantErr(t, k.update(e, a, "claude-code", k.ownKey+"x", 1, k.own), contract.KindInvalid, shim.CodeIDMismatch)
-			wantErr(t, k.update(e, a, "claude-code", k.ownKey, 0, k.own), contract.KindInvalid, shim.CodeIfMatchRequired)
-			wantErr(t, k.delete(e, a, "claude-code", k.ownKey, 0), contract.KindInvalid, shim.CodeIfMatchRequired)
+			wantErr(t, k.update(e, a, "claude-code", k.ownKey, 0, k.own), contract.KindPrecondition, shim.CodeIfMatchRequired)
+			wantErr(t, k.delete(e, a, "claude-code", k.ownKey, 0), contract.KindPrecondition, shim.CodeIfMatchRequired)
 			wantErr(t, k.get(e, a, k.ownKey+"nope"), contract.KindNotFound, shim.CodeNotFound)
 			// an admin writes the builtin; the refused writes changed nothing
 			if err := k.update(e, adm, "ops", k.builtinKey, 1, notBuiltin); err != nil {

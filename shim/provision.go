@@ -40,12 +40,27 @@ const PlacementBeforeLastUser = "before_last_user"
 // defaultMaxChars bounds a provision's rendered context when it sets none.
 const defaultMaxChars = 4000
 
+// The versions of shim.provision.schema.json and shim.context.schema.json
+// the server writes provisions and context entries under (seed 002
+// $defs/contract_version, 1.x.y): a new minor version adds optional fields,
+// a new patch version only clarifies.
+//
+//   - 1.0.0 (2026-12): records carry contract_version and take tags.
+const (
+	ProvisionContractVersion = "1.0.0"
+	ContextContractVersion   = "1.0.0"
+)
+
 // Provision is a caller-scoped rule (DESIGN §7). Version is the server's
-// CAS counter; writes send the version they read.
+// CAS counter; writes send the version they read. ContractVersion is the
+// server's too: every decode sets it to ProvisionContractVersion (absent on
+// rows written before it was carried).
 type Provision struct {
+	ContractVersion     string      `json:"contract_version,omitempty"`
 	ID                  string      `json:"id"`
 	Status              Status      `json:"status,omitempty"`
 	Priority            int         `json:"priority,omitempty"`
+	Tags                []string    `json:"tags,omitempty"` // HUX tags (seed 002 $defs/tags)
 	Match               *Match      `json:"match,omitempty"`
 	Triggers            Triggers    `json:"triggers"`
 	Action              Action      `json:"action"`
@@ -127,18 +142,21 @@ type Governance struct {
 	Harness         []string `json:"harness,omitempty"`
 }
 
-// ContextEntry is an atomic noun, verb, detail or uri a provision shims by ref.
+// ContextEntry is an atomic noun, verb, detail or uri a provision shims by
+// ref. ContractVersion is set by every decode (ContextContractVersion).
 type ContextEntry struct {
-	Ref           string `json:"ref"`
-	Kind          string `json:"kind"` // noun, verb, detail, uri
-	Title         string `json:"title,omitempty"`
-	Body          string `json:"body"`
-	Version       int64  `json:"version,omitempty"`
-	SHA256        string `json:"sha256,omitempty"` // of Body, set by the server
-	MaxChars      int    `json:"max_chars,omitempty"`
-	Status        string `json:"status,omitempty"` // active (default), disabled
-	SystemBuiltin bool   `json:"system_builtin,omitempty"`
-	UpdatedAt     string `json:"updated_at,omitempty"`
+	ContractVersion string   `json:"contract_version,omitempty"`
+	Ref             string   `json:"ref"`
+	Kind            string   `json:"kind"` // noun, verb, detail, uri
+	Title           string   `json:"title,omitempty"`
+	Tags            []string `json:"tags,omitempty"` // HUX tags (seed 002 $defs/tags)
+	Body            string   `json:"body"`
+	Version         int64    `json:"version,omitempty"`
+	SHA256          string   `json:"sha256,omitempty"` // of Body, set by the server
+	MaxChars        int      `json:"max_chars,omitempty"`
+	Status          string   `json:"status,omitempty"` // active (default), disabled
+	SystemBuiltin   bool     `json:"system_builtin,omitempty"`
+	UpdatedAt       string   `json:"updated_at,omitempty"`
 }
 
 // The schemas compile on first use, not at start: compiling them is most of
@@ -152,8 +170,10 @@ var (
 
 // DecodeProvision validates b against shim.provision.schema.json and the
 // rules a schema cannot say (RE2 patterns compile, globs are well formed, a
-// shim names context, a direct answer has text), and fills defaults. It
-// returns an invalid *contract.Error naming the field otherwise.
+// shim names context, a direct answer has text, a micromodel trigger names
+// no contributor-tier model: seed 003 H03), and fills defaults. It returns
+// an invalid *contract.Error naming the field otherwise (code
+// contributor_model_refused for a contributor-tier model).
 func DecodeProvision(b []byte) (Provision, error) {
 	p, err := decodeValid[Provision](b, provisionSchema(), "provision")
 	if err != nil {
@@ -163,6 +183,7 @@ func DecodeProvision(b []byte) (Provision, error) {
 		return Provision{}, err
 	}
 	p.Defaults()
+	p.ContractVersion = ProvisionContractVersion
 	return p, nil
 }
 
@@ -200,6 +221,10 @@ func (p *Provision) check() error {
 		}
 	}
 	t := p.Triggers
+	if t.Micromodel != nil && IsContributorModel(t.Micromodel.Model) {
+		return contract.FieldError("/triggers/micromodel/model", CodeContributorRefused,
+			"field triggers.micromodel.model: %q is a contributor-tier model and refused", t.Micromodel.Model)
+	}
 	if t.Keyword == nil && len(t.Regex) == 0 && len(t.Path) == 0 && len(t.Tool) == 0 && t.Semantic == nil && t.Micromodel == nil {
 		return contract.FieldError("/triggers", "no_trigger", "field triggers: at least one trigger is required")
 	}
@@ -231,6 +256,7 @@ func DecodeContextEntry(b []byte) (ContextEntry, error) {
 		e.Status = "active"
 	}
 	e.SHA256 = contract.SHA256([]byte(e.Body))
+	e.ContractVersion = ContextContractVersion
 	return e, nil
 }
 

@@ -86,6 +86,9 @@ type turn struct {
 	// served is the model identity that answered and its provider class
 	// (the receipt's route), once an upstream answered.
 	served *contract.Route
+	// effort is the reasoning effort the request asks for (the route's
+	// effort, seed 002), "" when none of the HUX enum.
+	effort contract.Effort
 
 	// hashing runs beside the rule work: the request's and the forwarded
 	// body's sha256 are only read by finish, which waits for them
@@ -137,6 +140,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		ID: contract.NewID(contract.PrefixReceipt), At: contract.Timestamp(s.now()),
 		Tenant: caller.Identity.TenantSlot, Subject: caller.Identity.Subject, KeyID: caller.KeyID,
 		Harness: caller.Harness, Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{},
+		ContractVersion: ReceiptContractVersion,
 	}
 	// Everything the headers decide is decided before the body is read.
 	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(headerEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
@@ -173,6 +177,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		return
 	}
 	t.rc.Model = wire.PeekModel(body)
+	t.effort = contract.Effort(wire.PeekEffort(p, body))
 	if IsContributorModel(t.rc.Model) {
 		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
 		return
@@ -433,14 +438,15 @@ func (s *Service) finish(t *turn) (stored bool) {
 		prov.SessionID = contract.SessionIDFor(t.key)
 	}
 	// The route (seed 002): the model asked for (the protocol when the
-	// request named none), and when an upstream answered, the model
-	// identity it served and its provider class.
+	// request named none), the reasoning effort it asked for, and when an
+	// upstream answered, the model identity it served and its provider
+	// class.
 	requested := t.rc.Model
 	if requested == "" {
 		requested = string(t.rc.Protocol)
 	}
 	if requested != "" {
-		r := contract.Route{Requested: truncateRunes(requested, 120)}
+		r := contract.Route{Requested: truncateRunes(requested, 120), Effort: t.effort}
 		if t.served != nil {
 			r.ResolvedTarget, r.Provider = truncateRunes(t.served.ResolvedTarget, 120), t.served.Provider
 		}

@@ -60,10 +60,21 @@ type Spend struct {
 	Settled  int64             `json:"settled_microdollars"`
 }
 
+// ReceiptContractVersion is the version of shim.receipt.schema.json every
+// receipt is written under (seed 002 $defs/contract_version, 1.x.y): a new
+// minor version adds optional fields, a new patch version only clarifies.
+//
+//   - 1.0.0 (2026-12): receipts carry contract_version; the route carries
+//     the reasoning effort the request asked for.
+const ReceiptContractVersion = "1.0.0"
+
 // Receipt is the record of one proxied request (DESIGN §7), stored per
 // tenant and appended to the audit trail as the payload of a shim.proxy
 // outcome.
 type Receipt struct {
+	// ContractVersion is ReceiptContractVersion on every receipt written
+	// (absent on receipts written before it was carried).
+	ContractVersion string              `json:"contract_version,omitempty"`
 	ID              string              `json:"id"`
 	At              string              `json:"at"`
 	Tenant          contract.TenantSlot `json:"tenant"`
@@ -105,7 +116,8 @@ type Receipt struct {
 	Spend   *Spend `json:"spend,omitempty"`
 	AuditID string `json:"audit_id,omitempty"`
 	// Route is the HUX route (seed 002): the model asked for (the protocol
-	// when the request named none), the model identity that served it
+	// when the request named none), the reasoning effort it asked for
+	// (wire.PeekEffort), the model identity that served it
 	// ("openai/gpt-4.1", not the route's name) and its provider class.
 	Route *contract.Route `json:"route,omitempty"`
 }

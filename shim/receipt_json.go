@@ -24,6 +24,7 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 		w.Bool("broken", true)
 	}
 	w.OptStr("cache_hit", r.CacheHit)
+	w.OptStr("contract_version", r.ContractVersion)
 	w.OptStr("conversation_id", r.ConversationID)
 	w.Str("decision", string(r.Decision))
 	w.Int("evaluated", int64(r.Evaluated))

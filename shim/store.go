@@ -16,7 +16,7 @@ import (
 //
 // Errors: a missing row is a not_found *contract.Error (code "not_found");
 // a version mismatch or an existing id on create is a conflict
-// *contract.Error (codes "version_conflict", "exists"); anything else is a
+// *contract.Error (codes "revision_mismatch", "exists"); anything else is a
 // failure. Each check-then-write is one statement: create is an INSERT
 // guarded by the (tenant, id) primary key, update and delete are
 // "... WHERE tenant = ? AND id = ? AND version = ?" (zero rows affected then
@@ -64,9 +64,9 @@ type Store interface {
 
 // Store error codes.
 const (
-	CodeNotFound        = "not_found"
-	CodeVersionConflict = "version_conflict"
-	CodeExists          = "exists"
+	CodeNotFound         = "not_found"
+	CodeRevisionMismatch = contract.CodeRevisionMismatch // the version is not the If-Match one
+	CodeExists           = "exists"
 )
 
 // TurnRecorder writes a proxied turn's record as one unit: the audit entry

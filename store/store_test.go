@@ -97,64 +97,6 @@ func widgetName(t *testing.T, db *store.DB, tenant string) (string, int64) {
 	return name, rev
 }
 
-func TestRevise(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		ctx := t.Context()
-		createWidgets(t, db)
-		rev, err := store.Revise(ctx, db, "widgets", "name = ?", []any{"second"}, "tenant = ? AND id = ?", []any{"slot-1", "w1"}, 1)
-		if err != nil || rev != 2 {
-			t.Fatalf("Revise at current revision = %d, %v; want 2", rev, err)
-		}
-		// A stale revision changes nothing and is a conflict.
-		_, err = store.Revise(ctx, db, "widgets", "name = ?", []any{"stale"}, "tenant = ? AND id = ?", []any{"slot-1", "w1"}, 1)
-		if e, ok := errors.AsType[*contract.Error](err); !ok || e.Kind != contract.KindConflict || e.Code != "stale_revision" {
-			t.Fatalf("stale Revise = %v; want conflict stale_revision", err)
-		}
-		if name, rev := widgetName(t, db, "slot-1"); name != "second" || rev != 2 {
-			t.Errorf("after stale write: %s@%d; want second@2", name, rev)
-		}
-		// Another tenant's row is untouched and addressed separately.
-		if name, rev := widgetName(t, db, "slot-2"); name != "first" || rev != 1 {
-			t.Errorf("slot-2 changed: %s@%d", name, rev)
-		}
-		_, err = store.Revise(ctx, db, "widgets", "name = ?", []any{"x"}, "tenant = ? AND id = ?", []any{"slot-3", "w1"}, 1)
-		if contract.KindOf(err) != contract.KindNotFound {
-			t.Errorf("Revise on missing row = %v; want not_found", err)
-		}
-	})
-}
-
-func TestReviseConcurrentExactlyOneWins(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		ctx := t.Context()
-		createWidgets(t, db)
-		var wins, conflicts atomic.Int32
-		var wg sync.WaitGroup
-		for i := range 20 {
-			wg.Go(func() {
-				_, err := store.Revise(ctx, db, "widgets", "name = ?", []any{fmt.Sprint("w", i)}, "tenant = ? AND id = ?", []any{"slot-1", "w1"}, 1)
-				switch contract.KindOf(err) {
-				case contract.KindConflict:
-					conflicts.Add(1)
-				default:
-					if err == nil {
-						wins.Add(1)
-					} else {
-						t.Error(err)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if wins.Load() != 1 || conflicts.Load() != 19 {
-			t.Fatalf("wins=%d conflicts=%d; want 1 and 19", wins.Load(), conflicts.Load())
-		}
-		if _, rev := widgetName(t, db, "slot-1"); rev != 2 {
-			t.Errorf("revision %d after one win; want 2", rev)
-		}
-	})
-}
-
 func TestIdempotent(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
 		ctx := t.Context()

@@ -53,8 +53,9 @@ func checkConcern(c Concern) error {
 //
 // It returns the stored strategy, or: a deny Error without the configure
 // scope; an invalid Error for a malformed strategy or a change of its
-// account_id or market_symbol; a conflict Error (code revision_mismatch) when
-// ifMatch does not match or the strategy exists and ifMatch is 0, or (code
+// account_id or market_symbol; a precondition Error (code if_match_required)
+// when the strategy exists and ifMatch is 0; a conflict Error (code
+// revision_mismatch) when ifMatch does not match, or (code
 // concern_has_current) when st would be a second active or paused strategy of
 // its concern; an internal Error when the store or runtime fails.
 func (s *Service) PutStrategy(ctx context.Context, caller contract.Caller, st Strategy, ifMatch contract.Revision) (Strategy, error) {
@@ -154,9 +155,10 @@ func ensureConcern(ctx context.Context, tx Tx, id string, now time.Time) error {
 // PutStrategy. The write is audited (trader.put_concern).
 //
 // It returns the stored concern, or: a deny Error without the configure
-// scope; an invalid Error for a malformed concern; a conflict Error (code
-// revision_mismatch) when ifMatch does not match; an internal Error when the
-// store fails.
+// scope; an invalid Error for a malformed concern; a precondition Error
+// (code if_match_required) when the concern exists and ifMatch is 0; a
+// conflict Error (code revision_mismatch) when ifMatch does not match; an
+// internal Error when the store fails.
 func (s *Service) PutConcern(ctx context.Context, caller contract.Caller, c Concern, ifMatch contract.Revision) (Concern, error) {
 	if err := authorize(caller, contract.ScopeConfigure); err != nil {
 		return Concern{}, err
@@ -209,11 +211,11 @@ func (s *Service) putConcern(ctx context.Context, caller contract.Caller, c Conc
 func revisionMismatch(noun, id string, exists bool, stored, ifMatch contract.Revision) error {
 	switch {
 	case exists && ifMatch == 0:
-		return contract.Conflictf("revision_mismatch", "trader: %s %s exists at revision %d; send If-Match", noun, id, stored)
+		return contract.PreconditionRequiredf(contract.CodeIfMatchRequired, "trader: %s %s exists at revision %d; send If-Match", noun, id, stored)
 	case !exists && ifMatch != 0:
-		return contract.Conflictf("revision_mismatch", "trader: %s %s does not exist; send no If-Match to create it", noun, id)
+		return contract.Conflictf(contract.CodeRevisionMismatch, "trader: %s %s does not exist; send no If-Match to create it", noun, id)
 	case exists && stored != ifMatch:
-		return contract.Conflictf("revision_mismatch", "trader: %s %s is at revision %d, not %d", noun, id, stored, ifMatch)
+		return contract.Conflictf(contract.CodeRevisionMismatch, "trader: %s %s is at revision %d, not %d", noun, id, stored, ifMatch)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestPutStrategy(t *testing.T) {
 		kind    contract.Kind
 		code    string
 	}{
-		{"create over existing", nil, 0, contract.KindConflict, "revision_mismatch"},
+		{"create over existing", nil, 0, contract.KindPrecondition, "if_match_required"},
 		{"stale revision", nil, 7, contract.KindConflict, "revision_mismatch"},
 		{"move concern", func(s *trader.Strategy) { s.MarketSymbol = "btcusd" }, 1, contract.KindInvalid, "immutable_field"},
 		{"bad id", func(s *trader.Strategy) { s.ID = "not-a-uuid" }, 1, contract.KindInvalid, trader.CodeInvalidField},
@@ -115,7 +115,7 @@ func TestPutConcern(t *testing.T) {
 	if _, err := e.svc.PutConcern(ctx, operator, c, c.Revision+1); contract.KindOf(err) != contract.KindConflict {
 		t.Errorf("stale: %v", err)
 	}
-	if _, err := e.svc.PutConcern(ctx, operator, c, 0); contract.KindOf(err) != contract.KindConflict {
+	if _, err := e.svc.PutConcern(ctx, operator, c, 0); contract.KindOf(err) != contract.KindPrecondition {
 		t.Errorf("create over existing: %v", err)
 	}
 	got, err := e.svc.PutConcern(ctx, operator, c, c.Revision)

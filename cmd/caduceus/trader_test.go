@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/trader"
 )
 
 func toolNames(t *testing.T, sess *mcp.ClientSession) []string {
@@ -46,6 +49,26 @@ func TestTraderEndToEnd(t *testing.T) {
 	}
 	if got := strings.Join(toolNames(t, opSess), ","); got != "apply_control_decision,execute_intents,get_strategy,list_strategies,shim_preview,whoami" {
 		t.Errorf("operate key sees %s", got)
+	}
+	// The one write tool takes seed 000's request schema as its input schema.
+	served, err := opSess.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range served.Tools {
+		if tl.Name == "apply_control_decision" {
+			found = true
+			got, _ := json.Marshal(tl.InputSchema)
+			c1, err1 := contract.CanonicalJSON(got)
+			c2, err2 := contract.CanonicalJSON(trader.RequestSchema())
+			if err1 != nil || err2 != nil || string(c1) != string(c2) {
+				t.Errorf("apply_control_decision's input schema is not the request schema: %s (%v %v)", got, err1, err2)
+			}
+		}
+	}
+	if !found {
+		t.Error("apply_control_decision is not served")
 	}
 	// A route key cannot call the write tool it does not see.
 	decision, _ := os.ReadFile("testdata/decision.json")

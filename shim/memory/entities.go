@@ -345,9 +345,12 @@ var errorSuffixes = []string{"Error", "Exception", "Exit", "Interrupt", "Warning
 
 // proseErrors returns the errors inside a line that does not start with
 // one: each `code span` that reads as an error line, and each typed error
-// ("TypeError: ...", "java.io.IOException: ...") not in a code span, its
-// message running to the end of the sentence (". ") or of the line. A bare
-// "Error:" or "error:" inside a sentence is prose, not an error.
+// ("TypeError: ...", "java.io.IOException: ...") or Go panic ("... fails
+// with panic: runtime error: ...") not in a code span, its message running
+// to the end of the sentence (". ") or of the line, or to the closing
+// parenthesis of a parenthesized panic. A bare "Error:" or "error:" inside
+// a sentence is prose, not an error, and so is a negated panic ("Don't
+// panic: ...").
 func proseErrors(line string) []string {
 	var out []string
 	// Code spans first; their bytes are then blanked for the typed scan.
@@ -392,12 +395,18 @@ func typedErrors(scan string, out []string) []string {
 			start--
 		}
 		head := scan[start:i]
-		if head == "" || !identStart(head[0]) || !typedError(head) {
+		panicked := head == "panic" && goPanic(scan[:start])
+		if head == "" || !identStart(head[0]) || !typedError(head) && !panicked {
 			continue
 		}
 		msg := scan[i+1:]
 		if k := strings.Index(msg, ". "); k >= 0 {
 			msg = msg[:k]
+		}
+		if panicked && strings.HasSuffix(scan[:start], "(") {
+			if k := strings.IndexByte(msg, ')'); k >= 0 {
+				msg = msg[:k]
+			}
 		}
 		msg = strings.TrimRight(msg, ". ")
 		if strings.Contains(msg, "`") { // ran into a blanked code span
@@ -407,6 +416,29 @@ func typedErrors(scan string, out []string) []string {
 		i += len(msg)
 	}
 	return out
+}
+
+// negations are the words that make a following "panic:" prose.
+var negations = []string{"don't", "dont", "do not", "not", "never", "no", "won't", "doesn't", "didn't", "shouldn't"}
+
+// goPanic reports whether a "panic:" after before is a Go panic named in
+// prose: it starts the text or follows a space or an opening parenthesis,
+// and no negation comes right before it ("Don't panic: ...").
+func goPanic(before string) bool {
+	if before == "" {
+		return true
+	}
+	if c := before[len(before)-1]; c != ' ' && c != '(' && c != '\t' {
+		return false
+	}
+	prev := strings.ToLower(strings.TrimRight(before, " (\t"))
+	prev = strings.ReplaceAll(prev, "\u2019", "'") // a typographic apostrophe
+	for _, n := range negations {
+		if strings.HasSuffix(prev, n) && (len(prev) == len(n) || !identByte(prev[len(prev)-len(n)-1])) {
+			return false
+		}
+	}
+	return true
 }
 
 // typedError reports whether head names an error type: a (possibly

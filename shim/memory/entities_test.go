@@ -191,3 +191,31 @@ func TestEntitiesOfRealText(t *testing.T) {
 		}
 	}
 }
+
+// TestGoPanicInProse: a Go panic named inside a sentence is the same error
+// signature as the panic at a line's start (so an issue that quotes it and
+// the log that printed it meet on one entity); its message runs to the end
+// of the sentence or line. "Don't panic:" and a panic named without its
+// colon are prose.
+func TestGoPanicInProse(t *testing.T) {
+	const oob = "panic: runtime error: index out of range [<n>] with length <n>"
+	for _, tc := range []struct{ in, want string }{
+		{"func ReconcileLedger fails with panic: runtime error: index out of range [7] with length 3", oob},
+		{"Since Tuesday ReconcileLedger dies with panic: runtime error: index out of range [12] with length 4. It started after the merge.", oob},
+		{"2026-11-30T09:14:12.010Z worker[3]: panic: runtime error: index out of range [7] with length 3", oob},
+		{"the worker hit panic: assignment to entry in nil map when the cache was cold", "panic: assignment to entry in nil map when the cache was cold"},
+		{"the job died with `panic: runtime error: index out of range [7] with length 3` twice", oob},
+		{"(panic: runtime error: invalid memory address or nil pointer dereference)", "panic: runtime error: invalid memory address or nil pointer dereference"},
+		{"Don't panic: the fix is in.", ""},
+		{"it does not panic on an empty slice: it returns nil", ""},
+	} {
+		got := errorSignatures(tc.in)
+		want := []string{}
+		if tc.want != "" {
+			want = []string{tc.want}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("errorSignatures(%q) = %q, want %q", tc.in, got, want)
+		}
+	}
+}

@@ -32,15 +32,15 @@ import (
 // Reasons a sync refuses a record or reports a conflict, besides the
 // governance lens's (shim.ReasonQuarantined ...); each is a stable code.
 const (
-	ReasonBlobDigest      = "blob_digest_mismatch"
-	reasonBlobUnavailable = "blob_unavailable"
-	reasonBlobRef         = "blob_ref_invalid"
-	ReasonBuiltin         = "builtin_protected"
-	ReasonInvalid         = "invalid"
-	ReasonStale           = "stale_version"
-	ReasonLocalEdit       = "local_edit"
-	ReasonVersionConflict = "version_conflict"
-	reasonStoreError      = "store_error"
+	ReasonBlobDigest       = "blob_digest_mismatch"
+	reasonBlobUnavailable  = "blob_unavailable"
+	reasonBlobRef          = "blob_ref_invalid"
+	ReasonBuiltin          = "builtin_protected"
+	ReasonInvalid          = "invalid"
+	ReasonStale            = "stale_version"
+	ReasonLocalEdit        = "local_edit"
+	ReasonRevisionMismatch = shim.CodeRevisionMismatch // a CAS write lost, as a stale If-Match does
+	reasonStoreError       = "store_error"
 )
 
 // Config configures a Syncer.
@@ -164,7 +164,7 @@ type source interface {
 // source version is not newer than the one last synced (stale_version;
 // never synced: than the local version), when it was created or edited
 // locally since its last sync (local_edit, with a Ledger), or when another
-// writer won the CAS (version_conflict, exists). Every max_chars above the
+// writer won the CAS (revision_mismatch, exists). Every max_chars above the
 // ceiling is clamped, and the clamp recorded. Starters (system_builtin)
 // go to the builtin tenant and fire only through shim.Governor.Admit.
 //
@@ -211,7 +211,7 @@ func (r *Report) add(it Item) {
 	switch {
 	case it.Result != "":
 		r.Taken = append(r.Taken, it)
-	case it.Reason == ReasonStale || it.Reason == ReasonLocalEdit || it.Reason == ReasonVersionConflict || it.Reason == shim.CodeExists:
+	case it.Reason == ReasonStale || it.Reason == ReasonLocalEdit || it.Reason == ReasonRevisionMismatch || it.Reason == shim.CodeExists:
 		r.Conflicts = append(r.Conflicts, it)
 	default:
 		r.Refused = append(r.Refused, it)
@@ -417,7 +417,10 @@ func (y *Syncer) syncContext(ctx context.Context, s source, caller contract.Call
 	a, b := cur, e
 	a.Version, a.UpdatedAt, b.Version, b.UpdatedAt = 0, "", 0, ""
 	a.SystemBuiltin, b.SystemBuiltin = false, false
-	if it, ok := y.decide(ctx, tenant, it, cur.Version, a == b); !ok {
+	a.ContractVersion, b.ContractVersion = "", "" // the server's, not the source's
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if it, ok := y.decide(ctx, tenant, it, cur.Version, bytes.Equal(ja, jb)); !ok {
 		return it, tenant
 	}
 	got, err := st.UpdateContext(ctx, tenant, e, cur.Version)
@@ -443,7 +446,7 @@ func (y *Syncer) decide(ctx context.Context, tenant contract.TenantSlot, it Item
 		// The ledger is ahead of the record we read: another sync wrote
 		// and marked it between our read of the record and of the mark.
 		// That writer won, exactly as a failed CAS write would say.
-		it.Reason = ReasonVersionConflict
+		it.Reason = ReasonRevisionMismatch
 		it.Detail = fmt.Sprintf("version %d was replaced by a concurrent sync (now %d)", local, mark.LocalVersion)
 		return it, false
 	}
@@ -494,15 +497,15 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 		return refuse(it, ReasonInvalid, err.Error()), tenant
 	}
 	p, err := shim.DecodeProvision(doc)
-	if err != nil {
-		return refuse(it, ReasonInvalid, contract.AsError(err).Message), tenant
+	if e := contract.AsError(err); e != nil {
+		if e.Code == shim.CodeContributorRefused {
+			return refuse(it, shim.CodeContributorRefused, e.Message), tenant
+		}
+		return refuse(it, ReasonInvalid, e.Message), tenant
 	}
 	if p.MaxChars > y.cfg.MaxChars {
 		rep.Clamped = append(rep.Clamped, Clamp{Kind: "provision", ID: p.ID, From: p.MaxChars, To: y.cfg.MaxChars})
 		p.MaxChars = y.cfg.MaxChars
-	}
-	if p.Triggers.Micromodel != nil && shim.IsContributorModel(p.Triggers.Micromodel.Model) {
-		return refuse(it, shim.CodeContributorRefused, "triggers.micromodel.model names a contributor-tier model"), tenant
 	}
 	st := y.w.Store
 	cur, err := st.GetProvision(ctx, tenant, p.ID)
@@ -524,7 +527,7 @@ func (y *Syncer) syncProvision(ctx context.Context, caller contract.Caller, atte
 }
 
 func withoutServerFields(p shim.Provision) shim.Provision {
-	p.Version, p.UpdatedAt, p.SystemBuiltin = 0, "", false
+	p.Version, p.UpdatedAt, p.SystemBuiltin, p.ContractVersion = 0, "", false, ""
 	return p
 }
 
@@ -569,7 +572,7 @@ func written(it Item, v int64, result string, err error) Item {
 	if err != nil {
 		e := contract.AsError(err)
 		if e.Kind == contract.KindConflict {
-			it.Reason, it.Detail = ReasonVersionConflict, e.Message
+			it.Reason, it.Detail = ReasonRevisionMismatch, e.Message
 			if e.Code == shim.CodeExists {
 				it.Reason = shim.CodeExists
 			}

@@ -67,3 +67,24 @@ func TestSyncFromDirectory(t *testing.T) {
 		t.Fatalf("%d shim.sync audit records, want 1", n)
 	}
 }
+
+// TestSyncRefusesContributorModels: a synced provision whose micromodel
+// names a contributor-tier model is refused with reason
+// contributor_model_refused (seed 003 H03), and nothing is written.
+func TestSyncRefusesContributorModels(t *testing.T) {
+	svc := shim.New(shim.Config{Store: shimtest.NewMemory(), Audit: audit.NewMemory()})
+	dir := t.TempDir()
+	doc := `{"provisions":[{"id":"MM","version":1,"triggers":{"micromodel":{"model":"org/x-Contributor-3b","question":"billing?"}},"action":"respond_directly","response":{"text":"no"},"fabric_governance":{"status":"verified","visibility_scope":"public"}}]}`
+	if err := os.WriteFile(filepath.Join(dir, "a.json"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_aaaaaaaaaaaaaaaa", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
+		KeyID: "ka", Scopes: []contract.Scope{contract.ScopeRoute, contract.ScopeConfigure}, Harness: "claude-code"}
+	rep, err := provsync.New(svc, provsync.Config{AllowDir: true}).Sync(t.Context(), c, c.Harness, dir)
+	if err != nil || len(rep.Taken) != 0 || len(rep.Refused) != 1 || rep.Refused[0].Reason != shim.CodeContributorRefused {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := svc.GetProvision(t.Context(), c, "MM"); contract.KindOf(err) != contract.KindNotFound {
+		t.Fatalf("the refused provision was stored: %v", err)
+	}
+}

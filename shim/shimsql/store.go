@@ -93,7 +93,7 @@ func (t shimTable) casExec(ctx context.Context, db *store.DB, op string, tenant 
 	if err != nil {
 		return err
 	}
-	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q is at version %d, not %d", t.What, key, v, ifVersion)
+	return contract.Conflictf(shim.CodeRevisionMismatch, "shim: %s %q is at version %d, not %d", t.What, key, v, ifVersion)
 }
 
 func decodeDoc[T any](doc []byte, what string) (T, error) {

@@ -68,7 +68,7 @@ func notFound(what, id string) error {
 }
 
 func conflict(what, id string) error {
-	return contract.Conflictf(shim.CodeVersionConflict, "shim: %s %q has another version", what, id)
+	return contract.Conflictf(shim.CodeRevisionMismatch, "shim: %s %q has another version", what, id)
 }
 
 // table is one kind of versioned document (provisions, context entries)

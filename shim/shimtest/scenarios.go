@@ -670,7 +670,7 @@ func testConcurrentSync(t *testing.T, st Stores) {
 			}
 		}
 		for _, it := range rep.Conflicts {
-			if it.Reason != provsync.ReasonVersionConflict {
+			if it.Reason != provsync.ReasonRevisionMismatch {
 				t.Fatalf("unexpected conflict %+v", it)
 			}
 		}
@@ -699,7 +699,7 @@ func (l *racingLedger) GetSyncMark(ctx context.Context, tenant contract.TenantSl
 // testSyncBetweenReads pins the interleaving behind the flake of
 // H07_ConcurrentSyncCAS: sync A reads version 1 of a record, sync B then
 // updates it to version 2 and marks it, and only then does A read the mark.
-// A lost the race exactly as a failed CAS write would: version_conflict,
+// A lost the race exactly as a failed CAS write would: revision_mismatch,
 // never "source version 2 is not newer than 2".
 func testSyncBetweenReads(t *testing.T, st Stores) {
 	ctx := t.Context()
@@ -718,8 +718,8 @@ func testSyncBetweenReads(t *testing.T, st Stores) {
 	if len(repB.Taken) != 1 || repB.Taken[0].Result != provsync.Updated {
 		t.Fatalf("sync B: %+v", repB)
 	}
-	if len(repA.Taken) != 0 || len(repA.Conflicts) != 1 || repA.Conflicts[0].Reason != provsync.ReasonVersionConflict {
-		t.Fatalf("sync A lost the race and must say version_conflict: %+v", repA)
+	if len(repA.Taken) != 0 || len(repA.Conflicts) != 1 || repA.Conflicts[0].Reason != provsync.ReasonRevisionMismatch {
+		t.Fatalf("sync A lost the race and must say revision_mismatch: %+v", repA)
 	}
 	if p := must(r.svc.GetProvision(ctx, callerA, "RACE")); p.Version != 2 || p.Priority != 7 {
 		t.Fatalf("RACE is %+v", p)

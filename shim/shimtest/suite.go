@@ -114,14 +114,14 @@ func testProvisionCRUD(t *testing.T, s shim.Store) {
 	stale := simple("P1")
 	stale.Priority = 99
 	_, err = s.UpdateProvision(ctx, tenantA, stale, 1)
-	wantKind(t, err, contract.KindConflict, shim.CodeVersionConflict)
+	wantKind(t, err, contract.KindConflict, shim.CodeRevisionMismatch)
 	if p := must(s.GetProvision(ctx, tenantA, "P1")); p.Priority != 7 || p.Version != 2 {
 		t.Fatalf("a conflicting update changed the row: priority %d version %d", p.Priority, p.Version)
 	}
 	_, err = s.UpdateProvision(ctx, tenantA, simple("NOPE"), 1)
 	wantKind(t, err, contract.KindNotFound, shim.CodeNotFound)
 
-	wantKind(t, s.DeleteProvision(ctx, tenantA, "P1", 1), contract.KindConflict, shim.CodeVersionConflict)
+	wantKind(t, s.DeleteProvision(ctx, tenantA, "P1", 1), contract.KindConflict, shim.CodeRevisionMismatch)
 	if err := s.DeleteProvision(ctx, tenantA, "P1", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -224,13 +224,13 @@ func testContextCRUD(t *testing.T, s shim.Store) {
 		t.Fatalf("update gave %+v", got)
 	}
 	_, err = s.UpdateContext(ctx, tenantA, entry("verb:deploy", "stale"), 1)
-	wantKind(t, err, contract.KindConflict, shim.CodeVersionConflict)
+	wantKind(t, err, contract.KindConflict, shim.CodeRevisionMismatch)
 	if e := must(s.GetContext(ctx, tenantA, "verb:deploy")); e.Body != "three" {
 		t.Fatalf("a conflicting update changed the row: %q", e.Body)
 	}
 	_, err = s.UpdateContext(ctx, tenantA, entry("verb:nope", "x"), 1)
 	wantKind(t, err, contract.KindNotFound, shim.CodeNotFound)
-	wantKind(t, s.DeleteContext(ctx, tenantA, "verb:deploy", 1), contract.KindConflict, shim.CodeVersionConflict)
+	wantKind(t, s.DeleteContext(ctx, tenantA, "verb:deploy", 1), contract.KindConflict, shim.CodeRevisionMismatch)
 	if err := s.DeleteContext(ctx, tenantA, "verb:deploy", 2); err != nil {
 		t.Fatal(err)
 	}

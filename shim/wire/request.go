@@ -140,6 +140,42 @@ func PeekModel(body []byte) string {
 	return s
 }
 
+// PeekEffort returns the reasoning effort a request asks for, without a
+// full parse: chat completions' reasoning_effort, Responses'
+// reasoning.effort, Anthropic's output_config.effort. It returns "" when
+// the request names none or names one the HUX effort enum (seed 002: low,
+// medium, high, xhigh) does not have, such as minimal, none or max.
+func PeekEffort(p Protocol, body []byte) string {
+	var path []string
+	switch p {
+	case ChatCompletions:
+		path = []string{"reasoning_effort"}
+	case Responses:
+		path = []string{"reasoning", "effort"}
+	case Messages:
+		path = []string{"output_config", "effort"}
+	default:
+		return ""
+	}
+	v := span{0, len(body)}
+	for _, key := range path {
+		ms, err := objectMembers(body, v)
+		if err != nil {
+			return ""
+		}
+		var ok bool
+		if v, ok = find(ms, key); !ok {
+			return ""
+		}
+	}
+	s, _ := fastString(body, v)
+	switch s {
+	case "low", "medium", "high", "xhigh":
+		return s
+	}
+	return ""
+}
+
 func typeErr(field string, err error) error {
 	if _, ok := err.(*json.SyntaxError); ok {
 		return fmt.Errorf("wire: request body is not valid JSON: %v", err)

@@ -244,3 +244,30 @@ func TestSSEReaderTooLarge(t *testing.T) {
 		t.Fatalf("got %v, want ErrEventTooLarge", err)
 	}
 }
+
+// TestPeekEffort: the reasoning effort of each protocol's field, only the
+// HUX enum's values, and nothing from a malformed or misplaced field.
+func TestPeekEffort(t *testing.T) {
+	for _, c := range []struct {
+		p    Protocol
+		body string
+		want string
+	}{
+		{ChatCompletions, `{"model":"m","reasoning_effort":"medium"}`, "medium"},
+		{ChatCompletions, `{"model":"m","reasoning_effort":"minimal"}`, ""},
+		{ChatCompletions, `{"model":"m","reasoning_effort":5}`, ""},
+		{ChatCompletions, `{"model":"m","reasoning":{"effort":"high"}}`, ""},
+		{Responses, `{"model":"m","reasoning":{"effort":"xhigh"}}`, "xhigh"},
+		{Responses, `{"model":"m","reasoning":"high"}`, ""},
+		{Responses, `{"model":"m","reasoning_effort":"high"}`, ""},
+		{Messages, `{"model":"m","output_config":{"effort":"low"}}`, "low"},
+		{Messages, `{"model":"m","output_config":{"effort":"max"}}`, ""},
+		{Messages, `{"model":"m","thinking":{"type":"enabled","budget_tokens":1024}}`, ""},
+		{Embeddings, `{"model":"m","reasoning_effort":"high"}`, ""},
+		{ChatCompletions, `not json`, ""},
+	} {
+		if got := PeekEffort(c.p, []byte(c.body)); got != c.want {
+			t.Errorf("PeekEffort(%s, %s) = %q, want %q", c.p, c.body, got, c.want)
+		}
+	}
+}
