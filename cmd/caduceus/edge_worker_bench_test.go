@@ -142,34 +142,40 @@ func BenchmarkEdgeWorker(b *testing.B) {
 
 // BenchmarkEdgeWorkerColdStart times the first request a new Worker
 // isolate answers (instantiating the Wasm module, starting the Go runtime,
-// adopting the admin key in D1), after miniflare has started workerd.
+// adopting the admin key in D1), after miniflare has started workerd:
+// the Worker's, and the floor's (deploy/cloudflare/floor: only the standard
+// library packages the edge uses, behind the same bridge), each /readyz.
 // first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
-// on it.
+// on it. The two run in turn, start after start.
 //
 //	go test -run '^$' -bench EdgeWorkerColdStart -benchtime 5x ./cmd/caduceus
 func BenchmarkEdgeWorkerColdStart(b *testing.B) {
-	dir := buildWorker(b)
-	var wall time.Duration
-	var ticks int64
-	for b.Loop() {
-		b.StopTimer()
-		w := startWorker(b, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey, "CADUCEUS_OFFLINE=true")
-		pid := workerdOf(b, w.cmd.Process.Pid)
-		before := cpuTicks(b, pid)
-		b.StartTimer()
-		start := time.Now()
-		resp, err := http.Get(w.url + "/readyz")
-		if err != nil || resp.StatusCode != 200 {
-			b.Fatalf("first request: %v %v", resp, err)
-		}
-		resp.Body.Close()
-		wall += time.Since(start)
-		b.StopTimer()
-		ticks += cpuTicks(b, pid) - before
-		w.cmd.Process.Signal(os.Interrupt)
-		w.cmd.Wait()
-		b.StartTimer()
+	dirs := map[string]string{"worker": buildWorker(b), "floor": buildWorkerOf(b, "./deploy/cloudflare/floor")}
+	for _, name := range []string{"worker", "floor"} {
+		b.Run(name, func(b *testing.B) {
+			var wall time.Duration
+			var ticks int64
+			for b.Loop() {
+				b.StopTimer()
+				w := startWorker(b, dirs[name], "CADUCEUS_ADMIN_KEY="+edgeAdminKey, "CADUCEUS_OFFLINE=true")
+				pid := workerdOf(b, w.cmd.Process.Pid)
+				before := cpuTicks(b, pid)
+				b.StartTimer()
+				start := time.Now()
+				resp, err := http.Get(w.url + "/readyz")
+				if err != nil || resp.StatusCode != 200 {
+					b.Fatalf("first request: %v %v", resp, err)
+				}
+				resp.Body.Close()
+				wall += time.Since(start)
+				b.StopTimer()
+				ticks += cpuTicks(b, pid) - before
+				w.cmd.Process.Signal(os.Interrupt)
+				w.cmd.Wait()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
+			b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
+		})
 	}
-	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
-	b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
 }

@@ -41,6 +41,13 @@ const (
 // deploy/cloudflare when it has none; Node and npm must be on the PATH).
 func buildWorker(t testing.TB) string {
 	t.Helper()
+	return buildWorkerOf(t, "./deploy/cloudflare")
+}
+
+// buildWorkerOf is buildWorker with the Go program pkg as the Worker's
+// (./deploy/cloudflare/floor for the floor).
+func buildWorkerOf(t testing.TB, pkg string) string {
+	t.Helper()
 	src, err := filepath.Abs("../../deploy/cloudflare")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +60,7 @@ func buildWorker(t testing.TB) string {
 		}
 	}
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "dist", "caduceus.wasm"), "./deploy/cloudflare")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "dist", "caduceus.wasm"), pkg)
 	build.Dir = filepath.Dir(filepath.Dir(src))
 	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
 	if out, err := build.CombinedOutput(); err != nil {

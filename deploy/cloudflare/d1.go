@@ -7,6 +7,7 @@ import (
 	"errors"
 	"syscall/js"
 
+	"github.com/caduceus-dev/caduceus/deploy/cloudflare/fetch"
 	"github.com/caduceus-dev/caduceus/edge"
 )
 
@@ -21,7 +22,7 @@ func (d d1) statement(q string, args []any) (js.Value, error) {
 		return js.Value{}, errors.New("d1: the Worker has no D1 binding named DB (wrangler.jsonc d1_databases)")
 	}
 	var s js.Value
-	err := catchJS(func() error {
+	err := fetch.CatchJS(func() error {
 		s = d.db.Call("prepare", q)
 		if len(args) > 0 {
 			vs := make([]any, len(args))
@@ -51,10 +52,10 @@ func (d d1) Query(_ context.Context, q string, args ...any) ([]edge.Row, error) 
 		return nil, err
 	}
 	var p js.Value
-	if err := catchJS(func() error { p = s.Call("raw"); return nil }); err != nil {
+	if err := fetch.CatchJS(func() error { p = s.Call("raw"); return nil }); err != nil {
 		return nil, err
 	}
-	res, err := await(p)
+	res, err := fetch.Await(p)
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +78,10 @@ func (d d1) Exec(_ context.Context, q string, args ...any) (int64, error) {
 		return 0, err
 	}
 	var p js.Value
-	if err := catchJS(func() error { p = s.Call("run"); return nil }); err != nil {
+	if err := fetch.CatchJS(func() error { p = s.Call("run"); return nil }); err != nil {
 		return 0, err
 	}
-	res, err := await(p)
+	res, err := fetch.Await(p)
 	if err != nil {
 		return 0, err
 	}
@@ -115,9 +116,9 @@ func (d d1) Batch(_ context.Context, stmts []edge.Statement) error {
 		list[i] = s
 	}
 	var p js.Value
-	if err := catchJS(func() error { p = d.db.Call("batch", list); return nil }); err != nil {
+	if err := fetch.CatchJS(func() error { p = d.db.Call("batch", list); return nil }); err != nil {
 		return err
 	}
-	_, err := await(p)
+	_, err := fetch.Await(p)
 	return err
 }

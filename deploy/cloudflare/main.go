@@ -17,6 +17,7 @@ import (
 	"syscall/js"
 	"unicode"
 
+	"github.com/caduceus-dev/caduceus/deploy/cloudflare/fetch"
 	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
 )
@@ -63,17 +64,17 @@ func main() {
 	// returned: a stream the client aborts, or a request it leaves, is still
 	// recorded after the Response is gone.
 	serve := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		done, finished := deferred()
+		done, finished := fetch.Deferred()
 		if len(args) > 1 && args[1].Type() == js.TypeObject && args[1].Get("waitUntil").Type() == js.TypeFunction {
 			args[1].Call("waitUntil", done)
 		}
-		return newPromise(func(resolve func(js.Value), reject func(error)) {
+		return fetch.NewPromise(func(resolve func(js.Value), reject func(error)) {
 			defer finished()
 			if err != nil {
 				reject(fmt.Errorf("caduceus edge: %w", err))
 				return
 			}
-			handle(e, args[0], resolve, reject)
+			fetch.Handle(e, args[0], resolve, reject)
 		})
 	})
 	js.Global().Set("caduceusServe", serve)

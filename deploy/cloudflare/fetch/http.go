@@ -1,6 +1,10 @@
 //go:build js && wasm
 
-package main
+// Package fetch is the Worker's bridge between the Fetch API and net/http:
+// a JavaScript Request served by an http.Handler and answered with a
+// Response (streamed from the handler's first flush), and the promise
+// helpers the Worker's Go side awaits JavaScript with.
+package fetch
 
 import (
 	"bytes"
@@ -11,7 +15,7 @@ import (
 	"syscall/js"
 )
 
-// handle serves one Fetch API Request with h and resolves the Response.
+// Handle serves one Fetch API Request with h and resolves the Response.
 // A handler that never flushes is answered with its whole body at once; one
 // that flushes (a stream) gets a streamed Response from its first flush on,
 // each later write passed on as it comes. The request's context is
@@ -19,8 +23,8 @@ import (
 // cancels it at serve. A handler that panics with http.ErrAbortHandler
 // after its stream began has its stream aborted, not closed, so the client
 // sees it end abnormally (the shim writes the wire's own error event
-// first). handle returns when the handler has, recorded turns included.
-func handle(h http.Handler, req js.Value, resolve func(js.Value), reject func(error)) {
+// first). Handle returns when the handler has, recorded turns included.
+func Handle(h http.Handler, req js.Value, resolve func(js.Value), reject func(error)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if stop := onAbort(req.Get("signal"), cancel); stop != nil {
@@ -73,7 +77,7 @@ func onAbort(signal js.Value, cancel func()) (stop func()) {
 func request(ctx context.Context, req js.Value) (*http.Request, error) {
 	var body []byte
 	if b := req.Get("body"); b.Type() == js.TypeObject {
-		ab, err := await(req.Call("arrayBuffer"))
+		ab, err := Await(req.Call("arrayBuffer"))
 		if err != nil {
 			return nil, fmt.Errorf("reading the request body: %w", err)
 		}
@@ -126,7 +130,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.stream.Type() != js.TypeObject {
 		return len(p), nil // a status without a body
 	}
-	if _, err := await(w.stream.Call("write", bytesToJS(p))); err != nil {
+	if _, err := Await(w.stream.Call("write", BytesToJS(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -160,14 +164,14 @@ func (w *responseWriter) finish() {
 	w.WriteHeader(http.StatusOK)
 	if w.started {
 		if w.stream.Type() == js.TypeObject {
-			await(w.stream.Call("close"))
+			Await(w.stream.Call("close"))
 		}
 		return
 	}
 	w.started = true
 	body := js.Null()
 	if !noBody(w.status) {
-		body = bytesToJS(w.buf.Bytes())
+		body = BytesToJS(w.buf.Bytes())
 	}
 	w.resolve(js.Global().Get("Response").New(body, w.init()))
 }
@@ -176,7 +180,7 @@ func (w *responseWriter) finish() {
 // ending.
 func (w *responseWriter) abort() {
 	if w.stream.Type() == js.TypeObject {
-		await(w.stream.Call("abort", js.Global().Get("Error").New("caduceus edge: stream aborted")))
+		Await(w.stream.Call("abort", js.Global().Get("Error").New("caduceus edge: stream aborted")))
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build js && wasm
 
-package main
+package fetch
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"syscall/js"
 )
 
-// await blocks the calling goroutine (never the JavaScript event loop's
+// Await blocks the calling goroutine (never the JavaScript event loop's
 // callback) until p settles, and returns its value or its rejection.
-func await(p js.Value) (js.Value, error) {
+func Await(p js.Value) (js.Value, error) {
 	type settled struct {
 		v   js.Value
 		err error
@@ -42,9 +42,9 @@ func jsError(v js.Value) error {
 	return errors.New(v.String())
 }
 
-// catchJS runs fn and turns a JavaScript exception it raises (syscall/js
+// CatchJS runs fn and turns a JavaScript exception it raises (syscall/js
 // panics with a js.Error) into an error.
-func catchJS(fn func() error) (err error) {
+func CatchJS(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if je, ok := r.(js.Error); ok {
@@ -57,9 +57,9 @@ func catchJS(fn func() error) (err error) {
 	return fn()
 }
 
-// newPromise returns a Promise that run settles from a goroutine of its
-// own, so run may block on other promises (await).
-func newPromise(run func(resolve func(js.Value), reject func(error))) js.Value {
+// NewPromise returns a Promise that run settles from a goroutine of its
+// own, so run may block on other promises (Await).
+func NewPromise(run func(resolve func(js.Value), reject func(error))) js.Value {
 	executor := js.FuncOf(func(_ js.Value, a []js.Value) any {
 		resolve, reject := a[0], a[1]
 		go run(func(v js.Value) { resolve.Invoke(v) }, func(err error) {
@@ -71,8 +71,8 @@ func newPromise(run func(resolve func(js.Value), reject func(error))) js.Value {
 	return js.Global().Get("Promise").New(executor)
 }
 
-// deferred returns a Promise and what resolves it (from any goroutine).
-func deferred() (js.Value, func()) {
+// Deferred returns a Promise and what resolves it (from any goroutine).
+func Deferred() (js.Value, func()) {
 	var resolve js.Value
 	executor := js.FuncOf(func(_ js.Value, a []js.Value) any { resolve = a[0]; return nil })
 	defer executor.Release() // the Promise constructor calls it at once
@@ -80,8 +80,8 @@ func deferred() (js.Value, func()) {
 	return p, func() { resolve.Invoke() }
 }
 
-// bytesToJS copies b into a new Uint8Array.
-func bytesToJS(b []byte) js.Value {
+// BytesToJS copies b into a new Uint8Array.
+func BytesToJS(b []byte) js.Value {
 	a := js.Global().Get("Uint8Array").New(len(b))
 	js.CopyBytesToJS(a, b)
 	return a
