@@ -96,7 +96,8 @@ func edgeCall(tb testing.TB, url, key, path, body string) []byte {
 // BenchmarkEdgeWorker times the Worker under miniflare's workerd (with
 // D1) beside `caduceus serve` on SQLite, each in a process of its own, on
 // the same requests: the probes, the public preview, a direct answer and a
-// context shim forwarded to a local upstream. cpu-ms/op is the CPU the serving process spent per
+// context shim forwarded to a local upstream; and /healthz of the floor
+// (deploy/cloudflare/floor) beside them. cpu-ms/op is the CPU the serving process spent per
 // request (workerd: the Worker, its HTTP and D1; serve: everything),
 // read from /proc; ns/op is the client's wall time per request, one at a
 // time. Run it on a quiet machine:
@@ -120,6 +121,10 @@ func BenchmarkEdgeWorker(b *testing.B) {
 		edgeCall(b, t.url, t.key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
 		edgeCall(b, t.url, t.key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
 	}
+	// The floor (deploy/cloudflare/floor) answers /healthz too: what a Go
+	// js/wasm Worker spends on a request before any of the edge's code.
+	floor := startWorker(b, buildWorkerOf(b, "./deploy/cloudflare/floor"))
+	floorTarget := edgeBenchTarget{name: "floor", url: floor.url, pid: workerdOf(b, floor.cmd.Process.Pid)}
 	for _, r := range []struct{ name, path, body string }{
 		{"healthz", "/healthz", ""}, // no store, no rules: the floor
 		{"readyz", "/readyz", ""},   // one statement
@@ -127,7 +132,11 @@ func BenchmarkEdgeWorker(b *testing.B) {
 		{"direct", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
 		{"shimmed", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`},
 	} {
-		for _, t := range targets {
+		ts := targets
+		if r.name == "healthz" {
+			ts = append(ts, floorTarget)
+		}
+		for _, t := range ts {
 			b.Run(r.name+"/"+t.name, func(b *testing.B) {
 				edgeCall(b, t.url, t.key, r.path, r.body) // warm
 				before := cpuTicks(b, t.pid)

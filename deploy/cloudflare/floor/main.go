@@ -36,10 +36,12 @@ var page = template.Must(template.New("page").Parse(`<p>{{.}}</p>`))
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	probe := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ready"}`))
-	})
+	}
+	mux.HandleFunc("GET /readyz", probe)
+	mux.HandleFunc("GET /healthz", probe)
 	// One route that uses each package the way the edge does, so the
 	// linker keeps what the edge keeps of them.
 	mux.HandleFunc("POST /v1/{name}", func(w http.ResponseWriter, r *http.Request) {
