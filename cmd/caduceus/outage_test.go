@@ -17,15 +17,17 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/internal/pgtest"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
 // outageHold is how long TestPostgresOutageUnderLoad keeps Postgres
-// stopped (the scenario says 10 s; 3 s shows the same answers and
-// keeps the test short).
-const outageHold = 3 * time.Second
+// stopped: past the keys' cache TTL, so every process looks its keys up
+// in the stopped store (and must not answer 401), and shorter than an
+// operator's 10 s to keep the test short.
+const outageHold = auth.DefaultCacheTTL + time.Second
 
 // TestPostgresOutageUnderLoad: three serve processes on a private
 // Postgres (internal/pgtest) take governed LLM turns (the official OpenAI
