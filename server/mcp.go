@@ -176,7 +176,7 @@ func (s *Server) mcpServer(caller contract.Caller, call *Call) *mcp.Server {
 					call.Audited = true
 				}
 				if err != nil {
-					e := Classify(err)
+					e := s.classify(err)
 					call.Outcome, call.Reason = e.Kind.Outcome(), e.Code
 					if e.Kind == contract.KindInternal && !e.IsUnavailable() {
 						s.log.Error("mcp tool failed", "tool", t.Name, "err", e.Err)

@@ -17,7 +17,6 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // Call is what the wrapper hands a handler: the authenticated caller and the
@@ -284,7 +283,7 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 			s.record(r.Context(), caller, rt.Action, c, outcome)
 		}
 		if err != nil && !rt.Public && caller.Identity.TenantSlot == "" {
-			s.log.Info("refused unauthenticated request", "path", r.URL.Path, "reason", Classify(err).Code, "remote", r.RemoteAddr)
+			s.log.Info("refused unauthenticated request", "path", r.URL.Path, "reason", s.classify(err).Code, "remote", r.RemoteAddr)
 		}
 		pattern := r.Pattern
 		if pattern == "" {
@@ -312,7 +311,7 @@ func (s *Server) conclude(sw *statusWriter, r *http.Request, c *Call, err error,
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		err = contract.Invalidf("body_too_large", "the request body is larger than %d bytes", mbe.Limit)
 	}
-	e := Classify(err)
+	e := s.classify(err)
 	switch {
 	case e.IsUnavailable():
 		s.log.Warn("store unavailable", "route", r.Pattern, "path", r.URL.Path, "err", e.Err)
@@ -386,18 +385,22 @@ func envelopeWriter(env Envelope) func(http.ResponseWriter, *http.Request, error
 	}
 }
 
-// Classify is err as the contract error a caller is answered with: an
-// internal error whose cause is a store that cannot be reached or written
-// (store.IsUnavailable: the database is down, restarting, or its disk is
-// full) is contract.Unavailable's 503 store_unavailable, never a 500 nor,
-// for a key that could not be looked up, a 401.
-func Classify(err error) *contract.Error {
+// classify is err as the contract error a caller is answered with: an
+// internal error whose cause unavailable recognises as a store that cannot
+// be reached or written (Config.Unavailable: the database is down,
+// restarting, or its disk is full) is contract.Unavailable's 503
+// store_unavailable, never a 500 nor, for a key that could not be looked
+// up, a 401.
+func classify(err error, unavailable func(error) bool) *contract.Error {
 	e := contract.AsError(err)
-	if e != nil && e.Kind == contract.KindInternal && !e.IsUnavailable() && store.IsUnavailable(err) {
+	if e != nil && e.Kind == contract.KindInternal && !e.IsUnavailable() && unavailable != nil && unavailable(err) {
 		return contract.Unavailable(err)
 	}
 	return e
 }
+
+// classify is classify with the server's Config.Unavailable.
+func (s *Server) classify(err error) *contract.Error { return classify(err, s.cfg.Unavailable) }
 
 // traceOf is the trace a request carries: the X-Caduceus-Conversation
 // header (checked: a bad one is a 400 naming it) and the route pattern.

@@ -86,9 +86,14 @@ func TestClipKeepsRunes(t *testing.T) {
 // so, not 500 internal; an internal error of another cause stays a 500
 // without Retry-After.
 func TestStoreUnavailableIsA503(t *testing.T) {
+	refused := func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+	Classify := func(err error) *contract.Error { return classify(err, refused) }
 	down := contract.Internal(fmt.Errorf("store: begin: %w", syscall.ECONNREFUSED))
 	if e := Classify(down); !e.IsUnavailable() {
-		t.Fatalf("Classify(%v) = %v, want store_unavailable", down, e)
+		t.Fatalf("classify(%v) = %v, want store_unavailable", down, e)
+	}
+	if e := classify(down, nil); e.IsUnavailable() {
+		t.Fatalf("classify without Config.Unavailable = %v, want internal", e)
 	}
 	rec := httptest.NewRecorder()
 	WriteProblem(rec, httptest.NewRequest("GET", "/v1/x", nil), Classify(down))
