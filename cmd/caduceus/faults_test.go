@@ -66,12 +66,16 @@ type faultLoad struct {
 	phase atomic.Int32
 
 	mu      sync.Mutex
-	acks    [][3][kinds]int // by process, phase, kind: 2xx answers
-	unavail [][3][kinds]int // 503s
+	acks    [][4][kinds]int // by process, phase, kind: 2xx answers
+	unavail [][4][kinds]int // 503s
 	acked   [kinds][]string // the ids of acknowledged writes
 	given   []string        // every receipt id a client was handed
 	codes   map[string]int  // "kind status code": how many
 	bad     []string        // what no client may be answered
+	// failed are the decisions the trader answered 200 "failed" with
+	// store_failed (or concurrent_update): its own refusal, recorded as an
+	// attempt, nothing changed.
+	failed []string
 
 	budgeted atomic.Int64 // turns refused for the budget
 	running  atomic.Bool
@@ -83,7 +87,7 @@ type faultLoad struct {
 // startFaultLoad starts the load on procs.
 func startFaultLoad(t *testing.T, procs []*proc, keys faultKeys) *faultLoad {
 	l := &faultLoad{t: t, procs: procs, keys: keys, codes: map[string]int{},
-		acks: make([][3][kinds]int, len(procs)), unavail: make([][3][kinds]int, len(procs)),
+		acks: make([][4][kinds]int, len(procs)), unavail: make([][4][kinds]int, len(procs)),
 		client: &http.Client{Timeout: 30 * time.Second}}
 	for _, p := range procs {
 		l.sdks = append(l.sdks, openai.NewClient(option.WithBaseURL(p.url+"/v1/"), option.WithAPIKey(keys.route),
@@ -129,6 +133,10 @@ func (l *faultLoad) note(p, ph, kind, status int, code, id string, hdr http.Head
 		l.given = append(l.given, r)
 	}
 	switch {
+	case status/100 == 2 && kind == kDecision && (code == "store_failed" || code == "concurrent_update"):
+		l.failed = append(l.failed, id)
+	case status/100 == 2 && code != "":
+		l.bad = append(l.bad, fmt.Sprintf("process %d %s (phase %d): %d %s: %s", p, kindNames[kind], ph, status, code, detail))
 	case status/100 == 2:
 		l.acks[p][ph][kind]++
 		if id != "" {
@@ -179,6 +187,22 @@ func (l *faultLoad) rest(p, kind int, method, path, key, body, id string, hdr ..
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	code := ""
+	if resp.StatusCode/100 == 2 && kind == kDecision {
+		// The trader answers a decision it could not store 200, status
+		// failed, with the code store_failed, when it can record the
+		// failed attempt.
+		var d struct {
+			OK     bool
+			Status string
+			Errors []struct{ Code string }
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			l.badf("process %d decision: %d is not a decision's answer: %s", p, resp.StatusCode, b)
+		}
+		if !d.OK && d.Status == "failed" && len(d.Errors) > 0 {
+			code = d.Errors[0].Code
+		}
+	}
 	if resp.StatusCode >= 400 {
 		var prob struct{ Code string }
 		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") || json.Unmarshal(b, &prob) != nil {
@@ -235,7 +259,7 @@ func (l *faultLoad) await(what string, limit time.Duration, cond func() bool) {
 
 // every is a condition for await: every process has at least n answers
 // of each of ks in phase ph, counted in of (l.acks or l.unavail).
-func (l *faultLoad) every(of [][3][kinds]int, ph, n int, ks ...int) func() bool {
+func (l *faultLoad) every(of [][4][kinds]int, ph, n int, ks ...int) func() bool {
 	return func() bool {
 		for p := range l.procs {
 			for _, k := range ks {
@@ -266,7 +290,7 @@ func (l *faultLoad) check() {
 
 // total is how many answers of kind in phase ph of counts holds, summed
 // over the processes.
-func (l *faultLoad) total(of [][3][kinds]int, ph, kind int) int {
+func (l *faultLoad) total(of [][4][kinds]int, ph, kind int) int {
 	n := 0
 	for p := range of {
 		n += of[p][ph][kind]
@@ -330,6 +354,12 @@ func (l *faultLoad) checkStored(db *store.DB, budgetMicros, turnMicros int64) (s
 			t.Errorf("acknowledged decision %s is not in the store", id)
 		}
 	}
+	attempts := strs(`SELECT decision_id FROM trader_attempts WHERE status = 'failed'`)
+	for _, id := range l.failed {
+		if decisions[id] || !attempts[id] {
+			t.Errorf("decision %s, answered failed, is decided in the store (%v) or its failed attempt is not recorded (%v)", id, decisions[id], attempts[id])
+		}
+	}
 	ticks := strs(`SELECT key FROM idempotency WHERE scope = 'executor.tick' AND result IS NOT NULL`)
 	for _, id := range l.acked[kTick] {
 		if !ticks[id] {
@@ -368,7 +398,7 @@ func (l *faultLoad) checkStored(db *store.DB, budgetMicros, turnMicros int64) (s
 	if day > budgetMicros {
 		t.Errorf("the key's day total is %d µ$, past the budget of %d", day, budgetMicros)
 	}
-	t.Logf("stored: %d receipts (%d acknowledged), %d decisions (%d acknowledged), %d ticks (%d acknowledged); settled %d µ$, %d µ$ held by open leases, day total %d µ$ of %d",
-		len(receipts), len(l.acked[kTurn]), len(decisions), len(l.acked[kDecision]), len(ticks), len(l.acked[kTick]), settled, held, day, budgetMicros)
+	t.Logf("stored: %d receipts (%d acknowledged), %d decisions (%d acknowledged, %d answered failed), %d ticks (%d acknowledged); settled %d µ$, %d µ$ held by open leases, day total %d µ$ of %d",
+		len(receipts), len(l.acked[kTurn]), len(decisions), len(l.acked[kDecision]), len(l.failed), len(ticks), len(l.acked[kTick]), settled, held, day, budgetMicros)
 	return settled, held
 }
