@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/internal/pgtest"
@@ -31,7 +37,9 @@ const outageHold = auth.DefaultCacheTTL + time.Second
 // the LLM route (store_unavailable, or receipt_not_recorded when the turn
 // ran but its receipt could not be stored) and as an RFC 9457 problem
 // (store_unavailable) on the management routes, never 401, 403 or 500 and
-// never with a receipt id; /readyz says 503 on every process. Once
+// never with a receipt id; a key no process has seen is answered 503
+// store_unavailable, not 401, through the OpenAI and the Anthropic SDKs;
+// /readyz says 503 on every process. Once
 // Postgres is back every process answers /readyz and takes a write,
 // without a restart; the load then runs on until the key's daily budget
 // runs out. Every acknowledged turn, decision and tick is stored, every
@@ -54,6 +62,9 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, `{day: 1.2}`))
 	storeArgs := []string{"--store", dsn, "--data", data}
 	keys := newFaultKeys(t, storeArgs)
+	// A key no process has seen before the outage: its lookup meets the
+	// stopped store.
+	unseen := newTenantKey(t, storeArgs, "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1")
 	var procs []*proc
 	for range 3 {
 		procs = append(procs, startProc(t, nil, append([]string{"--config", file, "--skills", exSkills, "--scenario", exScenario}, storeArgs...)...))
@@ -77,6 +88,26 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	}
 	l.await("every process answers every kind 503 while Postgres is stopped", 30*time.Second, l.every(l.unavail, 1, 1, kTurn, kDecision, kTick, kKeys))
 	seen := time.Since(stopped)
+	// A key that must be looked up is answered 503 store_unavailable,
+	// never 401, in each SDK's own envelope.
+	for i, p := range procs {
+		oc := openai.NewClient(option.WithBaseURL(p.url+"/v1/"), option.WithAPIKey(unseen), option.WithMaxRetries(0))
+		_, err := oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(100),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+		var oe *openai.Error
+		if !errors.As(err, &oe) || oe.StatusCode != 503 || oe.Code != "store_unavailable" || oe.Response.Header.Get("Retry-After") != "1" ||
+			oe.Response.Header.Get("X-Should-Retry") == "false" {
+			t.Errorf("process %d: an unseen key through the OpenAI SDK while Postgres is stopped: %v (want 503 store_unavailable with Retry-After)", i, err)
+		}
+		ac := anthropic.NewClient(aoption.WithBaseURL(p.url), aoption.WithAPIKey(unseen), aoption.WithMaxRetries(0))
+		_, err = ac.Messages.New(t.Context(), anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 100,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+		var ae *anthropic.Error
+		if !errors.As(err, &ae) || ae.StatusCode != 503 || !strings.Contains(ae.RawJSON(), `"message":"store_unavailable: `) ||
+			ae.Response.Header.Get("Retry-After") != "1" || ae.RequestID == "" {
+			t.Errorf("process %d: an unseen key through the Anthropic SDK while Postgres is stopped: %v (want 503 store_unavailable with Retry-After)", i, err)
+		}
+	}
 	time.Sleep(time.Until(stopped.Add(outageHold))) // the outage itself
 	for p := range procs {
 		if st := l.ready(p); st != http.StatusServiceUnavailable {
