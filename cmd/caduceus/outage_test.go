@@ -32,7 +32,7 @@ const outageHold = auth.DefaultCacheTTL + time.Second
 // official OpenAI SDK, without its retries, through the shim gateway to a
 // fake provider), trader decisions, executor ticks and key listings from
 // twelve clients; Postgres is stopped (pg_ctl stop -m fast) for outageHold
-// and started again. While it is gone every request is answered, before
+// (or killed) and started again. While it is gone every request is answered, before
 // the clients' timeout: 503 with Retry-After, in the OpenAI envelope on
 // the LLM route (store_unavailable, or receipt_not_recorded when the turn
 // ran but its receipt could not be stored) and as an RFC 9457 problem
@@ -45,6 +45,10 @@ const outageHold = auth.DefaultCacheTTL + time.Second
 // runs out. Every acknowledged turn, decision and tick is stored, every
 // receipt id a client was given is stored, the spend never passes the
 // budget, no reservation is left open, and the audit chain verifies.
+//
+// It runs twice: Postgres stopped (stop: its sessions end with 57P01
+// admin_shutdown) and Postgres killed (kill: SIGKILL to the postmaster, its
+// connections cut, crash recovery at the start).
 func TestPostgresOutageUnderLoad(t *testing.T) {
 	if os.Getenv(storetest.EnvPostgres) == "" {
 		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
@@ -52,6 +56,13 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Postgres server and three serve processes")
 	}
+	t.Run("stop", func(t *testing.T) { postgresOutage(t, (*pgtest.Server).Stop) })
+	t.Run("kill", func(t *testing.T) { postgresOutage(t, (*pgtest.Server).Kill) })
+}
+
+// postgresOutage is TestPostgresOutageUnderLoad with down taking Postgres
+// away.
+func postgresOutage(t *testing.T, down func(*pgtest.Server)) {
 	pg := pgtest.Start(t)
 	dsn := pg.DSN()
 	up := &fakeProvider{name: "openai"}
@@ -74,7 +85,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	// Before: every process acknowledges every kind.
 	l.await("every process acknowledges turns, decisions, ticks and key listings", 60*time.Second, l.every(l.acks, 0, 3, kTurn, kDecision, kTick, kKeys))
 	l.phase.Store(1)
-	pg.Stop()
+	down(pg)
 	stopped := time.Now()
 	// While it is stopped: /readyz says 503 on every process, and every
 	// process answers every kind 503.
@@ -145,7 +156,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	t.Logf("Postgres stopped: 503s of every kind on every process %v after; held %v; every process ready and writing %v after the start (by process: %v)",
+	t.Logf("Postgres gone: 503s of every kind on every process %v after; held %v; every process ready and writing %v after the start (by process: %v)",
 		seen.Round(time.Millisecond), outageHold, max(recovered[0], recovered[1], recovered[2]).Round(time.Millisecond), recovered)
 	// The load runs on until every process acknowledged every kind again
 	// and the budget ran out.

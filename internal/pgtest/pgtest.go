@@ -112,19 +112,24 @@ func (s *Server) Stop() {
 }
 
 // Kill ends the postmaster with SIGKILL, as a crash would, and returns
-// once it is gone; its backends end when they see it gone. Start starts
-// it again (crash recovery).
+// once it and its backends (which end when they see it gone) have exited.
+// Start starts it again (crash recovery).
 func (s *Server) Kill() {
 	s.t.Helper()
 	pid, err := s.pid()
 	if err != nil {
 		s.t.Fatalf("pgtest: kill: %v", err)
 	}
+	children := childrenOf(pid)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		s.t.Fatalf("pgtest: kill %d: %v", pid, err)
 	}
-	for syscall.Kill(pid, 0) == nil {
-		time.Sleep(10 * time.Millisecond)
+	for _, p := range append(children, pid) {
+		for start := time.Now(); syscall.Kill(p, 0) == nil; time.Sleep(10 * time.Millisecond) {
+			if time.Since(start) > 30*time.Second {
+				s.t.Fatalf("pgtest: process %d of the killed server still runs after 30 s", p)
+			}
+		}
 	}
 	s.mu.Lock()
 	s.running = false
@@ -182,6 +187,34 @@ func (s *Server) run(bin string, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after
+		// its closing parenthesis.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == pid {
+			if child, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+				out = append(out, child)
+			}
+		}
+	}
+	return out
 }
 
 // find is the path of a Postgres binary, or "".
