@@ -112,6 +112,26 @@ func Internal(err error) *Error {
 	return &Error{Kind: KindInternal, Code: "internal", Message: "internal error", Err: err}
 }
 
+// CodeStoreUnavailable is the code of an internal Error whose cause is
+// that the store could not be reached or cannot take a write now (the
+// database is down or restarting, its disk is full): the server answers it
+// 503 with Retry-After, and the same request may succeed once the store is
+// back. Nothing was changed by the request.
+const CodeStoreUnavailable = "store_unavailable"
+
+// Unavailable wraps err, a failure to reach the store, as the internal
+// Error with the code CodeStoreUnavailable. Its message is safe to send;
+// err is kept for the log.
+func Unavailable(err error) *Error {
+	return &Error{Kind: KindInternal, Code: CodeStoreUnavailable, Message: "the store is unavailable; retry shortly", Err: err}
+}
+
+// IsUnavailable reports whether e is Unavailable's error: an internal
+// failure that a retry after Retry-After may not meet.
+func (e *Error) IsUnavailable() bool {
+	return e != nil && e.Kind == KindInternal && e.Code == CodeStoreUnavailable
+}
+
 // AsError returns err as an *Error. Anything that is not one already is an
 // internal error wrapping err. A nil err returns nil.
 func AsError(err error) *Error {

@@ -177,16 +177,16 @@ func (s *Server) mcpServer(caller contract.Caller, call *Call) *mcp.Server {
 					call.Audited = true
 				}
 				if err != nil {
-					e := contract.AsError(err)
+					e := s.classify(err)
 					call.Outcome, call.Reason = e.Kind.Outcome(), e.Code
-					if e.Kind == contract.KindInternal {
+					if e.Kind == contract.KindInternal && !e.IsUnavailable() {
 						s.log.Error("mcp tool failed", "tool", t.Name, "err", e.Err)
 					}
 					msg := e.Message
 					if e.Code != "" {
 						msg = e.Code + ": " + msg
 					}
-					if e.Kind == contract.KindInternal {
+					if e.Kind == contract.KindInternal && !e.IsUnavailable() {
 						msg = "internal error"
 					}
 					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil

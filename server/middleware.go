@@ -283,7 +283,7 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 			s.record(r.Context(), caller, rt.Action, c, outcome)
 		}
 		if err != nil && !rt.Public && caller.Identity.TenantSlot == "" {
-			s.log.Info("refused unauthenticated request", "path", r.URL.Path, "reason", contract.AsError(err).Code, "remote", r.RemoteAddr)
+			s.log.Info("refused unauthenticated request", "path", r.URL.Path, "reason", s.classify(err).Code, "remote", r.RemoteAddr)
 		}
 		pattern := r.Pattern
 		if pattern == "" {
@@ -310,8 +310,11 @@ func (s *Server) conclude(sw *statusWriter, r *http.Request, c *Call, err error,
 	if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		err = contract.Invalidf("body_too_large", "the request body is larger than %d bytes", mbe.Limit)
 	}
-	e := contract.AsError(err)
-	if e.Kind == contract.KindInternal {
+	e := s.classify(err)
+	switch {
+	case e.IsUnavailable():
+		s.log.Warn("store unavailable", "route", r.Pattern, "path", r.URL.Path, "err", e.Err)
+	case e.Kind == contract.KindInternal:
 		s.log.Error("request failed", "route", r.Pattern, "path", r.URL.Path, "err", e.Err)
 	}
 	if !sw.written {
@@ -359,14 +362,19 @@ func endRequestSpan(r *http.Request, span trace.Span, rt Route, caller contract.
 // shape its official SDK parses), with the status a problem would have and,
 // but for an internal error, X-Should-Retry: false (the SDKs' retry would be
 // refused the same way). The code leads the message: not every protocol's
-// envelope has a field for it. Internal errors say only "internal error".
+// envelope has a field for it. Internal errors say only "internal error",
+// but for store_unavailable: 503 with its message and Retry-After, which
+// the SDKs' retry honours.
 func envelopeWriter(env Envelope) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		e := contract.AsError(err)
 		msg := e.Message
-		if e.Kind == contract.KindInternal {
+		switch {
+		case e.IsUnavailable():
+			w.Header().Set("Retry-After", RetryAfterUnavailable)
+		case e.Kind == contract.KindInternal:
 			msg = "internal error"
-		} else {
+		default:
 			w.Header().Set("X-Should-Retry", "false")
 		}
 		if e.Code != "" {
@@ -375,6 +383,23 @@ func envelopeWriter(env Envelope) func(http.ResponseWriter, *http.Request, error
 		env(w, r, ProblemOf(e, "").Status, e.Code, msg)
 	}
 }
+
+// classify is err as the contract error a caller is answered with: an
+// internal error whose cause unavailable recognises as a store that cannot
+// be reached or written (Config.Unavailable: the database is down,
+// restarting, or its disk is full) is contract.Unavailable's 503
+// store_unavailable, never a 500 nor, for a key that could not be looked
+// up, a 401.
+func classify(err error, unavailable func(error) bool) *contract.Error {
+	e := contract.AsError(err)
+	if e != nil && e.Kind == contract.KindInternal && !e.IsUnavailable() && unavailable != nil && unavailable(err) {
+		return contract.Unavailable(err)
+	}
+	return e
+}
+
+// classify is classify with the server's Config.Unavailable.
+func (s *Server) classify(err error) *contract.Error { return classify(err, s.cfg.Unavailable) }
 
 // traceOf is the trace a request carries: the X-Caduceus-Conversation
 // header (checked: a bad one is a 400 naming it) and the route pattern.

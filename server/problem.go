@@ -22,13 +22,21 @@ type Problem struct {
 // problemBase prefixes problem type URIs; each code is its own type.
 const problemBase = "https://caduceus.dev/problems/"
 
+// RetryAfterUnavailable is the Retry-After, in seconds, of a 503
+// store_unavailable answer (contract.Unavailable).
+const RetryAfterUnavailable = "1"
+
 // ProblemOf turns an error into the problem sent to the caller. Internal
-// errors say only "internal error".
+// errors say only "internal error", but for store_unavailable
+// (contract.Unavailable), which is 503 with its own message.
 func ProblemOf(err error, instance string) Problem {
 	e := contract.AsError(err)
 	status := e.Kind.HTTPStatus()
-	if e.Code == contract.CodeUnsupportedMedia {
+	switch {
+	case e.Code == contract.CodeUnsupportedMedia:
 		status = http.StatusUnsupportedMediaType
+	case e.IsUnavailable():
+		status = http.StatusServiceUnavailable
 	}
 	p := Problem{
 		Type:     problemBase + e.Code,
@@ -43,17 +51,21 @@ func ProblemOf(err error, instance string) Problem {
 		p.Type = "about:blank"
 		p.Code = e.Kind.String()
 	}
-	if e.Kind == contract.KindInternal {
+	if e.Kind == contract.KindInternal && !e.IsUnavailable() {
 		p.Detail, p.Field = "internal error", ""
 	}
 	return p
 }
 
-// WriteProblem writes err as application/problem+json.
+// WriteProblem writes err as application/problem+json (with
+// Retry-After for store_unavailable).
 func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := ProblemOf(err, r.URL.Path)
 	if p.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="caduceus"`)
+	}
+	if contract.AsError(err).IsUnavailable() {
+		w.Header().Set("Retry-After", RetryAfterUnavailable)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)

@@ -35,7 +35,12 @@ type Config struct {
 	Records AuditReader
 	Store   Pinger
 	Logger  *slog.Logger
-	Version string
+	// Unavailable reports whether an error's cause is a store that cannot
+	// be reached or written now (store.IsUnavailable): such an internal
+	// error is answered 503 store_unavailable with Retry-After
+	// (contract.Unavailable) instead of 500 internal. Nil: never.
+	Unavailable func(error) bool
+	Version     string
 	// Routes and Tools are the enabled gates' (gate.Routes, gate.Tools),
 	// registered after the core's, each the one way (Route).
 	Routes []Route

@@ -3,9 +3,11 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -94,5 +96,35 @@ func TestOutcomeOfStatus(t *testing.T) {
 		if got, want := OutcomeOfStatus(k.HTTPStatus()), k.Outcome(); got != want {
 			t.Errorf("kind %s: OutcomeOfStatus(%d) = %s, Kind.Outcome = %s", k, k.HTTPStatus(), got, want)
 		}
+	}
+}
+
+// TestStoreUnavailableIsA503: an error whose cause is a store that cannot
+// be reached (here a refused connection, wrapped as gates wrap it) is
+// answered 503 store_unavailable with Retry-After and a message that says
+// so, not 500 internal; an internal error of another cause stays a 500
+// without Retry-After.
+func TestStoreUnavailableIsA503(t *testing.T) {
+	refused := func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+	Classify := func(err error) *contract.Error { return classify(err, refused) }
+	down := contract.Internal(fmt.Errorf("store: begin: %w", syscall.ECONNREFUSED))
+	if e := Classify(down); !e.IsUnavailable() {
+		t.Fatalf("classify(%v) = %v, want store_unavailable", down, e)
+	}
+	if e := classify(down, nil); e.IsUnavailable() {
+		t.Fatalf("classify without Config.Unavailable = %v, want internal", e)
+	}
+	rec := httptest.NewRecorder()
+	WriteProblem(rec, httptest.NewRequest("GET", "/v1/x", nil), Classify(down))
+	var p Problem
+	json.Unmarshal(rec.Body.Bytes(), &p)
+	if rec.Code != 503 || p.Code != contract.CodeStoreUnavailable || rec.Header().Get("Retry-After") != RetryAfterUnavailable ||
+		!strings.Contains(p.Detail, "unavailable") || strings.Contains(rec.Body.String(), "refused") {
+		t.Errorf("store down: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	WriteProblem(rec, httptest.NewRequest("GET", "/v1/x", nil), Classify(errors.New("something broke")))
+	if rec.Code != 500 || rec.Header().Get("Retry-After") != "" {
+		t.Errorf("other internal error: %d %v", rec.Code, rec.Header())
 	}
 }

@@ -83,6 +83,8 @@ type turn struct {
 	key    string // the session key it was named by, if any
 	rc     Receipt
 	r      *http.Request
+	// unstored is why finish could not store the receipt (nil: it did).
+	unstored error
 	// served is the model identity that answered and its provider class
 	// (the receipt's route), once an upstream answered.
 	served *contract.Route
@@ -479,7 +481,7 @@ func (s *Service) finish(t *turn) (stored bool) {
 		if err := s.cfg.Turns.RecordTurn(ctx, e, &t.rc, memory); errors.Is(err, ErrMemoryNotRecorded) {
 			s.log.Warn("shim: turn memory not recorded", "receipt", t.rc.ID, "err", err)
 		} else if err != nil {
-			stored = false
+			stored, t.unstored = false, err
 			s.log.Error("shim: receipt and audit record not stored", "receipt", t.rc.ID, "err", err)
 			s.closeDeferred(ctx, t) // the failed transaction did not close them
 		}
@@ -487,13 +489,13 @@ func (s *Service) finish(t *turn) (stored bool) {
 		stored = true
 		rec, err := s.cfg.Audit.Append(ctx, e)
 		if err != nil {
-			stored = false
+			stored, t.unstored = false, err
 			s.log.Error("shim: audit append failed", "receipt", t.rc.ID, "err", err)
 		} else {
 			t.rc.AuditID = rec.ID
 		}
 		if err := s.store.AddReceipt(ctx, id.TenantSlot, t.rc); err != nil {
-			stored = false
+			stored, t.unstored = false, errors.Join(t.unstored, err)
 			s.log.Error("shim: receipt not stored", "receipt", t.rc.ID, "err", err)
 		}
 		s.closeDeferred(ctx, t)
@@ -511,7 +513,9 @@ func (s *Service) finish(t *turn) (stored bool) {
 // (its work is settled as spent): as every final 5xx of the shim's own
 // once an attempt may have run, it carries x-should-retry: false, since an
 // automatic retry would run the request again; a direct answer may be
-// retried.
+// retried. When the receipt was not stored because the store cannot be
+// reached or written now (Config.Unavailable), it carries Retry-After: 1,
+// as the server's 503 store_unavailable does.
 func (s *Service) unrecorded(w http.ResponseWriter, t *turn, before http.Header, ran bool) {
 	hdr := w.Header()
 	clear(hdr)
@@ -519,6 +523,9 @@ func (s *Service) unrecorded(w http.ResponseWriter, t *turn, before http.Header,
 	hdr.Del(HeaderReceipt)
 	if ran {
 		hdr.Set(headerShouldRetry, "false")
+	}
+	if s.cfg.Unavailable != nil && t.unstored != nil && s.cfg.Unavailable(t.unstored) {
+		hdr.Set("Retry-After", "1")
 	}
 	body := wire.ErrorBody(t.rc.Protocol, http.StatusServiceUnavailable, CodeReceiptNotRecorded,
 		"shim: the answer's receipt "+t.rc.ID+" could not be recorded, so the answer is withheld")

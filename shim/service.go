@@ -72,6 +72,12 @@ type Config struct {
 	// default: every key of a tenant shares them) or key (each key sees and
 	// is shaped by its own only). Entity memory is per key either way.
 	Isolation Isolation
+	// Unavailable reports whether a store error says the store cannot be
+	// reached or written now (store.IsUnavailable): the 503
+	// receipt_not_recorded such a failure causes then carries
+	// Retry-After: 1, as the server's 503 store_unavailable does. Nil:
+	// never.
+	Unavailable func(error) bool
 	// Client sends upstream requests (nil: a client over
 	// gateway.Transport(0), without overall timeout since streams may be
 	// long; cancellation follows the caller's request).

@@ -182,6 +182,8 @@ func (a *app) serverConfig(db *store.DB, keys *auth.Service, signer ed25519.Priv
 		Version: ver,
 		Routes:  gate.Routes(gates),
 		Tools:   gate.Tools(gates),
+		// A store that cannot be reached is a 503, not a 500.
+		Unavailable: store.IsUnavailable,
 
 		AuditSigner:       signer,
 		AuditSource:       db.Audit(),

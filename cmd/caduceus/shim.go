@@ -183,6 +183,9 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 		AdmitOnly:  shim.Governed, // the lens admits ungoverned provisions anyway
 		Gateway:    a.gateway(db),
 		Isolation:  shim.Isolation(c.Isolation),
+		// A receipt not stored because the store is down is a 503 with
+		// Retry-After.
+		Unavailable: store.IsUnavailable,
 	}
 	for name, url := range c.Upstreams {
 		var key string
