@@ -172,24 +172,10 @@ func CheckAccount(account string) error {
 	if account == "" {
 		return nil
 	}
-	if !validAccount(account) {
+	if !contract.ValidAccount(account) {
 		return contract.FieldError("account", "bad_account", "account %q must be 1 to 64 of A-Z a-z 0-9 . _ : -", account)
 	}
 	return nil
-}
-
-func validAccount(s string) bool {
-	if len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == ':', r == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)

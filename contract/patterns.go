@@ -39,3 +39,19 @@ func ValidContractVersion(s string) bool { return versionRE.MatchString(s) }
 
 // ValidTag reports whether s is a tag.
 func ValidTag(s string) bool { return tagRE.MatchString(s) }
+
+// ValidAccount reports whether s can name a broker account (a key's bound
+// account, a tick's named one): 1 to 64 of A-Z a-z 0-9 . _ : -.
+func ValidAccount(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == ':', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -90,7 +90,7 @@ func (e *Executor) TickAs(ctx context.Context, c contract.Caller, in TickInput) 
 // A malformed named account is invalid bad_account; one other than the
 // key's bound account is a deny account_not_bound.
 func TickAccount(c contract.Caller, named string) (string, error) {
-	if named != "" && !ValidAccount(named) {
+	if named != "" && !contract.ValidAccount(named) {
 		return "", contract.FieldError("/account", "bad_account", "executor: account %q must be 1 to 64 of A-Z a-z 0-9 . _ : -", named)
 	}
 	if c.Account == "" {
@@ -102,22 +102,6 @@ func TickAccount(c contract.Caller, named string) (string, error) {
 		return "", e
 	}
 	return c.Account, nil
-}
-
-// ValidAccount reports whether s can name a broker account: 1 to 64 of
-// A-Z a-z 0-9 . _ : -.
-func ValidAccount(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == ':', r == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // ExecuteIntents is the MCP tool execute_intents (server.Tool.Call's
