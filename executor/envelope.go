@@ -6,6 +6,10 @@ import "github.com/caduceus-dev/caduceus/broker"
 // what was resolved on the way. Aborted is null unless pre-flight failed, in
 // which case Actions is empty.
 type Envelope struct {
+	// ContractVersion is contract.Version (HUX contract_version, 1.x.y) on
+	// every envelope a tick writes. A replay answers the stored envelope as
+	// it was stored: one stored before envelopes carried it has none.
+	ContractVersion       string     `json:"contract_version,omitempty"`
 	Aborted               *string    `json:"aborted"`
 	CircuitBreakerTripped bool       `json:"circuit_breaker_tripped"`
 	AccountValue          float64    `json:"account_value"`

@@ -197,7 +197,7 @@ func (e *Executor) tick(ctx context.Context, req TickRequest, p *Payload, refs t
 		t.req.ContextSource += "; context_hint " + p.ContextHint + " made " + string(t.req.Context) + " stricter"
 		t.req.Context = hinted
 	}
-	t.env = Envelope{Actions: []Action{}, Context: t.req.Context, Profile: t.req.Profile}
+	t.env = Envelope{ContractVersion: contract.Version, Actions: []Action{}, Context: t.req.Context, Profile: t.req.Profile}
 	if e.NewTickID != nil {
 		t.env.TickID = e.NewTickID()
 	} else {

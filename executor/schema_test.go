@@ -98,3 +98,55 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		t.Error("tick_input accepted a schema document")
 	}
 }
+
+// TestSchemaEnvelopeContractVersion: the envelope schema requires
+// contract_version (HUX 1.x.y) of every envelope but a replay, which answers
+// the stored envelope as stored (one stored before envelopes carried it has
+// none); a version that is not 1.x.y is refused.
+func TestSchemaEnvelopeContractVersion(t *testing.T) {
+	env := compileSchema(t, "envelope")
+	b, err := os.ReadFile("testdata/golden/place_failures.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ticks []map[string]any
+	if err := json.Unmarshal(b, &ticks); err != nil || len(ticks) == 0 {
+		t.Fatalf("place_failures.json: %v", err)
+	}
+	base := ticks[0]
+	if base["contract_version"] != contract.Version {
+		t.Fatalf("golden envelope: contract_version %v, want %q", base["contract_version"], contract.Version)
+	}
+	for _, c := range []struct {
+		name string
+		set  map[string]any // nil value: delete
+		ok   bool
+	}{
+		{"as written", nil, true},
+		{"later minor version", map[string]any{"contract_version": "1.4.2"}, true},
+		{"missing", map[string]any{"contract_version": nil}, false},
+		{"major 2", map[string]any{"contract_version": "2.0.0"}, false},
+		{"not x.y.z", map[string]any{"contract_version": "1.0"}, false},
+		{"a number", map[string]any{"contract_version": 1}, false},
+		{"empty", map[string]any{"contract_version": ""}, false},
+		{"replay of an envelope stored without it", map[string]any{"contract_version": nil, "replay": true}, true},
+		{"replay false without it", map[string]any{"contract_version": nil, "replay": false}, false},
+		{"replay with a bad one", map[string]any{"contract_version": "2.0.0", "replay": true}, false},
+	} {
+		m := map[string]any{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for k, v := range c.set {
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		raw, _ := json.Marshal(m)
+		if err := env.Validate(instance(t, raw)); (err == nil) != c.ok {
+			t.Errorf("%s: schema says %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}

@@ -117,7 +117,8 @@ func (s *Service) failed(ctx context.Context, caller contract.Caller, att Attemp
 
 func newResponse(req Request) Response {
 	return Response{
-		DecisionID: req.DecisionID, ConcernID: req.ConcernID, Action: req.Action, DryRun: req.DryRun,
+		ContractVersion: contract.Version,
+		DecisionID:      req.DecisionID, ConcernID: req.ConcernID, Action: req.Action, DryRun: req.DryRun,
 		Warnings: []Issue{}, Errors: []Issue{}, Result: Result{ModeChange: ModeNone},
 	}
 }

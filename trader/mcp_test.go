@@ -104,8 +104,19 @@ func TestMCP(t *testing.T) {
 		return json.RawMessage(res.Content[0].(*mcp.TextContent).Text)
 	}
 	var resp trader.Response
-	if err := json.Unmarshal(call("apply_control_decision", json.RawMessage(seed)), &resp); err != nil {
+	answer := call("apply_control_decision", json.RawMessage(seed))
+	if err := json.Unmarshal(answer, &resp); err != nil {
 		t.Fatal(err)
+	}
+	// The answer on the wire carries contract_version and is a valid
+	// response (the schema requires it of every answer but a replay).
+	var wire map[string]any
+	_ = json.Unmarshal(answer, &wire)
+	if wire["contract_version"] != contract.Version {
+		t.Errorf("apply over MCP: contract_version %v, want %q", wire["contract_version"], contract.Version)
+	}
+	if err := trader.ValidateResponse(answer); err != nil {
+		t.Errorf("apply over MCP: %v\n%s", err, answer)
 	}
 	if resp.Status != trader.Applied || resp.ToStrategyID != sB {
 		t.Fatalf("apply over MCP: %+v", resp)

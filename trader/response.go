@@ -116,20 +116,24 @@ type Result struct {
 
 // Response is the control decision response of the seed.
 type Response struct {
-	OK             bool       `json:"ok"`
-	Status         Outcome    `json:"status"`
-	DecisionID     string     `json:"decision_id"`
-	ConcernID      string     `json:"concern_id"`
-	Action         Action     `json:"action"`
-	FromStrategyID string     `json:"from_strategy_id,omitempty"`
-	ToStrategyID   string     `json:"to_strategy_id,omitempty"`
-	RiskMode       string     `json:"risk_mode,omitempty"`
-	DryRun         bool       `json:"dry_run"`
-	Validation     Validation `json:"validation"`
-	Warnings       []Issue    `json:"warnings"`
-	Errors         []Issue    `json:"errors"`
-	Result         Result     `json:"result"`
-	AppliedAt      string     `json:"applied_at,omitempty"`
+	// ContractVersion is contract.Version (HUX contract_version, 1.x.y) on
+	// every response written. A replay answers the stored response as it
+	// was stored: one stored before responses carried it has none.
+	ContractVersion string     `json:"contract_version,omitempty"`
+	OK              bool       `json:"ok"`
+	Status          Outcome    `json:"status"`
+	DecisionID      string     `json:"decision_id"`
+	ConcernID       string     `json:"concern_id"`
+	Action          Action     `json:"action"`
+	FromStrategyID  string     `json:"from_strategy_id,omitempty"`
+	ToStrategyID    string     `json:"to_strategy_id,omitempty"`
+	RiskMode        string     `json:"risk_mode,omitempty"`
+	DryRun          bool       `json:"dry_run"`
+	Validation      Validation `json:"validation"`
+	Warnings        []Issue    `json:"warnings"`
+	Errors          []Issue    `json:"errors"`
+	Result          Result     `json:"result"`
+	AppliedAt       string     `json:"applied_at,omitempty"`
 	// Replayed is true on the answer to a repeated decision_id: the first
 	// answer, unchanged (its status included), with this field added. It
 	// is absent from the first answer.

@@ -23,6 +23,18 @@ import (
 // paper scenario and skills, with a cron caller.
 func tickRoute(t *testing.T) (server.HandlerFunc, *paper.Sim) {
 	t.Helper()
+	g, sim := tickGate(t)
+	rs := g.Routes()
+	if len(rs) != 1 || rs[0].Pattern != "POST /v1/executor/ticks" || rs[0].Scope != contract.ScopeOperate || !rs[0].OwnIdempotency {
+		t.Fatalf("routes %+v", rs)
+	}
+	return rs[0].Handler, sim
+}
+
+// tickGate is the gate over the executor package's base paper scenario and
+// skills.
+func tickGate(t *testing.T) (*executorgate.Gate, *paper.Sim) {
+	t.Helper()
 	td := filepath.Join("..", "testdata")
 	raw, err := os.ReadFile(filepath.Join(td, "brokers", "base.yaml"))
 	if err != nil {
@@ -40,11 +52,7 @@ func tickRoute(t *testing.T) (server.HandlerFunc, *paper.Sim) {
 	}
 	ex := &executor.Executor{Broker: sim, Store: executortest.NewMemory(), Audit: audit.NewMemory(), Skills: filepath.Join(td, "skills"),
 		Now: func() time.Time { return now }}
-	rs := executorgate.New(ex).Routes()
-	if len(rs) != 1 || rs[0].Pattern != "POST /v1/executor/ticks" || rs[0].Scope != contract.ScopeOperate || !rs[0].OwnIdempotency {
-		t.Fatalf("routes %+v", rs)
-	}
-	return rs[0].Handler, sim
+	return executorgate.New(ex), sim
 }
 
 var cron = contract.Caller{
@@ -133,5 +141,51 @@ func TestNotConfiguredAnswersWhatToConfigure(t *testing.T) {
 	}
 	if tools := executorgate.New(nil).Tools(); len(tools) != 1 || tools[0].Name != "execute_intents" || tools[0].Scope != contract.ScopeOperate || !tools[0].Audited {
 		t.Errorf("tools %+v", tools)
+	}
+}
+
+// TestTickAnswersCarryTheContractVersion: the envelope POST
+// /v1/executor/ticks and the MCP tool execute_intents answer carries
+// contract_version (contract.Version), a replay's and an abort's too, and
+// is a valid envelope.
+func TestTickAnswersCarryTheContractVersion(t *testing.T) {
+	schema, err := contract.LoadSchema("executor.schema.json#/$defs/envelope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, body []byte) {
+		t.Helper()
+		var wire map[string]any
+		if err := json.Unmarshal(body, &wire); err != nil || wire["contract_version"] != contract.Version {
+			t.Errorf("%s: contract_version %v (%v), want %q\n%s", what, wire["contract_version"], err, contract.Version, body)
+		}
+		if err := schema.ValidateJSON(body); err != nil {
+			t.Errorf("%s: %v\n%s", what, err, body)
+		}
+	}
+	g, _ := tickGate(t)
+	h := g.Routes()[0].Handler
+	for _, c := range []struct{ what, body, key string }{
+		{"HTTP tick", `{"payload":` + buyNVDA + `}`, "cv-key-00001"},
+		{"HTTP replay", `{"payload":` + buyNVDA + `}`, "cv-key-00001"},
+		{"HTTP abort", `{"payload":{"strategy":"nosuch","intents":[]}}`, ""},
+	} {
+		w, _, err := post(t, h, c.body, c.key)
+		if err != nil || w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s, %v", c.what, w.Code, w.Body, err)
+		}
+		check(c.what, w.Body.Bytes())
+	}
+	tool := g.Tools()[0]
+	for _, what := range []string{"MCP tick", "MCP replay"} {
+		out, err := tool.Call(t.Context(), cron, json.RawMessage(`{"payload":`+buyNVDA+`,"idempotency_key":"cv-key-00002"}`))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(what, b)
 	}
 }

@@ -96,6 +96,16 @@ func TestApplyRouteStatusAndOutcome(t *testing.T) {
 		if !got.c.Audited || got.c.Resource != "decision/"+resp.DecisionID || (got.c.Outcome == contract.OutcomeDeny) != c.deny {
 			t.Errorf("%s: call %+v (status %s)", c.name, got.c, resp.Status)
 		}
+		// Every answer, a refusal's and a replay's too, carries
+		// contract_version and is a valid response.
+		var wire map[string]any
+		_ = json.Unmarshal(got.w.Body.Bytes(), &wire)
+		if wire["contract_version"] != contract.Version {
+			t.Errorf("%s: contract_version %v, want %q", c.name, wire["contract_version"], contract.Version)
+		}
+		if err := trader.ValidateResponse(got.w.Body.Bytes()); err != nil {
+			t.Errorf("%s: %v\n%s", c.name, err, got.w.Body)
+		}
 	}
 	if got := do(h, operator, http.MethodPost, "/v1/trader/decisions", decision(nil), nil); contract.KindOf(got.err) != contract.KindDeny || got.c.Audited {
 		t.Errorf("without the operate scope: %v, %+v", got.err, got.c)
