@@ -11,9 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
@@ -329,7 +326,7 @@ func (s *Server) conclude(sw *statusWriter, r *http.Request, c *Call, err error,
 // endRequestSpan ends a request's span with what an operator follows it by:
 // the gate, the tenant, the route, the outcome, the status and the request
 // id (the conversation is set when known; the shim adds the model identity).
-func endRequestSpan(r *http.Request, span trace.Span, rt Route, caller contract.Caller, outcome contract.Outcome, status int) {
+func endRequestSpan(r *http.Request, span telemetry.Span, rt Route, caller contract.Caller, outcome contract.Outcome, status int) {
 	if status == 0 {
 		status = http.StatusOK
 	}
@@ -341,7 +338,7 @@ func endRequestSpan(r *http.Request, span trace.Span, rt Route, caller contract.
 	if _, p, ok := strings.Cut(path, " "); ok {
 		path = p
 	}
-	attrs := []attribute.KeyValue{
+	attrs := []telemetry.KeyValue{
 		telemetry.KeyGate.String(g), telemetry.KeyMethod.String(r.Method), telemetry.KeyHTTPRoute.String(path),
 		telemetry.KeyOutcome.String(string(outcome)), telemetry.KeyStatus.Int(status),
 	}

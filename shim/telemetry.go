@@ -3,8 +3,6 @@ package shim
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
 )
 
@@ -16,7 +14,7 @@ func annotateSpan(ctx context.Context, t *turn, requested string) {
 	if !telemetry.On() {
 		return
 	}
-	attrs := []attribute.KeyValue{telemetry.KeyReceipt.String(t.rc.ID)}
+	attrs := []telemetry.KeyValue{telemetry.KeyReceipt.String(t.rc.ID)}
 	if requested != "" {
 		attrs = append(attrs, telemetry.KeyModel.String(truncateRunes(requested, 120)))
 	}

@@ -25,7 +25,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
-	"go.opentelemetry.io/otel/trace"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -530,7 +529,7 @@ func (db *DB) InTxFor(ctx context.Context, tenant contract.TenantSlot, fn func(*
 
 // inTxNamed is InTx and InTxFor: tenant is the chain fn names ("": none).
 func (db *DB) inTxNamed(ctx context.Context, tenant string, fn func(*Tx) error) (err error) {
-	if _, span := telemetry.Child(ctx, "store.commit", trace.SpanKindInternal); span != nil {
+	if _, span := telemetry.Child(ctx, "store.commit", telemetry.SpanKindInternal); span != nil {
 		span.SetAttributes(telemetry.KeyDBSystem.String(db.dialect.otelName()))
 		defer func() { telemetry.End(span, err) }()
 	}
@@ -555,7 +554,7 @@ func (d Dialect) otelName() string {
 // transactions must not hold while they wait on theirs.
 func (db *DB) InSeparateTx(ctx context.Context, fn func(*Tx) error) (err error) {
 	if db.dialect == Postgres {
-		if _, span := telemetry.Child(ctx, "store.commit", trace.SpanKindInternal); span != nil {
+		if _, span := telemetry.Child(ctx, "store.commit", telemetry.SpanKindInternal); span != nil {
 			span.SetAttributes(telemetry.KeyDBSystem.String(db.dialect.otelName()))
 			defer func() { telemetry.End(span, err) }()
 		}

@@ -1,3 +1,5 @@
+//go:build !js
+
 // Package telemetry is the process's tracing switch: the OpenTelemetry
 // tracer serve installs when an OTLP endpoint is configured (cmd/caduceus
 // builds the SDK and its exporter), and the few helpers the request path
@@ -18,6 +20,20 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+)
+
+// Span, KeyValue and SpanKind are OpenTelemetry's, named here so that the
+// request path's packages import no OpenTelemetry package themselves.
+type (
+	Span     = trace.Span
+	KeyValue = attribute.KeyValue
+	SpanKind = trace.SpanKind
+)
+
+// The span kinds the request path starts.
+const (
+	SpanKindInternal = trace.SpanKindInternal
+	SpanKindClient   = trace.SpanKindClient
 )
 
 // Name is the instrumentation scope of Caduceus's spans.
@@ -60,7 +76,7 @@ func On() bool { return current.Load() != nil }
 // continuing the trace of r's traceparent when it has a valid one. It
 // returns r with the span in its context, and the span; r and nil when
 // tracing is off.
-func StartRequest(r *http.Request, name string) (*http.Request, trace.Span) {
+func StartRequest(r *http.Request, name string) (*http.Request, Span) {
 	h := current.Load()
 	if h == nil {
 		return r, nil
@@ -73,7 +89,7 @@ func StartRequest(r *http.Request, name string) (*http.Request, trace.Span) {
 // Child starts span name as a child of ctx's span when tracing is on and
 // ctx's span records; else it returns ctx and nil (work outside a traced
 // request, background jobs, starts no trace of its own).
-func Child(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+func Child(ctx context.Context, name string, kind SpanKind) (context.Context, Span) {
 	h := current.Load()
 	if h == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
@@ -83,7 +99,7 @@ func Child(ctx context.Context, name string, kind trace.SpanKind) (context.Conte
 
 // Annotate sets attrs on ctx's span when tracing is on and it records.
 // Callers that build attributes check On first.
-func Annotate(ctx context.Context, attrs ...attribute.KeyValue) {
+func Annotate(ctx context.Context, attrs ...KeyValue) {
 	if current.Load() == nil {
 		return
 	}
@@ -104,7 +120,7 @@ func Inject(ctx context.Context, h http.Header) {
 }
 
 // End ends span, marking it failed with err when err is not nil.
-func End(span trace.Span, err error) {
+func End(span Span, err error) {
 	if err != nil {
 		span.SetStatus(codes.Error, "")
 	}
@@ -112,4 +128,4 @@ func End(span trace.Span, err error) {
 }
 
 // Fail marks span failed with a short description (never client data).
-func Fail(span trace.Span, description string) { span.SetStatus(codes.Error, description) }
+func Fail(span Span, description string) { span.SetStatus(codes.Error, description) }

@@ -31,8 +31,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
@@ -1046,7 +1044,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 // (whose traceparent goes upstream) with the route, the model identity,
 // the outcome and the status; and OnAttempt told.
 func (g *Gateway) attempt(ctx context.Context, w Writer, req Request, routeName, id string, price upstream.Price, body []byte, wait time.Duration, holdFirst, strip bool, capture int, x *leg) outcome {
-	actx, span := telemetry.Child(ctx, "shim.attempt", trace.SpanKindClient) // nil: not traced
+	actx, span := telemetry.Child(ctx, "shim.attempt", telemetry.SpanKindClient) // nil: not traced
 	began := time.Now()
 	out := g.call(actx, w, req, routeName, id, price, body, wait, holdFirst, strip, capture, x)
 	if span != nil {
