@@ -31,6 +31,7 @@ type Server struct {
 	initdb  string
 	pgctl   string
 	asUser  []string // the command prefix that runs a binary as the postgres user ("" when not root)
+	extra   string   // more server options (a standby's cluster_name)
 
 	mu      sync.Mutex
 	running bool
@@ -43,6 +44,20 @@ type Server struct {
 // them. Run as root, the server runs as the postgres OS user (Postgres
 // refuses to run as root).
 func Start(t testing.TB) *Server {
+	t.Helper()
+	s := newServer(t)
+	if out, err := s.run(s.initdb, "-D", s.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
+		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	}
+	s.port = freePort(t)
+	s.Start()
+	return s
+}
+
+// newServer finds the binaries, makes the temporary directory (removed,
+// with the server stopped, when the test ends) and, as root, the prefix
+// that runs the binaries as the postgres user.
+func newServer(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{t: t, initdb: find("initdb"), pgctl: find("pg_ctl")}
 	if s.initdb == "" || s.pgctl == "" {
@@ -70,12 +85,72 @@ func Start(t testing.TB) *Server {
 		}
 		s.asUser = []string{runuser, "-u", "postgres", "--"}
 	}
-	if out, err := s.run(s.initdb, "-D", s.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	return s
+}
+
+// NewStandby makes a streaming standby of primary (pg_basebackup -R from
+// it) in a temporary directory of its own, starts it on a free port of
+// 127.0.0.1 with cluster_name (its application_name on the primary) name,
+// and returns once the primary streams to it. With synchronous the
+// primary then names it in synchronous_standby_names (ALTER SYSTEM and a
+// reload: with synchronous_commit = on, a commit on the primary returns
+// once the standby has flushed it) and NewStandby returns once the
+// primary reports it sync. The standby is stopped and its directory
+// removed when the test ends, as a Start's is. It needs pg_basebackup and
+// psql as well.
+func NewStandby(primary *Server, name string, synchronous bool) *Server {
+	t := primary.t
+	t.Helper()
+	s := newServer(t)
+	basebackup := find("pg_basebackup")
+	if basebackup == "" || find("psql") == "" {
+		t.Fatalf("pgtest: pg_basebackup and psql are needed to make a standby")
+	}
+	if out, err := s.run(basebackup, "-D", s.data, "-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", "postgres",
+		"-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		t.Fatalf("pgtest: pg_basebackup: %v\n%s", err, out)
 	}
 	s.port = freePort(t)
+	s.extra = " -c cluster_name=" + name
 	s.Start()
-	return s
+	if synchronous {
+		primary.SQL("ALTER SYSTEM SET synchronous_standby_names = '" + name + "'")
+		primary.SQL("SELECT pg_reload_conf()")
+	}
+	want := "async"
+	if synchronous {
+		want = "sync"
+	}
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		got := primary.SQL("SELECT sync_state FROM pg_stat_replication WHERE application_name = '" + name + "' AND state = 'streaming'")
+		if got == want {
+			return s
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("pgtest: standby %s is not streaming %s 60 s after it started (primary says %q)\n%s", name, want, got, tail(s.Log(), 4000))
+		}
+	}
+}
+
+// Promote promotes a standby to a primary (pg_ctl promote) and returns
+// once it takes writes.
+func (s *Server) Promote() {
+	s.t.Helper()
+	if out, err := s.run(s.pgctl, "promote", "-w", "-t", "60", "-D", s.data); err != nil {
+		s.t.Fatalf("pgtest: pg_ctl promote: %v\n%s\n%s", err, out, tail(s.Log(), 4000))
+	}
+}
+
+// SQL runs one statement on the server's postgres database with psql over
+// its socket and returns its output, unaligned and without headers,
+// trimmed.
+func (s *Server) SQL(query string) string {
+	s.t.Helper()
+	out, err := s.run(find("psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", s.dir, "-p", strconv.Itoa(s.port), "-U", "postgres", "-d", "postgres", "-c", query)
+	if err != nil {
+		s.t.Fatalf("pgtest: psql %q: %v\n%s", query, err, out)
+	}
+	return strings.TrimSpace(out)
 }
 
 // DSN is the URL of the server's postgres database.
@@ -90,7 +165,7 @@ func (s *Server) Port() int { return s.port }
 // and returns once it accepts connections.
 func (s *Server) Start() {
 	s.t.Helper()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", s.port, s.dir)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200%s", s.port, s.dir, s.extra)
 	if out, err := s.run(s.pgctl, "start", "-w", "-t", "60", "-D", s.data, "-l", s.logFile, "-o", opts); err != nil {
 		s.t.Fatalf("pgtest: pg_ctl start: %v\n%s\n%s", err, out, s.Log())
 	}

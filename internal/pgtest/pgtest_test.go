@@ -3,6 +3,7 @@ package pgtest_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"testing"
 
@@ -60,5 +61,32 @@ func TestStopStartKill(t *testing.T) {
 	srv.Start()
 	if n := count(); n != 2 {
 		t.Fatalf("%d rows after kill and start, want 2", n)
+	}
+}
+
+// TestStandbyPromote: a row committed on a primary with a synchronous
+// standby is on the standby once the primary is killed and the standby
+// promoted, and the promoted standby takes writes; a DSN naming both
+// hosts with target_session_attrs=read-write reaches it.
+func TestStandbyPromote(t *testing.T) {
+	if os.Getenv(storetest.EnvPostgres) == "" {
+		t.Skip(storetest.EnvPostgres + " unset: the Postgres tests are off")
+	}
+	primary := pgtest.Start(t)
+	standby := pgtest.NewStandby(primary, "standby1", true)
+	primary.SQL(`CREATE TABLE kept (v TEXT)`)
+	primary.SQL(`INSERT INTO kept VALUES ('one')`)
+	primary.Kill()
+	standby.Promote()
+	if n := standby.SQL(`SELECT COUNT(*) FROM kept`); n != "1" {
+		t.Fatalf("%s rows on the promoted standby, want 1", n)
+	}
+	db, err := sql.Open("pgx", fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write", primary.Port(), standby.Port()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(context.Background(), `INSERT INTO kept VALUES ('two')`); err != nil {
+		t.Fatalf("a write through the two-host DSN after the promotion: %v", err)
 	}
 }
