@@ -35,6 +35,7 @@ type NATSRouter struct {
 	subs  []*nats.Subscription
 	// onBuffered runs for another process's buffered signal.
 	onBuffered atomic.Pointer[func(contract.TenantSlot, string, string)]
+	closed     atomic.Bool
 }
 
 // NATSOptions configure a NATSRouter.
@@ -118,6 +119,9 @@ func NewNATSRouter(nc *nats.Conn, o NATSOptions) (*NATSRouter, error) {
 
 // reconnected runs when the NATS connection is back after an outage.
 func (r *NATSRouter) reconnected() {
+	if r.closed.Load() {
+		return
+	}
 	r.local.mu.RLock()
 	claims := make([]claimMsg, 0, len(r.local.owners))
 	for k, rt := range r.local.owners {
@@ -143,6 +147,7 @@ func (r *NATSRouter) reconnected() {
 
 // Close unsubscribes.
 func (r *NATSRouter) Close() {
+	r.closed.Store(true)
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
