@@ -99,8 +99,14 @@ func TestRelayNATSOutage(t *testing.T) {
 	stopped := time.Now()
 	const during = 5
 	for n := 2; n < 2+during; n++ {
+		start := time.Now()
 		if code := post(b.url, n); code != 200 {
 			t.Fatalf("update %d at b while NATS is away: %d", n, code)
+		}
+		// b does not wait on NATS (a forward's timeout is 2 s): it
+		// buffers the update and answers.
+		if d := time.Since(start); d > 1500*time.Millisecond {
+			t.Fatalf("update %d at b while NATS is away took %v to acknowledge", n, d)
 		}
 		healthy(a)
 		healthy(b)
