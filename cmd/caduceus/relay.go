@@ -30,7 +30,12 @@ func (a *app) relayConnector(db *store.DB) (c *connector.Connector, close func()
 	rc.Store, rc.Audit, rc.Logger = relaysql.New(db), db.Audit(), a.log
 	var nc *nats.Conn
 	if a.cfg.NATS != "" {
-		if nc, err = nats.Connect(a.cfg.NATS, nats.Name("caduceus-relay")); err != nil {
+		if nc, err = nats.Connect(a.cfg.NATS, nats.Name("caduceus-relay"),
+			// Through an outage of any length: reconnect for good, and fail
+			// a publish at once rather than keep it for the reconnection
+			// (a forwarded event that failed is buffered in the store; sent
+			// again later it would arrive twice).
+			nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.ReconnectBufSize(-1)); err != nil {
 			return nil, nil, fmt.Errorf("relay: nats %s: %w", a.cfg.NATS, err)
 		}
 		if rc.Router, err = connector.NewNATSRouter(nc, connector.NATSOptions{}); err != nil {

@@ -87,7 +87,13 @@ func New(cfg Config) (*Connector, error) {
 		c.router = NewLocalRouter()
 	}
 	if bs, ok := c.router.(BufferSignal); ok {
-		bs.OnBuffered(c.drainFor)
+		bs.OnBuffered(func(tenant contract.TenantSlot, platform, bot string) {
+			if tenant == "" {
+				c.redrain("")
+				return
+			}
+			c.drainFor(tenant, platform, bot)
+		})
 	}
 	if cfg.SessionKeys != nil {
 		c.keys = *cfg.SessionKeys

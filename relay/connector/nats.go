@@ -35,6 +35,7 @@ type NATSRouter struct {
 	subs  []*nats.Subscription
 	// onBuffered runs for another process's buffered signal.
 	onBuffered atomic.Pointer[func(contract.TenantSlot, string, string)]
+	closed     atomic.Bool
 }
 
 // NATSOptions configure a NATSRouter.
@@ -102,11 +103,51 @@ func NewNATSRouter(nc *nats.Conn, o NATSOptions) (*NATSRouter, error) {
 		r.Close()
 		return nil, fmt.Errorf("connector: nats: %w", err)
 	}
+	// What was said while the connection was down is lost (claims, buffered
+	// signals): on reconnecting, claim this process's sessions again, drain
+	// what the shared buffer holds for this process's connections, and tell
+	// the others to drain theirs.
+	prev := nc.Opts.ReconnectedCB
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		if prev != nil {
+			prev(c)
+		}
+		r.reconnected()
+	})
 	return r, nil
+}
+
+// reconnected runs when the NATS connection is back after an outage.
+func (r *NATSRouter) reconnected() {
+	if r.closed.Load() {
+		return
+	}
+	r.local.mu.RLock()
+	claims := make([]claimMsg, 0, len(r.local.owners))
+	for k, rt := range r.local.owners {
+		m := claimMsg{Process: r.process, Conn: rt.owner.ID(), Tenant: k.tenant, Key: k.key, ChatID: rt.chatID}
+		if c, ok := rt.owner.(*conn); ok {
+			for _, id := range c.identities() {
+				m.Serves = append(m.Serves, [2]string{id.platform, id.bot})
+			}
+		}
+		claims = append(claims, m)
+	}
+	r.local.mu.RUnlock()
+	for _, m := range claims {
+		b, _ := json.Marshal(m)
+		_ = r.nc.Publish(r.prefix+".own", b)
+	}
+	b, _ := json.Marshal(bufferedMsg{Process: r.process}) // no tenant: every buffer
+	_ = r.nc.Publish(r.prefix+".buffered", b)
+	if fn := r.onBuffered.Load(); fn != nil {
+		(*fn)("", "", "")
+	}
 }
 
 // Close unsubscribes.
 func (r *NATSRouter) Close() {
+	r.closed.Store(true)
 	for _, s := range r.subs {
 		_ = s.Unsubscribe()
 	}
@@ -263,8 +304,14 @@ func (o *remoteOwner) Serves(platform, bot string) bool {
 	return false
 }
 
-// Deliver forwards f to the owning process and waits for its answer.
+// Deliver forwards f to the owning process and waits for its answer. It
+// fails at once while the NATS connection is down: the caller buffers the
+// event in the shared store, and the owning process drains it when it
+// hears of it (at the latest on the reconnection, or its maintenance tick).
 func (o *remoteOwner) Deliver(f relay.Frame) bool {
+	if o.r.nc.Status() != nats.CONNECTED {
+		return false
+	}
 	fb, err := f.MarshalJSON()
 	if err != nil {
 		return false

@@ -41,7 +41,9 @@ type BufferSignal interface {
 	// Buffered tells the other processes that tenant's buffer has an
 	// event for (platform, bot).
 	Buffered(tenant contract.TenantSlot, platform, bot string)
-	// OnBuffered sets what runs when another process says so.
+	// OnBuffered sets what runs when another process says so. An empty
+	// tenant means any buffer may hold events (after an outage of the
+	// signals' transport): drain every one this process can.
 	OnBuffered(fn func(tenant contract.TenantSlot, platform, bot string))
 }
 
