@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -65,14 +64,7 @@ func TestPostgresFailoverUnderLoad(t *testing.T) {
 	killed := time.Now()
 	// The gap: no primary. Every process says 503 on /readyz and answers
 	// every kind 503 until the standby is promoted.
-	for p := range procs {
-		for l.ready(p) != http.StatusServiceUnavailable {
-			if time.Since(killed) > 30*time.Second {
-				t.Fatalf("process %d still says ready 30 s after the primary was killed", p)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	l.awaitUnready(30 * time.Second)
 	l.await("every process answers every kind 503 while there is no primary", 30*time.Second, l.every(l.unavail, 1, 1, kTurn, kDecision, kTick, kKeys))
 	gap := time.Since(killed)
 	l.phase.Store(2)
@@ -81,31 +73,7 @@ func TestPostgresFailoverUnderLoad(t *testing.T) {
 
 	// After: each process is ready and takes a write of its own on the new
 	// primary, without a restart.
-	recovered := make([]time.Duration, len(procs))
-	for p := range procs {
-		for n := 0; ; n++ {
-			if l.ready(p) == http.StatusOK {
-				id := fmt.Sprintf("dec_failover_%d_%d", p, n)
-				req, _ := http.NewRequest("POST", procs[p].url+"/v1/trader/decisions", strings.NewReader(decisionBody(id, "normal", "failover")))
-				req.Header.Set("Authorization", "Bearer "+keys.op)
-				req.Header.Set("Content-Type", "application/json")
-				if resp, err := l.client.Do(req); err == nil {
-					resp.Body.Close()
-					if resp.StatusCode/100 == 2 {
-						l.mu.Lock()
-						l.acked[kDecision] = append(l.acked[kDecision], id)
-						l.mu.Unlock()
-						recovered[p] = time.Since(promoted)
-						break
-					}
-				}
-			}
-			if time.Since(promoted) > 60*time.Second {
-				t.Fatalf("process %d does not serve 60 s after the standby was promoted", p)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	recovered := l.awaitWriting(promoted, 60*time.Second, "dec_failover")
 	last := max(recovered[0], recovered[1], recovered[2])
 	t.Logf("primary killed: every process answered every kind 503 within %v; promotion took %v; every process ready and writing %v after the promotion (by process: %v), %v after the kill",
 		gap.Round(time.Millisecond), promoted.Sub(killed.Add(gap)).Round(time.Millisecond), last.Round(time.Millisecond), recovered,

@@ -242,13 +242,20 @@ func (l *faultLoad) turn(p, c, i int) {
 // test after limit naming what.
 func (l *faultLoad) await(what string, limit time.Duration, cond func() bool) {
 	l.t.Helper()
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+	l.awaitUnlocked(what, limit, func() bool {
 		l.mu.Lock()
-		ok := cond()
-		l.mu.Unlock()
-		if ok {
-			return
-		}
+		defer l.mu.Unlock()
+		return cond()
+	})
+}
+
+// awaitUnlocked polls cond (which takes the load's lock itself, if at all)
+// every 20 ms until it holds, or fails the test after limit naming what.
+func (l *faultLoad) awaitUnlocked(what string, limit time.Duration, cond func() bool) {
+	l.t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for start := time.Now(); !cond(); <-tick.C {
 		if time.Since(start) > limit {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -307,6 +314,51 @@ func (l *faultLoad) ready(p int) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// awaitUnready waits until every process answers /readyz 503 (the
+// database gone), failing the test after limit.
+func (l *faultLoad) awaitUnready(limit time.Duration) {
+	l.t.Helper()
+	for p := range l.procs {
+		l.awaitUnlocked(fmt.Sprintf("process %d says not ready", p), limit, func() bool { return l.ready(p) == http.StatusServiceUnavailable })
+	}
+}
+
+// awaitWriting waits until every process answers /readyz 200 and
+// acknowledges a trader decision of its own (ids prefix_P_N, recorded as
+// acknowledged), failing the test after limit; it returns how long after
+// since each process took its write.
+func (l *faultLoad) awaitWriting(since time.Time, limit time.Duration, prefix string) []time.Duration {
+	l.t.Helper()
+	took := make([]time.Duration, len(l.procs))
+	for p := range l.procs {
+		n := 0
+		l.awaitUnlocked(fmt.Sprintf("process %d serves and writes again", p), limit, func() bool {
+			if l.ready(p) != http.StatusOK {
+				return false
+			}
+			n++
+			id := fmt.Sprintf("%s_%d_%d", prefix, p, n)
+			req, _ := http.NewRequest("POST", l.procs[p].url+"/v1/trader/decisions", strings.NewReader(decisionBody(id, "normal", prefix)))
+			req.Header.Set("Authorization", "Bearer "+l.keys.op)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := l.client.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if resp.StatusCode/100 != 2 {
+				return false
+			}
+			l.mu.Lock()
+			l.acked[kDecision] = append(l.acked[kDecision], id)
+			l.mu.Unlock()
+			took[p] = time.Since(since)
+			return true
+		})
+	}
+	return took
 }
 
 // checkStored checks, once the processes have stopped, that db holds every

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -89,14 +88,7 @@ func postgresOutage(t *testing.T, down func(*pgtest.Server)) {
 	stopped := time.Now()
 	// While it is stopped: /readyz says 503 on every process, and every
 	// process answers every kind 503.
-	for p := range procs {
-		for l.ready(p) != http.StatusServiceUnavailable {
-			if time.Since(stopped) > 30*time.Second {
-				t.Fatalf("process %d still says ready 30 s after Postgres stopped", p)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	l.awaitUnready(30 * time.Second)
 	l.await("every process answers every kind 503 while Postgres is stopped", 30*time.Second, l.every(l.unavail, 1, 1, kTurn, kDecision, kTick, kKeys))
 	seen := time.Since(stopped)
 	// A key that must be looked up is answered 503 store_unavailable,
@@ -131,31 +123,7 @@ func postgresOutage(t *testing.T, down func(*pgtest.Server)) {
 
 	// After: each process is ready and takes a write of its own, without
 	// a restart.
-	recovered := make([]time.Duration, len(procs))
-	for p := range procs {
-		for n := 0; ; n++ {
-			if l.ready(p) == http.StatusOK {
-				id := fmt.Sprintf("dec_back_%d_%d", p, n)
-				req, _ := http.NewRequest("POST", procs[p].url+"/v1/trader/decisions", strings.NewReader(decisionBody(id, "normal", "back")))
-				req.Header.Set("Authorization", "Bearer "+keys.op)
-				req.Header.Set("Content-Type", "application/json")
-				if resp, err := l.client.Do(req); err == nil {
-					resp.Body.Close()
-					if resp.StatusCode/100 == 2 {
-						l.mu.Lock()
-						l.acked[kDecision] = append(l.acked[kDecision], id)
-						l.mu.Unlock()
-						recovered[p] = time.Since(started)
-						break
-					}
-				}
-			}
-			if time.Since(started) > 60*time.Second {
-				t.Fatalf("process %d does not serve 60 s after Postgres started again", p)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	recovered := l.awaitWriting(started, 60*time.Second, "dec_back")
 	t.Logf("Postgres gone: 503s of every kind on every process %v after; held %v; every process ready and writing %v after the start (by process: %v)",
 		seen.Round(time.Millisecond), outageHold, max(recovered[0], recovered[1], recovered[2]).Round(time.Millisecond), recovered)
 	// The load runs on until every process acknowledged every kind again
