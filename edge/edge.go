@@ -79,8 +79,9 @@ func New(cfg Config) (*Edge, error) {
 	sc := shim.Config{Store: rules, Audit: trail, Turns: NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline, EdgeSecret: cfg.EdgeSecret,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
 		Classifier: cfg.Classifier, Embedder: cfg.Embedder,
-		// The default transport: on js/wasm it is the Worker's fetch.
-		Client: &http.Client{}}
+		// The default transport (on js/wasm the Worker's fetch), with
+		// bodies closed when their request's context ends.
+		Client: &http.Client{Transport: upstreamTransport{http.DefaultTransport}}}
 	if sc.Upstreams == nil {
 		sc.Upstreams = map[string]shim.Upstream{}
 	}
@@ -90,7 +91,7 @@ func New(cfg Config) (*Edge, error) {
 	svc := shim.New(sc)
 	gc := shimgate.Config{Service: svc, Memory: m}
 	if len(cfg.SyncAllow) > 0 {
-		gc.Sync = provsync.New(svc, provsync.Config{Governor: gov, Ledger: mem, AllowURL: provsync.AllowPrefixes(cfg.SyncAllow), Client: &http.Client{}})
+		gc.Sync = provsync.New(svc, provsync.Config{Governor: gov, Ledger: mem, AllowURL: provsync.AllowPrefixes(cfg.SyncAllow), Client: &http.Client{Transport: upstreamTransport{http.DefaultTransport}}})
 	}
 	gates := []gate.Gate{shimgate.New(gc)}
 	// No key cache: each isolate is short-lived and a revocation must reach

@@ -20,7 +20,7 @@ import (
 // flakyUpstream is the OpenAI and Anthropic provider of the failure-path
 // tests, on all three wires. A prompt holding "cut" gets a stream that
 // breaks after its first event (the connection is closed without the
-// stream's end); one holding "hold" gets nothing until its caller leaves
+// stream's end); one holding "hold" gets its headers and no body until its caller leaves
 // (then held receives how long it was held), or until release closes; any
 // other prompt gets a whole answer, or a stream that, after its first
 // event, goes on with a delta every 20 ms until its caller leaves (then
@@ -49,6 +49,11 @@ func (u *flakyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	messages := strings.HasSuffix(r.URL.Path, "/v1/messages")
 	responses := strings.HasSuffix(r.URL.Path, "/responses")
 	if bytes.Contains(b, []byte("hold")) {
+		// The headers go out at once, the body never: the caller's Fetch
+		// has its response, and only closing the body ends the call.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
 		u.arrived <- r.URL.Path
 		start := time.Now()
 		select {

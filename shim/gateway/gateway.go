@@ -925,27 +925,6 @@ type cancelOnClose struct {
 	cancel context.CancelFunc
 }
 
-// ctxBody is an answer's body that ends with its context's error once the
-// context is done (the client left), however the read ended: net/http's
-// transport stops a body read itself, but js/wasm's Fetch transport (the
-// edge) aborts only while it waits for the headers, so send closes the
-// body when the context ends, and that read must not pass for the
-// answer's end.
-type ctxBody struct {
-	io.ReadCloser
-	ctx context.Context
-}
-
-func (b ctxBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil {
-		if cerr := b.ctx.Err(); cerr != nil {
-			return n, cerr
-		}
-	}
-	return n, err
-}
-
 func (c cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
@@ -1034,9 +1013,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 		cancel()
 		return nil, sent.Load(), err
 	}
-	rb := resp.Body
-	unwatch := context.AfterFunc(actx, func() { rb.Close() })
-	resp.Body = cancelOnClose{ctxBody{rb, actx}, func() { unwatch(); cancel() }}
+	resp.Body = cancelOnClose{resp.Body, cancel}
 	return resp, true, nil
 }
 
