@@ -577,6 +577,13 @@ func TestAdapterCurrentWire(t *testing.T) {
 		t.Errorf("default descriptor %s, want the first identity's", d.Platform)
 	}
 	waitCall(t, e.discord.seen, "PUT /applications/"+discordApp+"/commands")
+	// The connector answers each hello with its descriptor; the discord
+	// one may reach the adapter after the commands were registered.
+	tick := time.NewTicker(5 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); len(a.Descriptors()) < 2 && time.Now().Before(deadline); {
+		<-tick.C
+	}
+	tick.Stop()
 	if ds := a.Descriptors(); len(ds) != 2 || !ds["discord"].Supports(relay.OpFollowUp) || ds["telegram"].Supports(relay.OpFollowUp) {
 		t.Errorf("descriptors %+v", ds)
 	}
