@@ -295,6 +295,11 @@ func TestAuditVerifyWhileAppending(t *testing.T) {
 		ctx := t.Context()
 		log := db.Audit()
 		stop := make(chan struct{})
+		// The verifier starts once an append has committed: on a busy
+		// machine 2,000 verifications of an empty log could otherwise all
+		// run before the first commit.
+		appended := make(chan struct{})
+		var first sync.Once
 		var wg sync.WaitGroup
 		for g := range 4 {
 			wg.Go(func() {
@@ -306,11 +311,14 @@ func TestAuditVerifyWhileAppending(t *testing.T) {
 					}
 					if _, err := log.Append(ctx, entry(contract.TenantSlot(fmt.Sprint("slot-", 1+g%2)), "widgets.write", fmt.Sprint(g, "-", i), nil)); err != nil {
 						t.Error(err)
+						first.Do(func() { close(appended) })
 						return
 					}
+					first.Do(func() { close(appended) })
 				}
 			})
 		}
+		<-appended
 		var last int64
 		for i := 0; i < 2000 && last < 400; i++ {
 			rep, err := audit.VerifyWith(ctx, log, audit.Options{})
