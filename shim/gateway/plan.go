@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+)
+
+// forwarding is one request on its way along its plan's steps.
+type forwarding struct {
+	req   Request
+	cfg   upstream.Config
+	model string
+	plan  upstream.Plan
+	steps []upstream.Step
+	ids   []string // each step's model identity
+	// groups are the balanced steps' members among steps, [from, to),
+	// with each step's weight (weights: only when there are groups);
+	// probes are the routes this request tries after their cool-down.
+	groups  [][2]int
+	weights []int
+	probes  []string
+	meta    meta
+	body    []byte // what goes upstream (include_usage added when strip)
+	strip   bool   // the client did not ask for the usage chunk: strip it
+	res     Result
+	last    *Refusal // why the last step that tried could not answer
+	sent    bool     // an attempt failed that may have run
+	// open: the plan is an Open one (the ungoverned pass-through): no
+	// grant, no price, no reservation, no hold, the body as it came.
+	open bool
+	// retried: an attempt was tried again (the plan's retries): the
+	// answer, if an error, tells the SDK not to retry once more.
+	retried bool
+	// tokens are the input and output tokens the answered attempt
+	// reported (for the rate limits' tpm).
+	tokens int64
+	// cacheKey is the request's key in its plan's cache ("": not cached);
+	// capture bounds the answer kept.
+	cacheKey string
+	capture  int
+	// untranslatable: the request cannot be carried to the other wire;
+	// translated steps are skipped.
+	untranslatable bool
+}
+
+// route finds the request's plan and steps and checks, before any upstream
+// call, that the model is routed over this wire, that some step is granted,
+// and that the body is one the provider would take.
+func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
+	c := g.cfg.Upstream
+	model := req.Model
+	if model == "" {
+		model = wire.PeekModel(req.Body)
+	}
+	f := &forwarding{req: req, cfg: c, model: model}
+	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
+	f.res.Plan, f.plan = planName, plan
+	if !ok {
+		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: "shim: no plan serves this tenant"}
+	}
+	if plan.Open {
+		return g.routeOpen(f)
+	}
+	steps := plan.Steps(f.model)
+	if len(steps) == 0 {
+		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: fmt.Sprintf("shim: the model %q does not exist or is not routed here", f.model)}
+	}
+	kept, translated := servable(c, req.Protocol, steps)
+	if len(kept) == 0 {
+		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeWrongWire, Message: fmt.Sprintf("shim: %q is served over the %s API, not %s", f.model, c.Routes[steps[0].Members()[0].Route].Kind, req.Protocol)}
+	}
+	f.flatten(kept)
+	if !f.grantedFrom(0) {
+		return f, &Refusal{Status: http.StatusForbidden, Code: CodeNotGranted, Message: fmt.Sprintf("shim: this key is not granted %s", f.ids[0])}
+	}
+	m, err := readMeta(req.Body)
+	if err != nil {
+		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "shim: " + err.Error()}
+	}
+	f.meta, f.body = m, req.Body
+	if translated {
+		if r := f.translation(); r != nil {
+			return f, r
+		}
+	}
+	if req.Protocol == wire.ChatCompletions && m.stream && !m.includeUsage {
+		f.body, f.strip = withIncludeUsage(req.Body), true
+	}
+	return f, nil
+}
+
+// CodeNoUpstream refuses a request whose wire the Open plan has no route
+// for.
+const CodeNoUpstream = "upstream_not_configured"
+
+// routeOpen routes a request of an Open plan to its wire's route, whatever
+// the model; its body goes as it came.
+func (g *Gateway) routeOpen(f *forwarding) (*forwarding, *Refusal) {
+	kind := kindOf(f.req.Protocol)
+	name, ok := f.cfg.OpenRoute(kind)
+	if !ok {
+		return f, &Refusal{Status: http.StatusServiceUnavailable, Code: CodeNoUpstream, Message: fmt.Sprintf("shim: no %s upstream is configured", kind)}
+	}
+	f.open, f.body, f.res.Open = true, f.req.Body, true
+	f.steps = []upstream.Step{{Route: name}}
+	f.ids = []string{f.cfg.StepIdentity(f.steps[0], f.model)}
+	return f, nil
+}
+
+// grantedFrom reports whether the caller is granted step i or a later one
+// (any step of an Open plan).
+func (f *forwarding) grantedFrom(i int) bool {
+	if f.open {
+		return i < len(f.ids)
+	}
+	for _, id := range f.ids[i:] {
+		if f.req.Caller.Granted(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayMove reports whether, after failure at step i, the plan and the
+// caller's grants let a later step take over.
+func (f *forwarding) mayMove(i int, failure upstream.Failure) bool {
+	return upstream.MayFailOver(f.plan.Failover, failure, false, f.grantedFrom(i+1))
+}
