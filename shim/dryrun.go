@@ -56,13 +56,17 @@ func (s *Service) dryRun(ctx context.Context, caller contract.Caller, p wire.Pro
 		return DryRunResult{}, contract.FieldError("protocol", "bad_protocol", "shim: unknown protocol %q (want chat_completions, responses or messages)", p)
 	}
 	out := DryRunResult{Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{}}
-	out.Model = wire.PeekModel(body)
+	req, err := wire.Parse(p, body)
+	if err == nil {
+		out.Model = req.Model
+	} else {
+		out.Model = wire.PeekModel(body) // the contributor refusal wins whatever else is wrong
+	}
 	if IsContributorModel(out.Model) {
 		out.Decision = DecisionRefused
 		out.Refusal = &Refusal{Code: CodeContributorRefused, Message: "shim: contributor-tier models are refused"}
 		return out, nil
 	}
-	req, err := wire.Parse(p, body)
 	if err != nil {
 		return DryRunResult{}, contract.Invalidf(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "wire: "))
 	}
@@ -89,14 +93,14 @@ func (s *Service) dryRun(ctx context.Context, caller contract.Caller, p wire.Pro
 		return out, nil
 	}
 	out.Decision = DecisionForward
-	forwarded := body
+	forwarded := req.Body()
 	if pl.shim != "" {
-		if forwarded, err = wire.Inject(p, body, pl.shim); err != nil {
+		if forwarded, err = forwarded.Inject(p, pl.shim); err != nil {
 			return DryRunResult{}, contract.Invalidf(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "wire: "))
 		}
 	}
-	if json.Valid(forwarded) {
-		out.Forwarded = forwarded
+	if json.Valid(forwarded.Raw) {
+		out.Forwarded = forwarded.Raw
 	}
 	return out, nil
 }

@@ -17,9 +17,9 @@ import (
 // grant, budget exceeded, a held model, no route that answered) is written
 // in p's envelope; x-should-retry: false unless retrying may help (a held
 // model after its Retry-After, an upstream that failed).
-func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, body []byte) {
+func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, body wire.Body) {
 	t.rc.Decision = DecisionForward
-	t.hash(&t.rc.ForwardedSHA256, body)
+	t.hash(&t.rc.ForwardedSHA256, body.Raw)
 	h := sha256.New()
 	t.rc.OverheadMicros = t.overhead()
 	// A whole answer is held back and sent, with its length, once its
@@ -29,7 +29,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	res := s.cfg.Gateway.Forward(t.r.Context(), gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
 		hdr.Set(HeaderReceipt, t.rc.ID)
 		hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Body: body, Model: t.req.Model, Scope: string(s.Scope(t.caller)), Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
+	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Parsed: t.req, Body: body, Scope: string(s.Scope(t.caller)), Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
 	attempts := res.Attempts
 	if attempts == nil {
 		attempts = []gateway.Attempt{}

@@ -178,18 +178,24 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		s.refuse(w, t, e.Kind.HTTPStatus(), e.Code, e.Code+": "+e.Message)
 		return
 	}
-	t.rc.Model = wire.PeekModel(body)
-	t.effort = contract.Effort(wire.PeekEffort(p, body))
+	// The one parse of the body: every later step (rules, shimming, the
+	// gateway) reads the request it gives.
+	req, err := wire.ParseChecked(p, body) // CheckJSON accepted body above
+	if err != nil {
+		if IsContributorModel(wire.PeekModel(body)) {
+			// The contributor refusal wins whatever else is wrong.
+			s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
+			return
+		}
+		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, err.Error())
+		return
+	}
+	t.rc.Model, t.effort = req.Model, contract.Effort(req.Effort)
 	if IsContributorModel(t.rc.Model) {
 		s.refuse(w, t, http.StatusForbidden, CodeContributorRefused, "shim: contributor-tier models are refused")
 		return
 	}
-	req, err := wire.ParseChecked(p, body) // CheckJSON accepted body above
-	if err != nil {
-		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, err.Error())
-		return
-	}
-	if p == wire.Messages && !wire.HasField(body, "max_tokens") {
+	if p == wire.Messages && !req.HasMaxTokens {
 		// As the Messages API itself: an SDK client learns it here, not
 		// from whichever upstream a plan picks.
 		s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, "max_tokens: Field required")
@@ -219,7 +225,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 			s.refuse(w, t, http.StatusServiceUnavailable, CodeOffline, "shim: offline mode: no upstream calls")
 			return
 		}
-		s.forward(w, t, p, body)
+		s.forward(w, t, p, req.Body())
 		return
 	}
 	ctx := r.Context()
@@ -249,9 +255,9 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		s.refuse(w, t, http.StatusServiceUnavailable, CodeOffline, "shim: offline mode: no upstream calls")
 		return
 	}
-	forwarded := body
+	forwarded := req.Body()
 	if pl.shim != "" {
-		if forwarded, err = wire.Inject(p, body, pl.shim); err != nil {
+		if forwarded, err = forwarded.Inject(p, pl.shim); err != nil {
 			s.refuse(w, t, http.StatusBadRequest, CodeInvalidRequest, err.Error())
 			return
 		}
@@ -332,7 +338,7 @@ func (s *Service) answer(w http.ResponseWriter, t *turn, p wire.Protocol, c *com
 	t.rc.Decision = DecisionDirect
 	d := wire.Direct{ID: strings.TrimPrefix(t.rc.ID, contract.PrefixReceipt+"_"), Model: t.req.Model,
 		Text: c.p.Response.Text, StopReason: c.p.Response.StopReason, Created: s.now().Unix(),
-		IncludeUsage: p == wire.ChatCompletions && t.req.Stream && wire.AsksStreamUsage(t.req.Raw)}
+		IncludeUsage: p == wire.ChatCompletions && t.req.Stream && t.req.IncludeUsage}
 	h := sha256.New()
 	t.headers(w)
 	if t.req.Stream {
@@ -396,7 +402,7 @@ func sum(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil))
 // along the caller's plan (shim.routes), or the Open plan of the
 // ungoverned pass-through (shim.upstreams). Without either, nothing can be
 // forwarded.
-func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body []byte) {
+func (s *Service) forward(w http.ResponseWriter, t *turn, p wire.Protocol, body wire.Body) {
 	if s.cfg.Gateway == nil {
 		t.rc.Upstream = p.Provider()
 		s.refuse(w, t, http.StatusServiceUnavailable, codeNoUpstream, "shim: no "+p.Provider()+" upstream is configured")

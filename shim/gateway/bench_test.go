@@ -78,8 +78,9 @@ func BenchmarkForwardLedger(b *testing.B) {
 				n := reqN.Add(1) // reservation ids are unique across runs
 				rec := httptest.NewRecorder()
 				start := time.Now()
+				pr, body := parsed(b, wire.ChatCompletions, chatBody)
 				res := tc.gw.Forward(context.Background(), gateway.Writer{ResponseWriter: rec}, gateway.Request{Protocol: wire.ChatCompletions,
-					Caller: who, Body: []byte(chatBody), Header: http.Header{}, ID: fmt.Sprintf("rct_%s_%d", tc.name, n)})
+					Caller: who, Parsed: pr, Body: body, Header: http.Header{}, ID: fmt.Sprintf("rct_%s_%d", tc.name, n)})
 				lat = append(lat, time.Since(start))
 				if res.Refusal != nil || rec.Code != 200 {
 					b.Fatalf("%+v %d", res.Refusal, rec.Code)

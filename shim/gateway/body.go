@@ -10,126 +10,6 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
-// meta is what the gateway reads from a request body: whether it streams,
-// its bound on output tokens, and whether it asked for stream usage.
-type meta struct {
-	stream       bool
-	maxOut       int64 // 0: unbounded
-	includeUsage bool  // stream_options.include_usage
-}
-
-func readMeta(body []byte) (meta, error) {
-	// Only these members are decoded; the rest of the body (its messages)
-	// is scanned, not decoded (wire.Members). Keys match exactly, as the
-	// providers read them.
-	vs, ok := wire.Members(body, "stream", "max_completion_tokens", "max_output_tokens", "max_tokens", "stream_options")
-	if !ok {
-		return meta{}, errMetaType
-	}
-	var out meta
-	if err := decodeMember(vs[0], &out.stream); err != nil {
-		return meta{}, err
-	}
-	for _, v := range vs[1:4] {
-		var n *int64
-		if err := decodeMember(v, &n); err != nil {
-			return meta{}, err
-		}
-		if n != nil && *n > 0 && out.maxOut == 0 {
-			out.maxOut = *n
-		}
-	}
-	var so *struct {
-		IncludeUsage bool `json:"include_usage"`
-	}
-	if err := decodeMember(vs[4], &so); err != nil {
-		return meta{}, err
-	}
-	if so != nil {
-		out.includeUsage = so.IncludeUsage
-	}
-	return out, nil
-}
-
-var errMetaType = errors.New("the body's stream, max_tokens, max_completion_tokens, max_output_tokens or stream_options field has the wrong type")
-
-// decodeMember decodes one member's raw value into v; an absent member
-// (nil) leaves v as it is.
-func decodeMember(raw []byte, v any) error {
-	if raw == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return errMetaType
-	}
-	return nil
-}
-
-// topLevel finds the value of key in the top-level object of body and
-// returns its byte range.
-func topLevel(body []byte, key string) (start, end int, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return 0, 0, false
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return 0, 0, false
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return 0, 0, false
-		}
-		if k, _ := t.(string); k == key {
-			end := int(dec.InputOffset())
-			return end - len(raw), end, true
-		}
-	}
-	return 0, 0, false
-}
-
-func splice(b []byte, start, end int, repl []byte) []byte {
-	out := make([]byte, 0, len(b)-(end-start)+len(repl))
-	out = append(out, b[:start]...)
-	out = append(out, repl...)
-	return append(out, b[end:]...)
-}
-
-// withModel returns body asking for model instead (a failover step to
-// another model); every other byte is unchanged.
-func withModel(body []byte, model string) []byte {
-	s, e, ok := topLevel(body, "model")
-	if !ok {
-		return body
-	}
-	q, _ := json.Marshal(model)
-	return splice(body, s, e, q)
-}
-
-// withIncludeUsage returns a chat completions body whose stream ends with a
-// usage chunk: stream_options.include_usage set, every other byte kept.
-func withIncludeUsage(body []byte) []byte {
-	if s, e, ok := topLevel(body, "stream_options"); ok {
-		var opts map[string]json.RawMessage
-		if json.Unmarshal(body[s:e], &opts) != nil || opts == nil {
-			opts = map[string]json.RawMessage{}
-		}
-		opts["include_usage"] = json.RawMessage("true")
-		b, _ := json.Marshal(opts)
-		return splice(body, s, e, b)
-	}
-	i := bytes.IndexByte(body, '{')
-	if i < 0 {
-		return body
-	}
-	sep := ","
-	if rest := bytes.TrimSpace(body[i+1:]); len(rest) > 0 && rest[0] == '}' {
-		sep = ""
-	}
-	return splice(body, i+1, i+1, []byte(`"stream_options":{"include_usage":true}`+sep))
-}
-
 // withoutNullUsage drops a chat completions chunk's "usage": null member,
 // which an upstream asked for include_usage writes into every chunk and a
 // client that did not ask never sees from the provider; every other byte is
@@ -369,4 +249,12 @@ func responseID(data []byte) string {
 		return d.ID
 	}
 	return ""
+}
+
+// splice is b with b[start:end] replaced by repl.
+func splice(b []byte, start, end int, repl []byte) []byte {
+	out := make([]byte, 0, len(b)-(end-start)+len(repl))
+	out = append(out, b[:start]...)
+	out = append(out, repl...)
+	return append(out, b[end:]...)
 }

@@ -39,7 +39,7 @@ func (g *Gateway) fromCache(ctx context.Context, w Writer, f *forwarding) bool {
 	if c == nil || g.cfg.Cache == nil || f.open {
 		return false
 	}
-	key, ok := cacheKey(f.req.Protocol, f.body)
+	key, ok := cacheKey(f.req.Protocol, f.body.Raw)
 	if !ok {
 		return false
 	}

@@ -208,18 +208,21 @@ func New(cfg Config) *Gateway {
 type Request struct {
 	Protocol wire.Protocol
 	Caller   contract.Caller
-	// Body is what goes upstream (after any shim); Header and RawQuery are
-	// the client's.
-	Body     []byte
+	// Parsed is the client's request as the shim parsed it, once: its
+	// model, stream, token bounds and include_usage. Forward needs it;
+	// Pass and the token counts, which send Body as it came, do not.
+	Parsed *wire.Request
+	// Body is what goes upstream (after any shim), with the positions of
+	// its top-level members: a step's edits (its own model,
+	// include_usage) splice by them. Header and RawQuery are the
+	// client's.
+	Body     wire.Body
 	Header   http.Header
 	RawQuery string
 	// ID names the request's reservations: ID-0, ID-1, ... per attempt.
 	ID string
 	// Method is the upstream request's method ("": POST).
 	Method string
-	// Model is the model Body asks for, when the caller has parsed it
-	// already ("": read from Body).
-	Model string
 	// Scope is whose cache the request reads and fills: its tenant, or
 	// its tenant's key under key isolation ("": the caller's tenant).
 	Scope string

@@ -115,11 +115,23 @@ func caller(grants ...string) contract.Caller {
 
 var reqN atomic.Int64
 
+// parsed is body as the shim hands it to Forward: parsed once, with its
+// positions.
+func parsed(t testing.TB, p wire.Protocol, body string) (*wire.Request, wire.Body) {
+	t.Helper()
+	r, err := wire.Parse(p, []byte(body))
+	if err != nil {
+		t.Fatalf("the test's body does not parse: %v", err)
+	}
+	return r, r.Body()
+}
+
 func (r *rig) forward(t *testing.T, c contract.Caller, body string) (gateway.Result, *httptest.ResponseRecorder) {
 	t.Helper()
 	rec := httptest.NewRecorder()
+	pr, b := parsed(t, wire.ChatCompletions, body)
 	res := r.gw.Forward(t.Context(), gateway.Writer{ResponseWriter: rec}, gateway.Request{Protocol: wire.ChatCompletions, Caller: c,
-		Body: []byte(body), Header: http.Header{"Openai-Organization": {"org-1"}}, ID: fmt.Sprintf("rct_%d", reqN.Add(1))})
+		Parsed: pr, Body: b, Header: http.Header{"Openai-Organization": {"org-1"}}, ID: fmt.Sprintf("rct_%d", reqN.Add(1))})
 	if res.Err != nil {
 		t.Fatalf("gateway failure: %v", res.Err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
-	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // Model is a model a caller may ask for.
@@ -85,7 +84,7 @@ func (g *Gateway) InputTokens(ctx context.Context, w Writer, req Request) Result
 // count forwards a token count to path on a route of kind.
 func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string, kind upstream.Kind) Result {
 	c := g.cfg.Upstream
-	model := wire.PeekModel(req.Body)
+	model := req.Body.Model()
 	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
 	res := Result{Plan: planName}
 	steps := plan.Steps(model)
@@ -115,9 +114,9 @@ func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string,
 		}
 		body := req.Body
 		if st.Model != "" && st.Model != model {
-			body = withModel(body, st.Model)
+			body = body.WithModel(st.Model)
 		}
-		resp, _, err := g.send(ctx, req, st.Route, path, body, g.cfg.HeaderTimeout)
+		resp, _, err := g.send(ctx, req, st.Route, path, body.Raw, g.cfg.HeaderTimeout)
 		if err != nil {
 			continue
 		}
@@ -161,7 +160,7 @@ func (g *Gateway) Pass(ctx context.Context, w Writer, req Request, route, id, pa
 	if _, ok := g.cfg.Upstream.Routes[route]; !ok {
 		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the route %q that served this answer is no longer configured", route), false)
 	}
-	resp, _, err := g.send(ctx, req, route, path, req.Body, g.cfg.HeaderTimeout)
+	resp, _, err := g.send(ctx, req, route, path, req.Body.Raw, g.cfg.HeaderTimeout)
 	if err != nil {
 		return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: the upstream could not be reached", true)
 	}

@@ -12,7 +12,7 @@ import (
 type forwarding struct {
 	req   Request
 	cfg   upstream.Config
-	model string
+	model string // the model the client asked for
 	plan  upstream.Plan
 	steps []upstream.Step
 	ids   []string // each step's model identity
@@ -22,9 +22,8 @@ type forwarding struct {
 	groups  [][2]int
 	weights []int
 	probes  []string
-	meta    meta
-	body    []byte // what goes upstream (include_usage added when strip)
-	strip   bool   // the client did not ask for the usage chunk: strip it
+	body    wire.Body // what goes upstream (include_usage added when strip)
+	strip   bool      // the client did not ask for the usage chunk: strip it
 	res     Result
 	last    *Refusal // why the last step that tried could not answer
 	sent    bool     // an attempt failed that may have run
@@ -51,11 +50,10 @@ type forwarding struct {
 // and that the body is one the provider would take.
 func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	c := g.cfg.Upstream
-	model := req.Model
-	if model == "" {
-		model = wire.PeekModel(req.Body)
+	f := &forwarding{req: req, cfg: c, body: req.Body}
+	if req.Parsed != nil {
+		f.model = req.Parsed.Model
 	}
-	f := &forwarding{req: req, cfg: c, model: model}
 	planName, plan, ok := c.PlanFor(req.Caller.Identity.TenantSlot)
 	f.res.Plan, f.plan = planName, plan
 	if !ok {
@@ -76,18 +74,13 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	if !f.grantedFrom(0) {
 		return f, &Refusal{Status: http.StatusForbidden, Code: CodeNotGranted, Message: fmt.Sprintf("shim: this key is not granted %s", f.ids[0])}
 	}
-	m, err := readMeta(req.Body)
-	if err != nil {
-		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: "shim: " + err.Error()}
-	}
-	f.meta, f.body = m, req.Body
 	if translated {
 		if r := f.translation(); r != nil {
 			return f, r
 		}
 	}
-	if req.Protocol == wire.ChatCompletions && m.stream && !m.includeUsage {
-		f.body, f.strip = withIncludeUsage(req.Body), true
+	if req.Protocol == wire.ChatCompletions && req.Parsed.Stream && !req.Parsed.IncludeUsage {
+		f.body, f.strip = req.Body.WithIncludeUsage(), true
 	}
 	return f, nil
 }
@@ -104,7 +97,7 @@ func (g *Gateway) routeOpen(f *forwarding) (*forwarding, *Refusal) {
 	if !ok {
 		return f, &Refusal{Status: http.StatusServiceUnavailable, Code: CodeNoUpstream, Message: fmt.Sprintf("shim: no %s upstream is configured", kind)}
 	}
-	f.open, f.body, f.res.Open = true, f.req.Body, true
+	f.open, f.res.Open = true, true
 	f.steps = []upstream.Step{{Route: name}}
 	f.ids = []string{f.cfg.StepIdentity(f.steps[0], f.model)}
 	return f, nil

@@ -52,13 +52,13 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 			}
 			strip = false
 		}
-		amount = price.MaxCost(int64(len(ubody)), f.meta.maxOut)
+		amount = price.MaxCost(int64(len(ubody.Raw)), f.req.Parsed.MaxOut)
 		if f.req.Protocol == wire.Embeddings {
-			amount = price.Cost(upstream.Usage{Input: int64(len(f.body))}) // an embedding has no output
+			amount = price.Cost(upstream.Usage{Input: int64(len(f.body.Raw))}) // an embedding has no output
 		}
 	}
 	if x == nil && st.Model != "" && st.Model != f.model {
-		ubody = withModel(f.body, st.Model)
+		ubody = f.body.WithModel(st.Model)
 	}
 	// The answer may start streaming to the client at once only when no
 	// further step could take over; the wait for its headers is bounded by
@@ -80,8 +80,8 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 				return v
 			}
 		}
-		out := g.attempt(ctx, w, call{req: f.req, route: st.Route, id: id, price: price, body: ubody, wait: wait,
-			holdFirst: f.meta.stream && canMove, strip: strip, capture: f.capture, x: x})
+		out := g.attempt(ctx, w, call{req: f.req, route: st.Route, id: id, price: price, body: ubody.Raw, wait: wait,
+			holdFirst: f.req.Parsed.Stream && canMove, strip: strip, capture: f.capture, x: x})
 		g.observe(ctx, st.Route, out)
 		f.sent = f.sent || out.failure == upstream.Uncertain
 		att.Outcome, att.Status = out.outcome, out.status

@@ -49,7 +49,7 @@ func (f *forwarding) translated(i int) bool {
 // carried to the other wire; when it cannot, translated steps are skipped,
 // and a request no native step serves is refused naming the field.
 func (f *forwarding) translation() *Refusal {
-	if _, err := translate.Request(f.req.Protocol, f.body, translate.Options{}); err != nil {
+	if _, err := translate.Request(f.req.Protocol, f.body.Raw, translate.Options{}); err != nil {
 		f.untranslatable = true
 		for i := range f.steps {
 			if !f.translated(i) {
@@ -65,16 +65,16 @@ func (f *forwarding) translation() *Refusal {
 // translatedBody is the request as step i's upstream takes it: translated,
 // asking for the step's model, with max_tokens from price when the client
 // gave no bound.
-func (f *forwarding) translatedBody(i int, price upstream.Price, now int64) ([]byte, *leg, bool) {
+func (f *forwarding) translatedBody(i int, price upstream.Price, now int64) (wire.Body, *leg, bool) {
 	model := f.steps[i].Model
 	if model == "" {
 		model = f.model
 	}
-	b, err := translate.Request(f.req.Protocol, f.body, translate.Options{Model: model, MaxTokens: price.MaxOutputTokens})
+	b, err := translate.Request(f.req.Protocol, f.body.Raw, translate.Options{Model: model, MaxTokens: price.MaxOutputTokens})
 	if err != nil {
-		return nil, nil, false
+		return wire.Body{}, nil, false
 	}
-	return b, &leg{up: translate.Upstream(f.req.Protocol), now: now, client: f.req.Protocol, includeUsage: f.meta.includeUsage}, true
+	return wire.Body{Raw: b}, &leg{up: translate.Upstream(f.req.Protocol), now: now, client: f.req.Protocol, includeUsage: f.req.Parsed.IncludeUsage}, true
 }
 
 // renew starts the translation of a new try's stream (whether or not

@@ -52,8 +52,9 @@ func forwardAs(t *testing.T, gw *gateway.Gateway, p wire.Protocol, body string, 
 	if hdr == nil {
 		hdr = http.Header{}
 	}
+	pr, b := parsed(t, p, body)
 	res := gw.Forward(t.Context(), gateway.Writer{ResponseWriter: rec}, gateway.Request{Protocol: p, Caller: caller("anthropic/claude-sonnet-4-5"),
-		Body: []byte(body), Header: hdr, ID: fmt.Sprintf("rct_t%d", reqN.Add(1))})
+		Parsed: pr, Body: b, Header: hdr, ID: fmt.Sprintf("rct_t%d", reqN.Add(1))})
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}

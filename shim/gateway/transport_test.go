@@ -48,8 +48,9 @@ func TestGatewayReusesUpstreamConnections(t *testing.T) {
 		for range conc {
 			wg.Go(func() {
 				rec := httptest.NewRecorder()
+				pr, b := parsed(t, wire.ChatCompletions, `{"model":"gpt-4.1","max_tokens":10,"messages":[]}`)
 				res := gw.Forward(t.Context(), gateway.Writer{ResponseWriter: rec, Hold: func(int, []byte) {}}, gateway.Request{Protocol: wire.ChatCompletions,
-					Caller: caller("pa/gpt-4.1"), Body: []byte(`{"model":"gpt-4.1","max_tokens":10,"messages":[]}`), ID: fmt.Sprintf("rct_conn_%d", n.Add(1))})
+					Caller: caller("pa/gpt-4.1"), Parsed: pr, Body: b, ID: fmt.Sprintf("rct_conn_%d", n.Add(1))})
 				if res.Refusal != nil || res.Err != nil {
 					t.Errorf("forward: %+v %v", res.Refusal, res.Err)
 				}

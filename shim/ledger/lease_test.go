@@ -398,8 +398,11 @@ func TestLeasesTwoGatewaysNeverOverspend(t *testing.T) {
 		}))
 		defer up.Close()
 		price := upstream.Price{Input: 2_000_000, CachedInput: 500_000, Output: 8_000_000, MaxOutputTokens: 1000}
-		body := []byte(`{"model":"gpt-4.1","max_tokens":50,"messages":[{"role":"user","content":"hello"}]}`)
-		r := int64(price.MaxCost(int64(len(body)), 50))
+		parsed, err := wire.Parse(wire.ChatCompletions, []byte(`{"model":"gpt-4.1","max_tokens":50,"messages":[{"role":"user","content":"hello"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := int64(price.MaxCost(int64(len(parsed.Raw)), 50))
 		budget := 40*r + r/2 // 40 requests fit
 		conf := upstream.Config{
 			Routes:  map[string]upstream.Route{"openai": {Kind: upstream.KindOpenAI, BaseURL: up.URL, Models: []string{"gpt-4.1"}}},
@@ -427,7 +430,7 @@ func TestLeasesTwoGatewaysNeverOverspend(t *testing.T) {
 			mu.Unlock()
 			rec := httptest.NewRecorder()
 			res := gws[p].Forward(ctx, gateway.Writer{ResponseWriter: rec}, gateway.Request{Protocol: wire.ChatCompletions, Caller: who,
-				Body: body, Header: http.Header{}, ID: id})
+				Parsed: parsed, Body: parsed.Body(), Header: http.Header{}, ID: id})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

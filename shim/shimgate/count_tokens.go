@@ -32,7 +32,7 @@ func (g *Gate) countTokens(w http.ResponseWriter, r *http.Request, c *server.Cal
 			Caller: c.Caller, Body: body, Header: r.Header, RawQuery: r.URL.RawQuery})
 		return answered(w, wire.Messages, c, res)
 	}
-	req, err := wire.Parse(wire.Messages, body)
+	req, err := wire.Parse(wire.Messages, body.Raw)
 	if err != nil {
 		return contract.Invalidf("invalid_request", "%s", err.Error())
 	}

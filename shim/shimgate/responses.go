@@ -42,10 +42,10 @@ func (g *Gate) response(w http.ResponseWriter, r *http.Request, c *server.Call) 
 		return contract.NotFoundf(shim.CodeNotFound, "shim: no response %q", id)
 	}
 	path := "/v1/responses/" + url.PathEscape(id)
-	var body []byte
+	var body wire.Body
 	if r.Method == http.MethodPost {
 		path += "/cancel"
-		body = []byte("{}")
+		body = wire.Body{Raw: []byte("{}")}
 	}
 	res := g.cfg.Gateway.Pass(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Responses, Caller: c.Caller,
 		Body: body, Header: r.Header, RawQuery: r.URL.RawQuery, Method: r.Method}, route, model, path)
@@ -78,18 +78,22 @@ func (g *Gate) inputTokens(w http.ResponseWriter, r *http.Request, c *server.Cal
 	return answered(w, wire.Responses, c, res)
 }
 
-// countBody is the body of a token count request: JSON, and not for a
-// contributor-tier model.
-func countBody(r *http.Request) ([]byte, error) {
-	body, err := server.ReadBody(r)
+// countBody is the body of a token count request: a JSON object, and not
+// for a contributor-tier model.
+func countBody(r *http.Request) (wire.Body, error) {
+	raw, err := server.ReadBody(r)
 	if err != nil {
-		return nil, err
+		return wire.Body{}, err
 	}
-	if err := contract.CheckJSON(body); err != nil {
-		return nil, err
+	if err := contract.CheckJSON(raw); err != nil {
+		return wire.Body{}, err
 	}
-	if shim.IsContributorModel(wire.PeekModel(body)) {
-		return nil, contract.Denyf(shim.CodeContributorRefused, "contributor-tier models are refused")
+	body, err := wire.BodyOf(raw)
+	if err != nil {
+		return wire.Body{}, contract.Invalidf("invalid_request", "%s", err.Error())
+	}
+	if shim.IsContributorModel(body.Model()) {
+		return wire.Body{}, contract.Denyf(shim.CodeContributorRefused, "contributor-tier models are refused")
 	}
 	return body, nil
 }

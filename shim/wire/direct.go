@@ -20,6 +20,7 @@ type Direct struct {
 // AsksStreamUsage reports whether a chat completions body sets
 // stream_options.include_usage.
 func AsksStreamUsage(body []byte) bool {
+	parses.Add(1)
 	var in struct {
 		StreamOptions struct {
 			IncludeUsage bool `json:"include_usage"`

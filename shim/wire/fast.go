@@ -247,7 +247,13 @@ func parseChatFast(body []byte, in *chatIn, checked bool) bool {
 		return false
 	}
 	top, err := objectMembers(body, span{0, len(body)})
-	if err != nil || !fastKeys(top, "model", "stream", "messages", "tools") {
+	return err == nil && chatFromMembers(body, top, in)
+}
+
+// chatFromMembers is parseChatFast of a body known to be valid JSON whose
+// top-level members are top.
+func chatFromMembers(body []byte, top []member, in *chatIn) bool {
+	if !fastKeys(top, "model", "stream", "messages", "tools") {
 		return false
 	}
 	for _, m := range top {

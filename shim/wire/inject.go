@@ -19,19 +19,30 @@ func Inject(p Protocol, body []byte, text string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, repl, err := injection(p, body, top, text)
+	if err != nil {
+		return nil, err
+	}
+	return splice(body, s, repl), nil
+}
+
+// injection is Inject's edit of body, whose top-level members are top: the
+// span it replaces and what replaces it.
+func injection(p Protocol, body []byte, top []member, text string) (span, []byte, error) {
+	var none span
 	quoted := quote(text)
 	switch p {
 	case ChatCompletions:
 		msgs, ok := find(top, "messages")
 		if !ok {
-			return nil, fmt.Errorf("wire: field messages is required")
+			return none, nil, fmt.Errorf("wire: field messages is required")
 		}
 		ins := append(append([]byte(`{"role":"system","content":`), quoted...), '}')
 		return insertBeforeLastUser(body, msgs, ins, func(el []byte) bool { return roleOf(el) == "user" })
 	case Responses:
 		in, ok := find(top, "input")
 		if !ok {
-			return nil, fmt.Errorf("wire: field input is required")
+			return none, nil, fmt.Errorf("wire: field input is required")
 		}
 		if body[in.Start] == '"' {
 			var b bytes.Buffer
@@ -40,18 +51,18 @@ func Inject(p Protocol, body []byte, text string) ([]byte, error) {
 			b.WriteString(`},{"role":"user","content":`)
 			b.Write(body[in.Start:in.End])
 			b.WriteString(`}]`)
-			return splice(body, in, b.Bytes()), nil
+			return in, b.Bytes(), nil
 		}
 		ins := append(append([]byte(`{"type":"message","role":"developer","content":`), quoted...), '}')
 		return insertBeforeLastUser(body, in, ins, isResponsesUserMessage)
 	case Messages:
 		msgs, ok := find(top, "messages")
 		if !ok {
-			return nil, fmt.Errorf("wire: field messages is required")
+			return none, nil, fmt.Errorf("wire: field messages is required")
 		}
 		els, err := arrayElements(body, msgs)
 		if err != nil {
-			return nil, err
+			return none, nil, err
 		}
 		block := append(append([]byte(`{"type":"text","text":`), quoted...), '}')
 		for i := len(els) - 1; i >= 0; i-- {
@@ -60,11 +71,11 @@ func Inject(p Protocol, body []byte, text string) ([]byte, error) {
 			}
 			ms, err := objectMembers(body, els[i])
 			if err != nil {
-				return nil, err
+				return none, nil, err
 			}
 			content, ok := find(ms, "content")
 			if !ok {
-				return nil, fmt.Errorf("wire: messages[%d].content is required", i)
+				return none, nil, fmt.Errorf("wire: messages[%d].content is required", i)
 			}
 			if body[content.Start] == '"' {
 				var b bytes.Buffer
@@ -73,46 +84,49 @@ func Inject(p Protocol, body []byte, text string) ([]byte, error) {
 				b.WriteString(`,{"type":"text","text":`)
 				b.Write(body[content.Start:content.End])
 				b.WriteString(`}]`)
-				return splice(body, content, b.Bytes()), nil
+				return content, b.Bytes(), nil
 			}
 			parts, err := arrayElements(body, content)
 			if err != nil {
-				return nil, fmt.Errorf("wire: messages[%d].content must be a string or an array", i)
+				return none, nil, fmt.Errorf("wire: messages[%d].content must be a string or an array", i)
 			}
 			at := 0
 			for at < len(parts) && typeOf(body[parts[at].Start:parts[at].End]) == "tool_result" {
 				at++
 			}
 			if at < len(parts) {
-				return insertAt(body, parts[at].Start, append(block, ',')), nil
+				return span{parts[at].Start, parts[at].Start}, append(block, ','), nil
 			}
 			if len(parts) == 0 {
-				return insertAt(body, bytes.IndexByte(body[content.Start:], '[')+content.Start+1, block), nil
+				at := bytes.IndexByte(body[content.Start:], '[') + content.Start + 1
+				return span{at, at}, block, nil
 			}
-			return insertAt(body, parts[len(parts)-1].End, append([]byte{','}, block...)), nil
+			end := parts[len(parts)-1].End
+			return span{end, end}, append([]byte{','}, block...), nil
 		}
-		return nil, fmt.Errorf("wire: no user message to carry the context")
+		return none, nil, fmt.Errorf("wire: no user message to carry the context")
 	}
-	return nil, fmt.Errorf("wire: unknown protocol %q", p)
+	return none, nil, fmt.Errorf("wire: unknown protocol %q", p)
 }
 
 // insertBeforeLastUser inserts el before the last element of the array at
 // arr that isUser accepts, or appends it when there is none.
-func insertBeforeLastUser(body []byte, arr span, el []byte, isUser func([]byte) bool) ([]byte, error) {
+func insertBeforeLastUser(body []byte, arr span, el []byte, isUser func([]byte) bool) (span, []byte, error) {
 	els, err := arrayElements(body, arr)
 	if err != nil {
-		return nil, err
+		return span{}, nil, err
 	}
 	for i := len(els) - 1; i >= 0; i-- {
 		if isUser(body[els[i].Start:els[i].End]) {
-			return insertAt(body, els[i].Start, append(el, ',')), nil
+			return span{els[i].Start, els[i].Start}, append(el, ','), nil
 		}
 	}
 	if len(els) == 0 {
 		open := bytes.IndexByte(body[arr.Start:], '[') + arr.Start
-		return insertAt(body, open+1, el), nil
+		return span{open + 1, open + 1}, el, nil
 	}
-	return insertAt(body, els[len(els)-1].End, append([]byte{','}, el...)), nil
+	end := els[len(els)-1].End
+	return span{end, end}, append([]byte{','}, el...), nil
 }
 
 // memberString returns the string value of key in the object el, without

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"github.com/caduceus-dev/caduceus/internal/swar"
 )
@@ -32,9 +33,38 @@ type Request struct {
 	Paths    []string // file paths named in tool arguments
 	Raw      []byte
 
+	// What the gateway reads, from the same pass over the body.
+	//
+	// MaxOut bounds the output tokens: the first positive of
+	// max_completion_tokens, max_output_tokens and max_tokens (0: none).
+	MaxOut int64
+	// HasMaxTokens: the body has a max_tokens member (the Messages API
+	// requires one).
+	HasMaxTokens bool
+	// IncludeUsage: stream_options.include_usage is true.
+	IncludeUsage bool
+	// Effort is the reasoning effort asked for (chat completions'
+	// reasoning_effort, Responses' reasoning.effort, Anthropic's
+	// output_config.effort) when the HUX effort enum (seed 002: low,
+	// medium, high, xhigh) has it; "" otherwise.
+	Effort string
+
+	// top are Raw's top-level members, keys exact, the last of duplicates
+	// found first by find (see Body).
+	top []member
+
 	textPaths []string
 	pathsDone bool
 }
+
+// parses counts the scans of a request body: every parse, and every
+// reader that scans a body on its own (PeekModel, PeekEffort, HasField,
+// AsksStreamUsage, BodyOf). A test reads it through Reads.
+var parses atomic.Int64
+
+// Reads is how many times a request body has been scanned in this process
+// (Parse, ParseChecked and the peeking readers each count one).
+func Reads() int64 { return parses.Load() }
 
 // AllPaths returns Paths plus the path-like tokens of the last user text
 // (computed on first use: only path triggers need them).
@@ -90,19 +120,25 @@ func Parse(p Protocol, body []byte) (*Request, error) { return parse(p, body, fa
 func ParseChecked(p Protocol, body []byte) (*Request, error) { return parse(p, body, true) }
 
 func parse(p Protocol, body []byte, checked bool) (*Request, error) {
+	parses.Add(1)
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
 		if !json.Valid(body) {
 			return nil, fmt.Errorf("wire: request body is not valid JSON")
 		}
 		return nil, fmt.Errorf("wire: request body must be a JSON object")
 	}
+	// The one scan of the body's top level: the chat completions fast path
+	// decodes from it, the gateway's members are read from it, and every
+	// later edit (Body) splices by its positions. On a body that is not
+	// JSON it may fail or mislead; the decoding below then refuses it.
+	top, topErr := objectMembers(body, span{0, len(body)})
 	var (
 		r   *Request
 		err error
 	)
 	switch p {
 	case ChatCompletions:
-		r, err = parseChat(body, checked)
+		r, err = parseChat(body, top, topErr == nil && (checked || validJSON(body)), checked)
 	case Responses:
 		r, err = parseResponses(body, checked)
 	case Messages:
@@ -120,14 +156,55 @@ func parse(p Protocol, body []byte, checked bool) (*Request, error) {
 	if r.Model == "" {
 		return nil, fmt.Errorf("wire: field model is required")
 	}
+	if topErr != nil {
+		return nil, fmt.Errorf("wire: request body is not valid JSON")
+	}
+	r.top = top
+	if err := r.readMembers(); err != nil {
+		return nil, err
+	}
 	r.Paths = dedupe(r.Paths)
 	r.Used = dedupe(r.Used)
 	return r, nil
 }
 
+// readMembers reads, from the top-level members, what the gateway needs:
+// the token bounds, include_usage and the effort. Keys match exactly, as
+// the providers read them; a member of the wrong type is refused, naming
+// it.
+func (r *Request) readMembers() error {
+	body := r.Raw
+	for _, k := range [...]string{"max_completion_tokens", "max_output_tokens", "max_tokens"} {
+		v, ok := find(r.top, k)
+		if !ok {
+			continue
+		}
+		r.HasMaxTokens = r.HasMaxTokens || k == "max_tokens"
+		var n *int64
+		if json.Unmarshal(body[v.Start:v.End], &n) != nil {
+			return fmt.Errorf("wire: field %s: expected an integer", k)
+		}
+		if n != nil && *n > 0 && r.MaxOut == 0 {
+			r.MaxOut = *n
+		}
+	}
+	if v, ok := find(r.top, "stream_options"); ok {
+		var so *struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		if json.Unmarshal(body[v.Start:v.End], &so) != nil {
+			return fmt.Errorf("wire: field stream_options: expected an object with a boolean include_usage")
+		}
+		r.IncludeUsage = so != nil && so.IncludeUsage
+	}
+	r.Effort = effortOf(r.Protocol, body, r.top)
+	return nil
+}
+
 // PeekModel returns the model field of a request body without a full parse
 // ("" when absent or not a string). It lets refusals come before anything else.
 func PeekModel(body []byte) string {
+	parses.Add(1)
 	ms, err := objectMembers(body, span{0, len(body)})
 	if err != nil {
 		return ""
@@ -146,6 +223,16 @@ func PeekModel(body []byte) string {
 // the request names none or names one the HUX effort enum (seed 002: low,
 // medium, high, xhigh) does not have, such as minimal, none or max.
 func PeekEffort(p Protocol, body []byte) string {
+	parses.Add(1)
+	ms, err := objectMembers(body, span{0, len(body)})
+	if err != nil {
+		return ""
+	}
+	return effortOf(p, body, ms)
+}
+
+// effortOf is PeekEffort of a body whose top-level members are top.
+func effortOf(p Protocol, body []byte, top []member) string {
 	var path []string
 	switch p {
 	case ChatCompletions:
@@ -157,13 +244,15 @@ func PeekEffort(p Protocol, body []byte) string {
 	default:
 		return ""
 	}
-	v := span{0, len(body)}
-	for _, key := range path {
+	v, ok := find(top, path[0])
+	if !ok {
+		return ""
+	}
+	for _, key := range path[1:] {
 		ms, err := objectMembers(body, v)
 		if err != nil {
 			return ""
 		}
-		var ok bool
 		if v, ok = find(ms, key); !ok {
 			return ""
 		}
@@ -338,9 +427,12 @@ type chatInMessage struct {
 	} `json:"tool_calls"`
 }
 
-func parseChat(body []byte, checked bool) (*Request, error) {
+// parseChat decodes a chat completions body. fast: top are its top-level
+// members and it is valid JSON, so the fast path may decode from them;
+// checked: it passed contract.CheckJSON (ParseChecked).
+func parseChat(body []byte, top []member, fast, checked bool) (*Request, error) {
 	var in chatIn
-	if !parseChatFast(body, &in, checked) {
+	if !fast || !chatFromMembers(body, top, &in) {
 		in = chatIn{}
 		if err := json.Unmarshal(body, &in); err != nil {
 			return nil, typeErr("body", err)

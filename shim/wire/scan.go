@@ -206,10 +206,6 @@ func splice(b []byte, s span, repl []byte) []byte {
 	return out
 }
 
-// insertAt returns b with ins inserted at offset at.
-func insertAt(b []byte, at int, ins []byte) []byte {
-	return splice(b, span{at, at}, ins)
-}
 
 // decodeKey decodes a quoted key, resolving escapes only when there are any.
 func decodeKey(q []byte) string {
