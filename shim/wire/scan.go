@@ -206,7 +206,6 @@ func splice(b []byte, s span, repl []byte) []byte {
 	return out
 }
 
-
 // decodeKey decodes a quoted key, resolving escapes only when there are any.
 func decodeKey(q []byte) string {
 	if bytes.IndexByte(q, '\\') < 0 {
