@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -26,8 +27,7 @@ type answerCall struct {
 	call
 	g    *Gateway
 	w    Writer
-	mt   *meter
-	up   wire.Protocol // the wire the upstream speaks
+	mt   provider.Meter
 	resp *http.Response
 }
 
@@ -44,7 +44,7 @@ func (a *answerCall) whole(ctx context.Context) outcome {
 	}
 	answer, hdr := b, resp.Header
 	if x != nil {
-		if answer, hdr, err = x.answer(req.Protocol, resp.StatusCode, b, resp.Header); err != nil {
+		if answer, hdr, err = x.answer(resp.StatusCode, b, resp.Header); err != nil {
 			g.cfg.Logger.Warn("gateway: upstream answer not translatable", "route", routeName, "model", id, "err", err)
 			return uncertain(resp.StatusCode)
 		}
@@ -62,10 +62,9 @@ func (a *answerCall) whole(ctx context.Context) outcome {
 
 // stream passes on a stream event by event (translated when the call is),
 // holding back its terminal event (call.holdFirst, call.strip).
-func (a *answerCall) stream(ctx context.Context) outcome {
-	g, w, req, routeName, id, price, body, x, mt, up, resp := a.g, a.w, a.req, a.route, a.id, a.price, a.body, a.x, a.mt, a.up, a.resp
+func (a *answerCall) stream(ctx context.Context, sr provider.Events) outcome {
+	g, w, req, routeName, id, price, body, x, mt, resp := a.g, a.w, a.req, a.route, a.id, a.price, a.body, a.x, a.mt, a.resp
 	holdFirst, strip := a.holdFirst, a.strip
-	sr := wire.NewSSEReader(resp.Body)
 	var first *wire.SSE
 	if holdFirst {
 		ev, err := sr.Next()
@@ -105,11 +104,11 @@ func (a *answerCall) stream(ctx context.Context) outcome {
 				break
 			}
 		}
-		mt.delta += deltaBytes(up, ev.Data)
+		mt.Delta(ev.Data)
 		if req.Protocol == wire.Responses && respID == "" {
 			respID = responseID(ev.Data)
 		}
-		if mt.observe(ev.Data) && strip {
+		if mt.Observe(ev.Data) && strip {
 			continue // the usage chunk the client did not ask for
 		}
 		if strip && ev.Name == "" && ev.ID == "" && bytes.Contains(ev.Data, []byte(`"usage"`)) {
@@ -132,9 +131,9 @@ func (a *answerCall) stream(ctx context.Context) outcome {
 	case out.gone:
 		o.outcome = "canceled"
 	}
-	if (broken || out.gone) && o.settle && !mt.final {
+	if _, _, final := mt.Usage(); (broken || out.gone) && o.settle && !final {
 		// Cut short before its usage came: what was generated, estimated.
-		o.cost, o.estimated = int64(price.Cost(mt.estimate(len(body)))), true
+		o.cost, o.estimated = int64(price.Cost(mt.Estimate(len(body)))), true
 	}
 	return o
 }

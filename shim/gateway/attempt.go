@@ -1,18 +1,17 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
+	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 )
 
@@ -46,18 +45,13 @@ type outcome struct {
 // the route's, never the caller's. The W3C trace context (traceparent,
 // tracestate) passes as it came; when serve traces, send replaces it with
 // the attempt span's.
-var forwardRequestHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta", "OpenAI-Organization", "OpenAI-Project",
-	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key", "Traceparent", "Tracestate"}
+var forwardRequestHeaders = []string{"Accept", "User-Agent", "Openai-Beta", "Openai-Organization", "Openai-Project",
+	"Anthropic-Version", "Anthropic-Beta", "Idempotency-Key", "Traceparent", "Tracestate"} // canonical
 
 // dropResponseHeaders are not passed back to the caller.
 var dropResponseHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Set-Cookie": true,
-}
-
-func endpoint(base, path string) string {
-	base = strings.TrimRight(base, "/")
-	return strings.TrimSuffix(base, "/v1") + path
 }
 
 // cancelOnClose cancels the attempt's context when its body is closed.
@@ -106,48 +100,24 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 			timerMu.Unlock()
 		}
 	}}
-	url := endpoint(r.BaseURL, path)
-	if req.RawQuery != "" {
-		url += "?" + req.RawQuery
-	}
-	method := req.Method
-	if method == "" {
-		method = http.MethodPost
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	ureq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), method, url, rd)
+	pv := provider.For(r.Kind)
+	ureq, err := pv.Request(httptrace.WithClientTrace(actx, trace), provider.Call{Route: r, Key: g.cfg.Keys[routeName],
+		Method: req.Method, Path: path, RawQuery: req.RawQuery, Body: body})
 	if err != nil {
 		stop()
 		cancel()
 		return nil, false, err
 	}
-	foreign := r.Kind != kindOf(req.Protocol) // a translated request
+	foreign := !pv.Speaks(req.Protocol) // a translated request
 	for _, k := range forwardRequestHeaders {
-		if foreign && foreignHeader(http.CanonicalHeaderKey(k), r.Kind) {
+		if foreign && pv.Foreign(k) {
 			continue
 		}
 		if v := req.Header.Values(k); len(v) > 0 {
-			ureq.Header[http.CanonicalHeaderKey(k)] = v
+			ureq.Header[k] = v
 		}
 	}
 	telemetry.Inject(actx, ureq.Header) // the attempt's traceparent, when traced
-	if body != nil {
-		ureq.Header.Set("Content-Type", "application/json")
-	}
-	key := g.cfg.Keys[routeName]
-	if r.Kind == upstream.KindAnthropic {
-		if ureq.Header.Get("Anthropic-Version") == "" {
-			ureq.Header.Set("Anthropic-Version", "2023-06-01")
-		}
-		if key != "" {
-			ureq.Header.Set("X-Api-Key", key)
-		}
-	} else if key != "" {
-		ureq.Header.Set("Authorization", "Bearer "+key)
-	}
 	resp, err = g.cfg.Client.Do(ureq)
 	stop()
 	if err != nil {
@@ -206,7 +176,8 @@ func (g *Gateway) do(ctx context.Context, w Writer, c call) (out outcome) {
 	if x != nil {
 		up = x.up
 	}
-	mt := &meter{p: up}
+	pv := provider.For(g.cfg.Upstream.Routes[routeName].Kind)
+	mt := pv.Meter(up)
 	sent := time.Now()
 	resp, wrote, err := g.send(ctx, req, routeName, up.Path(), body, c.wait)
 	if err != nil {
@@ -228,31 +199,32 @@ func (g *Gateway) do(ctx context.Context, w Writer, c call) (out outcome) {
 		return outcome{outcome: "auth_failed", status: resp.StatusCode, failure: upstream.Definite}
 	}
 	g.setHealth(routeName, routeHealthy)
-	if f, ok := upstream.FailureOfStatus(resp.StatusCode); ok {
+	if f, ok := pv.Failure(resp.StatusCode); ok {
 		b, _ := readAll(resp.Body, 1<<20)
 		name := "definite"
 		if resp.StatusCode == http.StatusTooManyRequests {
 			name = "rate_limited"
 		}
-		b, hdr := x.errorAnswer(req.Protocol, resp.StatusCode, b, resp.Header)
+		b, hdr := x.errorAnswer(resp.StatusCode, b, resp.Header)
 		return outcome{outcome: name, status: resp.StatusCode, failure: f, errAnswer: b, errHeader: hdr, retryAfter: resp.Header.Get("Retry-After")}
 	}
-	a := &answerCall{call: c, g: g, w: w, mt: mt, up: up, resp: resp}
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	a := &answerCall{call: c, g: g, w: w, mt: mt, resp: resp}
+	events, ok := pv.Events(resp.Header, resp.Body)
+	if !ok {
 		return a.whole(ctx)
 	}
-	return a.stream(ctx)
+	return a.stream(ctx, events)
 }
 
 // canceled is an attempt the client left before its answer began: one
 // that was sent may have run, so it settles at the estimate of what was
 // generated (its input, and any deltas read); one that was not is
 // released.
-func (g *Gateway) canceled(mt *meter, sent bool, price upstream.Price, body []byte) outcome {
+func (g *Gateway) canceled(mt provider.Meter, sent bool, price upstream.Price, body []byte) outcome {
 	if !sent {
 		return outcome{outcome: "canceled"}
 	}
-	return outcome{outcome: "canceled", settle: true, cost: int64(price.Cost(mt.estimate(len(body)))), estimated: true}
+	return outcome{outcome: "canceled", settle: true, cost: int64(price.Cost(mt.Estimate(len(body)))), estimated: true}
 }
 
 // uncertain is an attempt that was sent and failed before its answer
@@ -264,18 +236,18 @@ func uncertain(status int) outcome {
 
 // charged settles an answered attempt: a 2xx at the cost of its usage (at
 // the reservation when the upstream reported none), anything else released.
-func (g *Gateway) charged(status int, mt *meter, body []byte, price upstream.Price, id string) outcome {
+func (g *Gateway) charged(status int, mt provider.Meter, body []byte, price upstream.Price, id string) outcome {
 	o := outcome{outcome: "answered", status: status, answered: true}
 	if status < 200 || status > 299 {
 		return o
 	}
 	if body != nil {
-		mt.observe(body)
+		mt.Observe(body)
 	}
 	o.settle = true
-	if mt.seen {
-		o.cost = int64(price.Cost(mt.u))
-		o.tokens = mt.u.Input + mt.u.CachedInput + mt.u.CacheWrite + mt.u.Output
+	if u, seen, _ := mt.Usage(); seen {
+		o.cost = int64(price.Cost(u))
+		o.tokens = u.Input + u.CachedInput + u.CacheWrite + u.Output
 	} else {
 		o.cost = -1 // the reservation stands
 	}

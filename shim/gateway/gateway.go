@@ -21,7 +21,13 @@
 //   - attempt.go: one upstream call (a call value: route, body, price,
 //     waits) and its outcome;
 //   - answer.go: the upstream's answer passed on, whole or streamed;
-//   - translate.go: a step of the other wire;
+//   - translate.go: a step of another wire, carried by its provider's
+//     translator.
+//
+// What differs between upstream kinds (the request and its credential,
+// the answer's events, its usage, what a failed status means, the
+// translation) is asked of the route's shim/provider.Provider: no file
+// here names a kind.
 //   - health.go: 429 holds, route health and the routes' check;
 //   - models.go: /v1/models, token counts and plain pass-through.
 package gateway
@@ -364,14 +370,6 @@ type Writer struct {
 	// shim sends them once the turn's receipt is recorded. A stream is
 	// written as it comes whatever Hold is.
 	Hold func(status int, body []byte)
-}
-
-// kindOf is the wire a protocol needs.
-func kindOf(p wire.Protocol) upstream.Kind {
-	if p == wire.Messages {
-		return upstream.KindAnthropic
-	}
-	return upstream.KindOpenAI
 }
 
 func refused(res Result, status int, code, msg string, retry bool) Result {

@@ -3,7 +3,10 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
+	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -92,11 +95,12 @@ const CodeNoUpstream = "upstream_not_configured"
 // routeOpen routes a request of an Open plan to its wire's route, whatever
 // the model; its body goes as it came.
 func (g *Gateway) routeOpen(f *forwarding) (*forwarding, *Refusal) {
-	kind := kindOf(f.req.Protocol)
-	name, ok := f.cfg.OpenRoute(kind)
-	if !ok {
-		return f, &Refusal{Status: http.StatusServiceUnavailable, Code: CodeNoUpstream, Message: fmt.Sprintf("shim: no %s upstream is configured", kind)}
+	kinds := provider.Native(f.req.Protocol)
+	i := slices.IndexFunc(kinds, func(k upstream.Kind) bool { _, ok := f.cfg.OpenRoute(k); return ok })
+	if i < 0 {
+		return f, &Refusal{Status: http.StatusServiceUnavailable, Code: CodeNoUpstream, Message: fmt.Sprintf("shim: no %s upstream is configured", kindNames(kinds))}
 	}
+	name, _ := f.cfg.OpenRoute(kinds[i])
 	f.open, f.res.Open = true, true
 	f.steps = []upstream.Step{{Route: name}}
 	f.ids = []string{f.cfg.StepIdentity(f.steps[0], f.model)}
@@ -121,4 +125,13 @@ func (f *forwarding) grantedFrom(i int) bool {
 // caller's grants let a later step take over.
 func (f *forwarding) mayMove(i int, failure upstream.Failure) bool {
 	return upstream.MayFailOver(f.plan.Failover, failure, false, f.grantedFrom(i+1))
+}
+
+// kindNames names kinds for a refusal: "openai", or "openai or x".
+func kindNames(kinds []upstream.Kind) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, " or ")
 }

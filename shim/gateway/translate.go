@@ -2,62 +2,74 @@ package gateway
 
 import (
 	"net/http"
-	"strings"
 
-	"github.com/caduceus-dev/caduceus/shim/translate"
+	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
-// A plan step with translate: true may serve a client of the other wire
-// (shim/translate): its attempts send the request translated, meter the
-// upstream's usage in the upstream's own wire (so spend settles exactly as
-// a native turn's), and write the answer, its stream event by event, and
-// its errors in the client's wire. The receipt names both wires.
+// A plan step with translate: true may serve a client of another wire: its
+// route's provider carries the request there (provider.Translator), its
+// attempts meter the upstream's usage in the upstream's own wire (so spend
+// settles exactly as a native turn's), and write the answer, its stream
+// event by event, and its errors in the client's wire. The receipt names
+// both wires.
 
 // leg is how one attempt's answer reaches the client: nil natively, or
 // translated from the upstream's wire.
 type leg struct {
-	up           wire.Protocol     // the wire the upstream speaks
-	client       wire.Protocol     // the client's
-	includeUsage bool              // a chat client asked for the usage chunk
-	stream       *translate.Stream // a streamed answer's translation
-	now          int64             // unix seconds, a chat completion's created
+	tr           provider.Translator
+	up           wire.Protocol   // the wire the upstream speaks
+	includeUsage bool            // a chat client asked for the usage chunk
+	stream       provider.Stream // a streamed answer's translation
+	now          int64           // unix seconds, a chat completion's created
+}
+
+// providerOf is the provider of route.
+func (f *forwarding) providerOf(route string) provider.Provider {
+	return provider.For(f.cfg.Routes[route].Kind)
 }
 
 // servable keeps the steps of a model that may serve a client of protocol
-// p: those of p's wire, and translated ones when p is translated. It
-// reports whether a translated step was kept.
+// p: those whose provider speaks p, and translated ones whose provider
+// can carry p. It reports whether a translated step was kept.
 func servable(c upstream.Config, p wire.Protocol, steps []upstream.Step) (kept []upstream.Step, translated bool) {
 	for _, st := range steps {
+		pv := provider.For(c.Routes[st.Members()[0].Route].Kind)
 		switch {
-		case c.Routes[st.Members()[0].Route].Kind == kindOf(p):
+		case pv.Speaks(p):
 			kept = append(kept, st)
-		case st.Translate && translate.Supported(p):
+		case st.Translate && pv.Translator(p) != nil:
 			kept, translated = append(kept, st), true
 		}
 	}
 	return kept, translated
 }
 
-// translated reports whether step i is served over the other wire.
+// translated reports whether step i is served over another wire.
 func (f *forwarding) translated(i int) bool {
-	return !f.open && f.cfg.Routes[f.steps[i].Route].Kind != kindOf(f.req.Protocol)
+	return !f.open && !f.providerOf(f.steps[i].Route).Speaks(f.req.Protocol)
 }
 
 // translation checks, before any upstream call, that the request can be
 // carried to the other wire; when it cannot, translated steps are skipped,
 // and a request no native step serves is refused naming the field.
 func (f *forwarding) translation() *Refusal {
-	if _, err := translate.Request(f.req.Protocol, f.body.Raw, translate.Options{}); err != nil {
-		f.untranslatable = true
-		for i := range f.steps {
-			if !f.translated(i) {
-				return nil
-			}
+	for i := range f.steps {
+		if !f.translated(i) {
+			continue
 		}
-		return &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest,
-			Message: "shim: " + err.Error() + " (the model is served over the other wire, translated)"}
+		if _, err := f.providerOf(f.steps[i].Route).Translator(f.req.Protocol).Request(f.body.Raw, "", 0); err != nil {
+			f.untranslatable = true
+			for i := range f.steps {
+				if !f.translated(i) {
+					return nil
+				}
+			}
+			return &Refusal{Status: http.StatusBadRequest, Code: CodeInvalidRequest,
+				Message: "shim: " + err.Error() + " (the model is served over the other wire, translated)"}
+		}
+		break
 	}
 	return nil
 }
@@ -70,48 +82,40 @@ func (f *forwarding) translatedBody(i int, price upstream.Price, now int64) (wir
 	if model == "" {
 		model = f.model
 	}
-	b, err := translate.Request(f.req.Protocol, f.body.Raw, translate.Options{Model: model, MaxTokens: price.MaxOutputTokens})
+	tr := f.providerOf(f.steps[i].Route).Translator(f.req.Protocol)
+	b, err := tr.Request(f.body.Raw, model, price.MaxOutputTokens)
 	if err != nil {
 		return wire.Body{}, nil, false
 	}
-	return wire.Body{Raw: b}, &leg{up: translate.Upstream(f.req.Protocol), now: now, client: f.req.Protocol, includeUsage: f.req.Parsed.IncludeUsage}, true
+	return wire.Body{Raw: b}, &leg{tr: tr, up: tr.Upstream(), now: now, includeUsage: f.req.Parsed.IncludeUsage}, true
 }
 
 // renew starts the translation of a new try's stream (whether or not
 // its request asked to stream: an upstream's answer decides).
 func (x *leg) renew() {
-	x.stream = translate.NewStream(x.client, x.includeUsage, x.now)
+	x.stream = x.tr.Stream(x.includeUsage, x.now)
 }
 
 // answer is an upstream's whole answer as the client takes it: a 2xx
 // translated (an error when it is not one the upstream's wire has), any
 // other status as an error envelope.
-func (x *leg) answer(client wire.Protocol, status int, b []byte, hdr http.Header) ([]byte, http.Header, error) {
+func (x *leg) answer(status int, b []byte, hdr http.Header) ([]byte, http.Header, error) {
 	if status < 200 || status > 299 {
-		b, hdr = x.errorAnswer(client, status, b, hdr)
+		b, hdr = x.errorAnswer(status, b, hdr)
 		return b, hdr, nil
 	}
-	t, err := translate.Answer(client, b, x.now)
+	t, err := x.tr.Answer(b, x.now)
 	return t, hdr, err
 }
 
-// foreignHeader reports whether a client header k belongs to the other
-// provider's API when a request is translated for a route of kind.
-func foreignHeader(k string, kind upstream.Kind) bool {
-	if kind == upstream.KindAnthropic {
-		return strings.HasPrefix(k, "Openai-")
-	}
-	return strings.HasPrefix(k, "Anthropic-")
-}
-
 // errorAnswer is an upstream error answer as the client takes it.
-func (x *leg) errorAnswer(client wire.Protocol, status int, b []byte, hdr http.Header) ([]byte, http.Header) {
+func (x *leg) errorAnswer(status int, b []byte, hdr http.Header) ([]byte, http.Header) {
 	if x == nil {
 		return b, hdr
 	}
 	hdr = hdr.Clone()
 	hdr.Set("Content-Type", "application/json")
-	return translate.ErrorAnswer(client, status, b), hdr
+	return x.tr.ErrorAnswer(status, b), hdr
 }
 
 // events are the client's events for one upstream event.

@@ -21,7 +21,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -35,6 +37,31 @@ const (
 	KindOpenAI    Kind = "openai"    // chat completions and responses
 	KindAnthropic Kind = "anthropic" // messages
 )
+
+var (
+	kindsMu sync.RWMutex
+	kinds   = map[Kind]bool{KindOpenAI: true, KindAnthropic: true}
+)
+
+// RegisterKind lets a route name kind: each provider of the gateway
+// (shim/provider) registers its own (the two above are known without).
+func RegisterKind(k Kind) {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	kinds[k] = true
+}
+
+// knownKind reports whether k is registered; names lists them all.
+func knownKind(k Kind) (ok bool, names string) {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	all := make([]string, 0, len(kinds))
+	for n := range kinds {
+		all = append(all, string(n))
+	}
+	sort.Strings(all)
+	return kinds[k], strings.Join(all, ", ")
+}
 
 // Failover says when a plan may move a request to its next step.
 type Failover string
@@ -541,12 +568,11 @@ func (r Route) validate(name string) error {
 	if !validName(name) {
 		return fmt.Errorf("upstream: routes: name %q must be lowercase letters, digits, '-' or '_'", name)
 	}
-	switch r.Kind {
-	case KindOpenAI, KindAnthropic:
-	case "":
-		return fmt.Errorf("upstream: routes.%s.kind is required (openai or anthropic)", name)
-	default:
-		return fmt.Errorf("upstream: routes.%s.kind %q: want openai or anthropic", name, r.Kind)
+	switch ok, names := knownKind(r.Kind); {
+	case r.Kind == "":
+		return fmt.Errorf("upstream: routes.%s.kind is required (one of %s)", name, names)
+	case !ok:
+		return fmt.Errorf("upstream: routes.%s.kind %q: want one of %s", name, r.Kind, names)
 	}
 	if r.Provider != "" && !validName(r.Provider) {
 		return fmt.Errorf("upstream: routes.%s.provider %q must be lowercase letters, digits, '-' or '_'", name, r.Provider)

@@ -1,4 +1,4 @@
-package gateway
+package provider
 
 import (
 	"testing"
@@ -26,8 +26,8 @@ func TestDeltaBytes(t *testing.T) {
 		{wire.Messages, `{"type":"content_block_delta","delta":{"text":"\`, 1},
 	}
 	for _, c := range cases {
-		if got := deltaBytes(c.p, []byte(c.data)); got != c.want {
-			t.Errorf("deltaBytes(%s, %s) = %d, want %d", c.p, c.data, got, c.want)
+		if got := DeltaBytes(c.p, []byte(c.data)); got != c.want {
+			t.Errorf("DeltaBytes(%s, %s) = %d, want %d", c.p, c.data, got, c.want)
 		}
 	}
 }
@@ -39,8 +39,8 @@ func FuzzDeltaBytes(f *testing.F) {
 	f.Add(`"text":"`)
 	f.Fuzz(func(t *testing.T, data string) {
 		for _, p := range wire.Protocols {
-			if n := deltaBytes(p, []byte(data)); n < 0 || n > int64(len(data)) {
-				t.Fatalf("deltaBytes(%s, %q) = %d", p, data, n)
+			if n := DeltaBytes(p, []byte(data)); n < 0 || n > int64(len(data)) {
+				t.Fatalf("DeltaBytes(%s, %q) = %d", p, data, n)
 			}
 		}
 	})
