@@ -3,7 +3,6 @@ package shim
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"hash"
@@ -29,7 +28,6 @@ const (
 	// HeaderHermaHarness is seed 003's name for HeaderHarness, accepted as
 	// an alias (HarnessOf).
 	HeaderHermaHarness = "X-Herma-Harness"
-	headerEdgeAuth     = "X-Edge-Auth"
 	HeaderReceipt      = "X-Caduceus-Receipt"
 	HeaderOverhead     = "X-Caduceus-Overhead-Us"
 	// headerShouldRetry tells the official SDKs whether to retry.
@@ -48,7 +46,6 @@ func HarnessOf(h http.Header) string {
 // Refusal codes of the proxy.
 const (
 	CodeContributorRefused = "contributor_model_refused"
-	CodeEdgeAuth           = "edge_auth_required"
 	CodeInvalidRequest     = "invalid_request"
 	CodeOffline            = "offline"
 	codeNoUpstream         = "upstream_not_configured"
@@ -106,13 +103,14 @@ func (t *turn) hash(dst *string, b []byte) {
 	}()
 }
 
-// readBody is io.ReadAll of the body bounded by max, sized up front when
-// the request says how long it is.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, max)
+// readBody is io.ReadAll of the body (which the server bounds: a body
+// past its bound fails with *http.MaxBytesError), sized up front when the
+// request says how long it is.
+func readBody(r *http.Request) ([]byte, error) {
+	rd := r.Body
 	size := int64(512)
-	if n := r.ContentLength; n > 0 && n < max {
-		size = n + 1 // room to see EOF without growing
+	if n := r.ContentLength; n > 0 {
+		size = min(n+1, 1<<20) // room to see EOF without growing; a claimed length is not trusted past 1 MiB
 	}
 	b := make([]byte, 0, size)
 	for {
@@ -144,18 +142,10 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		Harness: caller.Harness, Protocol: p, Fired: []Fired{}, Skipped: []Skipped{}, Shimmed: []Shimmed{},
 		ContractVersion: ReceiptContractVersion,
 	}
-	// Everything the headers decide is decided before the body is read.
-	if s.cfg.EdgeSecret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(headerEdgeAuth)), []byte(s.cfg.EdgeSecret)) != 1 {
-		s.refuse(w, t, http.StatusForbidden, CodeEdgeAuth, "shim: requests must come through the edge")
-		return
-	}
-	if !caller.Has(contract.ScopeRoute) {
-		s.refuse(w, t, http.StatusForbidden, contract.CodeMissingScope, "shim: the LLM routes need the route scope")
-		return
-	}
-	// The one read of the body, and the one contributor check: before the
-	// body is parsed, evaluated or forwarded.
-	body, err := readBody(w, r, s.cfg.MaxBody)
+	// The edge secret, the key, its route scope and the body's bound are
+	// the server's (server.Route): the handler reads the body, bounded by
+	// it, once.
+	body, err := readBody(r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +16,14 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/caduceus-dev/caduceus/auth"
+	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimgate"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/shim/wire"
+	"github.com/caduceus-dev/caduceus/store"
 )
 
 func openaiClient(e *env, key string, rec *recorder, opts ...option.RequestOption) openai.Client {
@@ -364,21 +372,40 @@ func TestSDKContributorRefused(t *testing.T) {
 	}
 }
 
+// TestEdgeSecret: with an edge secret, the server in front of the shim
+// refuses an LLM request without it (the SDK sees a 403 in its envelope,
+// code edge_auth_required) before the shim or the upstream sees it; with
+// it, the request is answered, and the secret never goes upstream.
 func TestEdgeSecret(t *testing.T) {
-	e := newEnv(t, func(c *shim.Config) { c.EdgeSecret = "s3cret" })
-	_, err := call(t, e, "key-a", wire.ChatCompletions, false, "gpt-4o", "hi", nil)
+	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "edge.db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	keys := auth.NewService(db.Keys(), nil, 0)
+	key, _, err := keys.Create(t.Context(), auth.Spec{Tenant: "slot-1", Scopes: []contract.Scope{contract.ScopeRoute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{up: newUpstream(t)}
+	svc := shim.New(shim.Config{Store: shimsql.New(db), Audit: db.Audit(), Upstreams: map[string]shim.Upstream{"openai": {BaseURL: e.up.URL}, "anthropic": {BaseURL: e.up.URL + "/v1"}}})
+	srv := server.New(server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db,
+		Routes: shimgate.New(shimgate.Config{Service: svc}).Routes(), EdgeSecret: "s3cret"})
+	e.srv = httptest.NewServer(srv)
+	defer e.srv.Close()
+	_, err = call(t, e, key, wire.ChatCompletions, false, "gpt-4o", "hi", nil)
 	var oe *openai.Error
-	if !errors.As(err, &oe) || oe.StatusCode != 403 || oe.Code != shim.CodeEdgeAuth {
+	if !errors.As(err, &oe) || oe.StatusCode != 403 || oe.Code != server.CodeEdgeAuth {
 		t.Fatalf("without x-edge-auth: %v", err)
 	}
-	resp, _ := e.post(t, "key-a", "/v1/messages", `{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}`, map[string]string{"x-edge-auth": "wrong"})
+	resp, _ := e.post(t, key, "/v1/messages", `{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}`, map[string]string{"x-edge-auth": "wrong"})
 	if resp.StatusCode != 403 {
 		t.Fatalf("wrong secret: status %d", resp.StatusCode)
 	}
 	if e.up.calls() != 0 {
 		t.Fatal("refused requests reached the upstream")
 	}
-	c := openaiClient(e, "key-a", nil, option.WithHeader("x-edge-auth", "s3cret"))
+	c := openaiClient(e, key, nil, option.WithHeader("x-edge-auth", "s3cret"))
 	out, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
 	if err != nil || out.Choices[0].Message.Content != upstreamText {
 		t.Fatalf("with the secret: %v", err)

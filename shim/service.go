@@ -89,8 +89,6 @@ type Config struct {
 	// Offline: no provider is ever called — tier 2 uses Local, tier 3 is
 	// skipped, and requests not answered directly are refused (503, "offline").
 	Offline bool
-	// EdgeSecret: when set, LLM requests must carry a matching x-edge-auth header.
-	EdgeSecret string
 	// Budget bounds tiers 2 and 3 per request (0: 300ms).
 	Budget time.Duration
 	// BuiltinTenant holds system_builtin rows (empty: "slot-0"). No key
@@ -100,8 +98,6 @@ type Config struct {
 	// the store is read again (0: 1s). Writes through this Service
 	// invalidate at once; writes by other processes are seen within RulesTTL.
 	RulesTTL time.Duration
-	// MaxBody bounds a request body (0: 32 MiB, as the server's default).
-	MaxBody int64
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Logger for failures that cannot be sent to the caller (nil: slog.Default()).
@@ -202,9 +198,6 @@ func New(cfg Config) *Service {
 	}
 	if cfg.RulesTTL <= 0 {
 		cfg.RulesTTL = time.Second
-	}
-	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = 32 << 20
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, embedder: cfg.Embedder, now: cfg.Now, log: cfg.Logger, client: cfg.Client}
 	if s.embedder == nil {

@@ -171,18 +171,16 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 		gov.Cohorts[contract.TenantSlot(t)] = cohorts
 	}
 	cfg := shim.Config{
-		Store:      shimsql.New(db),
-		Audit:      db.Audit(),
-		Turns:      shimsql.New(db), // receipt and audit record in one transaction
-		Upstreams:  map[string]shim.Upstream{},
-		Offline:    c.Offline,
-		MaxBody:    c.MaxRequestBytes,
-		EdgeSecret: a.edgeSecret(),
-		Logger:     a.log,
-		Admit:      gov.Admit,
-		AdmitOnly:  shim.Governed, // the lens admits ungoverned provisions anyway
-		Gateway:    a.gateway(db),
-		Isolation:  shim.Isolation(c.Isolation),
+		Store:     shimsql.New(db),
+		Audit:     db.Audit(),
+		Turns:     shimsql.New(db), // receipt and audit record in one transaction
+		Upstreams: map[string]shim.Upstream{},
+		Offline:   c.Offline,
+		Logger:    a.log,
+		Admit:     gov.Admit,
+		AdmitOnly: shim.Governed, // the lens admits ungoverned provisions anyway
+		Gateway:   a.gateway(db),
+		Isolation: shim.Isolation(c.Isolation),
 		// A receipt not stored because the store is down is a 503 with
 		// Retry-After.
 		Unavailable: store.IsUnavailable,

@@ -146,7 +146,7 @@ func providerEnvelope(w http.ResponseWriter, r *http.Request, status int, code, 
 
 func (g *Gate) llmRoute(pattern string, p wire.Protocol) server.Route {
 	proxy := g.cfg.Service.Handler(p)
-	return server.Route{Pattern: pattern, Action: "shim.proxy", Envelope: envelope(p), Resource: string(p), Handler: func(w http.ResponseWriter, r *http.Request, c *server.Call) error {
+	return server.Route{Pattern: pattern, Action: "shim.proxy", Scope: contract.ScopeRoute, Envelope: envelope(p), Resource: string(p), Handler: func(w http.ResponseWriter, r *http.Request, c *server.Call) error {
 		c.Audited = true // the receipt
 		proxy.ServeHTTP(w, r)
 		c.Outcome = server.OutcomeOfStatus(server.StatusOf(w))
