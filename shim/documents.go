@@ -66,7 +66,7 @@ func (m *documents[T, P]) List(ctx context.Context, caller contract.Caller) ([]T
 	if err := authorizeRead(caller); err != nil {
 		return nil, err
 	}
-	own, err := m.list(ctx, m.s.Scope(caller))
+	own, err := m.list(ctx, m.s.Scope(caller).Slot())
 	if err != nil {
 		return nil, asErr(err)
 	}
@@ -75,7 +75,7 @@ func (m *documents[T, P]) List(ctx context.Context, caller contract.Caller) ([]T
 		m.read(&own[i])
 		seen[P(&own[i]).docKey()] = true
 	}
-	if m.s.Scope(caller) == m.s.cfg.BuiltinTenant {
+	if m.s.Scope(caller).Slot() == m.s.cfg.BuiltinTenant {
 		return own, nil
 	}
 	builtin, err := m.list(ctx, m.s.cfg.BuiltinTenant)
@@ -100,7 +100,7 @@ func (m *documents[T, P]) Get(ctx context.Context, caller contract.Caller, key s
 		var zero T
 		return zero, err
 	}
-	d, _, err := m.locate(ctx, m.s.Scope(caller), key)
+	d, _, err := m.locate(ctx, m.s.Scope(caller).Slot(), key)
 	return d, err
 }
 
@@ -172,14 +172,14 @@ func (m *documents[T, P]) createTenant(ctx context.Context, caller contract.Call
 	case *d.docBuiltin():
 		return m.s.cfg.BuiltinTenant, nil
 	case admin:
-		return m.s.Scope(caller), nil
+		return m.s.Scope(caller).Slot(), nil
 	}
 	if _, err := m.get(ctx, m.s.cfg.BuiltinTenant, d.docKey()); err == nil {
 		return "", builtinProtected()
 	} else if !isNotFound(err) {
 		return "", asErr(err)
 	}
-	return m.s.Scope(caller), nil
+	return m.s.Scope(caller).Slot(), nil
 }
 
 // Update replaces document key if its version is ifVersion (the If-Match
@@ -204,7 +204,7 @@ func (m *documents[T, P]) Update(ctx context.Context, caller contract.Caller, at
 	if err != nil {
 		return zero, err
 	}
-	builtin := tenant == m.s.cfg.BuiltinTenant && tenant != m.s.Scope(caller)
+	builtin := tenant == m.s.cfg.BuiltinTenant && tenant != m.s.Scope(caller).Slot()
 	if *P(&d).docBuiltin() && !builtin {
 		if !caller.Has(contract.ScopeAdmin) {
 			return zero, builtinProtected()
@@ -245,11 +245,11 @@ func (m *documents[T, P]) Delete(ctx context.Context, caller contract.Caller, at
 // writeTenant locates key for a write by caller: its own tenant, or the
 // builtin tenant, which only an admin key may write.
 func (m *documents[T, P]) writeTenant(ctx context.Context, caller contract.Caller, key string) (contract.TenantSlot, error) {
-	_, tenant, err := m.locate(ctx, m.s.Scope(caller), key)
+	_, tenant, err := m.locate(ctx, m.s.Scope(caller).Slot(), key)
 	if err != nil {
 		return "", err
 	}
-	if tenant == m.s.cfg.BuiltinTenant && tenant != m.s.Scope(caller) && !caller.Has(contract.ScopeAdmin) {
+	if tenant == m.s.cfg.BuiltinTenant && tenant != m.s.Scope(caller).Slot() && !caller.Has(contract.ScopeAdmin) {
 		return "", builtinProtected()
 	}
 	return tenant, nil

@@ -70,7 +70,7 @@ func (s *Service) dryRun(ctx context.Context, caller contract.Caller, p wire.Pro
 	if err != nil {
 		return DryRunResult{}, contract.Invalidf(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "wire: "))
 	}
-	tenant := s.Scope(caller)
+	tenant := s.Scope(caller).Slot()
 	out.ConversationID = conversationID("", caller, req)
 	rs, err := s.ruleset(ctx, tenant, builtinOnly)
 	if err != nil {

@@ -219,7 +219,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		return
 	}
 	ctx := r.Context()
-	rs, err := s.ruleset(ctx, s.Scope(caller), false)
+	rs, err := s.ruleset(ctx, s.Scope(caller).Slot(), false)
 	if err != nil {
 		s.fail(w, t, w.Header().Clone(), false, err)
 		return
@@ -229,7 +229,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 		mode = modeOffline
 	}
 	ev := s.evaluate(ctx, rs, caller, req, mode)
-	pl, err := s.act(ctx, s.Scope(caller), req, t.conv, &ev, true)
+	pl, err := s.act(ctx, s.Scope(caller).Slot(), req, t.conv, &ev, true)
 	if err != nil {
 		s.fail(w, t, w.Header().Clone(), false, err)
 		return

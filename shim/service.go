@@ -145,16 +145,30 @@ const (
 	IsolationKey    Isolation = "key"
 )
 
-// Scope is where caller's provisions, context entries and shim ledger
-// live: its tenant, or under IsolationKey its tenant and key
-// ("slot-1/key/<key id>"), so the rules one key writes never reach, and are
-// never seen by, another key of the same tenant. Builtins are shared by
-// every scope.
-func (s *Service) Scope(caller contract.Caller) contract.TenantSlot {
-	if s.cfg.Isolation == IsolationKey && caller.KeyID != "" && caller.Identity.TenantSlot != s.cfg.BuiltinTenant {
-		return caller.Identity.TenantSlot + "/key/" + contract.TenantSlot(caller.KeyID)
+// Scope is whose provisions, context entries, shim ledger and cached
+// answers a caller reads and writes: its tenant, or under IsolationKey one
+// key of it, so the rules one key writes never reach, and are never seen
+// by, another key of the same tenant. Builtins are shared by every scope.
+type Scope struct {
+	Tenant contract.TenantSlot
+	KeyID  string // "": the whole tenant
+}
+
+// Slot is the scope as the stores key its rows: the tenant, or
+// "<tenant>/key/<key id>".
+func (sc Scope) Slot() contract.TenantSlot {
+	if sc.KeyID == "" {
+		return sc.Tenant
 	}
-	return caller.Identity.TenantSlot
+	return sc.Tenant + "/key/" + contract.TenantSlot(sc.KeyID)
+}
+
+// Scope is caller's Scope under the Service's isolation.
+func (s *Service) Scope(caller contract.Caller) Scope {
+	if s.cfg.Isolation == IsolationKey && caller.KeyID != "" && caller.Identity.TenantSlot != s.cfg.BuiltinTenant {
+		return Scope{Tenant: caller.Identity.TenantSlot, KeyID: caller.KeyID}
+	}
+	return Scope{Tenant: caller.Identity.TenantSlot}
 }
 
 // Service is the shim gate.
@@ -247,7 +261,7 @@ type Writer struct {
 	Logger        *slog.Logger
 	Invalidate    func(tenant contract.TenantSlot)
 	// Scope is Service.Scope: where a caller's own records are written.
-	Scope func(contract.Caller) contract.TenantSlot
+	Scope func(contract.Caller) Scope
 }
 
 // Writer returns the Service's Writer.

@@ -535,7 +535,7 @@ func withoutServerFields(p shim.Provision) shim.Provision {
 func (y *Syncer) admit(caller contract.Caller, attested string, meta syncMeta, it *Item) (contract.TenantSlot, bool) {
 	tenant := caller.Identity.TenantSlot
 	if y.w.Scope != nil {
-		tenant = y.w.Scope(caller)
+		tenant = y.w.Scope(caller).Slot()
 	}
 	if meta.SystemBuiltin {
 		tenant = y.w.BuiltinTenant
