@@ -25,19 +25,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 
 //go:embed assets
 var assets embed.FS
-
-// Gateways lists the open relay gateway connections of a tenant (every
-// tenant when empty); the relay connector implements it.
-type Gateways interface {
-	OpenConnections(tenant contract.TenantSlot) []connector.Connection
-}
 
 // Config is what the console reads.
 type Config struct {
@@ -46,8 +39,8 @@ type Config struct {
 	DB *store.DB
 	// Trails reads conversations.
 	Trails trail.Reader
-	// Relay lists connected gateways; nil when the relay is not served.
-	Relay Gateways
+	// Pages are the modules' pages, their tabs in this order.
+	Pages []Page
 	// CheckpointFile is the audit checkpoint file serve writes (empty:
 	// none); CheckpointKey the public key it is checked against.
 	CheckpointFile string
@@ -66,6 +59,8 @@ type Console struct {
 	loginKey   []byte
 	sessionKey []byte
 	pages      map[string]*template.Template
+	nav        []navPage
+	related    map[string]string
 	mux        *http.ServeMux
 }
 
@@ -90,7 +85,8 @@ func New(ctx context.Context, cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	c.loginKey, c.sessionKey = keys(secret)
-	if c.pages, err = parsePages(); err != nil {
+	c.nav, c.related = navOf(cfg.Pages)
+	if c.pages, err = c.parsePages(); err != nil {
 		return nil, err
 	}
 	static, _ := fs.Sub(assets, "assets/static")
@@ -103,10 +99,9 @@ func New(ctx context.Context, cfg Config) (*Console, error) {
 	c.page("GET /console/{$}", c.conversations)
 	c.page("GET /console/conversations/{id}", c.conversation)
 	c.page("GET /console/records/{id}", c.record)
-	c.page("GET /console/receipts", c.receipts)
-	c.page("GET /console/decisions", c.decisions)
-	c.page("GET /console/ticks", c.ticks)
-	c.page("GET /console/relay", c.relay)
+	for _, p := range cfg.Pages {
+		c.page("GET /console/"+p.Name, c.modulePage(p))
+	}
 	c.page("GET /console/keys", c.keys)
 	c.page("GET /console/audit", c.audit)
 	c.mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {

@@ -21,9 +21,17 @@ import (
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/executor/executorgate"
+	"github.com/caduceus-dev/caduceus/relay/relaygate"
+	"github.com/caduceus-dev/caduceus/relay/relaysql"
 	"github.com/caduceus-dev/caduceus/server"
+	"github.com/caduceus-dev/caduceus/shim/shimgate"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
+	"github.com/caduceus-dev/caduceus/trader"
+	"github.com/caduceus-dev/caduceus/trader/tradergate"
+	"github.com/caduceus-dev/caduceus/trader/tradersql"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 
@@ -117,7 +125,7 @@ func newFixture(t testing.TB, db *store.DB) *fixture {
 		f.recordIDs = append(f.recordIDs, rec.ID)
 	}
 	f.conv = contract.ConversationFor("slot-1", sessionKey)
-	con, err := console.New(ctx, console.Config{DB: db, Trails: recordTrails{db}})
+	con, err := console.New(ctx, console.Config{DB: db, Trails: recordTrails{db}, Pages: gatePages(t, db)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +479,7 @@ func TestLoginWorksOnceAcrossProcesses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			db, db2 := open(t, dsn), open(t, dsn)
 			f := newFixture(t, db)
-			con2, err := console.New(t.Context(), console.Config{DB: db2, Trails: recordTrails{db2}})
+			con2, err := console.New(t.Context(), console.Config{DB: db2, Trails: recordTrails{db2}, Pages: gatePages(t, db2)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -606,4 +614,17 @@ func TestKeysPageShowsTheBoundAccount(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "<th>Account</th>") || !strings.Contains(body, bound.ID) || !strings.Contains(body, `<td class="mono">777000222</td>`) {
 		t.Errorf("GET /console/keys: %d; want the Account column with 777000222:\n%s", code, body)
 	}
+}
+
+// gatePages are the pages serve's gates hand the console over db: the
+// shim's receipts, the trader's decisions, the executor's ticks and the
+// relay's (not served by this process).
+func gatePages(t testing.TB, db *store.DB) []console.Page {
+	t.Helper()
+	svc, err := trader.New(tradersql.New(db), trader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []console.Page{shimgate.ReceiptsPage(shimsql.New(db)), tradergate.DecisionsPage(svc),
+		executorgate.TicksPage(db.Audit()), relaygate.RelayPage(relaysql.New(db), nil)}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -12,14 +11,6 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/executor"
-	"github.com/caduceus-dev/caduceus/relay/connector"
-	"github.com/caduceus-dev/caduceus/relay/relaysql"
-	"github.com/caduceus-dev/caduceus/shim"
-	"github.com/caduceus-dev/caduceus/shim/shimsql"
-	"github.com/caduceus-dev/caduceus/store"
-	"github.com/caduceus-dev/caduceus/trader"
-	"github.com/caduceus-dev/caduceus/trader/tradersql"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 
@@ -107,124 +98,19 @@ func (c *Console) visibleTenants(s scope) ([]contract.TenantSlot, error) {
 	return slices.Compact(ts), nil
 }
 
-func (c *Console) receipts(w http.ResponseWriter, r *http.Request, s scope) error {
-	ts, err := c.visibleTenants(s)
-	if err != nil {
-		return err
-	}
-	var all []shim.Receipt
-	for _, t := range ts {
-		rs, err := shimsql.New(c.cfg.DB).ListReceipts(r.Context(), t, listLimit, "")
-		if err != nil {
-			return err
-		}
-		all = append(all, rs...)
-	}
-	slices.SortFunc(all, func(a, b shim.Receipt) int { return cmp.Compare(b.ID, a.ID) })
-	return c.renderPage(w, r, s, "receipts", "Receipts", all[:min(len(all), listLimit)])
-}
-
-// attempt is a trader decision attempt with its tenant.
-type attempt struct {
-	trader.Attempt
-	Tenant contract.TenantSlot
-}
-
-func (c *Console) decisions(w http.ResponseWriter, r *http.Request, s scope) error {
-	ts, err := c.visibleTenants(s)
-	if err != nil {
-		return err
-	}
-	var all []attempt
-	for _, t := range ts {
-		err := tradersql.New(c.cfg.DB).InTx(r.Context(), t, func(tx trader.Tx) error {
-			as, err := tx.Attempts(r.Context(), trader.AttemptFilter{Limit: listLimit})
-			for _, a := range as {
-				all = append(all, attempt{a, t})
-			}
-			return err
+// modulePage renders a module's page for the session.
+func (c *Console) modulePage(p Page) pageFunc {
+	return func(w http.ResponseWriter, r *http.Request, s scope) error {
+		data, err := p.Load(r.Context(), View{
+			Tenant:  s.tenant(),
+			Tenants: func() ([]contract.TenantSlot, error) { return c.visibleTenants(s) },
+			Sees:    s.sees,
 		})
 		if err != nil {
 			return err
 		}
+		return c.renderPage(w, r, s, p.Name, p.Title, data)
 	}
-	slices.SortFunc(all, func(a, b attempt) int { return cmp.Compare(b.ID, a.ID) })
-	return c.renderPage(w, r, s, "decisions", "Decisions", all[:min(len(all), listLimit)])
-}
-
-// tickView is one executor tick read from its audit record.
-type tickView struct {
-	Record       audit.Record
-	Tick         executor.TickRecord
-	Replay       bool
-	Conversation string
-}
-
-func (c *Console) ticks(w http.ResponseWriter, r *http.Request, s scope) error {
-	recs, err := c.cfg.DB.Audit().Tail(r.Context(), store.AuditFilter{Tenant: s.tenant(), Action: executor.AuditAction, Limit: listLimit})
-	if err != nil {
-		return err
-	}
-	var out []tickView
-	for _, rec := range recs {
-		if !s.sees(rec.Tenant) {
-			continue
-		}
-		v := tickView{Record: rec}
-		if err := json.Unmarshal(rec.Payload, &v.Tick); err != nil {
-			c.log.Warn("console: tick record payload unreadable", "record", rec.ID, "err", err)
-		}
-		var replay executor.ReplayRecord
-		if json.Unmarshal(rec.Payload, &replay) == nil && replay.Replay {
-			v.Replay = true
-			v.Tick.TickID, v.Tick.Strategy = replay.TickID, replay.Strategy
-		}
-		if p := rec.Provenance; p != nil {
-			v.Conversation = cmp.Or(p.ConversationID, p.SessionID)
-		}
-		out = append(out, v)
-	}
-	return c.renderPage(w, r, s, "ticks", "Ticks", out)
-}
-
-// relayView is the relay page: open gateway connections and the buffer.
-type relayView struct {
-	Served   bool
-	Gateways []connector.Connection
-	Buffered []bufferedView
-}
-
-type bufferedView struct {
-	relaysql.BufferedEvent
-	Summary string
-}
-
-func (c *Console) relay(w http.ResponseWriter, r *http.Request, s scope) error {
-	v := relayView{Served: c.cfg.Relay != nil}
-	if c.cfg.Relay != nil {
-		v.Gateways = c.cfg.Relay.OpenConnections(s.tenant())
-	}
-	bs, err := relaysql.New(c.cfg.DB).Buffered(r.Context(), s.tenant(), listLimit)
-	if err != nil {
-		return err
-	}
-	for _, b := range bs {
-		v.Buffered = append(v.Buffered, bufferedView{b, eventSummary(b.Event)})
-	}
-	return c.renderPage(w, r, s, "relay", "Relay", v)
-}
-
-// eventSummary is one line of a buffered MessageEvent: its type and the
-// start of its text.
-func eventSummary(event []byte) string {
-	var ev struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(event, &ev) != nil {
-		return fmt.Sprintf("%d bytes", len(event))
-	}
-	return clip(ev.Type+" "+ev.Text, 120)
 }
 
 func (c *Console) keys(w http.ResponseWriter, r *http.Request, s scope) error {

@@ -31,19 +31,26 @@ func (v view) SignedIn() bool { return v.Scope.AllTenants || v.Scope.Tenant != "
 
 type errorView struct{ Message string }
 
-// navPages are the tabs, in order.
-var navPages = []struct{ Name, Title, Path string }{
-	{"conversations", "Conversations", "/console/"},
-	{"receipts", "Receipts", "/console/receipts"},
-	{"decisions", "Decisions", "/console/decisions"},
-	{"ticks", "Ticks", "/console/ticks"},
-	{"relay", "Relay", "/console/relay"},
-	{"keys", "Keys", "/console/keys"},
-	{"audit", "Audit", "/console/audit"},
+// navPage is one tab.
+type navPage struct{ Name, Title, Path string }
+
+// navOf is the tabs, in order: conversations, the modules' pages, keys
+// and audit; and the detail keys linked to a module page's rows.
+func navOf(pages []Page) ([]navPage, map[string]string) {
+	nav := []navPage{{"conversations", "Conversations", "/console/"}}
+	related := map[string]string{"audit_id": "/console/records/"}
+	for _, p := range pages {
+		nav = append(nav, navPage{p.Name, p.Title, "/console/" + p.Name})
+		for _, k := range p.Rows {
+			related[k] = "/console/" + p.Name + "#"
+		}
+	}
+	nav = append(nav, navPage{"keys", "Keys", "/console/keys"}, navPage{"audit", "Audit", "/console/audit"})
+	return nav, related
 }
 
 var funcs = template.FuncMap{
-	"nav": func() any { return navPages },
+	"nav": func() any { return nil }, // each console's own (parsePages)
 	"when": func(v any) string {
 		switch t := v.(type) {
 		case time.Time:
@@ -95,7 +102,7 @@ var funcs = template.FuncMap{
 		if err := json.Unmarshal(b, &v); err != nil {
 			return []field{{Key: "detail", Value: err.Error()}}
 		}
-		return linked(flatten(v))
+		return flatten(v) // each console links them (parsePages)
 	},
 	"tone":  tone,
 	"deref": func(s *string) string { return deref(s) },
@@ -128,8 +135,14 @@ func tone(s string) string {
 	return "plain"
 }
 
-func parsePages() (map[string]*template.Template, error) {
-	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html")
+func (c *Console) parsePages() (map[string]*template.Template, error) {
+	own := template.FuncMap{
+		"nav": func() any { return c.nav },
+		"fields": func(m map[string]any) []field {
+			return c.linked(funcs["fields"].(func(map[string]any) []field)(m))
+		},
+	}
+	layout, err := template.New("layout.html").Funcs(funcs).Funcs(own).ParseFS(assets, "assets/layout.html")
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +157,16 @@ func parsePages() (map[string]*template.Template, error) {
 			return nil, err
 		}
 		pages[strings.TrimSuffix(path.Base(n), ".html")] = t
+	}
+	for _, p := range c.cfg.Pages {
+		if _, dup := pages[p.Name]; dup {
+			return nil, fmt.Errorf("console: page %q is handed twice, or is one of the console's own", p.Name)
+		}
+		t, err := template.Must(layout.Clone()).Parse(p.Template)
+		if err != nil {
+			return nil, fmt.Errorf("console: the %s page's template: %w", p.Name, err)
+		}
+		pages[p.Name] = t
 	}
 	return pages, nil
 }
@@ -187,19 +210,11 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, v view,
 // and, for an id the console has a page for, the link to it.
 type field struct{ Key, Value, Link string }
 
-// related maps detail keys that hold ids to the console page listing them
-// (each row carries its id as its anchor).
-var related = map[string]string{
-	"receipt":    "/console/receipts#",
-	"receipt_id": "/console/receipts#",
-	"attempt":    "/console/decisions#",
-	"tick_id":    "/console/ticks#",
-	"audit_id":   "/console/records/",
-}
-
-func linked(fs []field) []field {
+// linked links the fields whose keys hold ids to the console page listing
+// them (each row carries its id as its anchor; Page.Rows).
+func (c *Console) linked(fs []field) []field {
 	for i, f := range fs {
-		if p, ok := related[f.Key]; ok && f.Value != "" {
+		if p, ok := c.related[f.Key]; ok && f.Value != "" {
 			fs[i].Link = p + url.PathEscape(f.Value)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/server"
 )
 
@@ -72,4 +73,20 @@ func Start(ctx context.Context, log *slog.Logger, gates []Gate) (wait func()) {
 		}
 	}
 	return wg.Wait
+}
+
+// Paged is a gate with pages for the operator console.
+type Paged interface {
+	Pages() []console.Page
+}
+
+// Pages are the console pages of gates, in order.
+func Pages(gates []Gate) []console.Page {
+	var out []console.Page
+	for _, g := range gates {
+		if p, ok := g.(Paged); ok {
+			out = append(out, p.Pages()...)
+		}
+	}
+	return out
 }

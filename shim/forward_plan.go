@@ -61,7 +61,7 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 		if f.Status >= 500 {
 			decision = DecisionFailed // the upstream failed, not the request
 		}
-		s.reject(w, t, before, ran, decision, f.Status, f.Code, msg, f.Retry)
+		s.reject(w, t, before, ran, rejection{decision, f.Status, f.Code, msg, f.Retry})
 		return
 	}
 	t.rc.ResponseID, t.rc.CacheHit = res.ResponseID, res.CacheHit

@@ -279,7 +279,18 @@ func (t *turn) headers(w http.ResponseWriter) {
 func (s *Service) refuse(w http.ResponseWriter, t *turn, status int, code, msg string) {
 	// Every refusal here is deterministic but a slow body: retrying cannot
 	// change it.
-	s.reject(w, t, w.Header().Clone(), false, DecisionRefused, status, code, msg, status == http.StatusRequestTimeout)
+	s.reject(w, t, w.Header().Clone(), false, rejection{DecisionRefused, status, code, msg, status == http.StatusRequestTimeout})
+}
+
+// rejection is an answer the shim gives itself: the receipt's decision,
+// the status, the code and message of its error envelope, and whether an
+// SDK may retry it.
+type rejection struct {
+	decision Decision
+	status   int
+	code     string
+	msg      string
+	retry    bool
 }
 
 // reject answers the request itself, in its protocol's envelope, with
@@ -288,7 +299,8 @@ func (s *Service) refuse(w http.ResponseWriter, t *turn, status int, code, msg s
 // cannot be, the client gets unrecorded's 503 instead, with the headers
 // before (ran: an upstream ran the request), so no refusal is ever given
 // that the trail does not hold.
-func (s *Service) reject(w http.ResponseWriter, t *turn, before http.Header, ran bool, decision Decision, status int, code, msg string, retry bool) {
+func (s *Service) reject(w http.ResponseWriter, t *turn, before http.Header, ran bool, rj rejection) {
+	decision, status, code, msg, retry := rj.decision, rj.status, rj.code, rj.msg, rj.retry
 	t.rc.Decision = decision
 	t.rc.Refusal = &Refusal{Code: code, Message: msg}
 	t.headers(w)

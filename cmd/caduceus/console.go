@@ -94,10 +94,9 @@ func (a *app) consoleLoginURL(ctx context.Context, db *store.DB, keyID, base str
 }
 
 // consoleHandler is serve's console over db, reading trails through
-// trails (the API's reader) and gateways from the relay connector (nil: no
-// relay).
-func (a *app) consoleHandler(ctx context.Context, db *store.DB, trails trail.Reader, relay console.Gateways, signer ed25519.PrivateKey) (*console.Console, error) {
-	cfg := console.Config{DB: db, Trails: trails, Relay: relay, Logger: a.log, CheckpointFile: a.cfg.Audit.CheckpointFile}
+// trails (the API's reader), with the gates' pages.
+func (a *app) consoleHandler(ctx context.Context, db *store.DB, trails trail.Reader, pages []console.Page, signer ed25519.PrivateKey) (*console.Console, error) {
+	cfg := console.Config{DB: db, Trails: trails, Pages: pages, Logger: a.log, CheckpointFile: a.cfg.Audit.CheckpointFile}
 	if signer != nil {
 		cfg.CheckpointKey = signer.Public().(ed25519.PublicKey)
 	}

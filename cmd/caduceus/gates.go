@@ -18,6 +18,7 @@ import (
 	"github.com/caduceus-dev/caduceus/relay/relaygate"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/shimgate"
+	"github.com/caduceus-dev/caduceus/shim/shimsql"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
 	"github.com/caduceus-dev/caduceus/trader/tradergate"
@@ -81,7 +82,8 @@ func (a *app) gates(ctx context.Context, db *store.DB) (gs []gate.Gate, closeAll
 		if err != nil {
 			return nil, closeAll, err
 		}
-		cfg := shimgate.Config{Service: g.svc, Memory: g.mem, Sync: g.syncer(a, db, false), AllowedOrigins: a.cfg.Shim.CORS.AllowedOrigins}
+		cfg := shimgate.Config{Service: g.svc, Memory: g.mem, Sync: g.syncer(a, db, false), AllowedOrigins: a.cfg.Shim.CORS.AllowedOrigins,
+			Receipts: shimsql.New(db)}
 		if g.gw != nil {
 			cfg.Spend, cfg.Gateway = ledger.Of(db), g.gw
 			cfg.Jobs = []gate.Job{

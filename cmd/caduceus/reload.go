@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/auth"
-	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/relay/relaygate"
@@ -74,14 +73,12 @@ func (a *app) build(ctx context.Context, db *store.DB, keys *auth.Service, signe
 	cfg := a.serverConfig(db, keys, signer, gates)
 	cfg.Previous = prev
 	g := &generation{a: a, gates: gates, closeAll: closeAll, idle: make(chan struct{})}
-	var gateways console.Gateways
 	for _, gt := range gates {
 		if r, ok := gt.(*relaygate.Gate); ok {
 			g.relay = r.Connector()
-			gateways = g.relay
 		}
 	}
-	con, err := a.consoleHandler(ctx, db, cfg.Trails, gateways, signer)
+	con, err := a.consoleHandler(ctx, db, cfg.Trails, gate.Pages(gates), signer)
 	if err != nil {
 		closeAll()
 		return nil, err

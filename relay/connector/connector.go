@@ -400,3 +400,6 @@ func (c *Connector) defaultBot(platform string) (string, bool) {
 	}
 	return found, n == 1
 }
+
+// Store is the store the connector buffers in (Config.Store).
+func (c *Connector) Store() relay.Store { return c.cfg.Store }

@@ -41,6 +41,8 @@ type Config struct {
 	// AllowedOrigins are the browser origins the provider routes answer
 	// (shim.cors.allowed_origins; CORS): none by default.
 	AllowedOrigins []string
+	// Receipts, when set, gives the console its receipts page (Pages).
+	Receipts ReceiptLister
 }
 
 // Gate is the shim gate.

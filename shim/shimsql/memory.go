@@ -118,17 +118,12 @@ func addOutcomes(ctx context.Context, q store.Querier, tenant contract.TenantSlo
 
 // ResolveOutcomes implements memory.Store with one conditional UPDATE.
 func (s *Memory) ResolveOutcomes(ctx context.Context, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
-	n, err := resolveOutcomes(ctx, s.db, tenant, conversation, exceptReceipt, outcome, signature, nextReceipt, at)
+	n, err := store.RowsAffected(s.db.Exec(ctx, memory.ResolveOutcomesSQL,
+		outcome, signature, nextReceipt, store.Micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt))
 	if err != nil {
 		return 0, fmt.Errorf("store: resolve outcomes: %w", err)
 	}
-	return n, nil
-}
-
-func resolveOutcomes(ctx context.Context, q store.Querier, tenant contract.TenantSlot, conversation, exceptReceipt, outcome, signature, nextReceipt string, at time.Time) (int, error) {
-	n, err := store.RowsAffected(q.Exec(ctx, memory.ResolveOutcomesSQL,
-		outcome, signature, nextReceipt, store.Micros(at), string(tenant), conversation, memory.OutcomePending, exceptReceipt))
-	return int(n), err
+	return int(n), nil
 }
 
 // ListOutcomes implements memory.Store.
