@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trail"
 )
@@ -40,7 +41,7 @@ type Config struct {
 	// Trails reads conversations.
 	Trails trail.Reader
 	// Pages are the modules' pages, their tabs in this order.
-	Pages []Page
+	Pages []gate.Page
 	// CheckpointFile is the audit checkpoint file serve writes (empty:
 	// none); CheckpointKey the public key it is checked against.
 	CheckpointFile string

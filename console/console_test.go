@@ -22,6 +22,7 @@ import (
 	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor/executorgate"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/relay/relaygate"
 	"github.com/caduceus-dev/caduceus/relay/relaysql"
 	"github.com/caduceus-dev/caduceus/server"
@@ -619,12 +620,12 @@ func TestKeysPageShowsTheBoundAccount(t *testing.T) {
 // gatePages are the pages serve's gates hand the console over db: the
 // shim's receipts, the trader's decisions, the executor's ticks and the
 // relay's (not served by this process).
-func gatePages(t testing.TB, db *store.DB) []console.Page {
+func gatePages(t testing.TB, db *store.DB) []gate.Page {
 	t.Helper()
 	svc, err := trader.New(tradersql.New(db), trader.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []console.Page{shimgate.ReceiptsPage(shimsql.New(db)), tradergate.DecisionsPage(svc),
+	return []gate.Page{shimgate.ReceiptsPage(shimsql.New(db)), tradergate.DecisionsPage(svc),
 		executorgate.TicksPage(db.Audit()), relaygate.RelayPage(relaysql.New(db), nil)}
 }

@@ -11,11 +11,12 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 
 // listLimit bounds every list page: the console shows what is recent.
-const listLimit = 100
+const listLimit = gate.ListLimit
 
 func (c *Console) conversations(w http.ResponseWriter, r *http.Request, s scope) error {
 	list, err := c.cfg.Trails.List(r.Context(), string(s.tenant()), listLimit)
@@ -99,9 +100,9 @@ func (c *Console) visibleTenants(s scope) ([]contract.TenantSlot, error) {
 }
 
 // modulePage renders a module's page for the session.
-func (c *Console) modulePage(p Page) pageFunc {
+func (c *Console) modulePage(p gate.Page) pageFunc {
 	return func(w http.ResponseWriter, r *http.Request, s scope) error {
-		data, err := p.Load(r.Context(), View{
+		data, err := p.Load(r.Context(), gate.View{
 			Tenant:  s.tenant(),
 			Tenants: func() ([]contract.TenantSlot, error) { return c.visibleTenants(s) },
 			Sees:    s.sees,

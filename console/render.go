@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/trail"
 )
 
@@ -36,7 +37,7 @@ type navPage struct{ Name, Title, Path string }
 
 // navOf is the tabs, in order: conversations, the modules' pages, keys
 // and audit; and the detail keys linked to a module page's rows.
-func navOf(pages []Page) ([]navPage, map[string]string) {
+func navOf(pages []gate.Page) ([]navPage, map[string]string) {
 	nav := []navPage{{"conversations", "Conversations", "/console/"}}
 	related := map[string]string{"audit_id": "/console/records/"}
 	for _, p := range pages {

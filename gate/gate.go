@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/server"
 )
 
@@ -77,12 +76,12 @@ func Start(ctx context.Context, log *slog.Logger, gates []Gate) (wait func()) {
 
 // Paged is a gate with pages for the operator console.
 type Paged interface {
-	Pages() []console.Page
+	Pages() []Page
 }
 
 // Pages are the console pages of gates, in order.
-func Pages(gates []Gate) []console.Page {
-	var out []console.Page
+func Pages(gates []Gate) []Page {
+	var out []Page
 	for _, g := range gates {
 		if p, ok := g.(Paged); ok {
 			out = append(out, p.Pages()...)

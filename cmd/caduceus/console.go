@@ -11,6 +11,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trail"
 )
@@ -95,7 +96,7 @@ func (a *app) consoleLoginURL(ctx context.Context, db *store.DB, keyID, base str
 
 // consoleHandler is serve's console over db, reading trails through
 // trails (the API's reader), with the gates' pages.
-func (a *app) consoleHandler(ctx context.Context, db *store.DB, trails trail.Reader, pages []console.Page, signer ed25519.PrivateKey) (*console.Console, error) {
+func (a *app) consoleHandler(ctx context.Context, db *store.DB, trails trail.Reader, pages []gate.Page, signer ed25519.PrivateKey) (*console.Console, error) {
 	cfg := console.Config{DB: db, Trails: trails, Pages: pages, Logger: a.log, CheckpointFile: a.cfg.Audit.CheckpointFile}
 	if signer != nil {
 		cfg.CheckpointKey = signer.Public().(ed25519.PublicKey)

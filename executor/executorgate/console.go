@@ -8,8 +8,8 @@ import (
 	"log/slog"
 
 	"github.com/caduceus-dev/caduceus/audit"
-	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/executor"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
@@ -32,10 +32,10 @@ type tickView struct {
 
 // TicksPage is the console's ticks page: the most recent executor ticks
 // in the audit log, read from their records.
-func TicksPage(log AuditTail) console.Page {
-	return console.Page{Name: "ticks", Title: "Ticks", Template: ticksTemplate, Rows: []string{"tick_id"},
-		Load: func(ctx context.Context, v console.View) (any, error) {
-			recs, err := log.Tail(ctx, store.AuditFilter{Tenant: v.Tenant, Action: executor.AuditAction, Limit: console.ListLimit})
+func TicksPage(log AuditTail) gate.Page {
+	return gate.Page{Name: "ticks", Title: "Ticks", Template: ticksTemplate, Rows: []string{"tick_id"},
+		Load: func(ctx context.Context, v gate.View) (any, error) {
+			recs, err := log.Tail(ctx, store.AuditFilter{Tenant: v.Tenant, Action: executor.AuditAction, Limit: gate.ListLimit})
 			if err != nil {
 				return nil, err
 			}
@@ -64,12 +64,12 @@ func TicksPage(log AuditTail) console.Page {
 
 // Pages implements gate.Paged: the ticks page, over the executor's audit
 // log when it can be read back.
-func (g *Gate) Pages() []console.Page {
+func (g *Gate) Pages() []gate.Page {
 	if g.ex == nil {
 		return nil
 	}
 	if t, ok := g.ex.Audit.(AuditTail); ok {
-		return []console.Page{TicksPage(t)}
+		return []gate.Page{TicksPage(t)}
 	}
 	return nil
 }

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/relay/relaysql"
 )
@@ -40,14 +40,14 @@ type bufferedView struct {
 
 // RelayPage is the console's relay page: the gateways connected to gws
 // (nil: the relay is not served by this process) and the buffered events.
-func RelayPage(buf Buffer, gws Gateways) console.Page {
-	return console.Page{Name: "relay", Title: "Relay", Template: relayTemplate,
-		Load: func(ctx context.Context, v console.View) (any, error) {
+func RelayPage(buf Buffer, gws Gateways) gate.Page {
+	return gate.Page{Name: "relay", Title: "Relay", Template: relayTemplate,
+		Load: func(ctx context.Context, v gate.View) (any, error) {
 			rv := relayView{Served: gws != nil}
 			if gws != nil {
 				rv.Gateways = gws.OpenConnections(v.Tenant)
 			}
-			bs, err := buf.Buffered(ctx, v.Tenant, console.ListLimit)
+			bs, err := buf.Buffered(ctx, v.Tenant, gate.ListLimit)
 			if err != nil {
 				return nil, err
 			}
@@ -80,9 +80,9 @@ func eventSummary(event []byte) string {
 }
 
 // Pages implements gate.Paged: the relay page over the connector's store.
-func (g *Gate) Pages() []console.Page {
+func (g *Gate) Pages() []gate.Page {
 	if b, ok := g.c.Store().(Buffer); ok {
-		return []console.Page{RelayPage(b, g.c)}
+		return []gate.Page{RelayPage(b, g.c)}
 	}
 	return nil
 }

@@ -6,8 +6,8 @@ import (
 	_ "embed"
 	"slices"
 
-	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/shim"
 )
 
@@ -22,31 +22,31 @@ type ReceiptLister interface {
 
 // ReceiptsPage is the console's receipts page over r: the most recent
 // receipts of the tenants the session sees.
-func ReceiptsPage(r ReceiptLister) console.Page {
-	return console.Page{Name: "receipts", Title: "Receipts", Template: receiptsTemplate, Rows: []string{"receipt", "receipt_id"},
-		Load: func(ctx context.Context, v console.View) (any, error) {
+func ReceiptsPage(r ReceiptLister) gate.Page {
+	return gate.Page{Name: "receipts", Title: "Receipts", Template: receiptsTemplate, Rows: []string{"receipt", "receipt_id"},
+		Load: func(ctx context.Context, v gate.View) (any, error) {
 			ts, err := v.Tenants()
 			if err != nil {
 				return nil, err
 			}
 			var all []shim.Receipt
 			for _, t := range ts {
-				rs, err := r.ListReceipts(ctx, t, console.ListLimit, "")
+				rs, err := r.ListReceipts(ctx, t, gate.ListLimit, "")
 				if err != nil {
 					return nil, err
 				}
 				all = append(all, rs...)
 			}
 			slices.SortFunc(all, func(a, b shim.Receipt) int { return cmp.Compare(b.ID, a.ID) })
-			return all[:min(len(all), console.ListLimit)], nil
+			return all[:min(len(all), gate.ListLimit)], nil
 		}}
 }
 
 // Pages implements gate.Paged: the receipts page, when the gate was
 // given its store (Config.Receipts).
-func (g *Gate) Pages() []console.Page {
+func (g *Gate) Pages() []gate.Page {
 	if g.cfg.Receipts == nil {
 		return nil
 	}
-	return []console.Page{ReceiptsPage(g.cfg.Receipts)}
+	return []gate.Page{ReceiptsPage(g.cfg.Receipts)}
 }

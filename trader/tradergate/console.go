@@ -6,8 +6,8 @@ import (
 	_ "embed"
 	"slices"
 
-	"github.com/caduceus-dev/caduceus/console"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate"
 	"github.com/caduceus-dev/caduceus/trader"
 )
 
@@ -22,16 +22,16 @@ type attempt struct {
 
 // DecisionsPage is the console's decisions page over svc: the most recent
 // decision attempts of the tenants the session sees.
-func DecisionsPage(svc *trader.Service) console.Page {
-	return console.Page{Name: "decisions", Title: "Decisions", Template: decisionsTemplate, Rows: []string{"attempt"},
-		Load: func(ctx context.Context, v console.View) (any, error) {
+func DecisionsPage(svc *trader.Service) gate.Page {
+	return gate.Page{Name: "decisions", Title: "Decisions", Template: decisionsTemplate, Rows: []string{"attempt"},
+		Load: func(ctx context.Context, v gate.View) (any, error) {
 			ts, err := v.Tenants()
 			if err != nil {
 				return nil, err
 			}
 			var all []attempt
 			for _, t := range ts {
-				as, err := svc.History(ctx, t, "", console.ListLimit)
+				as, err := svc.History(ctx, t, "", gate.ListLimit)
 				if err != nil {
 					return nil, err
 				}
@@ -40,9 +40,9 @@ func DecisionsPage(svc *trader.Service) console.Page {
 				}
 			}
 			slices.SortFunc(all, func(a, b attempt) int { return cmp.Compare(b.ID, a.ID) })
-			return all[:min(len(all), console.ListLimit)], nil
+			return all[:min(len(all), gate.ListLimit)], nil
 		}}
 }
 
 // Pages implements gate.Paged.
-func (g *Gate) Pages() []console.Page { return []console.Page{DecisionsPage(g.svc)} }
+func (g *Gate) Pages() []gate.Page { return []gate.Page{DecisionsPage(g.svc)} }

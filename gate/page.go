@@ -1,4 +1,4 @@
-package console
+package gate
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 )
 
-// Page is a console page a module hands the console: GET /console/<Name>,
+// Page is a console page a gate hands the operator console (package
+// console): GET /console/<Name>,
 // a tab titled Title between Conversations and Keys. The console knows no
 // gate; each gate that has something to show renders its page through
 // this (shimgate's receipts, tradergate's decisions, executorgate's ticks,
@@ -40,4 +41,4 @@ type View struct {
 }
 
 // ListLimit bounds every list page: the console shows what is recent.
-const ListLimit = listLimit
+const ListLimit = 100
