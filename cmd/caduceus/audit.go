@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -167,57 +166,6 @@ func redactionText(r *contract.Redaction) string {
 		return string(r.Level)
 	}
 	return string(r.Level) + ": " + r.Reason
-}
-
-// auditConfig is the audit section of the config: where serve anchors the
-// chains outside the database.
-type auditConfig struct {
-	CheckpointFile     string `yaml:"checkpoint_file"`     // write a checkpoint here on every interval
-	CheckpointURL      string `yaml:"checkpoint_url"`      // POST a checkpoint here on every interval
-	CheckpointInterval string `yaml:"checkpoint_interval"` // e.g. 5m (default 5m when a target is set)
-}
-
-// DefaultCheckpointInterval is how often serve writes a checkpoint when a
-// target is configured without an interval.
-const DefaultCheckpointInterval = 5 * time.Minute
-
-// layerHardening layers the audit checkpoint and MCP origin settings
-// (file < environment < flags) into cfg.
-func (a *app) layerHardening(cmd *cobra.Command, cfg *config) error {
-	for k, p := range map[string]*string{
-		"CADUCEUS_AUDIT_CHECKPOINT_FILE":     &cfg.Audit.CheckpointFile,
-		"CADUCEUS_AUDIT_CHECKPOINT_URL":      &cfg.Audit.CheckpointURL,
-		"CADUCEUS_AUDIT_CHECKPOINT_INTERVAL": &cfg.Audit.CheckpointInterval,
-	} {
-		if v := a.getenv(k); v != "" {
-			*p = v
-		}
-	}
-	if v := a.getenv("CADUCEUS_MCP_ALLOWED_ORIGINS"); v != "" {
-		cfg.MCPAllowedOrigins = splitList(v)
-	}
-	set := func(name string, dst *string, v string) {
-		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
-			*dst = v
-		}
-	}
-	set("audit-checkpoint-file", &cfg.Audit.CheckpointFile, a.auditFlags.CheckpointFile)
-	set("audit-checkpoint-url", &cfg.Audit.CheckpointURL, a.auditFlags.CheckpointURL)
-	set("audit-checkpoint-interval", &cfg.Audit.CheckpointInterval, a.auditFlags.CheckpointInterval)
-	if f := cmd.Flags().Lookup("mcp-allowed-origin"); f != nil && f.Changed {
-		cfg.MCPAllowedOrigins = a.originFlags
-	}
-	if v := cfg.Audit.CheckpointInterval; v != "" {
-		if d, err := time.ParseDuration(v); err != nil || d < time.Second {
-			return &exitError{2, fmt.Errorf("audit checkpoint interval %q: want a duration of at least 1s, e.g. 5m", v)}
-		}
-	}
-	if u := cfg.Audit.CheckpointURL; u != "" {
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			return &exitError{2, fmt.Errorf("audit checkpoint URL %q: want http(s)://host/path", u)}
-		}
-	}
-	return nil
 }
 
 // signingKey loads the audit signing key (env, then the data directory),

@@ -70,6 +70,7 @@ removed at the end unless --keep is given.`,
 
 // demoRun is one run of the demo: the server it started and what it printed.
 type demoRun struct {
+	cli     func(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int
 	out     io.Writer
 	url     string
 	admin   string
@@ -100,7 +101,7 @@ func (a *app) demo(ctx context.Context, keep bool) (err error) {
 	if !keep {
 		defer os.RemoveAll(dir)
 	}
-	d := &demoRun{out: a.stdout, dir: dir, data: filepath.Join(dir, "data"), client: &http.Client{Timeout: 30 * time.Second}, fake: &fakePlatform{}}
+	d := &demoRun{cli: a.cli, out: a.stdout, dir: dir, data: filepath.Join(dir, "data"), client: &http.Client{Timeout: 30 * time.Second}, fake: &fakePlatform{}}
 	fmt.Fprintf(d.out, "Caduceus demo: an offline Caduceus on a temporary data directory, loaded with examples/.\n")
 	fmt.Fprintf(d.out, "Every step below is a real HTTP request to it; the audit records each one made follow.\n")
 	if err := fs.WalkDir(examples.FS, ".", func(p string, e fs.DirEntry, err error) error {
@@ -548,7 +549,7 @@ func (d *demoRun) relay(ctx context.Context) error {
 func (d *demoRun) audit(ctx context.Context) error {
 	d.stepf("Audit: verify slot-1's hash chain")
 	var out, errb bytes.Buffer
-	code := run(ctx, []string{"audit", "verify", "--data", d.data}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	code := d.cli(ctx, []string{"audit", "verify", "--data", d.data}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
 	d.sayf("$ caduceus audit verify --data %s", d.data)
 	d.sayf("%s", strings.TrimSpace(out.String()+errb.String()))
 	if code != 0 {

@@ -126,14 +126,15 @@ func runTick(ctx context.Context, o execOptions) (executor.Envelope, error) {
 		Context:        rc,
 		ContextSource:  rcSource,
 		Profile:        executor.DetectProfile(o.Env),
-		ProfileAccount: getenv(o.Env, "HERMES_PROFILE_ACCOUNT"),
+		ProfileAccount: lookupEnv(o.Env, "HERMES_PROFILE_ACCOUNT"),
 		Message:        o.Message,
 		Now:            now,
 		IdempotencyKey: o.IdempotencyKey,
 	})
 }
 
-func getenv(env func(string) string, k string) string {
+// lookupEnv is env(k), "" without env.
+func lookupEnv(env func(string) string, k string) string {
 	if env == nil {
 		return ""
 	}

@@ -22,8 +22,6 @@ import (
 	"github.com/caduceus-dev/caduceus/store"
 )
 
-var allGates = []string{"trader", "executor", "shim", "relay"}
-
 // bootstrapTenant owns the admin key made on first start.
 const bootstrapTenant contract.TenantSlot = "slot-1"
 

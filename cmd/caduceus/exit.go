@@ -1,0 +1,31 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/caduceus-dev/caduceus/contract"
+)
+
+// How a command ends: an exit code, and an error as the operator reads it.
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+// userMessage is an error as an operator should read it: the contract
+// error's own message, internal detail included (this is the operator's
+// terminal, not a remote caller).
+func userMessage(err error) string {
+	if e, ok := errors.AsType[*contract.Error](err); ok && e.Kind != contract.KindInternal {
+		if e.Field != "" && !strings.Contains(e.Message, e.Field) {
+			return e.Field + ": " + e.Message
+		}
+		return e.Message
+	}
+	return err.Error()
+}
