@@ -10,6 +10,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
 // TestReportShowsTheDatabaseCPUWhenKnown: the db-cpu-ms/1k column appears
@@ -44,8 +46,9 @@ func TestReportShowsTheDatabaseCPUWhenKnown(t *testing.T) {
 
 // TestPostgresCPUCountsTheServersWork: with the test Postgres on this
 // machine, the server's CPU read before and after a burst of statements
-// grows, and the burst's own backend, closed before the second reading, is
-// still counted (through the postmaster's reaped children).
+// grows, and the burst's own backend, closed, ended and reaped before the
+// second reading, is still counted (through the postmaster's reaped
+// children).
 func TestPostgresCPUCountsTheServersWork(t *testing.T) {
 	dsn := os.Getenv("CADUCEUS_TEST_POSTGRES")
 	if dsn == "" {
@@ -59,20 +62,24 @@ func TestPostgresCPUCountsTheServersWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := conn.QueryRowContext(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
 	var n int64
-	if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM generate_series(1, 3000000)`).Scan(&n); err != nil || n != 3000000 {
+	if err := conn.QueryRowContext(context.Background(), `SELECT count(*) FROM generate_series(1, 3000000)`).Scan(&n); err != nil || n != 3000000 {
 		t.Fatalf("burst: %d, %v", n, err)
 	}
+	conn.Close()
 	db.Close()
-	var after time.Duration
-	for range 50 { // the backend ends and is reaped shortly after the close
-		time.Sleep(20 * time.Millisecond)
-		if after, err = PostgresCPU(); err != nil {
-			t.Fatal(err)
-		}
-		if after-before >= 100*time.Millisecond {
-			break
-		}
+	storetest.AwaitBackendsGone(t, dsn, pid) // the burst's backend has ended and been reaped
+	after, err := PostgresCPU()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if after-before < 100*time.Millisecond {
 		t.Errorf("the server's CPU grew %v over a burst of 3 million rows, want at least 100ms", after-before)

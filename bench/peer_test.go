@@ -11,9 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caduceus-dev/caduceus/internal/proctest"
 )
 
 var peerProxy struct {
@@ -52,26 +53,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// gone reports whether no live process has pid (none, or a zombie).
-func gone(pid int) bool {
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		return true
-	}
-	st, ok := readProcStat("/proc/" + strconv.Itoa(pid) + "/stat")
-	return !ok || st.state == "Z"
-}
-
-// waitGone waits a little for pid to be gone (a process reparented to init
-// is reaped by it, not by us).
+// waitGone waits for pid to exit (a zombie counts: a process reparented
+// to init is reaped by it, not by us), on its pidfd.
 func waitGone(t *testing.T, what string, pid int) {
 	t.Helper()
-	for range 100 {
-		if gone(pid) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	exited, err := proctest.AwaitExit(pid, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Errorf("%s (pid %d) is still running after Close", what, pid)
+	if !exited {
+		t.Errorf("%s (pid %d) is still running 30 s after Close", what, pid)
+	}
 }
 
 func readPid(t *testing.T, file string) int {

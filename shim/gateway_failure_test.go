@@ -471,18 +471,15 @@ func testRateLimitWithoutRetryAfterHoldsBriefly(t *testing.T, db *store.DB) {
 }
 
 // TestSlowAnswerOnTheLastStep: with one step, an answer
-// slower than attempt_timeout is waited for — the timeout only decides a
+// slower than attempt_timeout (a nanosecond: every answer is) is waited for — the timeout only decides a
 // failover the plan allows — and charged from its usage; the SDK, retries
 // on, sends it once. With the route's own timeout, the answer that does not
 // come in time is 502 upstream_incomplete, not to be retried, and settled
 // at its reservation: the provider may have run it. On SQLite and Postgres.
 func TestSlowAnswerOnTheLastStep(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		e := newGatewayEnvOn(t, db, gwconf.Budgets{}, func(c *gateway.Config) { c.HeaderTimeout = time.Millisecond })
-		e.up.respond = func(w http.ResponseWriter, r *http.Request, body []byte) {
-			time.Sleep(50 * time.Millisecond) // a long reasoning call, far past attempt_timeout
-			defaultRespond(w, r, body)
-		}
+		e := newGatewayEnvOn(t, db, gwconf.Budgets{}, func(c *gateway.Config) { c.HeaderTimeout = time.Nanosecond })
+		e.up.respond = defaultRespond // far past an attempt_timeout of a nanosecond
 		c := openaiClient(e, "key-granted", nil, option.WithMaxRetries(2))
 		cc, err := c.Chat.Completions.New(t.Context(), chatParams())
 		if err != nil || cc.Choices[0].Message.Content != upstreamText || e.up.calls() != 1 {

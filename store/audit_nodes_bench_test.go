@@ -3,9 +3,12 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,20 +48,35 @@ func BenchmarkAuditAppendPostgresThreeProcesses(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var backends []int // the children's, as they reported them
 	for p := range 3 {
 		wg.Go(func() {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestAuditAppendChild$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "CADUCEUS_APPEND_CHILD_DSN="+schema, fmt.Sprintf("CADUCEUS_APPEND_CHILD_N=%d", per),
 				fmt.Sprintf("CADUCEUS_APPEND_CHILD_P=%d", p))
-			if out, err := cmd.CombinedOutput(); err != nil {
+			out, err := cmd.CombinedOutput()
+			if err != nil {
 				b.Errorf("child %d: %v\n%s", p, err, out)
+				return
+			}
+			m := childBackendsRE.FindSubmatch(out)
+			if m == nil {
+				b.Errorf("child %d named no backends:\n%s", p, out)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for f := range strings.SplitSeq(string(m[1]), ",") {
+				pid, _ := strconv.Atoi(f)
+				backends = append(backends, pid)
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	time.Sleep(500 * time.Millisecond) // the children's backends end and are reaped
+	storetest.AwaitBackendsGone(b, dsn, backends...) // the children's backends have ended and been reaped
 	pgAfter, err := bench.PostgresCPU()
 	if err != nil {
 		b.Fatal(err)
@@ -79,6 +97,17 @@ func TestAuditAppendChild(t *testing.T) {
 	}
 	n, _ := strconv.Atoi(os.Getenv("CADUCEUS_APPEND_CHILD_N"))
 	p := os.Getenv("CADUCEUS_APPEND_CHILD_P")
+	// Its connections carry a name of their own, so that it can name its
+	// backends to the benchmark, which waits for them to end.
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := "caduceus-append-child-" + p
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	dsn = u.String()
 	db, err := store.Open(context.Background(), dsn, "")
 	if err != nil {
 		t.Fatal(err)
@@ -102,4 +131,13 @@ func TestAuditAppendChild(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	pids, err := store.AppendRows([]string(nil), store.QueryRows(context.Background(), db, "backend", store.ScanValue[string],
+		`SELECT pid::text FROM pg_stat_activity WHERE application_name = ?`, app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("backends %s\n", strings.Join(pids, ","))
 }
+
+// childBackendsRE finds the backends a TestAuditAppendChild names.
+var childBackendsRE = regexp.MustCompile(`(?m)^backends ([0-9,]+)$`)

@@ -85,26 +85,38 @@ func TestContainerImage(t *testing.T) {
 		"--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
 		"-e", "CADUCEUS_ADDR="+addr, "-v", volume+":/data", image)
 
+	// healthy waits until serve in the container says it listens (for the
+	// starts-th time: the log keeps the starts before), reading its log
+	// as podman follows it, and then /healthz must answer 200. A
+	// container that stops first fails the test with its log.
+	starts := 0
 	healthy := func() {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			resp, err := http.Get(url + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return
-				}
-			}
-			if out, _ := podman(t, "inspect", "--format", "{{.State.Running}}", name); strings.TrimSpace(out) != "true" {
-				logs, _ := podman(t, "logs", name)
-				t.Fatalf("the container is not running: %s\n%s", out, logs)
-			}
-			if time.Now().After(deadline) {
-				logs, _ := podman(t, "logs", name)
-				t.Fatalf("/healthz did not answer within 60 s: %v\n%s", err, logs)
-			}
-			time.Sleep(100 * time.Millisecond)
+		starts++
+		follow := exec.Command("podman", "--runtime", "runc", "logs", "-f", name)
+		var log syncBuffer
+		follow.Stdout, follow.Stderr = &log, &log
+		if err := follow.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited, done := make(chan int, 1), make(chan struct{})
+		go func() {
+			follow.Wait()
+			exited <- follow.ProcessState.ExitCode()
+			close(done)
+		}()
+		defer func() {
+			follow.Process.Kill()
+			<-done
+		}()
+		log.await(t, regexp.MustCompile("(?s)"+strings.Repeat(listenAnyRE.String()+".*?", starts-1)+listenAnyRE.String()), exited)
+		resp, err := http.Get(url + "/healthz")
+		if err != nil {
+			t.Fatalf("/healthz once serve listened: %v\n%s", err, log.String())
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("/healthz once serve listened: %d\n%s", resp.StatusCode, log.String())
 		}
 	}
 	healthy()

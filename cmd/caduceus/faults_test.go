@@ -58,7 +58,10 @@ func newFaultKeys(t *testing.T, storeArgs []string) faultKeys {
 // a 503 must carry Retry-After, no receipt id, and the code
 // store_unavailable (or, on a turn, receipt_not_recorded); a turn may be
 // refused 429 budget_exceeded; anything else, a missing answer included,
-// is bad. A client that is answered 503 backs off 100 ms.
+// is bad. A client that is answered 503 backs off: its next request waits
+// its turn in the retry lane, which holds one request at a time (the
+// next goes once the one before it is answered), so while the store is
+// gone the clients retry one after the other, not all at once.
 type faultLoad struct {
 	t     *testing.T
 	procs []*proc
@@ -77,7 +80,8 @@ type faultLoad struct {
 	// attempt, nothing changed.
 	failed []string
 
-	budgeted atomic.Int64 // turns refused for the budget
+	budgeted atomic.Int64  // turns refused for the budget
+	retry    chan struct{} // the retry lane: a request in it holds its one place
 	running  atomic.Bool
 	wg       sync.WaitGroup
 	client   *http.Client
@@ -88,7 +92,7 @@ type faultLoad struct {
 func startFaultLoad(t *testing.T, procs []*proc, keys faultKeys) *faultLoad {
 	l := &faultLoad{t: t, procs: procs, keys: keys, codes: map[string]int{},
 		acks: make([][4][kinds]int, len(procs)), unavail: make([][4][kinds]int, len(procs)),
-		client: &http.Client{Timeout: 30 * time.Second}}
+		retry: make(chan struct{}, 1), client: &http.Client{Timeout: 30 * time.Second}}
 	for _, p := range procs {
 		l.sdks = append(l.sdks, openai.NewClient(option.WithBaseURL(p.url+"/v1/"), option.WithAPIKey(keys.route),
 			option.WithMaxRetries(0), option.WithRequestTimeout(30*time.Second)))
@@ -98,18 +102,26 @@ func startFaultLoad(t *testing.T, procs []*proc, keys faultKeys) *faultLoad {
 	for c := range kinds * len(procs) {
 		p, kind := c%len(procs), c/len(procs)
 		l.wg.Go(func() {
+			unavailable := false // the last answer was a 503: back off
 			for i := 0; l.running.Load(); i++ {
+				retrying := unavailable
+				if retrying {
+					l.retry <- struct{}{} // in the lane once the retry before is answered
+				}
 				switch kind {
 				case kTurn:
-					l.turn(p, c, i)
+					unavailable = l.turn(p, c, i)
 				case kDecision:
 					id := fmt.Sprintf("dec_fault_%d_%d", c, i)
-					l.rest(p, kDecision, "POST", "/v1/trader/decisions", keys.op, decisionBody(id, modes[i%3], "fault test"), id)
+					unavailable = l.rest(p, kDecision, "POST", "/v1/trader/decisions", keys.op, decisionBody(id, modes[i%3], "fault test"), id)
 				case kTick:
 					id := fmt.Sprintf("tick-fault-%d-%06d", c, i)
-					l.rest(p, kTick, "POST", "/v1/executor/ticks", keys.cron, tickBody("fault test"), id, "Idempotency-Key", id)
+					unavailable = l.rest(p, kTick, "POST", "/v1/executor/ticks", keys.cron, tickBody("fault test"), id, "Idempotency-Key", id)
 				case kKeys:
-					l.rest(p, kKeys, "GET", "/v1/admin/keys", keys.admin, "", "")
+					unavailable = l.rest(p, kKeys, "GET", "/v1/admin/keys", keys.admin, "", "")
+				}
+				if retrying {
+					<-l.retry
 				}
 			}
 		})
@@ -168,8 +180,8 @@ func (l *faultLoad) badf(format string, args ...any) {
 }
 
 // rest sends one management request and notes its answer: a 2xx, or an
-// RFC 9457 problem.
-func (l *faultLoad) rest(p, kind int, method, path, key, body, id string, hdr ...string) {
+// RFC 9457 problem; it says whether the answer was a 503.
+func (l *faultLoad) rest(p, kind int, method, path, key, body, id string, hdr ...string) (unavailable bool) {
 	ph := int(l.phase.Load())
 	req, _ := http.NewRequest(method, l.procs[p].url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -182,7 +194,7 @@ func (l *faultLoad) rest(p, kind int, method, path, key, body, id string, hdr ..
 	resp, err := l.client.Do(req)
 	if err != nil {
 		l.badf("process %d %s: no answer: %v", p, kindNames[kind], err)
-		return
+		return false
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -211,13 +223,12 @@ func (l *faultLoad) rest(p, kind int, method, path, key, body, id string, hdr ..
 		code = prob.Code
 	}
 	l.note(p, ph, kind, resp.StatusCode, code, id, resp.Header, string(b))
-	if resp.StatusCode == http.StatusServiceUnavailable {
-		time.Sleep(100 * time.Millisecond) // the client's back-off
-	}
+	return resp.StatusCode == http.StatusServiceUnavailable
 }
 
-// turn takes one governed turn through the official SDK.
-func (l *faultLoad) turn(p, c, i int) {
+// turn takes one governed turn through the official SDK and says whether
+// it was answered 503.
+func (l *faultLoad) turn(p, c, i int) (unavailable bool) {
 	ph := int(l.phase.Load())
 	var hr *http.Response
 	_, err := l.sdks[p].Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
@@ -230,12 +241,11 @@ func (l *faultLoad) turn(p, c, i int) {
 		l.note(p, ph, kTurn, hr.StatusCode, "", hr.Header.Get("X-Caduceus-Receipt"), hr.Header, "")
 	case errors.As(err, &ae):
 		l.note(p, ph, kTurn, ae.StatusCode, ae.Code, "", ae.Response.Header, ae.RawJSON())
-		if ae.StatusCode == http.StatusServiceUnavailable {
-			time.Sleep(100 * time.Millisecond) // the client's back-off
-		}
+		return ae.StatusCode == http.StatusServiceUnavailable
 	default:
 		l.badf("process %d turn: no answer: %v", p, err)
 	}
+	return false
 }
 
 // await polls cond (under the load's lock) until it holds, or fails the

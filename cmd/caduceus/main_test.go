@@ -558,3 +558,16 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 	}
 	walk(a.rootCmd())
 }
+
+// startEarlyInMinute returns at once when the current UTC minute is at
+// most latest seconds old, or else in the first second of the next one:
+// serve's rate windows are its clock's UTC minutes, and a test whose
+// requests must share one begins early enough in it.
+func startEarlyInMinute(latest int) {
+	now := time.Now().UTC()
+	if now.Second() <= latest {
+		return
+	}
+	// The minute's turn is an event of the wall clock alone: serve's clock cannot be injected.
+	time.Sleep(now.Truncate(time.Minute).Add(time.Minute + time.Second).Sub(now))
+}

@@ -192,6 +192,9 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	var acked []string
 	var loadErr error
 	stop := make(chan struct{})
+	// loaded is closed once 300 keys are acknowledged, or a client failed.
+	loaded := make(chan struct{})
+	isLoaded := sync.OnceFunc(func() { close(loaded) })
 	var wg sync.WaitGroup
 	client := &http.Client{Timeout: 30 * time.Second}
 	for range 8 {
@@ -210,6 +213,9 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 				if err == nil {
 					acked = append(acked, id)
 				}
+				if err != nil || len(acked) >= 300 {
+					isLoaded()
+				}
 				mu.Unlock()
 				if err != nil {
 					return
@@ -218,18 +224,13 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 		})
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	for count() < 300 {
-		mu.Lock()
-		err := loadErr
-		mu.Unlock()
-		if err != nil {
-			t.Fatalf("load: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond) // polling the count, not timing anything
-	}
+	<-loaded
 	mu.Lock()
-	before := append([]string(nil), acked...)
+	before, err := append([]string(nil), acked...), loadErr
 	mu.Unlock()
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
 	out := filepath.Join(t.TempDir(), "backup.db")
 	start := time.Now()
 	code, stdout, stderr := runCaduceus(t, nil, "backup", "--data", data, "--out", out)

@@ -111,7 +111,8 @@ func postgresOutage(t *testing.T, down func(*pgtest.Server)) {
 			t.Errorf("process %d: an unseen key through the Anthropic SDK while Postgres is stopped: %v (want 503 store_unavailable with Retry-After)", i, err)
 		}
 	}
-	time.Sleep(time.Until(stopped.Add(outageHold))) // the outage itself
+	// The outage's length is under test (past the serve processes' key cache TTL, their real clocks): no event ends it.
+	time.Sleep(time.Until(stopped.Add(outageHold)))
 	for p := range procs {
 		if st := l.ready(p); st != http.StatusServiceUnavailable {
 			t.Errorf("process %d /readyz answers %d with Postgres stopped", p, st)

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -668,9 +667,7 @@ func testRateLimits(t *testing.T, serveArgs ...string) {
 	params := openai.ChatCompletionNewParams{Model: "gpt-4.1", MaxTokens: openai.Int(10), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
 	// The windows are UTC minutes: start with the minute's end well ahead,
 	// so the requests below share one.
-	if s := time.Now().UTC().Second(); s > 50 {
-		time.Sleep(time.Duration(61-s) * time.Second)
-	}
+	startEarlyInMinute(50)
 	for i := range 2 {
 		if _, err := oc.Chat.Completions.New(t.Context(), params); err != nil {
 			t.Fatalf("request %d within the rpm: %v", i, err)

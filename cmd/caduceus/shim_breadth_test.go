@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -80,9 +79,7 @@ func TestShimBreadthExample(t *testing.T) {
 		return resp, err
 	}
 	// The rpm's window is a UTC minute: begin well before it ends.
-	if s := time.Now().UTC().Second(); s > 40 {
-		time.Sleep(time.Duration(61-s) * time.Second)
-	}
+	startEarlyInMinute(40)
 	var receipts []string
 
 	// A dated snapshot the pattern serves, then the same request again:

@@ -97,14 +97,36 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 		t.Fatalf("serve did not start:\n%s", strings.Join(log, "\n"))
 	}
 
-	// The load: each client records what it was answered.
+	// The load: each client records what it was answered. loaded is
+	// closed once it is enough to stop under (what the check after the
+	// stop asks for); stopped once the clients are told to stop.
 	var (
 		mu                         sync.Mutex
 		receipts, decisions, ticks []string
-		stop                       atomic.Bool
+		stopped                    = make(chan struct{})
 		n                          atomic.Int64
 		wg                         sync.WaitGroup
+		loaded                     = make(chan struct{})
 	)
+	isLoaded := sync.OnceFunc(func() { close(loaded) })
+	stop := sync.OnceFunc(func() { close(stopped) })
+	defer stop() // a test that failed early lets its clients go
+	acked := func(list *[]string, id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		*list = append(*list, id)
+		if len(receipts) >= 10 && len(decisions) >= 5 && len(ticks) >= 5 {
+			isLoaded()
+		}
+	}
+	stopping := func() bool {
+		select {
+		case <-stopped:
+			return true
+		default:
+			return false
+		}
+	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	post := func(path, key, body string, hdr ...string) (*http.Response, []byte, error) {
 		req, _ := http.NewRequest("POST", url+path, strings.NewReader(body))
@@ -124,7 +146,7 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 	modes := []string{"normal", "reduced", "defensive"}
 	for c := range 16 {
 		wg.Go(func() {
-			for !stop.Load() {
+			for !stopping() {
 				i := n.Add(1)
 				var err error
 				switch {
@@ -132,39 +154,41 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 					body := fmt.Sprintf(`{"model":"gpt-4.1","max_tokens":50,"stream":%v,"messages":[{"role":"user","content":"turn %d"}]}`, c%2 == 0, i)
 					var resp *http.Response
 					if resp, _, err = post("/v1/chat/completions", llmKey, body); err == nil && resp.StatusCode == 200 {
-						mu.Lock()
-						receipts = append(receipts, resp.Header.Get("X-Caduceus-Receipt"))
-						mu.Unlock()
+						acked(&receipts, resp.Header.Get("X-Caduceus-Receipt"))
 					}
 				case c < 12: // trader decisions
 					id := fmt.Sprintf("dec_stop_%d", i)
 					body := decisionBody(id, modes[i%3], "stop test")
 					var resp *http.Response
 					if resp, _, err = post("/v1/trader/decisions", opKey, body); err == nil && resp.StatusCode == 200 {
-						mu.Lock()
-						decisions = append(decisions, id)
-						mu.Unlock()
+						acked(&decisions, id)
 					}
 				default: // executor ticks
 					key := fmt.Sprintf("tick-stop-%08d", i)
 					body := tickBody("stop test")
 					var resp *http.Response
 					if resp, _, err = post("/v1/executor/ticks", cronKey, body, "Idempotency-Key", key); err == nil && resp.StatusCode == 200 {
-						mu.Lock()
-						ticks = append(ticks, key)
-						mu.Unlock()
+						acked(&ticks, key)
 					}
 				}
-				if err != nil && stop.Load() {
+				if err != nil { // refused during the stop: stop once told
+					<-stopped
 					return
-				}
-				if err != nil {
-					time.Sleep(10 * time.Millisecond) // refused during the stop: try until told
 				}
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	select {
+	case <-loaded:
+	case <-logDone:
+		logMu.Lock()
+		defer logMu.Unlock()
+		t.Fatalf("serve exited under load:\n%s", strings.Join(log, "\n"))
+	case <-time.After(60 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("too little load 60 s after the clients began: %d receipts, %d decisions, %d ticks", len(receipts), len(decisions), len(ticks))
+	}
 	logMu.Lock()
 	signalledAt := len(log)
 	logMu.Unlock()
@@ -179,7 +203,7 @@ func testStopWithoutLoss(t *testing.T, serveArgs ...string) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not stop within 60 s of SIGTERM")
 	}
-	stop.Store(true)
+	stop()
 	wg.Wait()
 	if exitErr != nil {
 		t.Fatalf("serve exited with %v:\n%s", exitErr, strings.Join(log, "\n"))

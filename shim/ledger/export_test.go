@@ -67,3 +67,27 @@ const (
 	TightFor    = tightFor
 	LeaseIdle   = leaseIdle
 )
+
+// HoldsHeard is closed once this store's holds listener next starts
+// listening or hears a notification (after it dropped both copies).
+func (s *Ledger) HoldsHeard() <-chan struct{} {
+	b := &processOf(s.db).holds
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.heard == nil {
+		b.heard = make(chan struct{})
+	}
+	return b.heard
+}
+
+// RatesFlushed is closed once this store's rate flush timer next has
+// fired and its flush ended.
+func (s *Ledger) RatesFlushed() <-chan struct{} {
+	b := ratesOf(s.db)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.flushed == nil {
+		b.flushed = make(chan struct{})
+	}
+	return b.flushed
+}

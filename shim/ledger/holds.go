@@ -46,6 +46,9 @@ type holdBook struct {
 	watch     sync.Once
 	stop      context.CancelFunc
 	done      chan struct{}
+	// heard, when a test made it, is closed once the listener next
+	// starts listening or hears a notification (both copies dropped).
+	heard chan struct{}
 }
 
 // Hold implements upstream.Holds: one upsert that only ever moves the end
@@ -86,6 +89,12 @@ func (b *holdBook) listen(db *store.DB, also func(listening bool)) {
 				b.until, b.listening = nil, true
 				b.mu.Unlock()
 				also(true)
+				b.mu.Lock()
+				if b.heard != nil {
+					close(b.heard)
+					b.heard = nil
+				}
+				b.mu.Unlock()
 			})
 			b.mu.Lock()
 			b.listening = false

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/shim/gateway"
@@ -51,21 +52,31 @@ func TestJournalWritesAFullBatchAtOnce(t *testing.T) {
 
 // TestJournalWritesByItselfAfterTheDelay states the journal's delay rule:
 // a close below a batch is written when the delay has passed, with
-// nothing asking for it (no read, no return of leases, no close). The
-// delay is zero here; the loop only waits for the timer's goroutine, and
-// fails if the close is never written.
+// nothing asking for it (no read, no return of leases, no close), and
+// not before. The test runs in a synctest bubble: its clock is fake, and
+// moves only when the test lets the delay pass.
 func TestJournalWritesByItselfAfterTheDelay(t *testing.T) {
-	db := storetest.OpenSQLite(t)
-	j := journalOf(db)
-	j.mu.Lock()
-	j.batch, j.delay = 1<<30, 0
-	j.mu.Unlock()
-	j.add("slot-1", "rcpt_1", []ledgerEntry{settledEntry("rcpt_1-0")})
-	for give := time.Now().Add(30 * time.Second); spendRows(t, db) != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(give) {
-			t.Fatal("a pending close was never written by the journal's timer")
+	synctest.Test(t, func(t *testing.T) {
+		db := storetest.OpenSQLite(t)
+		j := journalOf(db)
+		j.add("slot-1", "rcpt_1", []ledgerEntry{settledEntry("rcpt_1-0")})
+		synctest.Wait() // the bubble's clock stands still: the timer has not fired
+		if n := spendRows(t, db); n != 0 {
+			t.Fatalf("a close below a batch was written before the delay: %d rows", n)
 		}
-	}
+		passes(journalDelay)
+		if n := spendRows(t, db); n != 1 {
+			t.Fatalf("a pending close was not written by the journal's timer once the delay passed: %d rows", n)
+		}
+	})
+}
+
+// passes moves a synctest bubble's fake clock on by d, then waits until
+// every goroutine of the bubble is blocked again (the timers that fired
+// have done their work); no real time passes.
+func passes(d time.Duration) {
+	<-time.After(d)
+	synctest.Wait()
 }
 
 // TestSplitClosesKeepsCostsPastTheLeaseForTheCommit states splitCloses'
@@ -99,38 +110,43 @@ func TestSplitClosesKeepsCostsPastTheLeaseForTheCommit(t *testing.T) {
 
 // TestJournalTriesAFailedWriteAgain states the journal's retry rule: a
 // write that fails keeps its closes pending and, with nothing asking for
-// them, tries again after journalRetry; once the store takes them, they
-// are written. (A trigger makes the store refuse the spend rows for a
-// while.)
+// them, tries again after journalRetry (not before); once the store
+// takes them, they are written. (A trigger makes the store refuse the
+// spend rows for a while; the bubble's fake clock lets journalRetry pass.)
 func TestJournalTriesAFailedWriteAgain(t *testing.T) {
-	db := storetest.OpenSQLite(t)
-	ctx := t.Context()
-	j := journalOf(db)
-	j.mu.Lock()
-	j.batch, j.delay = 1<<30, time.Hour
-	j.mu.Unlock()
-	if _, err := db.Exec(ctx, `CREATE TRIGGER refuse_spend BEFORE INSERT ON shim_spend BEGIN SELECT RAISE(ABORT, 'refused'); END`); err != nil {
-		t.Fatal(err)
-	}
-	j.add("slot-1", "rcpt_1", []ledgerEntry{settledEntry("rcpt_1-0")})
-	j.writeLater() // as the delay's timer would: the store refuses
-	j.mu.Lock()
-	retry, pending := j.timer != nil, j.n
-	j.mu.Unlock()
-	if !retry || pending != 1 {
-		t.Fatalf("after a failed write: retry scheduled %v, %d closes pending; want a retry and the 1 close kept", retry, pending)
-	}
-	if n := spendRows(t, db); n != 0 {
-		t.Fatalf("a refused write wrote %d rows", n)
-	}
-	if _, err := db.Exec(ctx, `DROP TRIGGER refuse_spend`); err != nil {
-		t.Fatal(err)
-	}
-	for give := time.Now().Add(30 * time.Second); spendRows(t, db) != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(give) {
-			t.Fatal("a close whose write failed was never written by the retry")
+	synctest.Test(t, func(t *testing.T) {
+		db := storetest.OpenSQLite(t)
+		ctx := t.Context()
+		j := journalOf(db)
+		j.mu.Lock()
+		j.batch, j.delay = 1<<30, time.Hour
+		j.mu.Unlock()
+		if _, err := db.Exec(ctx, `CREATE TRIGGER refuse_spend BEFORE INSERT ON shim_spend BEGIN SELECT RAISE(ABORT, 'refused'); END`); err != nil {
+			t.Fatal(err)
 		}
-	}
+		j.add("slot-1", "rcpt_1", []ledgerEntry{settledEntry("rcpt_1-0")})
+		j.writeLater() // as the delay's timer would: the store refuses
+		j.mu.Lock()
+		retry, pending := j.timer != nil, j.n
+		j.mu.Unlock()
+		if !retry || pending != 1 {
+			t.Fatalf("after a failed write: retry scheduled %v, %d closes pending; want a retry and the 1 close kept", retry, pending)
+		}
+		if n := spendRows(t, db); n != 0 {
+			t.Fatalf("a refused write wrote %d rows", n)
+		}
+		if _, err := db.Exec(ctx, `DROP TRIGGER refuse_spend`); err != nil {
+			t.Fatal(err)
+		}
+		passes(journalRetry - time.Nanosecond)
+		if n := spendRows(t, db); n != 0 {
+			t.Fatalf("the retry wrote %d rows before journalRetry passed", n)
+		}
+		passes(time.Nanosecond)
+		if n := spendRows(t, db); n != 1 {
+			t.Fatalf("a close whose write failed was not written by the retry once journalRetry passed: %d rows", n)
+		}
+	})
 }
 
 // TestJournalTimerWritesEveryTime states that a write the journal's timer

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -69,24 +70,35 @@ func TestNoTopUpWhileLeasesAreReturned(t *testing.T) {
 		return l != nil && l.refilling
 	}
 	// ReturnLeases stops at its write (b.leasing held here), after it
-	// quieted the top-ups.
+	// quieted the top-ups and wrote the journal. A settlement waits in
+	// the journal, so that ReturnLeases first uses its context there,
+	// after it quieted the top-ups: the context tells the test it got so
+	// far.
+	j := journalOf(sp.db)
+	j.mu.Lock()
+	j.batch, j.delay = 1<<30, time.Hour
+	j.mu.Unlock()
+	j.add("slot-1", "rcpt_quiet", []ledgerEntry{settledEntry("rcpt_quiet-0")})
 	b.leasing.Lock()
 	release := sync.OnceFunc(b.leasing.Unlock)
 	defer release()
 	returned := make(chan error, 1)
+	used := make(chan struct{})
+	ctx := usedContext{Context: t.Context(), used: sync.OnceFunc(func() { close(used) })}
 	go func() {
-		_, err := sp.ReturnLeases(t.Context())
+		_, err := sp.ReturnLeases(ctx)
 		returned <- err
 	}()
-	for quieted := false; !quieted; time.Sleep(time.Millisecond) {
-		select {
-		case err := <-returned:
-			t.Fatalf("ReturnLeases returned (%v) without the lease writer it needs to give back", err)
-		default:
-		}
-		b.mu.Lock()
-		quieted = b.quiet != 0
-		b.mu.Unlock()
+	select {
+	case <-used:
+	case err := <-returned:
+		t.Fatalf("ReturnLeases returned (%v) without the lease writer it needs to give back", err)
+	}
+	b.mu.Lock()
+	quieted := b.quiet != 0
+	b.mu.Unlock()
+	if !quieted {
+		t.Fatal("ReturnLeases wrote the journal before it quieted the top-ups")
 	}
 	unwaited(t, func() error { return reserve(8) }) // 7 of 16 left
 	topping := refilling()
@@ -202,3 +214,15 @@ func unwaited(t *testing.T, attempt func() error) {
 		t.Fatal("an attempt to be served from its lease waited for a lease write")
 	}
 }
+
+// usedContext is a context that calls used the first time any of its
+// methods is.
+type usedContext struct {
+	context.Context
+	used func()
+}
+
+func (c usedContext) Deadline() (time.Time, bool) { c.used(); return c.Context.Deadline() }
+func (c usedContext) Done() <-chan struct{}       { c.used(); return c.Context.Done() }
+func (c usedContext) Err() error                  { c.used(); return c.Context.Err() }
+func (c usedContext) Value(k any) any             { c.used(); return c.Context.Value(k) }

@@ -218,12 +218,11 @@ func TestHoldSeenByAnotherProcess(t *testing.T) {
 	defer db.Close()
 	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	l := ledger.Of(db)
-	for !l.HoldsListening() {
+	awaitHoldsListening(t, l, func() { // the first read starts the listener
 		if got, err := l.HeldUntil(t.Context(), "openai/gpt-4.1"); err != nil || !got.IsZero() {
 			t.Fatalf("held before the child ran: %v %v", got, err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+	})
 	// The copy is read now, and while listening it is not read again for
 	// HoldRefreshListening.
 	if got, err := l.HeldUntil(t.Context(), "openai/gpt-4.1"); err != nil || !got.IsZero() {
@@ -236,7 +235,10 @@ func TestHoldSeenByAnotherProcess(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 	placed := time.Now()
+	// Read again only when the listener hears a notification: the copy,
+	// read at read, is not read again for HoldRefreshListening otherwise.
 	for {
+		heard := l.HoldsHeard()
 		got, err := l.HeldUntil(t.Context(), "openai/gpt-4.1")
 		if err != nil {
 			t.Fatal(err)
@@ -247,12 +249,33 @@ func TestHoldSeenByAnotherProcess(t *testing.T) {
 		if !got.IsZero() {
 			t.Fatalf("held until %v, want %v (the child's hold)", got, until)
 		}
-		if time.Since(read) >= ledger.HoldRefreshListening/2 {
-			t.Fatalf("the child's hold unseen %v after it was placed: no notification reached this process", time.Since(placed))
+		select {
+		case <-heard:
+		case <-time.After(ledger.HoldRefreshListening / 2):
+			t.Fatalf("the child's hold unseen %v after it was placed (%v after the copy was read): no notification reached this process",
+				time.Since(placed), time.Since(read))
 		}
-		time.Sleep(time.Millisecond)
 	}
 	t.Logf("the child's hold seen %v after the child exited", time.Since(placed))
+}
+
+// awaitHoldsListening waits until l's holds listener (Postgres) is up,
+// woken by the listener itself; probe reads the holds or the routes'
+// health, which starts it.
+func awaitHoldsListening(t *testing.T, l *ledger.Ledger, probe func()) {
+	t.Helper()
+	for {
+		heard := l.HoldsHeard()
+		probe()
+		if l.HoldsListening() {
+			return
+		}
+		select {
+		case <-heard:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the holds listener did not start in 30 s")
+		}
+	}
 }
 
 // TestHoldChildProcess is the other process of TestHoldSeenByAnotherProcess.

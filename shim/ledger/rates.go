@@ -91,6 +91,9 @@ type rateBook struct {
 	slots  map[rateKey]*rateSlot
 	timer  *time.Timer // the next flush; nil: none due
 	closed bool
+	// flushed, when a test made it, is closed once the timer's next
+	// flush has ended.
+	flushed chan struct{}
 }
 
 // ratesOf is db's rate book.
@@ -286,6 +289,12 @@ func (b *rateBook) schedule() {
 		if err := b.flush(ctx, true); err != nil {
 			slog.Error("ledger: rate windows not written", "err", err)
 		}
+		b.mu.Lock()
+		if b.flushed != nil {
+			close(b.flushed)
+			b.flushed = nil
+		}
+		b.mu.Unlock()
 	})
 }
 

@@ -170,19 +170,32 @@ func TestRatesIdleSliceGoesBackByItself(t *testing.T) {
 		if _, _, err := a.Admit(ctx, ws); err != nil {
 			t.Fatal(err)
 		}
+		// b admits until refused, then tries again after the next flush of
+		// either process (a's gives its slice back, b's forgets that the
+		// window was full), for a few flushes.
 		admitted := 1
-		for deadline := time.Now().Add(5 * time.Second); admitted < 100; {
+		flushes := 0
+		for admitted < 100 {
+			aFlushed, bFlushed := a.RatesFlushed(), b.RatesFlushed()
 			if _, _, err := b.Admit(ctx, ws); err == nil {
 				admitted++
 				continue
 			} else if !errors.Is(err, upstream.ErrRateLimited) {
 				t.Fatal(err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of an rpm of 100 admitted 5 s after a went idle holding a slice", admitted)
+			if flushes == 20 {
+				t.Fatalf("%d of an rpm of 100 admitted after 20 flushes of the two processes, a idle holding a slice", admitted)
 			}
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-aFlushed:
+				flushes++
+			case <-bFlushed:
+				flushes++
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%d of an rpm of 100 admitted, and no flush in 30 s", admitted)
+			}
 		}
+		t.Logf("the rpm reached after %d flushes", flushes)
 		if _, _, err := b.Admit(ctx, ws); !errors.Is(err, upstream.ErrRateLimited) {
 			t.Fatalf("past the rpm: %v", err)
 		}
