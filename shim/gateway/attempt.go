@@ -69,7 +69,7 @@ func (c cancelOnClose) Close() error {
 // send makes one upstream call, waiting at most wait for its response
 // headers (0: as long as ctx lasts). wrote reports whether the request was
 // written before a failure (an error before that is definite).
-func (g *Gateway) send(ctx context.Context, req Request, routeName, path string, body []byte, wait time.Duration) (resp *http.Response, wrote bool, err error) {
+func (g *Gateway) send(ctx context.Context, req Request, routeName, path, model string, body []byte, wait time.Duration) (resp *http.Response, wrote bool, err error) {
 	r := g.cfg.Upstream.Routes[routeName]
 	actx, cancel := context.WithCancel(ctx)
 	// wait bounds the wait for the answer's headers once the request is
@@ -102,7 +102,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path string,
 	}}
 	pv := provider.For(r.Kind)
 	ureq, err := pv.Request(httptrace.WithClientTrace(actx, trace), provider.Call{Route: r, Key: g.cfg.Keys[routeName],
-		Method: req.Method, Path: path, RawQuery: req.RawQuery, Body: body})
+		Method: req.Method, Model: model, Path: path, RawQuery: req.RawQuery, Body: body})
 	if err != nil {
 		stop()
 		cancel()
@@ -134,6 +134,7 @@ type call struct {
 	req   Request
 	route string // the route's name
 	id    string // the step's model identity
+	model string // the model the upstream is asked for
 	price upstream.Price
 	body  []byte        // what goes upstream
 	wait  time.Duration // the most to wait for its headers once sent (0: as long as ctx)
@@ -179,7 +180,7 @@ func (g *Gateway) do(ctx context.Context, w Writer, c call) (out outcome) {
 	pv := provider.For(g.cfg.Upstream.Routes[routeName].Kind)
 	mt := pv.Meter(up)
 	sent := time.Now()
-	resp, wrote, err := g.send(ctx, req, routeName, up.Path(), body, c.wait)
+	resp, wrote, err := g.send(ctx, req, routeName, up.Path(), c.model, body, c.wait)
 	if err != nil {
 		if ctx.Err() != nil {
 			return g.canceled(mt, wrote, price, body)

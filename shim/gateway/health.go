@@ -96,7 +96,7 @@ func (g *Gateway) CheckRoutes(ctx context.Context) []RouteCheck {
 	var out []RouteCheck
 	for _, name := range slices.Sorted(maps.Keys(g.cfg.Upstream.Routes)) {
 		rc := RouteCheck{Route: name}
-		resp, _, err := g.send(ctx, Request{Method: http.MethodGet, Header: http.Header{}}, name, ModelsPath, nil, 10*time.Second)
+		resp, _, err := g.send(ctx, Request{Method: http.MethodGet, Header: http.Header{}}, name, ModelsPath, "", nil, 10*time.Second)
 		if err != nil {
 			rc.Err = err
 			out = append(out, rc)

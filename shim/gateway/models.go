@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -116,7 +117,7 @@ func (g *Gateway) count(ctx context.Context, w Writer, req Request, path string,
 		if st.Model != "" && st.Model != model {
 			body = body.WithModel(st.Model)
 		}
-		resp, _, err := g.send(ctx, req, st.Route, path, body.Raw, g.cfg.HeaderTimeout)
+		resp, _, err := g.send(ctx, req, st.Route, path, cmp.Or(st.Model, model), body.Raw, g.cfg.HeaderTimeout)
 		if err != nil {
 			continue
 		}
@@ -160,7 +161,7 @@ func (g *Gateway) Pass(ctx context.Context, w Writer, req Request, route, id, pa
 	if _, ok := g.cfg.Upstream.Routes[route]; !ok {
 		return refused(res, http.StatusNotFound, CodeModelNotRouted, fmt.Sprintf("shim: the route %q that served this answer is no longer configured", route), false)
 	}
-	resp, _, err := g.send(ctx, req, route, path, req.Body.Raw, g.cfg.HeaderTimeout)
+	resp, _, err := g.send(ctx, req, route, path, "", req.Body.Raw, g.cfg.HeaderTimeout)
 	if err != nil {
 		return refused(res, http.StatusBadGateway, CodeUpstreamFailed, "shim: the upstream could not be reached", true)
 	}

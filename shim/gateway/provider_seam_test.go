@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/provider"
@@ -28,6 +29,7 @@ const echoKind upstream.Kind = "echo"
 type echoProvider struct{}
 
 func (echoProvider) Kind() upstream.Kind                          { return echoKind }
+func (echoProvider) Class() contract.Provider                     { return "" }
 func (echoProvider) Speaks(p wire.Protocol) bool                  { return p == wire.ChatCompletions }
 func (echoProvider) Translator(wire.Protocol) provider.Translator { return nil }
 func (echoProvider) Foreign(string) bool                          { return false }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -20,6 +21,8 @@ type anthropic struct{}
 const AnthropicVersion = "2023-06-01"
 
 func (anthropic) Kind() upstream.Kind { return upstream.KindAnthropic }
+
+func (anthropic) Class() contract.Provider { return contract.ProviderClaude }
 
 func (anthropic) Speaks(p wire.Protocol) bool { return p == wire.Messages }
 

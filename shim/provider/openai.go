@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -17,6 +18,8 @@ func init() { Register(openAI{}) }
 type openAI struct{}
 
 func (openAI) Kind() upstream.Kind { return upstream.KindOpenAI }
+
+func (openAI) Class() contract.Provider { return contract.ProviderCodex }
 
 func (openAI) Speaks(p wire.Protocol) bool {
 	return p == wire.ChatCompletions || p == wire.Responses || p == wire.Embeddings

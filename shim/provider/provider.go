@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -28,6 +29,8 @@ import (
 type Provider interface {
 	// Kind is the route kind it serves.
 	Kind() upstream.Kind
+	// Class is the HUX provider class of what it serves (seed 002).
+	Class() contract.Provider
 	// Speaks reports whether it takes a client of wire p as the client
 	// sent it (no translation).
 	Speaks(p wire.Protocol) bool
@@ -58,6 +61,8 @@ type Call struct {
 	Route  upstream.Route
 	Key    string // the route's credential ("": none)
 	Method string // "": POST
+	// Model is the model the call asks for ("": none, a retrieval).
+	Model string
 	// Path is the upstream wire's path (/v1/chat/completions) or another
 	// of the API's (a token count, a retrieval); RawQuery is the client's.
 	Path     string
@@ -126,7 +131,17 @@ func Register(p Provider) {
 		panic(fmt.Sprintf("provider: kind %q registered twice", p.Kind()))
 	}
 	providers[p.Kind()] = p
-	upstream.RegisterKind(p.Kind())
+	spec := upstream.KindSpec{Class: p.Class()}
+	if c, ok := p.(RouteChecker); ok {
+		spec.Check = c.CheckRoute
+	}
+	upstream.RegisterKind(p.Kind(), spec)
+}
+
+// RouteChecker is a provider with route settings of its own to check
+// (upstream.Config.Validate calls it for each route of its kind).
+type RouteChecker interface {
+	CheckRoute(name string, r upstream.Route) error
 }
 
 // For is the provider of kind; nil when none is registered.

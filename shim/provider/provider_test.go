@@ -3,6 +3,7 @@ package provider
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/shim/upstream"
@@ -61,4 +62,26 @@ func TestBuiltInProviders(t *testing.T) {
 		}
 	}()
 	Register(openAI{})
+}
+
+// TestAzureRouteSettings: an azure route's api_version and deployments are
+// checked, and refused by name on a route of another kind.
+func TestAzureRouteSettings(t *testing.T) {
+	plan := map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone, Models: map[string][]upstream.Step{"m": {{Route: "r"}}}}}
+	prices := map[string]upstream.Price{"azure/m": {Input: 1}, "openai/m": {Input: 1}}
+	for _, c := range []struct {
+		route upstream.Route
+		err   string
+	}{
+		{upstream.Route{Kind: KindAzure, BaseURL: "https://x.openai.azure.com", Models: []string{"m"}, APIVersion: "2024-10-21", Deployments: map[string]string{"m": "prod-m"}}, ""},
+		{upstream.Route{Kind: KindAzure, BaseURL: "https://x.openai.azure.com", Models: []string{"m"}}, ""},
+		{upstream.Route{Kind: KindAzure, BaseURL: "https://x.openai.azure.com", Models: []string{"m"}, APIVersion: "2024/10"}, `routes.r.api_version "2024/10"`},
+		{upstream.Route{Kind: KindAzure, BaseURL: "https://x.openai.azure.com", Models: []string{"m"}, Deployments: map[string]string{"m": "a/b"}}, `routes.r.deployments["m"] "a/b"`},
+		{upstream.Route{Kind: upstream.KindOpenAI, BaseURL: "https://api.openai.com", Models: []string{"m"}, APIVersion: "2024-10-21"}, "routes.r: api_version and deployments are settings of an azure route, not of kind openai"},
+	} {
+		err := upstream.Config{Routes: map[string]upstream.Route{"r": c.route}, Plans: plan, Prices: prices}.Validate()
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%+v: %v, want %q", c.route, err, c.err)
+		}
+	}
 }

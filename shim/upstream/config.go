@@ -38,21 +38,33 @@ const (
 	KindAnthropic Kind = "anthropic" // messages
 )
 
+// KindSpec is what a route kind adds to the configuration: its provider
+// class (HUX, seed 002) and a check of its own route settings.
+type KindSpec struct {
+	Class contract.Provider
+	// Check refuses a route of the kind whose own settings (api_version,
+	// deployments, ...) are wrong, naming the field; nil: none to check.
+	Check func(name string, r Route) error
+}
+
 var (
 	kindsMu sync.RWMutex
-	kinds   = map[Kind]bool{KindOpenAI: true, KindAnthropic: true}
+	kinds   = map[Kind]KindSpec{
+		KindOpenAI:    {Class: contract.ProviderCodex},
+		KindAnthropic: {Class: contract.ProviderClaude},
+	}
 )
 
 // RegisterKind lets a route name kind: each provider of the gateway
 // (shim/provider) registers its own (the two above are known without).
-func RegisterKind(k Kind) {
+func RegisterKind(k Kind, spec KindSpec) {
 	kindsMu.Lock()
 	defer kindsMu.Unlock()
-	kinds[k] = true
+	kinds[k] = spec
 }
 
-// knownKind reports whether k is registered; names lists them all.
-func knownKind(k Kind) (ok bool, names string) {
+// knownKind is k's spec, if registered; names lists every kind.
+func knownKind(k Kind) (spec KindSpec, ok bool, names string) {
 	kindsMu.RLock()
 	defer kindsMu.RUnlock()
 	all := make([]string, 0, len(kinds))
@@ -60,7 +72,8 @@ func knownKind(k Kind) (ok bool, names string) {
 		all = append(all, string(n))
 	}
 	sort.Strings(all)
-	return kinds[k], strings.Join(all, ", ")
+	spec, ok = kinds[k]
+	return spec, ok, strings.Join(all, ", ")
 }
 
 // Failover says when a plan may move a request to its next step.
@@ -96,6 +109,11 @@ type Route struct {
 	// route when no further step may take over ("300s"; empty: as long as
 	// the client waits). Past it the attempt failed uncertainly.
 	Timeout string `json:"timeout,omitempty" yaml:"timeout"`
+	// APIVersion is an azure route's api-version ("": the provider's
+	// default); Deployments name the deployment serving each model (a
+	// model not listed is served by the deployment of its own name).
+	APIVersion  string            `json:"api_version,omitempty" yaml:"api_version"`
+	Deployments map[string]string `json:"deployments,omitempty" yaml:"deployments"`
 }
 
 // Wait is the route's Timeout (0: none, or not a valid one: Validate
@@ -482,16 +500,11 @@ func (c Config) ProviderClass(route, model string) contract.Provider {
 	return KindClass(r.Kind)
 }
 
-// KindClass is the provider class of a wire kind: claude for anthropic,
-// codex for openai.
+// KindClass is the provider class of a route kind: claude for anthropic,
+// codex for openai, what its provider registered for another.
 func KindClass(k Kind) contract.Provider {
-	switch k {
-	case KindAnthropic:
-		return contract.ProviderClaude
-	case KindOpenAI:
-		return contract.ProviderCodex
-	}
-	return ""
+	spec, _, _ := knownKind(k)
+	return spec.Class
 }
 
 // Validate checks the configuration and returns an error naming the first
@@ -568,11 +581,19 @@ func (r Route) validate(name string) error {
 	if !validName(name) {
 		return fmt.Errorf("upstream: routes: name %q must be lowercase letters, digits, '-' or '_'", name)
 	}
-	switch ok, names := knownKind(r.Kind); {
+	spec, ok, names := knownKind(r.Kind)
+	switch {
 	case r.Kind == "":
 		return fmt.Errorf("upstream: routes.%s.kind is required (one of %s)", name, names)
 	case !ok:
 		return fmt.Errorf("upstream: routes.%s.kind %q: want one of %s", name, r.Kind, names)
+	}
+	if spec.Check != nil {
+		if err := spec.Check(name, r); err != nil {
+			return err
+		}
+	} else if r.APIVersion != "" || len(r.Deployments) > 0 {
+		return fmt.Errorf("upstream: routes.%s: api_version and deployments are settings of an azure route, not of kind %s", name, r.Kind)
 	}
 	if r.Provider != "" && !validName(r.Provider) {
 		return fmt.Errorf("upstream: routes.%s.provider %q must be lowercase letters, digits, '-' or '_'", name, r.Provider)
