@@ -102,7 +102,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path, model 
 	}}
 	pv := provider.For(r.Kind)
 	ureq, err := pv.Request(httptrace.WithClientTrace(actx, trace), provider.Call{Route: r, Key: g.cfg.Keys[routeName],
-		Method: req.Method, Model: model, Path: path, RawQuery: req.RawQuery, Body: body})
+		Method: req.Method, Model: model, Stream: req.Parsed != nil && req.Parsed.Stream, Path: path, RawQuery: req.RawQuery, Body: body})
 	if err != nil {
 		stop()
 		cancel()

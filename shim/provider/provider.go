@@ -61,8 +61,10 @@ type Call struct {
 	Route  upstream.Route
 	Key    string // the route's credential ("": none)
 	Method string // "": POST
-	// Model is the model the call asks for ("": none, a retrieval).
-	Model string
+	// Model is the model the call asks for ("": none, a retrieval);
+	// Stream, whether the client asked for a stream.
+	Model  string
+	Stream bool
 	// Path is the upstream wire's path (/v1/chat/completions) or another
 	// of the API's (a token count, a retrieval); RawQuery is the client's.
 	Path     string

@@ -1,0 +1,201 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"google.golang.org/genai"
+
+	"github.com/caduceus-dev/caduceus/shim/gateway"
+	"github.com/caduceus-dev/caduceus/shim/ledger"
+	"github.com/caduceus-dev/caduceus/shim/provider"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
+	"github.com/caduceus-dev/caduceus/shim/wire"
+	"github.com/caduceus-dev/caduceus/store"
+)
+
+// geminiCall is what the fake Gemini API saw of one request.
+type geminiCall struct {
+	Path, Query, Key string
+	Body             map[string]any
+}
+
+// fakeGemini is the Gemini API: generateContent and
+// streamGenerateContent?alt=sse, answering text (or a function call when
+// the request declares tools) with usage; a model named "gemini-missing"
+// is answered 404 in Gemini's error envelope.
+func fakeGemini(t *testing.T) (*httptest.Server, func() []geminiCall) {
+	var mu sync.Mutex
+	var calls []geminiCall
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		_ = json.Unmarshal(b, &body)
+		mu.Lock()
+		calls = append(calls, geminiCall{r.URL.Path, r.URL.RawQuery, r.Header.Get("X-Goog-Api-Key"), body})
+		mu.Unlock()
+		if strings.Contains(r.URL.Path, "gemini-missing") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":{"code":404,"message":"models/gemini-missing is not found","status":"NOT_FOUND"}}`)
+			return
+		}
+		usage := `"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"thoughtsTokenCount":2,"cachedContentTokenCount":4,"totalTokenCount":19}`
+		last := `{"candidates":[{"content":{"role":"model","parts":[{"text":"lo"}]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-2.5-flash","responseId":"r1"}`
+		if _, ok := body["tools"]; ok {
+			last = `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-2.5-flash","responseId":"r1"}`
+		}
+		if strings.HasSuffix(r.URL.Path, ":streamGenerateContent") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"hel\"}]},\"index\":0}],\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"r1\"}\r\n\r\n")
+			fmt.Fprint(w, "data: "+last+"\r\n\r\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, strings.Replace(last, `"text":"lo"`, `"text":"hello"`, 1))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []geminiCall {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]geminiCall(nil), calls...)
+	}
+}
+
+// TestGeminiThroughTheSDKs: a chat completions client of the official
+// OpenAI SDK reaches a Gemini route through translation, whole and
+// streamed, with tools, and gets what the fake Gemini API said — the same
+// fake the official Gemini SDK (google.golang.org/genai) reads as the real
+// API, called on the same path with the same key header. Spend settles at
+// Gemini's usage (cached input apart, thoughts as output); Gemini's 404
+// reaches the client as OpenAI's error with Gemini's status as its code.
+func TestGeminiThroughTheSDKs(t *testing.T) {
+	up, seen := fakeGemini(t)
+
+	// The Gemini SDK reads the fake as it reads the API.
+	gc, err := genai.NewClient(t.Context(), &genai.ClientConfig{APIKey: "gk-1", Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: up.URL, APIVersion: "v1beta"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := gc.Models.GenerateContent(t.Context(), "gemini-2.5-flash", genai.Text("hi"), nil)
+	if err != nil || res.Text() != "hello" || res.UsageMetadata.PromptTokenCount != 12 || res.UsageMetadata.ThoughtsTokenCount != 2 {
+		t.Fatalf("the Gemini SDK: %v %+v", err, res)
+	}
+	var streamed string
+	for chunk, err := range gc.Models.GenerateContentStream(t.Context(), "gemini-2.5-flash", genai.Text("hi"), nil) {
+		if err != nil {
+			t.Fatalf("the Gemini SDK's stream: %v", err)
+		}
+		streamed += chunk.Text()
+	}
+	if streamed != "hello" {
+		t.Fatalf("the Gemini SDK's stream read %q", streamed)
+	}
+	sdkCalls := seen()
+
+	// The gateway, behind an OpenAI-compatible endpoint.
+	price := upstream.Price{Input: 1_000_000, CachedInput: 250_000, Output: 4_000_000, MaxOutputTokens: 1000}
+	conf := upstream.Config{
+		Routes: map[string]upstream.Route{"g": {Kind: provider.KindGemini, BaseURL: up.URL, Models: []string{"gemini-2.5-flash", "gemini-missing"}}},
+		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone, Models: map[string][]upstream.Step{
+			"gemini-2.5-flash": {{Route: "g", Translate: true}}, "gemini-missing": {{Route: "g", Translate: true}}}}},
+		Prices: map[string]upstream.Price{"gemini/gemini-2.5-flash": price, "gemini/gemini-missing": price},
+	}
+	if err := conf.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db), Keys: map[string]string{"g": "gk-1"}})
+	var mu sync.Mutex
+	var results []gateway.Result
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		pr, err := wire.Parse(wire.ChatCompletions, b)
+		if err != nil {
+			wire.WriteError(w, wire.ChatCompletions, 400, "invalid_request", err.Error())
+			return
+		}
+		res := gw.Forward(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.ChatCompletions,
+			Caller: caller("gemini/gemini-2.5-flash", "gemini/gemini-missing"), Parsed: pr, Body: pr.Body(), Header: r.Header,
+			ID: fmt.Sprintf("rct_g_%d", reqN.Add(1))})
+		if res.Refusal != nil {
+			wire.WriteError(w, wire.ChatCompletions, res.Refusal.Status, res.Refusal.Code, res.Refusal.Message)
+		} else if res.Final != nil {
+			w.Write(res.Final)
+		}
+		mu.Lock()
+		results = append(results, res)
+		mu.Unlock()
+	}))
+	defer front.Close()
+	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1/"), option.WithAPIKey("cad_x"), option.WithMaxRetries(0))
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("be brief"), openai.UserMessage("hi")}
+
+	out, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gemini-2.5-flash", Messages: msgs, MaxTokens: openai.Int(64)})
+	if err != nil || out.Choices[0].Message.Content != "hello" || out.Choices[0].FinishReason != "stop" ||
+		out.Usage.PromptTokens != 12 || out.Usage.CompletionTokens != 7 || out.Usage.PromptTokensDetails.CachedTokens != 4 {
+		t.Fatalf("whole: %v %+v", err, out)
+	}
+	stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{Model: "gemini-2.5-flash", Messages: msgs,
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil || acc.Choices[0].Message.Content != "hello" || acc.Choices[0].FinishReason != "stop" || acc.Usage.TotalTokens != 19 {
+		t.Fatalf("stream: %v %+v", err, acc.ChatCompletion)
+	}
+	tools, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gemini-2.5-flash", Messages: msgs,
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
+			Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})},
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}})
+	if err != nil || len(tools.Choices[0].Message.ToolCalls) != 1 || tools.Choices[0].FinishReason != "tool_calls" ||
+		tools.Choices[0].Message.ToolCalls[0].Function.Name != "get_weather" || tools.Choices[0].Message.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` {
+		t.Fatalf("tools: %v %+v", err, tools)
+	}
+	_, err = client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: "gemini-missing", Messages: msgs})
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 404 || oe.Code != "NOT_FOUND" || !strings.Contains(oe.Message, "is not found") {
+		t.Fatalf("Gemini's 404: %v", err)
+	}
+
+	calls := seen()[len(sdkCalls):]
+	if len(calls) != 4 {
+		t.Fatalf("%d calls reached Gemini, want 4", len(calls))
+	}
+	if calls[0].Path != sdkCalls[0].Path || calls[0].Key != sdkCalls[0].Key || calls[1].Path != sdkCalls[1].Path || calls[1].Query != sdkCalls[1].Query {
+		t.Fatalf("the gateway called %+v / %+v, the Gemini SDK %+v / %+v", calls[0], calls[1], sdkCalls[0], sdkCalls[1])
+	}
+	sys, _ := json.Marshal(calls[0].Body["systemInstruction"])
+	cfg, _ := json.Marshal(calls[0].Body["generationConfig"])
+	if string(sys) != `{"parts":[{"text":"be brief"}]}` || !strings.Contains(string(cfg), `"maxOutputTokens":64`) {
+		t.Fatalf("the translated request: system %s, config %s", sys, cfg)
+	}
+	tc, _ := json.Marshal(calls[2].Body["toolConfig"])
+	if string(tc) != `{"functionCallingConfig":{"mode":"ANY"}}` {
+		t.Fatalf("tool_choice required became %s", tc)
+	}
+	want := int64(price.Cost(upstream.Usage{Input: 8, CachedInput: 4, Output: 7, Reasoning: 2}))
+	mu.Lock()
+	defer mu.Unlock()
+	for i, r := range results[:3] {
+		if r.Settled != want || r.UpstreamWire != "gemini" {
+			t.Errorf("request %d settled %d over %q, want %d over gemini", i, r.Settled, r.UpstreamWire, want)
+		}
+	}
+}
