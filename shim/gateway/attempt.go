@@ -108,7 +108,7 @@ func (g *Gateway) send(ctx context.Context, req Request, routeName, path, model 
 		cancel()
 		return nil, false, err
 	}
-	foreign := !pv.Speaks(req.Protocol) // a translated request
+	foreign := !pv.Speaks(req.Protocol, model) // a translated request
 	for _, k := range forwardRequestHeaders {
 		if foreign && pv.Foreign(k) {
 			continue

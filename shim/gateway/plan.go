@@ -69,7 +69,7 @@ func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	if len(steps) == 0 {
 		return f, &Refusal{Status: http.StatusNotFound, Code: CodeModelNotRouted, Message: fmt.Sprintf("shim: the model %q does not exist or is not routed here", f.model)}
 	}
-	kept, translated := servable(c, req.Protocol, steps)
+	kept, translated := servable(c, req.Protocol, f.model, steps)
 	if len(kept) == 0 {
 		return f, &Refusal{Status: http.StatusBadRequest, Code: CodeWrongWire, Message: fmt.Sprintf("shim: %q is served over the %s API, not %s", f.model, c.Routes[steps[0].Members()[0].Route].Kind, req.Protocol)}
 	}

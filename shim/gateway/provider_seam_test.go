@@ -28,12 +28,12 @@ const echoKind upstream.Kind = "echo"
 
 type echoProvider struct{}
 
-func (echoProvider) Kind() upstream.Kind                          { return echoKind }
-func (echoProvider) Class() contract.Provider                     { return "" }
-func (echoProvider) Speaks(p wire.Protocol) bool                  { return p == wire.ChatCompletions }
-func (echoProvider) Translator(wire.Protocol) provider.Translator { return nil }
-func (echoProvider) Foreign(string) bool                          { return false }
-func (echoProvider) Meter(wire.Protocol) provider.Meter           { return &echoMeter{} }
+func (echoProvider) Kind() upstream.Kind                                  { return echoKind }
+func (echoProvider) Class() contract.Provider                             { return "" }
+func (echoProvider) Speaks(p wire.Protocol, _ string) bool                { return p == wire.ChatCompletions }
+func (echoProvider) Translator(wire.Protocol, string) provider.Translator { return nil }
+func (echoProvider) Foreign(string) bool                                  { return false }
+func (echoProvider) Meter(wire.Protocol) provider.Meter                   { return &echoMeter{} }
 func (echoProvider) Failure(status int) (upstream.Failure, bool) {
 	return upstream.FailureOfStatus(status)
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"math/rand/v2"
 	"net/http"
@@ -81,7 +80,7 @@ func (f *forwarding) step(ctx context.Context, g *Gateway, w Writer, i int) step
 				return v
 			}
 		}
-		out := g.attempt(ctx, w, call{req: f.req, route: st.Route, id: id, model: cmp.Or(st.Model, f.model), price: price, body: ubody.Raw, wait: wait,
+		out := g.attempt(ctx, w, call{req: f.req, route: st.Route, id: id, model: f.asked(i), price: price, body: ubody.Raw, wait: wait,
 			holdFirst: f.req.Parsed.Stream && canMove, strip: strip, capture: f.capture, x: x})
 		g.observe(ctx, st.Route, out)
 		f.sent = f.sent || out.failure == upstream.Uncertain

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/caduceus-dev/caduceus/shim/provider"
@@ -33,13 +34,14 @@ func (f *forwarding) providerOf(route string) provider.Provider {
 // servable keeps the steps of a model that may serve a client of protocol
 // p: those whose provider speaks p, and translated ones whose provider
 // can carry p. It reports whether a translated step was kept.
-func servable(c upstream.Config, p wire.Protocol, steps []upstream.Step) (kept []upstream.Step, translated bool) {
+func servable(c upstream.Config, p wire.Protocol, model string, steps []upstream.Step) (kept []upstream.Step, translated bool) {
 	for _, st := range steps {
-		pv := provider.For(c.Routes[st.Members()[0].Route].Kind)
+		m := st.Members()[0]
+		pv, asked := provider.For(c.Routes[m.Route].Kind), cmp.Or(m.Model, model)
 		switch {
-		case pv.Speaks(p):
+		case pv.Speaks(p, asked):
 			kept = append(kept, st)
-		case st.Translate && pv.Translator(p) != nil:
+		case st.Translate && pv.Translator(p, asked) != nil:
 			kept, translated = append(kept, st), true
 		}
 	}
@@ -48,8 +50,11 @@ func servable(c upstream.Config, p wire.Protocol, steps []upstream.Step) (kept [
 
 // translated reports whether step i is served over another wire.
 func (f *forwarding) translated(i int) bool {
-	return !f.open && !f.providerOf(f.steps[i].Route).Speaks(f.req.Protocol)
+	return !f.open && !f.providerOf(f.steps[i].Route).Speaks(f.req.Protocol, f.asked(i))
 }
+
+// asked is the model step i asks its upstream for.
+func (f *forwarding) asked(i int) string { return cmp.Or(f.steps[i].Model, f.model) }
 
 // translation checks, before any upstream call, that the request can be
 // carried to the other wire; when it cannot, translated steps are skipped,
@@ -59,7 +64,7 @@ func (f *forwarding) translation() *Refusal {
 		if !f.translated(i) {
 			continue
 		}
-		if _, err := f.providerOf(f.steps[i].Route).Translator(f.req.Protocol).Request(f.body.Raw, "", 0); err != nil {
+		if _, err := f.providerOf(f.steps[i].Route).Translator(f.req.Protocol, f.asked(i)).Request(f.body.Raw, "", 0); err != nil {
 			f.untranslatable = true
 			for i := range f.steps {
 				if !f.translated(i) {
@@ -78,11 +83,8 @@ func (f *forwarding) translation() *Refusal {
 // asking for the step's model, with max_tokens from price when the client
 // gave no bound.
 func (f *forwarding) translatedBody(i int, price upstream.Price, now int64) (wire.Body, *leg, bool) {
-	model := f.steps[i].Model
-	if model == "" {
-		model = f.model
-	}
-	tr := f.providerOf(f.steps[i].Route).Translator(f.req.Protocol)
+	model := f.asked(i)
+	tr := f.providerOf(f.steps[i].Route).Translator(f.req.Protocol, f.asked(i))
 	b, err := tr.Request(f.body.Raw, model, price.MaxOutputTokens)
 	if err != nil {
 		return wire.Body{}, nil, false

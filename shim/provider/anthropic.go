@@ -24,9 +24,9 @@ func (anthropic) Kind() upstream.Kind { return upstream.KindAnthropic }
 
 func (anthropic) Class() contract.Provider { return contract.ProviderClaude }
 
-func (anthropic) Speaks(p wire.Protocol) bool { return p == wire.Messages }
+func (anthropic) Speaks(p wire.Protocol, _ string) bool { return p == wire.Messages }
 
-func (anthropic) Translator(client wire.Protocol) Translator {
+func (anthropic) Translator(client wire.Protocol, _ string) Translator {
 	if client == wire.ChatCompletions {
 		return translator{client: client, up: wire.Messages}
 	}

@@ -36,9 +36,9 @@ func (gemini) Kind() upstream.Kind { return KindGemini }
 // Class: the HUX provider enum (seed 002) names no Gemini class.
 func (gemini) Class() contract.Provider { return "" }
 
-func (gemini) Speaks(wire.Protocol) bool { return false }
+func (gemini) Speaks(wire.Protocol, string) bool { return false }
 
-func (gemini) Translator(client wire.Protocol) Translator {
+func (gemini) Translator(client wire.Protocol, _ string) Translator {
 	if client == wire.ChatCompletions {
 		return geminiTranslator{}
 	}

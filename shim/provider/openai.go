@@ -21,11 +21,11 @@ func (openAI) Kind() upstream.Kind { return upstream.KindOpenAI }
 
 func (openAI) Class() contract.Provider { return contract.ProviderCodex }
 
-func (openAI) Speaks(p wire.Protocol) bool {
+func (openAI) Speaks(p wire.Protocol, _ string) bool {
 	return p == wire.ChatCompletions || p == wire.Responses || p == wire.Embeddings
 }
 
-func (openAI) Translator(client wire.Protocol) Translator {
+func (openAI) Translator(client wire.Protocol, _ string) Translator {
 	if client == wire.Messages {
 		return translator{client: client, up: wire.ChatCompletions}
 	}

@@ -31,12 +31,12 @@ type Provider interface {
 	Kind() upstream.Kind
 	// Class is the HUX provider class of what it serves (seed 002).
 	Class() contract.Provider
-	// Speaks reports whether it takes a client of wire p as the client
-	// sent it (no translation).
-	Speaks(p wire.Protocol) bool
-	// Translator carries a client of wire client to this provider's wire
-	// and its answers back; nil when no translation exists.
-	Translator(client wire.Protocol) Translator
+	// Speaks reports whether it takes a client of wire p asking for model
+	// as the client sent it (no translation); model "" asks of any model.
+	Speaks(p wire.Protocol, model string) bool
+	// Translator carries a client of wire client asking for model to this
+	// provider's wire and its answers back; nil when no translation exists.
+	Translator(client wire.Protocol, model string) Translator
 	// Request is the HTTP request of one call: the URL (the route's base
 	// and path, the upstream wire's), the route's credential and what the
 	// provider's API requires of every request. The caller adds the
@@ -169,7 +169,7 @@ func Kinds() []upstream.Kind {
 func Native(p wire.Protocol) []upstream.Kind {
 	var out []upstream.Kind
 	for _, k := range Kinds() {
-		if For(k).Speaks(p) {
+		if For(k).Speaks(p, "") {
 			out = append(out, k)
 		}
 	}

@@ -41,15 +41,15 @@ func TestBuiltInProviders(t *testing.T) {
 			t.Fatalf("no Anthropic-Version: %v", r.Header)
 		}
 		for _, w := range c.speaks {
-			if !p.Speaks(w) || !slices.Contains(Native(w), c.kind) {
+			if !p.Speaks(w, "") || !slices.Contains(Native(w), c.kind) {
 				t.Fatalf("%s does not speak %s", c.kind, w)
 			}
 		}
-		tr := p.Translator(c.translate)
-		if tr == nil || p.Speaks(c.translate) || !p.Speaks(tr.Upstream()) {
+		tr := p.Translator(c.translate, "")
+		if tr == nil || p.Speaks(c.translate, "") || !p.Speaks(tr.Upstream(), "") {
 			t.Fatalf("%s: translation of %s: %v", c.kind, c.translate, tr)
 		}
-		if p.Translator(wire.Responses) != nil {
+		if p.Translator(wire.Responses, "") != nil {
 			t.Fatalf("%s translates the Responses API", c.kind)
 		}
 		if f, ok := p.Failure(http.StatusServiceUnavailable); !ok || f != upstream.Definite {
