@@ -32,6 +32,12 @@ type azure struct{ openAI }
 
 func (azure) Kind() upstream.Kind { return KindAzure }
 
+// Settings implements RouteChecker.
+func (azure) Settings() []string { return []string{"api_version", "deployments"} }
+
+// DefaultBase implements RouteChecker: the resource's endpoint is given.
+func (azure) DefaultBase() bool { return false }
+
 // CheckRoute implements RouteChecker.
 func (azure) CheckRoute(name string, r upstream.Route) error {
 	if r.APIVersion != "" && strings.ContainsFunc(r.APIVersion, func(c rune) bool {

@@ -36,6 +36,15 @@ func (gemini) Kind() upstream.Kind { return KindGemini }
 // Class: the HUX provider enum (seed 002) names no Gemini class.
 func (gemini) Class() contract.Provider { return "" }
 
+// GeminiBase is the Gemini API's base URL, a route's when it names none.
+const GeminiBase = "https://generativelanguage.googleapis.com"
+
+// Settings, DefaultBase and CheckRoute implement RouteChecker: a gemini
+// route has no settings of its own, and a default base_url.
+func (gemini) Settings() []string                      { return nil }
+func (gemini) DefaultBase() bool                       { return true }
+func (gemini) CheckRoute(string, upstream.Route) error { return nil }
+
 func (gemini) Speaks(wire.Protocol, string) bool { return false }
 
 func (gemini) Translator(client wire.Protocol, _ string) Translator {
@@ -58,6 +67,9 @@ func (gemini) Request(ctx context.Context, c Call) (*http.Request, error) {
 		path, c.RawQuery = "/v1beta/models", ""
 	default:
 		return nil, fmt.Errorf("provider: gemini serves no %s", c.Path)
+	}
+	if c.Route.BaseURL == "" {
+		c.Route.BaseURL = GeminiBase
 	}
 	r, err := newRequest(ctx, c, path)
 	if err != nil {

@@ -135,7 +135,7 @@ func Register(p Provider) {
 	providers[p.Kind()] = p
 	spec := upstream.KindSpec{Class: p.Class()}
 	if c, ok := p.(RouteChecker); ok {
-		spec.Check = c.CheckRoute
+		spec.Settings, spec.Check, spec.BaseOptional = c.Settings(), c.CheckRoute, c.DefaultBase()
 	}
 	upstream.RegisterKind(p.Kind(), spec)
 }
@@ -143,7 +143,11 @@ func Register(p Provider) {
 // RouteChecker is a provider with route settings of its own to check
 // (upstream.Config.Validate calls it for each route of its kind).
 type RouteChecker interface {
+	// Settings are the kind's own route settings (api_version, ...).
+	Settings() []string
 	CheckRoute(name string, r upstream.Route) error
+	// DefaultBase reports whether the kind has a base_url of its own.
+	DefaultBase() bool
 }
 
 // For is the provider of kind; nil when none is registered.

@@ -77,7 +77,7 @@ func TestAzureRouteSettings(t *testing.T) {
 		{upstream.Route{Kind: KindAzure, BaseURL: "https://x.openai.azure.com", Models: []string{"m"}}, ""},
 		{upstream.Route{Kind: KindAzure, BaseURL: "https://x.openai.azure.com", Models: []string{"m"}, APIVersion: "2024/10"}, `routes.r.api_version "2024/10"`},
 		{upstream.Route{Kind: KindAzure, BaseURL: "https://x.openai.azure.com", Models: []string{"m"}, Deployments: map[string]string{"m": "a/b"}}, `routes.r.deployments["m"] "a/b"`},
-		{upstream.Route{Kind: upstream.KindOpenAI, BaseURL: "https://api.openai.com", Models: []string{"m"}, APIVersion: "2024-10-21"}, "routes.r: api_version and deployments are settings of an azure route, not of kind openai"},
+		{upstream.Route{Kind: upstream.KindOpenAI, BaseURL: "https://api.openai.com", Models: []string{"m"}, APIVersion: "2024-10-21"}, "routes.r.api_version is not a setting of a route of kind openai"},
 	} {
 		err := upstream.Config{Routes: map[string]upstream.Route{"r": c.route}, Plans: plan, Prices: prices}.Validate()
 		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {

@@ -42,9 +42,13 @@ const (
 // class (HUX, seed 002) and a check of its own route settings.
 type KindSpec struct {
 	Class contract.Provider
-	// Check refuses a route of the kind whose own settings (api_version,
-	// deployments, ...) are wrong, naming the field; nil: none to check.
-	Check func(name string, r Route) error
+	// Settings are the kind's own route settings it takes (api_version,
+	// deployments, project, ...); a route of the kind naming another is
+	// refused. Check refuses one whose values are wrong, naming it; nil:
+	// none to check. BaseOptional: the kind has a default base_url.
+	Settings     []string
+	Check        func(name string, r Route) error
+	BaseOptional bool
 }
 
 var (
@@ -114,6 +118,29 @@ type Route struct {
 	// model not listed is served by the deployment of its own name).
 	APIVersion  string            `json:"api_version,omitempty" yaml:"api_version"`
 	Deployments map[string]string `json:"deployments,omitempty" yaml:"deployments"`
+	// Project, Location and CredentialsFile are a vertex route's: the
+	// Google Cloud project and location, and the service-account key
+	// (JSON) its OAuth token is fetched with.
+	Project         string `json:"project,omitempty" yaml:"project"`
+	Location        string `json:"location,omitempty" yaml:"location"`
+	CredentialsFile string `json:"credentials_file,omitempty" yaml:"credentials_file"`
+}
+
+// kindSettings names the settings of r that belong to one kind or another
+// (api_version, deployments, project, ...), as the configuration spells
+// them.
+func (r Route) kindSettings() []string {
+	var out []string
+	for _, s := range []struct {
+		name string
+		set  bool
+	}{{"api_version", r.APIVersion != ""}, {"deployments", len(r.Deployments) > 0}, {"project", r.Project != ""},
+		{"location", r.Location != ""}, {"credentials_file", r.CredentialsFile != ""}} {
+		if s.set {
+			out = append(out, s.name)
+		}
+	}
+	return out
 }
 
 // Wait is the route's Timeout (0: none, or not a valid one: Validate
@@ -588,18 +615,20 @@ func (r Route) validate(name string) error {
 	case !ok:
 		return fmt.Errorf("upstream: routes.%s.kind %q: want one of %s", name, r.Kind, names)
 	}
+	for _, s := range r.kindSettings() {
+		if !slices.Contains(spec.Settings, s) {
+			return fmt.Errorf("upstream: routes.%s.%s is not a setting of a route of kind %s", name, s, r.Kind)
+		}
+	}
 	if spec.Check != nil {
 		if err := spec.Check(name, r); err != nil {
 			return err
 		}
-	} else if r.APIVersion != "" || len(r.Deployments) > 0 {
-		return fmt.Errorf("upstream: routes.%s: api_version and deployments are settings of an azure route, not of kind %s", name, r.Kind)
 	}
 	if r.Provider != "" && !validName(r.Provider) {
 		return fmt.Errorf("upstream: routes.%s.provider %q must be lowercase letters, digits, '-' or '_'", name, r.Provider)
 	}
-	u, err := url.Parse(r.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if u, err := url.Parse(r.BaseURL); (r.BaseURL != "" || !spec.BaseOptional) && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		return fmt.Errorf("upstream: routes.%s.base_url %q: want an http(s) URL", name, r.BaseURL)
 	}
 	if r.KeyEnv != "" && !validEnv(r.KeyEnv) {
