@@ -106,9 +106,7 @@ func ParseCheckpoint(b []byte, trusted ed25519.PublicKey) (Checkpoint, error) {
 	if err := contract.CheckJSON(b); err != nil {
 		return c, fmt.Errorf("audit: checkpoint: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := contract.DecodeStrict(b, &c); err != nil {
 		return c, fmt.Errorf("audit: checkpoint: %w", err)
 	}
 	if c.Version != CheckpointVersion {

@@ -401,3 +401,29 @@ func TestSensitivityAndRedactionValidatorsAgreeWithSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeStrict: unknown members and trailing data are refused, white
+// space after the value is not; the value is decoded.
+func TestDecodeStrict(t *testing.T) {
+	type v struct {
+		A int `json:"a"`
+	}
+	for body, want := range map[string]string{
+		`{"a":1}`:         "",
+		" {\"a\":1} \n":   "",
+		`{"a":1,"b":2}`:   `json: unknown field "b"`,
+		`{"a":1} x`:       ErrTrailingData.Error(),
+		`{"a":1}}`:        ErrTrailingData.Error(),
+		`{"a":1} {"a":2}`: ErrTrailingData.Error(),
+		`{"a":"x"}`:       "json: cannot unmarshal string into Go struct field v.a of type int",
+	} {
+		var got v
+		err := DecodeStrict([]byte(body), &got)
+		if (err == nil) != (want == "") || (err != nil && err.Error() != want) {
+			t.Errorf("DecodeStrict(%q) = %v, want %q", body, err, want)
+		}
+		if err == nil && got.A != 1 {
+			t.Errorf("DecodeStrict(%q) decoded %+v", body, got)
+		}
+	}
+}

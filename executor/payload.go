@@ -1,10 +1,9 @@
 package executor
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"math"
 	"regexp"
 	"strings"
@@ -86,14 +85,12 @@ func ParsePayload(b []byte) (*Payload, error) {
 	if len(b) > MaxPayloadBytes {
 		return nil, contract.Invalidf("payload_too_large", "executor: payload is %d bytes, the limit is %d", len(b), MaxPayloadBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var p Payload
-	if err := dec.Decode(&p); err != nil {
-		return nil, decodeError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	switch err := contract.DecodeStrict(b, &p); {
+	case errors.Is(err, contract.ErrTrailingData):
 		return nil, contract.Invalidf("bad_json", "executor: payload has data after the JSON object")
+	case err != nil:
+		return nil, decodeError(err)
 	}
 	if p.Mode != "" && p.Mode != ModeLive && p.Mode != ModeReview {
 		return nil, contract.FieldError("/mode", "bad_value", "executor: mode %q is not live or review", p.Mode)

@@ -1,10 +1,9 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
+	"errors"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -127,13 +126,11 @@ func DecodeTickInput(b []byte) (TickInput, error) {
 	if err := contract.CheckJSON(b); err != nil {
 		return TickInput{}, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input must be {\"payload\": {...}, \"message\": \"...\", \"idempotency_key\": \"...\", \"account\": \"...\"}: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	switch err := contract.DecodeStrict(b, &in); {
+	case errors.Is(err, contract.ErrTrailingData):
 		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input has data after the JSON object")
+	case err != nil:
+		return TickInput{}, contract.Invalidf("bad_json", "executor: tick input must be {\"payload\": {...}, \"message\": \"...\", \"idempotency_key\": \"...\", \"account\": \"...\"}: %v", err)
 	}
 	return in, nil
 }

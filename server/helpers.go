@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -83,13 +81,11 @@ func IfMatch(r *http.Request) (contract.Revision, error) {
 // DecodeStrict decodes one JSON value from body into v, refusing unknown
 // fields and trailing data (an invalid bad_json error naming the problem).
 func DecodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return contract.Invalidf("bad_json", "the body is not valid: %v", err)
-	}
-	if dec.More() {
+	switch err := contract.DecodeStrict(body, v); {
+	case errors.Is(err, contract.ErrTrailingData):
 		return contract.Invalidf("bad_json", "the body has data after the JSON value")
+	case err != nil:
+		return contract.Invalidf("bad_json", "the body is not valid: %v", err)
 	}
 	return nil
 }

@@ -53,9 +53,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c *Call) erro
 		return err
 	}
 	var req createKeyRequest
-	dec := json.NewDecoder(bytesReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := contract.DecodeStrict(body, &req); err != nil {
 		return contract.Invalidf("bad_json", "the body is not a key request: %v", err)
 	}
 	if req.Tenant == "" {
@@ -163,9 +161,7 @@ func (s *Server) putTenantGrants(w http.ResponseWriter, r *http.Request, c *Call
 	var req struct {
 		Grants *[]string `json:"grants"`
 	}
-	dec := json.NewDecoder(bytesReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := contract.DecodeStrict(body, &req); err != nil {
 		return contract.Invalidf("bad_json", "the body is not a grant request ({\"grants\":[\"openai/gpt-4.1\"]}): %v", err)
 	}
 	if req.Grants == nil {

@@ -3,7 +3,6 @@ package trader
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -80,13 +79,11 @@ func ParseFile(data []byte, format Format) (File, error) {
 	}
 	switch format {
 	case FormatJSON:
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			return File{}, contract.Invalidf("bad_file", "trader: import file: %v", err)
-		}
-		if _, err := dec.Token(); err != io.EOF {
+		switch err := contract.DecodeStrict(data, &f); {
+		case errors.Is(err, contract.ErrTrailingData):
 			return File{}, contract.Invalidf("bad_file", "trader: import file: trailing data after the document")
+		case err != nil:
+			return File{}, contract.Invalidf("bad_file", "trader: import file: %v", err)
 		}
 	case FormatYAML:
 		dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -14,8 +14,7 @@
 package upstream
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -443,13 +442,11 @@ type Config struct {
 // it.
 func Parse(b []byte) (Config, error) {
 	var c Config
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("upstream: %v", err)
-	}
-	if dec.More() {
+	switch err := contract.DecodeStrict(b, &c); {
+	case errors.Is(err, contract.ErrTrailingData):
 		return Config{}, fmt.Errorf("upstream: trailing data after the configuration")
+	case err != nil:
+		return Config{}, fmt.Errorf("upstream: %v", err)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
