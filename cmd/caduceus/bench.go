@@ -63,7 +63,15 @@ value' is a header sent with every request to peer NAME, the readiness
 check's too ($CADUCEUS_BENCH_UPSTREAM or ${CADUCEUS_BENCH_UPSTREAM} in the
 value is replaced by the fake upstream's base URL); without one, a peer gets
 no Authorization header. Its processes' CPU over each measured window is
-added to its CPU figure, and its process group is ended when the bench ends.`,
+added to its CPU figure, and its process group is ended when the bench ends.
+
+After the table, a second one shows the latency each target and peer adds
+over "upstream (fake, direct)", the fake upstream loaded directly in the same
+rounds: for each round, the target's p50 in that round less the direct
+upstream's p50 in that round (and the same for p99), and of those per-round
+differences the median over the rounds. With --conns 1 that is the latency a
+single request gains by going through the target; with more connections it
+also holds their queueing on this machine's cores.`,
 		Example: `  caduceus bench
   caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
   caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable
@@ -256,6 +264,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		}
 	}
 	bench.Report(a.stdout, "bare-proxy", results)
+	bench.ReportAdded(a.stdout, own[0], results)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

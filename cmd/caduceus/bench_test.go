@@ -156,6 +156,50 @@ func TestBenchPeerRefused(t *testing.T) {
 	}
 }
 
+// TestBenchAddedLatencyAtOneConnection: with --conns 1, after its table
+// the bench prints the latency each target and peer adds over the fake
+// upstream called directly, round by round: a row for every target but
+// the direct upstream, with an added p50 and p99 and the number of rounds
+// (all of them) they come from. The figures' values are not
+// checked (read by people, not asserted).
+func TestBenchAddedLatencyAtOneConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the load generator")
+	}
+	bin := buildPeerProxy(t)
+	code, out, errOut := cli(t, "bench", "--rounds", "2", "--duration", "200ms", "--warmup", "0s", "--conns", "1", "--data", t.TempDir(),
+		"--peer", "named peer=exec "+bin)
+	if code != 0 {
+		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
+	}
+	if f := benchRow(out, "named peer"); len(f) < 5 || f[0] == "0" || f[3] != "0" {
+		t.Errorf("the peer's row %q: want requests answered and 0 errors\n%s", f, out)
+	}
+	const head = "added latency over upstream (fake, direct): each round's p50 and p99 less upstream (fake, direct)'s in the same round, the median over rounds"
+	_, added, ok := strings.Cut(out, "\n"+head+"\n")
+	if !ok {
+		t.Fatalf("no added-latency table headed %q:\n%s", head, out)
+	}
+	if !strings.HasPrefix(added, "target ") || !strings.Contains(strings.SplitN(added, "\n", 2)[0], "added-p50  added-p99  rounds") {
+		t.Errorf("the added-latency table's columns:\n%s", added)
+	}
+	if benchRow(added, "upstream (fake, direct)") != nil {
+		t.Errorf("the direct upstream has a row of its own in the added-latency table:\n%s", added)
+	}
+	for _, target := range []string{"bare-proxy", "caduceus (sqlite)", "caduceus governed (sqlite)", "governed+balance+rpm (sqlite)", "named peer"} {
+		f := benchRow(added, target)
+		if len(f) != 3 || f[2] != "2" {
+			t.Errorf("%s: added-latency row %q (want an added p50, p99 and 2 rounds)\n%s", target, f, out)
+			continue
+		}
+		for _, d := range f[:2] {
+			if _, err := time.ParseDuration(d); err != nil {
+				t.Errorf("%s: added latency %q is not a duration: %v", target, d, err)
+			}
+		}
+	}
+}
+
 // buildPeerProxy builds the bench package's test peer (a reverse proxy
 // of its own process) into a temporary directory.
 func buildPeerProxy(t *testing.T) string {
