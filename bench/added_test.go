@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,33 @@ func TestBenchReportAddedFormat(t *testing.T) {
 	ReportAdded(&out, direct, rs[1:])
 	if out.Len() != 0 {
 		t.Errorf("without the direct upstream in the run:\n%s", out.String())
+	}
+}
+
+// TestBenchChatBodyFor: ChatBody is the request it always was, and ChatBodyFor
+// changes its model and nothing else.
+func TestBenchChatBodyFor(t *testing.T) {
+	const was = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`
+	if string(ChatBody) != was {
+		t.Errorf("ChatBody changed:\n%s", ChatBody)
+	}
+	var base map[string]any
+	if err := json.Unmarshal(ChatBody, &base); err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{"openai/gpt-4o-mini", `odd "quoted" \ model`, "ünïcode"} {
+		var got map[string]any
+		if err := json.Unmarshal(ChatBodyFor(model), &got); err != nil {
+			t.Fatalf("ChatBodyFor(%q): %v\n%s", model, err, ChatBodyFor(model))
+		}
+		if got["model"] != model {
+			t.Errorf("ChatBodyFor(%q) asks for %q", model, got["model"])
+		}
+		got["model"] = base["model"]
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(base)
+		if !bytes.Equal(a, b) {
+			t.Errorf("ChatBodyFor(%q) differs from ChatBody beyond the model:\n%s", model, ChatBodyFor(model))
+		}
 	}
 }

@@ -9,6 +9,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -25,8 +26,17 @@ import (
 // Model is the model ChatBody asks for.
 const Model = "gpt-4o-mini"
 
-// ChatBody is the chat-completions request every target receives.
-var ChatBody = []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`)
+// ChatBody is the chat-completions request every target receives (a peer
+// given a model of its own gets ChatBodyFor that model).
+var ChatBody = ChatBodyFor(Model)
+
+// ChatBodyFor is ChatBody asking for model instead of Model: the same
+// messages and max_tokens, for a peer that names models its own way (as
+// "openai/gpt-4o-mini", say).
+func ChatBodyFor(model string) []byte {
+	q, _ := json.Marshal(model) // a string always marshals
+	return []byte(`{"model":` + string(q) + `,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`)
+}
 
 // chatAnswer is the fake upstream's answer (a realistic small completion).
 var chatAnswer = []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"- Faster startup\n- Fewer allocations\n- A new bench command"},"finish_reason":"stop"}],"usage":{"prompt_tokens":32,"completion_tokens":16,"total_tokens":48}}`)

@@ -114,8 +114,9 @@ func TestBenchCompareStoreRefused(t *testing.T) {
 }
 
 // TestBenchPeerRefused: a --peer value that is no NAME=COMMAND, or whose
-// name is taken, and a --peer-header value for no --peer, without ":" or
-// with an empty header name, exit 2 with an error naming the value and
+// name is taken, a --peer-header value for no --peer, without ":" or
+// with an empty header name, and a --peer-model value for no --peer,
+// without a model or for a peer given one already, exit 2 with an error naming the value and
 // what is wrong with it; a peer that exits at once fails the bench with an
 // error naming it.
 func TestBenchPeerRefused(t *testing.T) {
@@ -135,6 +136,11 @@ func TestBenchPeerRefused(t *testing.T) {
 		{[]string{"--peer", "b=one.sh", "--peer-header", "b=X-Key v"}, `no ":"`},
 		{[]string{"--peer", "b=one.sh", "--peer-header", "b=: v"}, "header's name before"},
 		{[]string{"--peer", "b=one.sh", "--peer-header", "b=X-Key: v", "--peer-header", "b"}, "want NAME=Header: value"},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "c=openai/m"}, `no --peer is named "c"`},
+		{[]string{"--peer-model", "b=openai/m"}, `no --peer is named "b"`},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "b"}, "want NAME=MODEL"},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "b="}, "model after"},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "b=openai/m", "--peer-model", "b=other/m"}, "has a model already"},
 	} {
 		code, out, errOut := cli(t, append([]string{"bench"}, c.args...)...)
 		bad := c.args[len(c.args)-1]
@@ -160,7 +166,8 @@ func TestBenchPeerRefused(t *testing.T) {
 // the bench prints the latency each target and peer adds over the fake
 // upstream called directly, round by round: a row for every target but
 // the direct upstream, with an added p50 and p99 and the number of rounds
-// (all of them) they come from. The figures' values are not
+// (all of them) they come from. The peer here answers only requests that
+// ask for the model --peer-model gives it. The figures' values are not
 // checked (read by people, not asserted).
 func TestBenchAddedLatencyAtOneConnection(t *testing.T) {
 	if testing.Short() {
@@ -168,7 +175,8 @@ func TestBenchAddedLatencyAtOneConnection(t *testing.T) {
 	}
 	bin := buildPeerProxy(t)
 	code, out, errOut := cli(t, "bench", "--rounds", "2", "--duration", "200ms", "--warmup", "0s", "--conns", "1", "--data", t.TempDir(),
-		"--peer", "named peer=exec "+bin)
+		"--peer", "named peer=PEERPROXY_REQUIRE_MODEL=openai/gpt-4o-mini exec "+bin,
+		"--peer-model", "named peer=openai/gpt-4o-mini")
 	if code != 0 {
 		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
 	}
