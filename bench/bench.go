@@ -9,6 +9,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -25,8 +26,17 @@ import (
 // Model is the model ChatBody asks for.
 const Model = "gpt-4o-mini"
 
-// ChatBody is the chat-completions request every target receives.
-var ChatBody = []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`)
+// ChatBody is the chat-completions request every target receives (a peer
+// given a model of its own gets ChatBodyFor that model).
+var ChatBody = ChatBodyFor(Model)
+
+// ChatBodyFor is ChatBody asking for model instead of Model: the same
+// messages and max_tokens, for a peer that names models its own way (as
+// "openai/gpt-4o-mini", say).
+func ChatBodyFor(model string) []byte {
+	q, _ := json.Marshal(model) // a string always marshals
+	return []byte(`{"model":` + string(q) + `,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`)
+}
 
 // chatAnswer is the fake upstream's answer (a realistic small completion).
 var chatAnswer = []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"- Faster startup\n- Fewer allocations\n- A new bench command"},"finish_reason":"stop"}],"usage":{"prompt_tokens":32,"completion_tokens":16,"total_tokens":48}}`)
@@ -129,7 +139,16 @@ type Result struct {
 	// when the load could read it (HasDBCPU).
 	DBCPU    time.Duration
 	HasDBCPU bool
-	lat      []time.Duration // sorted
+	// Rounds are the figures of each round merged into this result, in
+	// order (one for a result of Run).
+	Rounds []Round
+	lat    []time.Duration // sorted
+}
+
+// Round is one round's latency figures of a target.
+type Round struct {
+	Requests int // answered 2xx
+	P50, P99 time.Duration
 }
 
 // CPUPer1k is the process's CPU milliseconds per 1,000 answered requests.
@@ -170,6 +189,7 @@ func (r *Result) Merge(other Result) {
 	if r.FirstErr == "" {
 		r.FirstErr = other.FirstErr
 	}
+	r.Rounds = append(r.Rounds, other.Rounds...)
 	r.lat = append(r.lat, other.lat...)
 	slices.Sort(r.lat)
 	r.P50, r.P99 = percentile(r.lat, 50), percentile(r.lat, 99)
@@ -296,6 +316,7 @@ func Run(ctx context.Context, name string, l Load) Result {
 	res.Requests = len(all)
 	slices.Sort(all)
 	res.P50, res.P99 = percentile(all, 50), percentile(all, 99)
+	res.Rounds = []Round{{Requests: res.Requests, P50: res.P50, P99: res.P99}}
 	res.lat = all
 	return res
 }
@@ -358,9 +379,79 @@ func Report(w io.Writer, base string, rs []Result) {
 
 func round(d time.Duration) time.Duration {
 	switch {
-	case d >= time.Millisecond:
+	case d >= time.Millisecond || d <= -time.Millisecond:
 		return d.Round(10 * time.Microsecond)
 	default:
 		return d.Round(time.Microsecond)
+	}
+}
+
+// Added is the latency a target adds over another (the upstream called
+// directly), from their rounds taken pairwise: round i's P50 is the
+// target's p50 in round i less the other's p50 in round i, and likewise
+// P99; the figures are the median of those differences over the rounds in
+// which both answered a request (Rounds of them; none: no figure). A
+// difference can be negative: within a round's noise, the target was no
+// slower.
+type Added struct {
+	P50, P99 time.Duration
+	Rounds   int
+}
+
+// AddedLatency is what target adds over direct, round by round (Added).
+func AddedLatency(target, direct Result) Added {
+	var d50, d99 []time.Duration
+	for i := range min(len(target.Rounds), len(direct.Rounds)) {
+		t, d := target.Rounds[i], direct.Rounds[i]
+		if t.Requests == 0 || d.Requests == 0 {
+			continue
+		}
+		d50 = append(d50, t.P50-d.P50)
+		d99 = append(d99, t.P99-d.P99)
+	}
+	return Added{P50: median(d50), P99: median(d99), Rounds: len(d50)}
+}
+
+// median is the middle of ds (the mean of the two middle ones when their
+// number is even); 0 for none.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return s[n/2-1] + (s[n/2]-s[n/2-1])/2
+}
+
+// ReportAdded formats, for every result but direct's (by name), the
+// latency it adds over direct (AddedLatency): a table after Report's,
+// "-" where no round has figures of both. It prints nothing when no
+// result is named direct.
+func ReportAdded(w io.Writer, direct string, rs []Result) {
+	i := slices.IndexFunc(rs, func(r Result) bool { return r.Name == direct })
+	if i < 0 {
+		return
+	}
+	d := rs[i]
+	width := 28
+	for _, r := range rs {
+		width = max(width, len(r.Name))
+	}
+	fmt.Fprintf(w, "\nadded latency over %s: each round's p50 and p99 less %s's in the same round, the median over rounds\n", direct, direct)
+	fmt.Fprintf(w, "%-*s %10s %10s %7s\n", width, "target", "added-p50", "added-p99", "rounds")
+	for _, r := range rs {
+		if r.Name == direct {
+			continue
+		}
+		a := AddedLatency(r, d)
+		p50, p99 := "-", "-"
+		if a.Rounds > 0 {
+			p50, p99 = round(a.P50).String(), round(a.P99).String()
+		}
+		fmt.Fprintf(w, "%-*s %10s %10s %7d\n", width, r.Name, p50, p99, a.Rounds)
 	}
 }

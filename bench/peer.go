@@ -35,6 +35,18 @@ type PeerSpec struct {
 	// too; StartPeer replaces $CADUCEUS_BENCH_UPSTREAM (or
 	// ${CADUCEUS_BENCH_UPSTREAM}) in its values with the upstream's URL.
 	Header http.Header
+	// Model, when set, is the model the peer's requests ask for instead of
+	// the bench's (ChatBodyFor): for a peer that names models its own way.
+	Model string
+}
+
+// Body is the request the peer is loaded with: ChatBody, or with Model
+// set ChatBodyFor(Model).
+func (s PeerSpec) Body() []byte {
+	if s.Model == "" {
+		return ChatBody
+	}
+	return ChatBodyFor(s.Model)
 }
 
 // ParsePeer reads NAME=COMMAND (the first "=" separates them); both must be
@@ -83,6 +95,24 @@ func ParsePeerHeader(s string) (peer, key, value string, err error) {
 	return peer, key, value, nil
 }
 
+// ParsePeerModel reads NAME=MODEL, the model peer NAME is asked for: the
+// first "=" ends the peer's name; the model is not empty and has no
+// leading or trailing space.
+func ParsePeerModel(s string) (peer, model string, err error) {
+	peer, model, ok := strings.Cut(s, "=")
+	switch {
+	case !ok:
+		return "", "", fmt.Errorf("peer model %q: want NAME=MODEL", s)
+	case strings.TrimSpace(peer) == "":
+		return "", "", fmt.Errorf("peer model %q: the peer's name before \"=\" is empty", s)
+	case model == "":
+		return "", "", fmt.Errorf("peer model %q: the model after \"=\" is empty", s)
+	case strings.TrimSpace(model) != model:
+		return "", "", fmt.Errorf("peer model %q: the model has spaces around it", s)
+	}
+	return peer, model, nil
+}
+
 // isToken reports whether s is an HTTP token: a header name (RFC 9110
 // section 5.6.2).
 func isToken(s string) bool {
@@ -125,6 +155,9 @@ type Peer struct {
 	URL  string // http://127.0.0.1:PORT
 	// Header is the spec's, its values expanded: what its load sends.
 	Header http.Header
+	// Body is the request body its readiness check sent: what its load
+	// sends.
+	Body []byte
 	// Grace is how long Close waits after SIGTERM before SIGKILL.
 	Grace time.Duration
 
@@ -137,10 +170,10 @@ type Peer struct {
 
 // StartPeer starts spec's command with EnvPeerUpstream set to upstream and
 // EnvPeerPort to a free loopback port, in a process group of its own, and
-// waits up to wait until a POST of body, with the spec's Header, to its
-// /v1/chat/completions answers 2xx. A command that exits first, or does not answer in time, is an error
-// naming the peer with the end of its output, and its process group is
-// killed.
+// waits up to wait until a POST of body (spec.Body(), for the bench), with
+// the spec's Header, to its /v1/chat/completions answers 2xx. A command
+// that exits first, or does not answer in time, is an error naming the peer
+// with the end of its output, and its process group is killed.
 func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte, wait time.Duration) (*Peer, error) {
 	port, err := freePort()
 	if err != nil {
@@ -167,7 +200,7 @@ func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte,
 			header[k] = append(header[k], expandUpstream(v, upstream))
 		}
 	}
-	p := &Peer{Name: spec.Name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Header: header, Grace: 3 * time.Second,
+	p := &Peer{Name: spec.Name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Header: header, Body: body, Grace: 3 * time.Second,
 		cmd: cmd, pid: cmd.Process.Pid, out: out, exited: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	if err := p.waitReady(ctx, body, wait); err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -336,4 +337,181 @@ func FuzzParsePeerHeader(f *testing.F) {
 			t.Fatalf("%q: written back, parses as %q %q %q, %v", s, p2, k2, v2, err)
 		}
 	})
+}
+
+func TestParsePeerModel(t *testing.T) {
+	for _, c := range []struct{ in, peer, model string }{
+		{"bifrost=openai/gpt-4o-mini", "bifrost", "openai/gpt-4o-mini"},
+		{"a peer=m=1", "a peer", "m=1"},
+	} {
+		peer, model, err := ParsePeerModel(c.in)
+		if err != nil || peer != c.peer || model != c.model {
+			t.Errorf("ParsePeerModel(%q) = %q, %q, %v; want %q, %q", c.in, peer, model, err, c.peer, c.model)
+		}
+	}
+	for _, c := range []struct{ in, why string }{
+		{"openai/gpt-4o-mini", "want NAME=MODEL"},
+		{"=openai/gpt-4o-mini", "the peer's name"},
+		{"bifrost=", "model after"},
+		{"bifrost= openai/gpt-4o-mini", "spaces around"},
+	} {
+		_, _, err := ParsePeerModel(c.in)
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(c.in)) || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("ParsePeerModel(%q): %v, want an error naming the value and saying %q", c.in, err, c.why)
+		}
+	}
+}
+
+// TestPeerModel: a peer that answers only requests asking for its own
+// model gets ready, and is loaded without an error, with the spec's Model
+// in the body; with the bench's model it never gets ready.
+func TestPeerModel(t *testing.T) {
+	bin := peerProxyBin(t)
+	up, err := FakeUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	const model = "openai/" + Model
+	command := "PEERPROXY_REQUIRE_MODEL=" + model + " exec " + bin
+	spec := PeerSpec{Name: "named", Command: command, Model: model}
+	if !bytes.Equal(spec.Body(), ChatBodyFor(model)) || !bytes.Equal((PeerSpec{}).Body(), ChatBody) {
+		t.Fatalf("PeerSpec.Body: %s", spec.Body())
+	}
+	p, err := StartPeer(t.Context(), spec, up.URL, spec.Body(), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !bytes.Equal(p.Body, spec.Body()) {
+		t.Errorf("the peer's Body %s, want %s", p.Body, spec.Body())
+	}
+	res := Run(t.Context(), "named", Load{URL: p.URL + "/v1/chat/completions", Body: p.Body, Conns: 1, Duration: 100 * time.Millisecond})
+	if res.Requests == 0 || res.Errors != 0 {
+		t.Errorf("load with the peer's model: %d requests, %d errors (%s)", res.Requests, res.Errors, res.FirstErr)
+	}
+	_, err = StartPeer(t.Context(), PeerSpec{Name: "unnamed", Command: command}, up.URL, (PeerSpec{}).Body(), 500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "peer unnamed did not answer") || !strings.Contains(err.Error(), "status 400") {
+		t.Errorf("a peer asked for the bench's model: %v, want no answer in time and its 400", err)
+	}
+}
+
+// bifrostScript runs peers/bifrost.sh through StartPeer with env (NAME=value
+// words) before it.
+func bifrostScript(t *testing.T, env string, wait time.Duration) (*Peer, *Server, error) {
+	t.Helper()
+	up, err := FakeUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	p, err := StartPeer(t.Context(), PeerSpec{Name: "bifrost", Command: "BIFROST_SCHEMA= " + env + " exec sh peers/bifrost.sh", Model: "openai/" + Model},
+		up.URL, ChatBodyFor("openai/"+Model), wait)
+	return p, up, err
+}
+
+// TestPeerBifrostScriptNeedsItsBinary: bench/peers/bifrost.sh without
+// BIFROST_BIN, or with one that is not there, exits at once saying so.
+func TestPeerBifrostScriptNeedsItsBinary(t *testing.T) {
+	for env, says := range map[string]string{
+		"BIFROST_BIN=":                          "BIFROST_BIN is not set",
+		"BIFROST_BIN=/nonexistent/bifrost-http": "BIFROST_BIN=/nonexistent/bifrost-http is not an executable file",
+	} {
+		_, _, err := bifrostScript(t, env, 30*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "peer bifrost exited") || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v, want the peer to exit saying %q", env, err, says)
+		}
+	}
+}
+
+// TestPeerBifrostScriptConfig: bench/peers/bifrost.sh, with a stand-in for
+// Bifrost's binary that records what it is given and then proxies (the
+// test peer), runs it on 127.0.0.1:$CADUCEUS_BENCH_PORT in a temporary
+// directory holding a config.json whose one provider is openai at the fake
+// upstream, with a dummy key, no config or logs store, request logging
+// off and no plugins, and the empty schema beside it; the directory is
+// gone once the peer is closed.
+func TestPeerBifrostScriptConfig(t *testing.T) {
+	bin := peerProxyBin(t)
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record")
+	fake := filepath.Join(dir, "bifrost-http")
+	if err := os.WriteFile(fake, []byte(`#!/bin/sh
+{ echo "$*"; pwd; } > "$FAKE_RECORD"
+cp config.json "$FAKE_RECORD.json"
+cp config.schema.json "$FAKE_RECORD.schema"
+exec "$FAKE_PROXY"
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, up, err := bifrostScript(t, "BIFROST_BIN="+fake+" FAKE_RECORD="+record+" FAKE_PROXY="+bin, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			p.Close()
+		}
+	}()
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, appDir, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	port := strings.TrimPrefix(p.URL, "http://127.0.0.1:")
+	if want := "-app-dir " + appDir + " -host 127.0.0.1 -port " + port + " -log-level warn"; args != want {
+		t.Errorf("Bifrost's arguments %q, want %q", args, want)
+	}
+	if schema, err := os.ReadFile(record + ".schema"); err != nil || strings.TrimSpace(string(schema)) != "{}" {
+		t.Errorf("config.schema.json %q, %v; want the empty schema", schema, err)
+	}
+	var cfg struct {
+		Client struct {
+			EnableLogging         *bool `json:"enable_logging"`
+			DisableContentLogging bool  `json:"disable_content_logging"`
+		}
+		ConfigStore struct{ Enabled *bool } `json:"config_store"`
+		LogsStore   struct{ Enabled *bool } `json:"logs_store"`
+		Framework   struct {
+			Pricing struct {
+				URL string `json:"pricing_url"`
+			}
+		}
+		Providers map[string]struct {
+			Keys []struct {
+				Value string
+			}
+			Network struct {
+				BaseURL string `json:"base_url"`
+			} `json:"network_config"`
+		}
+		Plugins *[]any
+	}
+	raw, err := os.ReadFile(record + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("config.json: %v\n%s", err, raw)
+	}
+	openai, ok := cfg.Providers["openai"]
+	switch {
+	case cfg.Client.EnableLogging == nil || *cfg.Client.EnableLogging || !cfg.Client.DisableContentLogging:
+		t.Errorf("request logging not off:\n%s", raw)
+	case cfg.ConfigStore.Enabled == nil || *cfg.ConfigStore.Enabled || cfg.LogsStore.Enabled == nil || *cfg.LogsStore.Enabled:
+		t.Errorf("a config or logs store not off:\n%s", raw)
+	case cfg.Plugins == nil || len(*cfg.Plugins) != 0:
+		t.Errorf("plugins not an empty list:\n%s", raw)
+	case len(cfg.Providers) != 1 || !ok || openai.Network.BaseURL != up.URL || len(openai.Keys) != 1 || openai.Keys[0].Value == "":
+		t.Errorf("want one provider, openai at %s with one key:\n%s", up.URL, raw)
+	case !strings.HasPrefix(cfg.Framework.Pricing.URL, up.URL+"/"):
+		t.Errorf("the pricing datasheet's URL %q is not on the fake upstream", cfg.Framework.Pricing.URL)
+	}
+
+	p.Close()
+	closed = true
+	if _, err := os.Stat(appDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Bifrost's directory %s is still there after Close: %v", appDir, err)
+	}
 }

@@ -35,6 +35,7 @@ type benchFlags struct {
 	compareStores          []string // more stores, each with the Caduceus targets
 	peers                  []string // NAME=COMMAND
 	peerHeaders            []string // NAME=Header: value
+	peerModels             []string // NAME=MODEL
 	peerWait               time.Duration
 }
 
@@ -62,15 +63,29 @@ until a POST of the bench's request to /v1/chat/completions there answers
 value' is a header sent with every request to peer NAME, the readiness
 check's too ($CADUCEUS_BENCH_UPSTREAM or ${CADUCEUS_BENCH_UPSTREAM} in the
 value is replaced by the fake upstream's base URL); without one, a peer gets
-no Authorization header. Its processes' CPU over each measured window is
-added to its CPU figure, and its process group is ended when the bench ends.`,
+no Authorization header. Each --peer-model NAME=MODEL has the requests to
+peer NAME ask for MODEL instead of ` + bench.Model + ` (for a peer that names
+models its own way, as openai/` + bench.Model + `), the readiness check's too;
+nothing else in the request changes. A peer's processes' CPU over each
+measured window is added to its CPU figure, and its process group is ended
+when the bench ends.
+
+After the table, a second one shows the latency each target and peer adds
+over "upstream (fake, direct)", the fake upstream loaded directly in the same
+rounds: for each round, the target's p50 in that round less the direct
+upstream's p50 in that round (and the same for p99), and of those per-round
+differences the median over the rounds. With --conns 1 that is the latency a
+single request gains by going through the target; with more connections it
+also holds their queueing on this machine's cores.`,
 		Example: `  caduceus bench
   caduceus bench --conns 16 --rounds 5 --duration 4s --cpuprofile cpu.out
   caduceus bench --store postgres://postgres@127.0.0.1:5432/test?sslmode=disable
   caduceus bench --peer portkey=bench/peers/portkey.sh \
     --peer-header 'portkey=x-portkey-provider: openai' \
     --peer-header 'portkey=x-portkey-custom-host: $CADUCEUS_BENCH_UPSTREAM/v1' \
-    --peer-header 'portkey=Authorization: Bearer sk-bench-not-a-key'`,
+    --peer-header 'portkey=Authorization: Bearer sk-bench-not-a-key'
+  BIFROST_BIN=/path/to/bifrost-http caduceus bench --conns 1 \
+    --peer bifrost=bench/peers/bifrost.sh --peer-model bifrost=openai/` + bench.Model + ``,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.bench(cmd.Context(), cmd, f) },
 	}
@@ -84,6 +99,7 @@ added to its CPU figure, and its process group is ended when the bench ends.`,
 	cmd.Flags().StringArrayVar(&f.compareStores, "compare-store", nil, "another store (a --store value) whose Caduceus targets take their turns in the same rounds, so two stores compare in one run; a store name given without a path, such as 'sqlite:?synchronous=full', gets a data directory of its own; repeatable")
 	cmd.Flags().StringArrayVar(&f.peers, "peer", nil, "another proxy to load beside the targets, NAME=COMMAND (run through sh -c, listening on $CADUCEUS_BENCH_PORT, forwarding to $CADUCEUS_BENCH_UPSTREAM); repeatable")
 	cmd.Flags().StringArrayVar(&f.peerHeaders, "peer-header", nil, "a header for every request to a --peer, 'NAME=Header: value' ($CADUCEUS_BENCH_UPSTREAM in the value is the fake upstream's base URL); repeatable")
+	cmd.Flags().StringArrayVar(&f.peerModels, "peer-model", nil, "the model a --peer's requests ask for instead of "+bench.Model+", 'NAME=MODEL' (as 'bifrost=openai/"+bench.Model+"'); one per peer")
 	cmd.Flags().DurationVar(&f.peerWait, "peer-wait", time.Minute, "how long each peer has to answer the bench's request before the bench gives up")
 	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "trace Caduceus's requests as serve does, exporting to this OTLP/HTTP collector base URL (default "+envOTLPEndpoint+"; unset: no tracing)")
 	return cmd
@@ -96,7 +112,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	if f.profile != "pass-through" && f.profile != "governed" && f.profile != "breadth" {
 		return &exitError{2, fmt.Errorf("--profile %q: want pass-through, governed or breadth", f.profile)}
 	}
-	peers, err := parseBenchPeers(f.peers, f.peerHeaders)
+	peers, err := parseBenchPeers(f.peers, f.peerHeaders, f.peerModels)
 	if err != nil {
 		return &exitError{2, err}
 	}
@@ -183,7 +199,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		}
 	}()
 	for _, spec := range peers {
-		p, err := bench.StartPeer(ctx, spec, up.URL, bench.ChatBody, f.peerWait)
+		p, err := bench.StartPeer(ctx, spec, up.URL, spec.Body(), f.peerWait)
 		if err != nil {
 			return err
 		}
@@ -227,6 +243,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	for _, p := range started {
 		l := load(p.URL, p.Header)
+		l.Body = p.Body
 		l.ExtraCPU = p.CPU
 		targets = append(targets, target{p.Name, l, false})
 	}
@@ -256,6 +273,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		}
 	}
 	bench.Report(a.stdout, "bare-proxy", results)
+	bench.ReportAdded(a.stdout, own[0], results)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -287,9 +305,10 @@ func benchOwnName(name string) bool {
 }
 
 // parseBenchPeers reads the --peer values, NAME=COMMAND each, the names
-// unique and none of them a target's of the bench's own, and the
-// --peer-header values, NAME=Header: value each, NAME one of the peers.
-func parseBenchPeers(values, headers []string) ([]bench.PeerSpec, error) {
+// unique and none of them a target's of the bench's own, the
+// --peer-header values, NAME=Header: value each, NAME one of the peers,
+// and the --peer-model values, NAME=MODEL each, at most one per peer.
+func parseBenchPeers(values, headers, models []string) ([]bench.PeerSpec, error) {
 	taken := map[string]bool{}
 	var specs []bench.PeerSpec
 	for _, v := range values {
@@ -316,6 +335,20 @@ func parseBenchPeers(values, headers []string) ([]bench.PeerSpec, error) {
 			specs[i].Header = http.Header{}
 		}
 		specs[i].Header.Add(key, value)
+	}
+	for _, v := range models {
+		name, model, err := bench.ParsePeerModel(v)
+		if err != nil {
+			return nil, fmt.Errorf("--peer-model: %w", err)
+		}
+		i := slices.IndexFunc(specs, func(s bench.PeerSpec) bool { return s.Name == name })
+		switch {
+		case i < 0:
+			return nil, fmt.Errorf("--peer-model %q: no --peer is named %q", v, name)
+		case specs[i].Model != "":
+			return nil, fmt.Errorf("--peer-model %q: peer %q has a model already (%q)", v, name, specs[i].Model)
+		}
+		specs[i].Model = model
 	}
 	return specs, nil
 }

@@ -114,8 +114,9 @@ func TestBenchCompareStoreRefused(t *testing.T) {
 }
 
 // TestBenchPeerRefused: a --peer value that is no NAME=COMMAND, or whose
-// name is taken, and a --peer-header value for no --peer, without ":" or
-// with an empty header name, exit 2 with an error naming the value and
+// name is taken, a --peer-header value for no --peer, without ":" or
+// with an empty header name, and a --peer-model value for no --peer,
+// without a model or for a peer given one already, exit 2 with an error naming the value and
 // what is wrong with it; a peer that exits at once fails the bench with an
 // error naming it.
 func TestBenchPeerRefused(t *testing.T) {
@@ -135,6 +136,11 @@ func TestBenchPeerRefused(t *testing.T) {
 		{[]string{"--peer", "b=one.sh", "--peer-header", "b=X-Key v"}, `no ":"`},
 		{[]string{"--peer", "b=one.sh", "--peer-header", "b=: v"}, "header's name before"},
 		{[]string{"--peer", "b=one.sh", "--peer-header", "b=X-Key: v", "--peer-header", "b"}, "want NAME=Header: value"},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "c=openai/m"}, `no --peer is named "c"`},
+		{[]string{"--peer-model", "b=openai/m"}, `no --peer is named "b"`},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "b"}, "want NAME=MODEL"},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "b="}, "model after"},
+		{[]string{"--peer", "b=one.sh", "--peer-model", "b=openai/m", "--peer-model", "b=other/m"}, "has a model already"},
 	} {
 		code, out, errOut := cli(t, append([]string{"bench"}, c.args...)...)
 		bad := c.args[len(c.args)-1]
@@ -153,6 +159,52 @@ func TestBenchPeerRefused(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("the bench took %v to give up on a peer that exited at once", d)
+	}
+}
+
+// TestBenchAddedLatencyAtOneConnection: with --conns 1, after its table
+// the bench prints the latency each target and peer adds over the fake
+// upstream called directly, round by round: a row for every target but
+// the direct upstream, with an added p50 and p99 and the number of rounds
+// (all of them) they come from. The peer here answers only requests that
+// ask for the model --peer-model gives it. The figures' values are not
+// checked (read by people, not asserted).
+func TestBenchAddedLatencyAtOneConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the load generator")
+	}
+	bin := buildPeerProxy(t)
+	code, out, errOut := cli(t, "bench", "--rounds", "2", "--duration", "200ms", "--warmup", "0s", "--conns", "1", "--data", t.TempDir(),
+		"--peer", "named peer=PEERPROXY_REQUIRE_MODEL=openai/gpt-4o-mini exec "+bin,
+		"--peer-model", "named peer=openai/gpt-4o-mini")
+	if code != 0 {
+		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
+	}
+	if f := benchRow(out, "named peer"); len(f) < 5 || f[0] == "0" || f[3] != "0" {
+		t.Errorf("the peer's row %q: want requests answered and 0 errors\n%s", f, out)
+	}
+	const head = "added latency over upstream (fake, direct): each round's p50 and p99 less upstream (fake, direct)'s in the same round, the median over rounds"
+	_, added, ok := strings.Cut(out, "\n"+head+"\n")
+	if !ok {
+		t.Fatalf("no added-latency table headed %q:\n%s", head, out)
+	}
+	if !strings.HasPrefix(added, "target ") || !strings.Contains(strings.SplitN(added, "\n", 2)[0], "added-p50  added-p99  rounds") {
+		t.Errorf("the added-latency table's columns:\n%s", added)
+	}
+	if benchRow(added, "upstream (fake, direct)") != nil {
+		t.Errorf("the direct upstream has a row of its own in the added-latency table:\n%s", added)
+	}
+	for _, target := range []string{"bare-proxy", "caduceus (sqlite)", "caduceus governed (sqlite)", "governed+balance+rpm (sqlite)", "named peer"} {
+		f := benchRow(added, target)
+		if len(f) != 3 || f[2] != "2" {
+			t.Errorf("%s: added-latency row %q (want an added p50, p99 and 2 rounds)\n%s", target, f, out)
+			continue
+		}
+		for _, d := range f[:2] {
+			if _, err := time.ParseDuration(d); err != nil {
+				t.Errorf("%s: added latency %q is not a duration: %v", target, d, err)
+			}
+		}
 	}
 }
 

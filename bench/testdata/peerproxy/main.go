@@ -6,14 +6,18 @@
 // fixed amount of CPU, however busy the machine); PEERPROXY_PIDFILE has it
 // write its pid there; PEERPROXY_IGNORE_TERM=1 has it ignore SIGTERM;
 // PEERPROXY_REQUIRE="Name: value" has it answer 401 to a request without
-// that header.
+// that header; PEERPROXY_REQUIRE_MODEL=MODEL has it answer 400 to a request
+// whose JSON body's "model" is not MODEL.
 // PEERPROXY_CALIBRATE=N only hashes N times and exits, for a test to read
 // what hashing costs this binary.
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -63,11 +67,24 @@ func main() {
 		}
 		reqKey, reqValue = strings.TrimSpace(k), strings.TrimSpace(v)
 	}
+	wantModel := os.Getenv("PEERPROXY_REQUIRE_MODEL")
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(up) }}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if reqKey != "" && r.Header.Get(reqKey) != reqValue {
 			http.Error(w, fmt.Sprintf("peerproxy: want %s: %s, got %q", reqKey, reqValue, r.Header.Values(reqKey)), http.StatusUnauthorized)
 			return
+		}
+		if wantModel != "" {
+			body, err := io.ReadAll(r.Body)
+			var req struct{ Model string }
+			if err == nil {
+				err = json.Unmarshal(body, &req)
+			}
+			if err != nil || req.Model != wantModel {
+				http.Error(w, fmt.Sprintf("peerproxy: want model %q, got %q (%v)", wantModel, req.Model, err), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		sum := hash(spin)
 		w.Header().Set("X-Peerproxy-Spin", fmt.Sprintf("%x", sum[:2]))
