@@ -106,103 +106,61 @@ also holds their queueing on this machine's cores.`,
 }
 
 func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error {
-	if f.conns <= 0 || f.rounds <= 0 || f.duration <= 0 || f.warmup < 0 {
-		return &exitError{2, fmt.Errorf("--conns, --rounds and --duration must be positive, --warmup not negative")}
-	}
-	if f.profile != "pass-through" && f.profile != "governed" && f.profile != "breadth" {
-		return &exitError{2, fmt.Errorf("--profile %q: want pass-through, governed or breadth", f.profile)}
-	}
-	peers, err := parseBenchPeers(f.peers, f.peerHeaders, f.peerModels)
+	peers, err := checkBenchFlags(f)
 	if err != nil {
 		return &exitError{2, err}
-	}
-	if len(peers) > 0 && f.peerWait <= 0 {
-		return &exitError{2, fmt.Errorf("--peer-wait must be positive")}
 	}
 	// A ctrl-C or SIGTERM ends the rounds and, through the deferred
 	// closes, the peers' process groups.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var closers []func() // run last to first when the bench ends
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
 	if fl := cmd.Flags().Lookup("data"); fl == nil || !fl.Changed {
 		dir, err := os.MkdirTemp("", "caduceus-bench-")
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		closers = append(closers, func() { os.RemoveAll(dir) })
 		a.cfg.Data = dir
 	}
 	up, err := bench.FakeUpstream()
 	if err != nil {
 		return err
 	}
-	defer up.Close()
+	closers = append(closers, func() { up.Close() })
 	bare, err := bench.BareProxy(up.URL, f.conns)
 	if err != nil {
 		return err
 	}
-	defer bare.Close()
+	closers = append(closers, func() { bare.Close() })
 
 	// Tracing, as serve sets it up (--otlp-endpoint or the environment).
 	endTracing, err := a.startTracing(ctx)
 	if err != nil {
 		return err
 	}
-	defer endTracing()
+	closers = append(closers, endTracing)
 
-	// Caduceus as serve builds it, three times over one store: the fake
-	// upstream as "openai" in shim.upstreams (pass-through), as a governed
-	// gateway route, and governed with balancing and rate limits.
-	a.cfg.Gates = []string{"shim"}
-	db, err := a.openStore(ctx)
+	stores, err := a.benchStores(ctx, f.compareStores, &closers)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	stores := []*store.DB{db}
-	for i, dsn := range f.compareStores {
-		other, err := store.Open(ctx, dsn, filepath.Join(a.cfg.Data, fmt.Sprintf("compare-%d", i+1)))
-		if err != nil {
-			return &exitError{2, fmt.Errorf("--compare-store %q: %w", dsn, err)}
-		}
-		defer other.Close()
-		for _, seen := range stores {
-			if seen.Name() == other.Name() {
-				return &exitError{2, fmt.Errorf("--compare-store %q: a second %s store (its targets would have the same names)", dsn, other.Name())}
-			}
-		}
-		stores = append(stores, other)
+	caduceusTargets, err := a.caduceusTargets(ctx, stores, up.URL, &closers)
+	if err != nil {
+		return err
 	}
-	var caduceusTargets [][3]benchTarget // per store: pass-through, governed, breadth
-	for _, db := range stores {
-		keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
-		var ts [3]benchTarget
-		for i, t := range []struct {
-			gw     *upstream.Config // nil: pass-through
-			grants []string
-		}{
-			{nil, nil},
-			{governedBenchConfig(up.URL), []string{"openai/" + bench.Model}},
-			{breadthBenchConfig(up.URL), []string{"eu/" + bench.Model, "us/" + bench.Model}},
-		} {
-			if ts[i], err = a.startBenchTarget(ctx, db, keys, up.URL, t.gw, t.grants); err != nil {
-				return err
-			}
-			defer ts[i].close()
-		}
-		caduceusTargets = append(caduceusTargets, ts)
-	}
-
 	var started []*bench.Peer
-	defer func() {
-		for _, p := range started {
-			p.Close()
-		}
-	}()
 	for _, spec := range peers {
 		p, err := bench.StartPeer(ctx, spec, up.URL, spec.Body(), f.peerWait)
 		if err != nil {
 			return err
 		}
+		closers = append(closers, func() { p.Close() })
 		started = append(started, p)
 	}
 
@@ -212,16 +170,113 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
 		f.conns, f.rounds, f.duration, f.warmup, strings.Join(names, " and "), runtime.GOMAXPROCS(0))
+	targets := benchTargets(f, stores, up.URL, bare.URL, caduceusTargets, started)
+	results, err := runBenchRounds(ctx, f, targets)
+	if err != nil {
+		return err
+	}
+	if f.memProfile != "" {
+		if err := writeHeapProfile(f.memProfile); err != nil {
+			return err
+		}
+	}
+	bench.Report(a.stdout, "bare-proxy", results)
+	bench.ReportAdded(a.stdout, targets[0].name, results)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// checkBenchFlags refuses flag values the bench cannot run with, and reads
+// the peers.
+func checkBenchFlags(f benchFlags) ([]bench.PeerSpec, error) {
+	if f.conns <= 0 || f.rounds <= 0 || f.duration <= 0 || f.warmup < 0 {
+		return nil, fmt.Errorf("--conns, --rounds and --duration must be positive, --warmup not negative")
+	}
+	if f.profile != "pass-through" && f.profile != "governed" && f.profile != "breadth" {
+		return nil, fmt.Errorf("--profile %q: want pass-through, governed or breadth", f.profile)
+	}
+	peers, err := parseBenchPeers(f.peers, f.peerHeaders, f.peerModels)
+	if err != nil {
+		return nil, err
+	}
+	if len(peers) > 0 && f.peerWait <= 0 {
+		return nil, fmt.Errorf("--peer-wait must be positive")
+	}
+	return peers, nil
+}
+
+// benchStores opens the bench's store and each --compare-store, the
+// closes added to closers.
+func (a *app) benchStores(ctx context.Context, compare []string, closers *[]func()) ([]*store.DB, error) {
+	// Caduceus as serve builds it, over the configured store.
+	a.cfg.Gates = []string{"shim"}
+	db, err := a.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	*closers = append(*closers, func() { db.Close() })
+	stores := []*store.DB{db}
+	for i, dsn := range compare {
+		other, err := store.Open(ctx, dsn, filepath.Join(a.cfg.Data, fmt.Sprintf("compare-%d", i+1)))
+		if err != nil {
+			return nil, &exitError{2, fmt.Errorf("--compare-store %q: %w", dsn, err)}
+		}
+		*closers = append(*closers, func() { other.Close() })
+		for _, seen := range stores {
+			if seen.Name() == other.Name() {
+				return nil, &exitError{2, fmt.Errorf("--compare-store %q: a second %s store (its targets would have the same names)", dsn, other.Name())}
+			}
+		}
+		stores = append(stores, other)
+	}
+	return stores, nil
+}
+
+// caduceusTargets starts, on each store, Caduceus three times over: the
+// fake upstream as "openai" in shim.upstreams (pass-through), as a
+// governed gateway route, and governed with balancing and rate limits.
+func (a *app) caduceusTargets(ctx context.Context, stores []*store.DB, upURL string, closers *[]func()) ([][3]benchTarget, error) {
+	var out [][3]benchTarget
+	for _, db := range stores {
+		keys := auth.NewService(db.Keys(), nil, auth.DefaultCacheTTL)
+		var ts [3]benchTarget
+		for i, t := range []struct {
+			gw     *upstream.Config // nil: pass-through
+			grants []string
+		}{
+			{nil, nil},
+			{governedBenchConfig(upURL), []string{"openai/" + bench.Model}},
+			{breadthBenchConfig(upURL), []string{"eu/" + bench.Model, "us/" + bench.Model}},
+		} {
+			var err error
+			if ts[i], err = a.startBenchTarget(ctx, db, keys, upURL, t.gw, t.grants); err != nil {
+				return nil, err
+			}
+			*closers = append(*closers, ts[i].close)
+		}
+		out = append(out, ts)
+	}
+	return out, nil
+}
+
+// benchRun is one target of the rounds: its name, its load, and whether
+// --cpuprofile profiles it.
+type benchRun struct {
+	name    string
+	load    bench.Load
+	profile bool
+}
+
+// benchTargets are the rounds' targets, in order: the fake upstream, the
+// bare proxy, each store's three Caduceus targets, the peers.
+func benchTargets(f benchFlags, stores []*store.DB, upURL, bareURL string, caduceus [][3]benchTarget, peers []*bench.Peer) []benchRun {
 	load := func(url string, h http.Header) bench.Load {
 		return bench.Load{URL: url + "/v1/chat/completions", Header: h, Body: bench.ChatBody, Conns: f.conns, Duration: f.duration, Warmup: f.warmup}
 	}
-	type target struct {
-		name    string
-		load    bench.Load
-		profile bool
-	}
-	own := benchTargetNames(db.Name())
-	targets := []target{{own[0], load(up.URL, nil), false}, {own[1], load(bare.URL, nil), false}}
+	own := benchTargetNames(stores[0].Name())
+	targets := []benchRun{{own[0], load(upURL, nil), false}, {own[1], load(bareURL, nil), false}}
 	for i, db := range stores {
 		// On Postgres the Caduceus targets also report the server's CPU,
 		// when it runs on this machine (bench.PostgresCPU; "-" when it
@@ -234,32 +289,37 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 			return l
 		}
 		names := benchTargetNames(db.Name())
-		ts := caduceusTargets[i]
+		ts := caduceus[i]
 		first := i == 0 // --cpuprofile profiles the first store's target
 		targets = append(targets,
-			target{names[2], ts[0].load(caduceusLoad), first && f.profile == "pass-through"},
-			target{names[3], ts[1].load(caduceusLoad), first && f.profile == "governed"},
-			target{names[4], ts[2].load(caduceusLoad), first && f.profile == "breadth"})
+			benchRun{names[2], ts[0].load(caduceusLoad), first && f.profile == "pass-through"},
+			benchRun{names[3], ts[1].load(caduceusLoad), first && f.profile == "governed"},
+			benchRun{names[4], ts[2].load(caduceusLoad), first && f.profile == "breadth"})
 	}
-	for _, p := range started {
+	for _, p := range peers {
 		l := load(p.URL, p.Header)
 		l.Body = p.Body
 		l.ExtraCPU = p.CPU
-		targets = append(targets, target{p.Name, l, false})
+		targets = append(targets, benchRun{p.Name, l, false})
 	}
+	return targets
+}
+
+// runBenchRounds runs the targets in turn for f.rounds rounds, merging
+// each target's rounds; --cpuprofile profiles its target's first round.
+func runBenchRounds(ctx context.Context, f benchFlags, targets []benchRun) ([]bench.Result, error) {
 	results := make([]bench.Result, len(targets))
-	stopProfile := func() {}
 	for round := range f.rounds {
 		for i, tg := range targets {
+			stopProfile := func() {}
 			if tg.profile && round == 0 {
+				var err error
 				if stopProfile, err = startProfile(f.cpuProfile); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			r := bench.Run(ctx, tg.name, tg.load)
-			if tg.profile && round == 0 {
-				stopProfile()
-			}
+			stopProfile()
 			if round == 0 {
 				results[i] = r
 			} else {
@@ -267,17 +327,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 			}
 		}
 	}
-	if f.memProfile != "" {
-		if err := writeHeapProfile(f.memProfile); err != nil {
-			return err
-		}
-	}
-	bench.Report(a.stdout, "bare-proxy", results)
-	bench.ReportAdded(a.stdout, own[0], results)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return nil
+	return results, nil
 }
 
 // benchTargetNames are the names of the bench's own targets on the store

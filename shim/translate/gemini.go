@@ -156,6 +156,22 @@ func geminiSettings(m map[string]json.RawMessage, o Options, out *gRequest) *Err
 			return e
 		}
 	}
+	if e := geminiUncarried(m); e != nil {
+		return e
+	}
+	if e := geminiFormat(m, g); e != nil {
+		return e
+	}
+	if g.MaxOutputTokens > 0 || g.Temperature != nil || g.TopP != nil || g.StopSequences != nil || g.Seed != nil ||
+		g.PresencePenalty != nil || g.FrequencyPenalty != nil || g.ResponseMimeType != "" {
+		out.GenerationConfig = g
+	}
+	return nil
+}
+
+// geminiUncarried refuses what Gemini cannot answer: more than one
+// choice, log probabilities, other modalities than text.
+func geminiUncarried(m map[string]json.RawMessage) *Error {
 	if raw := m["n"]; !isNull(raw) {
 		var n int64
 		if e := decode(raw, &n, "n", "an integer"); e != nil {
@@ -179,6 +195,12 @@ func geminiSettings(m map[string]json.RawMessage, o Options, out *gRequest) *Err
 			}
 		}
 	}
+	return nil
+}
+
+// geminiFormat carries response_format: json_object and json_schema as a
+// JSON answer (with its schema).
+func geminiFormat(m map[string]json.RawMessage, g *gGenConfig) *Error {
 	if raw := m["response_format"]; !isNull(raw) {
 		var rf struct {
 			Type       string `json:"type"`
@@ -201,10 +223,6 @@ func geminiSettings(m map[string]json.RawMessage, o Options, out *gRequest) *Err
 		default:
 			return refuse("response_format.type", "%q: want text, json_object or json_schema", rf.Type)
 		}
-	}
-	if g.MaxOutputTokens > 0 || g.Temperature != nil || g.TopP != nil || g.StopSequences != nil || g.Seed != nil ||
-		g.PresencePenalty != nil || g.FrequencyPenalty != nil || g.ResponseMimeType != "" {
-		out.GenerationConfig = g
 	}
 	return nil
 }
