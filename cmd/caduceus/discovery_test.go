@@ -66,7 +66,7 @@ func TestDiscoveryIsPublicAndFromTheRouteTable(t *testing.T) {
 		t.Fatalf("openapi.json: %v %q", err, api.OpenAPI)
 	}
 	for _, want := range []struct{ method, path, scope string }{
-		{"post", "/v1/trader/decisions", "operate"}, {"post", "/v1/chat/completions", ""}, {"post", "/v1/messages", ""},
+		{"post", "/v1/trader/decisions", "operate"}, {"post", "/v1/chat/completions", "route"}, {"post", "/v1/messages", "route"},
 		{"put", "/v1/provisions/{id}", "configure"}, {"delete", "/v1/admin/keys/{id}", "admin"}, {"post", "/mcp", ""},
 		{"post", "/v1/executor/ticks", "operate"}, {"get", "/openapi.json", ""}, {"get", "/", ""},
 	} {
