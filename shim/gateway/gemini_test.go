@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"google.golang.org/genai"
@@ -196,6 +198,91 @@ func TestGeminiThroughTheSDKs(t *testing.T) {
 	for i, r := range results[:3] {
 		if r.Settled != want || r.UpstreamWire != "gemini" {
 			t.Errorf("request %d settled %d over %q, want %d over gemini", i, r.Settled, r.UpstreamWire, want)
+		}
+	}
+}
+
+// TestGeminiForAMessagesClient: an Anthropic messages client of the
+// official Anthropic SDK reaches a Gemini route too, through chat's shape
+// both ways: whole, streamed (the accumulated message), and a tool call;
+// spend settles at Gemini's usage.
+func TestGeminiForAMessagesClient(t *testing.T) {
+	up, seen := fakeGemini(t)
+	price := upstream.Price{Input: 1_000_000, CachedInput: 250_000, Output: 4_000_000, MaxOutputTokens: 1000}
+	conf := upstream.Config{
+		Routes: map[string]upstream.Route{"g": {Kind: provider.KindGemini, BaseURL: up.URL, Models: []string{"gemini-2.5-flash"}}},
+		Plans: map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone, Models: map[string][]upstream.Step{
+			"gemini-2.5-flash": {{Route: "g", Translate: true}}}}},
+		Prices: map[string]upstream.Price{"gemini/gemini-2.5-flash": price},
+	}
+	if err := conf.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db), Keys: map[string]string{"g": "gk-1"}})
+	var mu sync.Mutex
+	var settled []int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		pr, err := wire.Parse(wire.Messages, b)
+		if err != nil {
+			wire.WriteError(w, wire.Messages, 400, "invalid_request", err.Error())
+			return
+		}
+		res := gw.Forward(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Messages,
+			Caller: caller("gemini/gemini-2.5-flash"), Parsed: pr, Body: pr.Body(), Header: r.Header, ID: fmt.Sprintf("rct_gm_%d", reqN.Add(1))})
+		if res.Refusal != nil {
+			wire.WriteError(w, wire.Messages, res.Refusal.Status, res.Refusal.Code, res.Refusal.Message)
+		} else if res.Final != nil {
+			w.Write(res.Final)
+		}
+		mu.Lock()
+		settled = append(settled, res.Settled)
+		mu.Unlock()
+	}))
+	defer front.Close()
+	client := anthropic.NewClient(aoption.WithBaseURL(front.URL), aoption.WithAPIKey("cad_x"), aoption.WithMaxRetries(0))
+	params := anthropic.MessageNewParams{Model: "gemini-2.5-flash", MaxTokens: 64, System: []anthropic.TextBlockParam{{Text: "be brief"}},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
+
+	msg, err := client.Messages.New(t.Context(), params)
+	if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != "hello" || msg.StopReason != "end_turn" || msg.Usage.OutputTokens != 7 {
+		t.Fatalf("whole: %v %+v", err, msg)
+	}
+	stream := client.Messages.NewStreaming(t.Context(), params)
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil || len(acc.Content) != 1 || acc.Content[0].Text != "hello" || acc.StopReason != "end_turn" || acc.Usage.OutputTokens != 7 {
+		t.Fatalf("stream: %v %+v", err, acc)
+	}
+	params.Tools = []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather",
+		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}}
+	tools, err := client.Messages.New(t.Context(), params)
+	if err != nil || len(tools.Content) != 1 || tools.Content[0].Type != "tool_use" || tools.Content[0].Name != "get_weather" ||
+		string(tools.Content[0].Input) != `{"city":"Paris"}` || tools.StopReason != "tool_use" {
+		t.Fatalf("tools: %v %+v", err, tools)
+	}
+	calls := seen()
+	if len(calls) != 3 || calls[0].Path != "/v1beta/models/gemini-2.5-flash:generateContent" || calls[1].Query != "alt=sse" {
+		t.Fatalf("Gemini saw %+v", calls)
+	}
+	if sys, _ := json.Marshal(calls[0].Body["systemInstruction"]); string(sys) != `{"parts":[{"text":"be brief"}]}` {
+		t.Fatalf("the system prompt reached Gemini as %s", sys)
+	}
+	want := int64(price.Cost(upstream.Usage{Input: 8, CachedInput: 4, Output: 7, Reasoning: 2}))
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range settled {
+		if s != want {
+			t.Errorf("request %d settled %d, want %d", i, s, want)
 		}
 	}
 }

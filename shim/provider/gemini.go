@@ -48,8 +48,11 @@ func (gemini) CheckRoute(string, upstream.Route) error { return nil }
 func (gemini) Speaks(wire.Protocol, string) bool { return false }
 
 func (gemini) Translator(client wire.Protocol, _ string) Translator {
-	if client == wire.ChatCompletions {
+	switch client {
+	case wire.ChatCompletions:
 		return geminiTranslator{}
+	case wire.Messages:
+		return viaChat{geminiTranslator{}}
 	}
 	return nil
 }

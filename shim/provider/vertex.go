@@ -64,6 +64,8 @@ func (*vertex) Translator(client wire.Protocol, model string) Translator {
 		return translator{client: client, up: wire.Messages}
 	case client == wire.ChatCompletions && model != "":
 		return geminiTranslator{}
+	case client == wire.Messages && model != "":
+		return viaChat{geminiTranslator{}}
 	}
 	return nil
 }
