@@ -43,7 +43,7 @@ func (f *forwarding) reserve(ctx context.Context, g *Gateway, i int, att *Attemp
 	id, caller := f.ids[i], f.req.Caller
 	rid := f.req.ID + "-" + strconv.Itoa(len(f.res.Attempts)) // the attempt's number: a retry is another
 
-	keyLim, tenLim := f.cfg.Budgets.For(string(caller.Identity.TenantSlot), caller.KeyID)
+	keyLim, tenLim := f.keyLim, f.tenLim
 	ticket, err := g.cfg.Ledger.Reserve(ctx, upstream.Reservation{ID: rid, Tenant: caller.Identity.TenantSlot, KeyID: caller.KeyID,
 		Identity: id, Amount: amount, KeyLimit: keyLim, TenantLimit: tenLim})
 	if errors.Is(err, upstream.ErrBudgetExceeded) {
@@ -105,7 +105,7 @@ func (g *Gateway) admit(ctx context.Context, f *forwarding) ([]upstream.RateWind
 		return nil, nil
 	}
 	caller := f.req.Caller
-	keyLim, tenLim := f.cfg.Budgets.For(string(caller.Identity.TenantSlot), caller.KeyID)
+	keyLim, tenLim := f.keyLim, f.tenLim
 	now := g.cfg.Now()
 	minute := now.Unix() / 60
 	var ws []upstream.RateWindow

@@ -16,6 +16,9 @@ type forwarding struct {
 	req   Request
 	cfg   upstream.Config
 	model string // the model the client asked for
+	// keyLim and tenLim are the caller's key's and tenant's budgets and
+	// rate limits, read once (upstream.Budgets.For).
+	keyLim, tenLim upstream.Limit
 	plan  upstream.Plan
 	steps []upstream.Step
 	ids   []string // each step's model identity
@@ -54,6 +57,7 @@ type forwarding struct {
 func (g *Gateway) route(req Request) (*forwarding, *Refusal) {
 	c := g.cfg.Upstream
 	f := &forwarding{req: req, cfg: c, body: req.Body}
+	f.keyLim, f.tenLim = c.Budgets.For(string(req.Caller.Identity.TenantSlot), req.Caller.KeyID)
 	if req.Parsed != nil {
 		f.model = req.Parsed.Model
 	}
