@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,11 @@ const (
 	EnvPeerUpstream = "CADUCEUS_BENCH_UPSTREAM"
 	// EnvPeerPort is the loopback port the peer is to listen on.
 	EnvPeerPort = "CADUCEUS_BENCH_PORT"
+	// EnvPeerHeaders names a file the peer may write, before it answers,
+	// with headers every request to it must carry, "Name: value" a line
+	// (a key it made itself, say): the bench reads it while it waits for
+	// the peer and sends them beside the --peer-header ones.
+	EnvPeerHeaders = "CADUCEUS_BENCH_HEADERS"
 )
 
 // PeerSpec is a peer: another proxy, started as a command of its own, that
@@ -153,7 +159,8 @@ func expandUpstream(s, upstream string) string {
 type Peer struct {
 	Name string
 	URL  string // http://127.0.0.1:PORT
-	// Header is the spec's, its values expanded: what its load sends.
+	// Header is the spec's, its values expanded, and those the peer wrote
+	// to its headers file (EnvPeerHeaders): what its load sends.
 	Header http.Header
 	// Body is the request body its readiness check sent: what its load
 	// sends.
@@ -161,11 +168,12 @@ type Peer struct {
 	// Grace is how long Close waits after SIGTERM before SIGKILL.
 	Grace time.Duration
 
-	cmd    *exec.Cmd
-	pid    int
-	out    *os.File // the command's stdout and stderr
-	exited chan struct{}
-	err    error // cmd.Wait's, once exited is closed
+	cmd     *exec.Cmd
+	pid     int
+	out     *os.File // the command's stdout and stderr
+	headers string   // the file the peer may write its headers to
+	exited  chan struct{}
+	err     error // cmd.Wait's, once exited is closed
 }
 
 // StartPeer starts spec's command with EnvPeerUpstream set to upstream and
@@ -183,8 +191,9 @@ func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte,
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", spec.Name, err)
 	}
+	headers := out.Name() + ".headers"
 	cmd := exec.Command("sh", "-c", spec.Command)
-	cmd.Env = append(os.Environ(), EnvPeerUpstream+"="+upstream, EnvPeerPort+"="+strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), EnvPeerUpstream+"="+upstream, EnvPeerPort+"="+strconv.Itoa(port), EnvPeerHeaders+"="+headers)
 	cmd.Stdout, cmd.Stderr = out, out
 	// A process group of its own, so Close reaches every process the
 	// command starts; and a SIGTERM if this process dies without Close.
@@ -201,7 +210,7 @@ func StartPeer(ctx context.Context, spec PeerSpec, upstream string, body []byte,
 		}
 	}
 	p := &Peer{Name: spec.Name, URL: "http://127.0.0.1:" + strconv.Itoa(port), Header: header, Body: body, Grace: 3 * time.Second,
-		cmd: cmd, pid: cmd.Process.Pid, out: out, exited: make(chan struct{})}
+		cmd: cmd, pid: cmd.Process.Pid, out: out, headers: headers, exited: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	if err := p.waitReady(ctx, body, wait); err != nil {
 		p.Close()
@@ -227,6 +236,9 @@ func (p *Peer) waitReady(ctx context.Context, body []byte, wait time.Duration) e
 		}
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("peer %s did not answer a POST /v1/chat/completions with 2xx within %s (last: %s); its output ends:\n%s", p.Name, wait, last, p.tail())
+		}
+		if err := p.readHeaders(); err != nil {
+			return err
 		}
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, p.URL+"/v1/chat/completions", bytes.NewReader(body))
@@ -285,7 +297,7 @@ func (p *Peer) CPU() (time.Duration, error) {
 // Close ends the peer: SIGTERM to its process group, then SIGKILL after
 // Grace if any of the group is left, and removes its output file.
 func (p *Peer) Close() {
-	defer func() { p.out.Close(); os.Remove(p.out.Name()) }()
+	defer func() { p.out.Close(); os.Remove(p.out.Name()); os.Remove(p.headers) }()
 	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
 	deadline := time.Now().Add(p.Grace)
 	for time.Now().Before(deadline) {
@@ -420,4 +432,28 @@ func groupCPU(pgid int) (time.Duration, error) {
 		return 0, fmt.Errorf("no process of group %d in /proc", pgid)
 	}
 	return total, nil
+}
+
+// readHeaders adds to p.Header the headers the peer wrote to its headers
+// file (EnvPeerHeaders), if it wrote one: "Name: value" a line.
+func (p *Peer) readHeaders() error {
+	b, err := os.ReadFile(p.headers)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("peer %s: its headers file: %w", p.Name, err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue // an empty line, or the file just created
+		}
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return fmt.Errorf("peer %s: its headers file holds %q: want Name: value lines", p.Name, line)
+		}
+		p.Header.Set(name, value)
+	}
+	return nil
 }

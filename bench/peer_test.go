@@ -515,3 +515,34 @@ exec "$FAKE_PROXY"
 		t.Errorf("Bifrost's directory %s is still there after Close: %v", appDir, err)
 	}
 }
+
+// TestPeerWritesItsHeaders: a peer that needs a header only it knows (a
+// key it made) writes it to its headers file before it answers; the
+// readiness check and the load send it. A malformed line is refused by
+// name.
+func TestPeerWritesItsHeaders(t *testing.T) {
+	bin := peerProxyBin(t)
+	up, err := FakeUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	command := `echo "X-Peer-Key: k-$$" > "$` + EnvPeerHeaders + `"; PEERPROXY_REQUIRE="X-Peer-Key: k-$$" exec ` + bin
+	p, err := StartPeer(t.Context(), PeerSpec{Name: "keyed", Command: command}, up.URL, ChatBody, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Header.Get("X-Peer-Key"); !strings.HasPrefix(got, "k-") {
+		t.Fatalf("the peer's header X-Peer-Key %q", got)
+	}
+	res := Run(t.Context(), "keyed", Load{URL: p.URL + "/v1/chat/completions", Header: p.Header, Body: ChatBody,
+		Conns: 2, Duration: 200 * time.Millisecond, Warmup: 50 * time.Millisecond})
+	if res.Requests == 0 || res.Errors != 0 {
+		t.Errorf("load with the peer's header: %d requests, %d errors (%s)", res.Requests, res.Errors, res.FirstErr)
+	}
+	_, err = StartPeer(t.Context(), PeerSpec{Name: "garbled", Command: `echo "no colon here" > "$` + EnvPeerHeaders + `"; exec ` + bin}, up.URL, ChatBody, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), `peer garbled: its headers file holds "no colon here"`) {
+		t.Errorf("a malformed headers file: %v", err)
+	}
+}

@@ -218,3 +218,31 @@ func buildPeerProxy(t *testing.T) string {
 	}
 	return bin
 }
+
+// TestBenchLoadsACaduceusBuildAsAPeer: bench/peers/caduceus.sh runs a
+// Caduceus binary (this test's, as main) governed, hands the bench the
+// route key it made through $CADUCEUS_BENCH_HEADERS, and every request of
+// the peer's load is answered — the way two builds compare in one run.
+func TestBenchLoadsACaduceusBuildAsAPeer(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(t.TempDir(), "caduceus")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec env "+envAsMain+"=1 "+self+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "300ms", "--warmup", "0s", "--conns", "2", "--data", t.TempDir(),
+		"--peer", "this build=CADUCEUS_PEER_BIN="+wrapper+" ../../bench/peers/caduceus.sh")
+	if code != 0 {
+		t.Fatalf("bench: %d\n%s\n%s", code, out, errOut)
+	}
+	if f := benchRow(out, "this build"); len(f) < 5 || f[0] == "0" || f[3] != "0" {
+		t.Fatalf("the peer's row %q (want requests answered and 0 errors)\n%s", f, out)
+	}
+	code, _, errOut = cli(t, "bench", "--rounds", "1", "--duration", "100ms", "--data", t.TempDir(), "--peer-wait", "10s",
+		"--peer", "nobin=../../bench/peers/caduceus.sh")
+	if code == 0 || !strings.Contains(errOut, "set CADUCEUS_PEER_BIN to the caduceus binary to run") {
+		t.Errorf("without CADUCEUS_PEER_BIN: exit %d\n%s", code, errOut)
+	}
+}
