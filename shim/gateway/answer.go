@@ -12,10 +12,11 @@ import (
 )
 
 // terminal reports whether ev ends its stream: chat's [DONE], Anthropic's
-// message_stop, the Responses API's response.completed.
+// message_stop, the Responses API's response.completed (or incomplete,
+// or failed).
 func terminal(ev wire.SSE) bool {
 	switch ev.Name {
-	case "message_stop", "response.completed":
+	case "message_stop", "response.completed", "response.incomplete", "response.failed":
 		return true
 	}
 	return bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]"))

@@ -61,14 +61,16 @@ func forwardAs(t *testing.T, gw *gateway.Gateway, p wire.Protocol, body string, 
 	return res, rec
 }
 
-// TestTranslatedRefusalsBeforeAnyCall: a Responses client is not
-// translated (wrong_protocol), and a chat request Anthropic cannot carry
-// is refused naming the field — neither calls, reserves or charges.
+// TestTranslatedRefusalsBeforeAnyCall: a Responses request or a chat
+// request Anthropic cannot carry (a previous_response_id: a translated
+// route keeps no conversation; an audio part) is refused naming the field
+// — neither calls, reserves or charges.
 func TestTranslatedRefusalsBeforeAnyCall(t *testing.T) {
 	up := newFake(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 500) })
 	gw := translatedRig(t, up.URL, false)
-	res, _ := forwardAs(t, gw, wire.Responses, `{"model":"claude-sonnet-4-5","input":"hi"}`, nil)
-	if res.Refusal == nil || res.Refusal.Code != gateway.CodeWrongWire || res.Refusal.Status != 400 {
+	res, _ := forwardAs(t, gw, wire.Responses, `{"model":"claude-sonnet-4-5","input":"hi","previous_response_id":"resp_1"}`, nil)
+	if res.Refusal == nil || res.Refusal.Code != gateway.CodeInvalidRequest || res.Refusal.Status != 400 ||
+		!strings.Contains(res.Refusal.Message, "previous_response_id") || len(res.Attempts) != 0 {
 		t.Fatalf("responses: %+v", res.Refusal)
 	}
 	res, _ = forwardAs(t, gw, wire.ChatCompletions, `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, nil)

@@ -27,8 +27,11 @@ func (anthropic) Class() contract.Provider { return contract.ProviderClaude }
 func (anthropic) Speaks(p wire.Protocol, _ string) bool { return p == wire.Messages }
 
 func (anthropic) Translator(client wire.Protocol, _ string) Translator {
-	if client == wire.ChatCompletions {
+	switch client {
+	case wire.ChatCompletions:
 		return translator{client: client, up: wire.Messages}
+	case wire.Responses:
+		return responsesViaChat{translator{client: wire.ChatCompletions, up: wire.Messages}}
 	}
 	return nil
 }

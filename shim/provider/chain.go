@@ -56,3 +56,37 @@ func (c *chainedStream) pipe(evs []wire.SSE) []wire.SSE {
 func (c *chainedStream) Event(ev wire.SSE) []wire.SSE { return c.pipe(c.first.Event(ev)) }
 
 func (c *chainedStream) End() []wire.SSE { return append(c.pipe(c.first.End()), c.second.End()...) }
+
+// responsesViaChat carries a Responses API client to a provider whose
+// translator takes a chat completions client (Anthropic's, Gemini's):
+// the request to chat (translate.ResponsesToChat) and on; the answer back
+// to chat and into a Response (translate.ChatToResponse); the stream
+// back through chat into response events (translate.ResponsesStream).
+// Errors are in OpenAI's envelope, the Responses API's own.
+type responsesViaChat struct{ next Translator }
+
+func (v responsesViaChat) Upstream() wire.Protocol { return v.next.Upstream() }
+
+func (v responsesViaChat) Request(body []byte, model string, maxTokens int64) ([]byte, error) {
+	chat, err := translate.ResponsesToChat(body, translate.Options{Model: model})
+	if err != nil {
+		return nil, err
+	}
+	return v.next.Request(chat, model, maxTokens)
+}
+
+func (v responsesViaChat) Answer(body []byte, created int64) ([]byte, error) {
+	chat, err := v.next.Answer(body, created)
+	if err != nil {
+		return nil, err
+	}
+	return translate.ChatToResponse(chat, created)
+}
+
+func (v responsesViaChat) ErrorAnswer(status int, body []byte) []byte {
+	return v.next.ErrorAnswer(status, body)
+}
+
+func (v responsesViaChat) Stream(_ bool, created int64) Stream {
+	return &chainedStream{first: v.next.Stream(true, created), second: translate.NewResponsesStream(created)}
+}

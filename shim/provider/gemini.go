@@ -53,6 +53,8 @@ func (gemini) Translator(client wire.Protocol, _ string) Translator {
 		return geminiTranslator{}
 	case wire.Messages:
 		return viaChat{geminiTranslator{}}
+	case wire.Responses:
+		return responsesViaChat{geminiTranslator{}}
 	}
 	return nil
 }

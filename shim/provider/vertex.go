@@ -62,6 +62,10 @@ func (*vertex) Translator(client wire.Protocol, model string) Translator {
 	switch {
 	case client == wire.ChatCompletions && claude(model):
 		return translator{client: client, up: wire.Messages}
+	case client == wire.Responses && claude(model):
+		return responsesViaChat{translator{client: wire.ChatCompletions, up: wire.Messages}}
+	case client == wire.Responses && model != "":
+		return responsesViaChat{geminiTranslator{}}
 	case client == wire.ChatCompletions && model != "":
 		return geminiTranslator{}
 	case client == wire.Messages && model != "":

@@ -30,6 +30,7 @@ type (
 		ToolChoice          any             `json:"tool_choice,omitempty"`
 		ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 		User                string          `json:"user,omitempty"`
+		ResponseFormat      any             `json:"response_format,omitempty"`
 	}
 	cStreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
