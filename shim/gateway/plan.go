@@ -19,9 +19,9 @@ type forwarding struct {
 	// keyLim and tenLim are the caller's key's and tenant's budgets and
 	// rate limits, read once (upstream.Budgets.For).
 	keyLim, tenLim upstream.Limit
-	plan  upstream.Plan
-	steps []upstream.Step
-	ids   []string // each step's model identity
+	plan           upstream.Plan
+	steps          []upstream.Step
+	ids            []string // each step's model identity
 	// groups are the balanced steps' members among steps, [from, to),
 	// with each step's weight (weights: only when there are groups);
 	// probes are the routes this request tries after their cool-down.
