@@ -93,6 +93,8 @@ type Route struct {
 	Project         string `json:"project,omitempty" yaml:"project"`
 	Location        string `json:"location,omitempty" yaml:"location"`
 	CredentialsFile string `json:"credentials_file,omitempty" yaml:"credentials_file"`
+	// Region is a bedrock route's AWS region.
+	Region string `json:"region,omitempty" yaml:"region"`
 }
 
 // kindSettings names the settings of r that belong to one kind or another
@@ -104,7 +106,7 @@ func (r Route) kindSettings() []string {
 		name string
 		set  bool
 	}{{"api_version", r.APIVersion != ""}, {"deployments", len(r.Deployments) > 0}, {"project", r.Project != ""},
-		{"location", r.Location != ""}, {"credentials_file", r.CredentialsFile != ""}} {
+		{"location", r.Location != ""}, {"credentials_file", r.CredentialsFile != ""}, {"region", r.Region != ""}} {
 		if s.set {
 			out = append(out, s.name)
 		}
