@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,11 +16,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/caduceus-dev/caduceus/shim/gateway"
-	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // azureCall is what the fake Azure resource saw of one request.
@@ -91,15 +88,7 @@ func TestAzureSpeaksAsTheAzureSDK(t *testing.T) {
 			"gpt-4o": {{Route: "az"}}, "gpt-4o-mini": {{Route: "az"}}}}},
 		Prices: map[string]upstream.Price{"azure/gpt-4o": price, "azure/gpt-4o-mini": price},
 	}
-	if err := conf.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db), Keys: map[string]string{"az": "sk-az"}})
+	gw := gatewayOn(t, conf, map[string]string{"az": "sk-az"})
 	forward := func(p wire.Protocol, body string) {
 		t.Helper()
 		pr, b := parsed(t, p, body)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,12 +23,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/caduceus-dev/caduceus/shim/gateway"
-	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // bedrockCall is what the fake Bedrock saw of one request.
@@ -167,36 +163,8 @@ func TestBedrockThroughTheSDKs(t *testing.T) {
 			model: {{Route: "br", Translate: true}}}}},
 		Prices: map[string]upstream.Price{"bedrock/" + model: price},
 	}
-	if err := conf.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db)})
-	var mu sync.Mutex
-	var settled []int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		pr, err := wire.Parse(wire.ChatCompletions, b)
-		if err != nil {
-			wire.WriteError(w, wire.ChatCompletions, 400, "invalid_request", err.Error())
-			return
-		}
-		res := gw.Forward(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.ChatCompletions,
-			Caller: caller("bedrock/" + model), Parsed: pr, Body: pr.Body(), Header: r.Header, ID: fmt.Sprintf("rct_br_%d", reqN.Add(1))})
-		if res.Refusal != nil {
-			wire.WriteError(w, wire.ChatCompletions, res.Refusal.Status, res.Refusal.Code, res.Refusal.Message)
-		} else if res.Final != nil {
-			w.Write(res.Final)
-		}
-		mu.Lock()
-		settled = append(settled, res.Settled)
-		mu.Unlock()
-	}))
-	defer front.Close()
+	gw := gatewayOn(t, conf, nil)
+	front, results := frontFor(t, gw, wire.ChatCompletions, "bedrock/"+model)
 	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1/"), option.WithAPIKey("cad_x"), option.WithMaxRetries(0))
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("be brief"), openai.UserMessage("hi")}
 	whole, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: model, Messages: msgs})
@@ -220,11 +188,9 @@ func TestBedrockThroughTheSDKs(t *testing.T) {
 		t.Fatalf("the system prompt reached Bedrock as %s", sys)
 	}
 	want := int64(price.Cost(upstream.Usage{Input: 11, Output: 4}))
-	mu.Lock()
-	defer mu.Unlock()
-	for i, s := range settled {
-		if s != want {
-			t.Errorf("request %d settled %d, want %d", i, s, want)
+	for i, r := range results() {
+		if r.Settled != want {
+			t.Errorf("request %d settled %d, want %d", i, r.Settled, want)
 		}
 	}
 }

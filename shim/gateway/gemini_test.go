@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +17,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"google.golang.org/genai"
 
-	"github.com/caduceus-dev/caduceus/shim/gateway"
-	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // geminiCall is what the fake Gemini API saw of one request.
@@ -114,37 +110,8 @@ func TestGeminiThroughTheSDKs(t *testing.T) {
 			"gemini-2.5-flash": {{Route: "g", Translate: true}}, "gemini-missing": {{Route: "g", Translate: true}}}}},
 		Prices: map[string]upstream.Price{"gemini/gemini-2.5-flash": price, "gemini/gemini-missing": price},
 	}
-	if err := conf.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db), Keys: map[string]string{"g": "gk-1"}})
-	var mu sync.Mutex
-	var results []gateway.Result
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		pr, err := wire.Parse(wire.ChatCompletions, b)
-		if err != nil {
-			wire.WriteError(w, wire.ChatCompletions, 400, "invalid_request", err.Error())
-			return
-		}
-		res := gw.Forward(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.ChatCompletions,
-			Caller: caller("gemini/gemini-2.5-flash", "gemini/gemini-missing"), Parsed: pr, Body: pr.Body(), Header: r.Header,
-			ID: fmt.Sprintf("rct_g_%d", reqN.Add(1))})
-		if res.Refusal != nil {
-			wire.WriteError(w, wire.ChatCompletions, res.Refusal.Status, res.Refusal.Code, res.Refusal.Message)
-		} else if res.Final != nil {
-			w.Write(res.Final)
-		}
-		mu.Lock()
-		results = append(results, res)
-		mu.Unlock()
-	}))
-	defer front.Close()
+	gw := gatewayOn(t, conf, map[string]string{"g": "gk-1"})
+	front, results := frontFor(t, gw, wire.ChatCompletions, "gemini/gemini-2.5-flash", "gemini/gemini-missing")
 	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1/"), option.WithAPIKey("cad_x"), option.WithMaxRetries(0))
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("be brief"), openai.UserMessage("hi")}
 
@@ -193,9 +160,7 @@ func TestGeminiThroughTheSDKs(t *testing.T) {
 		t.Fatalf("tool_choice required became %s", tc)
 	}
 	want := int64(price.Cost(upstream.Usage{Input: 8, CachedInput: 4, Output: 7, Reasoning: 2}))
-	mu.Lock()
-	defer mu.Unlock()
-	for i, r := range results[:3] {
+	for i, r := range results()[:3] {
 		if r.Settled != want || r.UpstreamWire != "gemini" {
 			t.Errorf("request %d settled %d over %q, want %d over gemini", i, r.Settled, r.UpstreamWire, want)
 		}
@@ -215,36 +180,8 @@ func TestGeminiForAMessagesClient(t *testing.T) {
 			"gemini-2.5-flash": {{Route: "g", Translate: true}}}}},
 		Prices: map[string]upstream.Price{"gemini/gemini-2.5-flash": price},
 	}
-	if err := conf.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db), Keys: map[string]string{"g": "gk-1"}})
-	var mu sync.Mutex
-	var settled []int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		pr, err := wire.Parse(wire.Messages, b)
-		if err != nil {
-			wire.WriteError(w, wire.Messages, 400, "invalid_request", err.Error())
-			return
-		}
-		res := gw.Forward(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Messages,
-			Caller: caller("gemini/gemini-2.5-flash"), Parsed: pr, Body: pr.Body(), Header: r.Header, ID: fmt.Sprintf("rct_gm_%d", reqN.Add(1))})
-		if res.Refusal != nil {
-			wire.WriteError(w, wire.Messages, res.Refusal.Status, res.Refusal.Code, res.Refusal.Message)
-		} else if res.Final != nil {
-			w.Write(res.Final)
-		}
-		mu.Lock()
-		settled = append(settled, res.Settled)
-		mu.Unlock()
-	}))
-	defer front.Close()
+	gw := gatewayOn(t, conf, map[string]string{"g": "gk-1"})
+	front, results := frontFor(t, gw, wire.Messages, "gemini/gemini-2.5-flash")
 	client := anthropic.NewClient(aoption.WithBaseURL(front.URL), aoption.WithAPIKey("cad_x"), aoption.WithMaxRetries(0))
 	params := anthropic.MessageNewParams{Model: "gemini-2.5-flash", MaxTokens: 64, System: []anthropic.TextBlockParam{{Text: "be brief"}},
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
@@ -278,11 +215,9 @@ func TestGeminiForAMessagesClient(t *testing.T) {
 		t.Fatalf("the system prompt reached Gemini as %s", sys)
 	}
 	want := int64(price.Cost(upstream.Usage{Input: 8, CachedInput: 4, Output: 7, Reasoning: 2}))
-	mu.Lock()
-	defer mu.Unlock()
-	for i, s := range settled {
-		if s != want {
-			t.Errorf("request %d settled %d, want %d", i, s, want)
+	for i, r := range results() {
+		if r.Settled != want {
+			t.Errorf("request %d settled %d, want %d", i, r.Settled, want)
 		}
 	}
 }

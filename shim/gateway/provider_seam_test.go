@@ -7,18 +7,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
-	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // echoKind is a provider the pipeline has never heard of, registered by
@@ -101,15 +98,7 @@ func TestANewProviderPlugsIn(t *testing.T) {
 		Plans:  map[string]upstream.Plan{"main": {Failover: upstream.FailoverNone, Models: map[string][]upstream.Step{"echo-1": {{Route: "e"}}}}},
 		Prices: map[string]upstream.Price{"echo/echo-1": price},
 	}
-	if err := conf.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db), Keys: map[string]string{"e": "sk-echo"}})
+	gw := gatewayOn(t, conf, map[string]string{"e": "sk-echo"})
 	for _, c := range []struct {
 		body string
 		want upstream.Usage

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -73,27 +71,7 @@ func fakeClaude(t *testing.T) (*fake, func() []map[string]any) {
 func TestResponsesClientReachesClaude(t *testing.T) {
 	up, seen := fakeClaude(t)
 	gw := translatedRig(t, up.URL, false)
-	var mu sync.Mutex
-	var settled []int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		pr, err := wire.Parse(wire.Responses, b)
-		if err != nil {
-			wire.WriteError(w, wire.Responses, 400, "invalid_request", err.Error())
-			return
-		}
-		res := gw.Forward(r.Context(), gateway.Writer{ResponseWriter: w}, gateway.Request{Protocol: wire.Responses,
-			Caller: caller("anthropic/claude-sonnet-4-5"), Parsed: pr, Body: pr.Body(), Header: r.Header, ID: fmt.Sprintf("rct_r_%d", reqN.Add(1))})
-		if res.Refusal != nil {
-			wire.WriteError(w, wire.Responses, res.Refusal.Status, res.Refusal.Code, res.Refusal.Message)
-		} else if res.Final != nil {
-			w.Write(res.Final)
-		}
-		mu.Lock()
-		settled = append(settled, res.Settled)
-		mu.Unlock()
-	}))
-	defer front.Close()
+	front, results := frontFor(t, gw, wire.Responses, "anthropic/claude-sonnet-4-5")
 	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1/"), option.WithAPIKey("cad_x"), option.WithMaxRetries(0))
 	params := responses.ResponseNewParams{Model: "claude-sonnet-4-5", Instructions: openai.String("be brief"),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
@@ -147,11 +125,9 @@ func TestResponsesClientReachesClaude(t *testing.T) {
 	}
 	price := upstream.Price{Input: 3_000_000, CachedInput: 300_000, Output: 15_000_000, MaxOutputTokens: 1000}
 	want := int64(price.Cost(upstream.Usage{Input: 10, Output: 3}))
-	mu.Lock()
-	defer mu.Unlock()
-	for i, s := range settled {
-		if s != want {
-			t.Errorf("request %d settled %d, want %d", i, s, want)
+	for i, r := range results() {
+		if r.Settled != want {
+			t.Errorf("request %d settled %d, want %d", i, r.Settled, want)
 		}
 	}
 }

@@ -28,11 +28,9 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/caduceus-dev/caduceus/shim/gateway"
-	"github.com/caduceus-dev/caduceus/shim/ledger"
 	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // fakeGoogleToken is Google's OAuth token endpoint for a service account:
@@ -173,15 +171,7 @@ func TestVertexThroughTheSDKs(t *testing.T) {
 			"claude-sonnet-4-5": {{Route: "v", Translate: true}}, "gemini-2.5-pro": {{Route: "v", Translate: true}}}}},
 		Prices: map[string]upstream.Price{"vertex/claude-sonnet-4-5": price, "vertex/gemini-2.5-pro": price},
 	}
-	if err := conf.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "gw.db"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	gw := gateway.New(gateway.Config{Upstream: conf, Ledger: ledger.Of(db), Holds: ledger.Of(db)})
+	gw := gatewayOn(t, conf, nil)
 	forward := func(p wire.Protocol, body string) string {
 		t.Helper()
 		pr, b := parsed(t, p, body)

@@ -139,21 +139,21 @@ func chatToMessages(body []byte, o Options) ([]byte, error) {
 	return mustJSON(out), nil
 }
 
-// chatUncarried refuses what a chat completions request asks that an
-// Anthropic route cannot answer: more than one choice, log probabilities,
-// other modalities than text, a structured response format.
-func chatUncarried(m map[string]json.RawMessage) *Error {
+// oneTextAnswer refuses what a chat completions request asks that route
+// (an Anthropic route, a Gemini route) cannot answer: more than one
+// choice, log probabilities, other modalities than text.
+func oneTextAnswer(m map[string]json.RawMessage, route string) *Error {
 	if raw := m["n"]; !isNull(raw) {
 		var n int64
 		if e := decode(raw, &n, "n", "an integer"); e != nil {
 			return e
 		}
 		if n != 1 {
-			return refuse("n", "%d choices: an Anthropic route answers one (n: 1)", n)
+			return refuse("n", "%d choices: %s answers one (n: 1)", n, route)
 		}
 	}
 	if raw := m["logprobs"]; !isNull(raw) && string(raw) != "false" {
-		return refuse("logprobs", "an Anthropic route reports no log probabilities")
+		return refuse("logprobs", "%s reports no log probabilities", route)
 	}
 	if raw := m["modalities"]; !isNull(raw) {
 		var mods []string
@@ -162,9 +162,19 @@ func chatUncarried(m map[string]json.RawMessage) *Error {
 		}
 		for i, mod := range mods {
 			if mod != "text" {
-				return refuse(fmt.Sprintf("modalities[%d]", i), "%q: an Anthropic route answers in text only", mod)
+				return refuse(fmt.Sprintf("modalities[%d]", i), "%q: %s answers in text only", mod, route)
 			}
 		}
+	}
+	return nil
+}
+
+// chatUncarried refuses what a chat completions request asks that an
+// Anthropic route cannot answer: oneTextAnswer's, and a structured
+// response format.
+func chatUncarried(m map[string]json.RawMessage) *Error {
+	if e := oneTextAnswer(m, "an Anthropic route"); e != nil {
+		return e
 	}
 	if raw := m["response_format"]; !isNull(raw) {
 		var rf struct {

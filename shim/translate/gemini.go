@@ -156,7 +156,7 @@ func geminiSettings(m map[string]json.RawMessage, o Options, out *gRequest) *Err
 			return e
 		}
 	}
-	if e := geminiUncarried(m); e != nil {
+	if e := oneTextAnswer(m, "a Gemini route"); e != nil {
 		return e
 	}
 	if e := geminiFormat(m, g); e != nil {
@@ -165,35 +165,6 @@ func geminiSettings(m map[string]json.RawMessage, o Options, out *gRequest) *Err
 	if g.MaxOutputTokens > 0 || g.Temperature != nil || g.TopP != nil || g.StopSequences != nil || g.Seed != nil ||
 		g.PresencePenalty != nil || g.FrequencyPenalty != nil || g.ResponseMimeType != "" {
 		out.GenerationConfig = g
-	}
-	return nil
-}
-
-// geminiUncarried refuses what Gemini cannot answer: more than one
-// choice, log probabilities, other modalities than text.
-func geminiUncarried(m map[string]json.RawMessage) *Error {
-	if raw := m["n"]; !isNull(raw) {
-		var n int64
-		if e := decode(raw, &n, "n", "an integer"); e != nil {
-			return e
-		}
-		if n != 1 {
-			return refuse("n", "%d choices: a Gemini route is asked for one (n: 1)", n)
-		}
-	}
-	if raw := m["logprobs"]; !isNull(raw) && string(raw) != "false" {
-		return refuse("logprobs", "not carried to a Gemini route")
-	}
-	if raw := m["modalities"]; !isNull(raw) {
-		var mods []string
-		if e := decode(raw, &mods, "modalities", "a list of strings"); e != nil {
-			return e
-		}
-		for i, mod := range mods {
-			if mod != "text" {
-				return refuse(fmt.Sprintf("modalities[%d]", i), "%q: a Gemini route is asked for text only", mod)
-			}
-		}
 	}
 	return nil
 }
