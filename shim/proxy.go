@@ -321,10 +321,21 @@ func (s *Service) reject(w http.ResponseWriter, t *turn, before http.Header, ran
 
 // fail answers 500 internal for a failure of the shim itself (a store read,
 // the ledger), once the receipt that names it is stored; when it cannot
-// be, unrecorded's 503 with the headers before (ran: an upstream ran the
+// be, or the failure is the store being unavailable (Config.Unavailable),
+// unrecorded's 503 with the headers before (ran: an upstream ran the
 // request), so the client is never handed a receipt id that is not stored.
 func (s *Service) fail(w http.ResponseWriter, t *turn, before http.Header, ran bool, err error) {
 	s.log.Error("shim: proxy failure", "receipt", t.rc.ID, "err", err)
+	if s.cfg.Unavailable != nil && s.cfg.Unavailable(err) {
+		// The store cannot be reached or written now (a stopped database,
+		// a full disk): nothing of the turn can be recorded, and the
+		// client may come back (unrecorded's 503 with Retry-After), as
+		// when the receipt itself could not be stored.
+		t.unstored = err
+		s.closeDeferred(context.WithoutCancel(t.r.Context()), t)
+		s.unrecorded(w, t, before, ran)
+		return
+	}
 	t.rc.Decision = DecisionFailed
 	t.rc.Refusal = &Refusal{Code: "internal", Message: "internal error"}
 	t.headers(w)

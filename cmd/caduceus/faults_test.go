@@ -302,6 +302,16 @@ func (l *faultLoad) check() {
 	if len(l.bad) > 10 {
 		l.t.Errorf("... and %d more", len(l.bad)-10)
 	}
+	if len(l.bad) > 0 {
+		// What the processes logged as errors says why they answered so.
+		for i, p := range l.procs {
+			for line := range strings.Lines(p.stderr.String()) {
+				if strings.Contains(line, "level=ERROR") {
+					l.t.Logf("process %d logged: %s", i, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
 	l.t.Logf("answers (kind status code: count): %v", l.codes)
 }
 
