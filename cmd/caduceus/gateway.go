@@ -9,6 +9,7 @@ import (
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/ledger"
+	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
@@ -44,6 +45,14 @@ func (a *app) logGateway() {
 	c := a.cfg.Shim.Gateway
 	for _, name := range slices.Sorted(maps.Keys(c.Routes)) {
 		r := c.Routes[name]
+		if cs, ok := provider.For(r.Kind).(provider.CredentialSource); ok {
+			if from, err := cs.Credential(r, a.getenv); err != nil {
+				a.log.Warn("shim route has no credential: its requests will be refused upstream", "route", name, "kind", r.Kind, "err", err)
+			} else {
+				a.log.Info("shim route", "route", name, "kind", r.Kind, "provider", r.ProviderOf(), "models", r.Models, "key", "from "+from)
+			}
+			continue
+		}
 		switch {
 		case r.KeyEnv == "":
 			a.log.Warn("shim route has no key_env: requests go upstream without authorization", "route", name, "url", r.BaseURL)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +21,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/caduceus-dev/caduceus/shim/provider"
+	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
@@ -449,5 +453,63 @@ func TestKeysGrants(t *testing.T) {
 	}
 	if _, out, _ := cli(t, "keys", "list", "--data", data); strings.Count(out, "\n") != 2 {
 		t.Errorf("a refused key was created:\n%s", out)
+	}
+}
+
+// TestShimDocKindBlocksLoad: docs/shim.md's example block of each upstream
+// kind (azure, gemini, vertex, bedrock) is a configuration serve takes:
+// read as the config file is read, and checked as serve checks it.
+func TestShimDocKindBlocksLoad(t *testing.T) {
+	for _, kind := range []string{"azure", "gemini", "vertex", "bedrock"} {
+		t.Run(kind, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "caduceus.yaml")
+			if err := os.WriteFile(file, []byte(shimDocBlock(t, "shim-kind-"+kind)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := readConfigFile(file)
+			if err != nil {
+				t.Fatalf("the %s block does not read: %v", kind, err)
+			}
+			if err := cfg.Shim.checkGateway(); err != nil {
+				t.Fatalf("the %s block is refused: %v", kind, err)
+			}
+			for _, r := range cfg.Shim.Gateway.Routes {
+				if string(r.Kind) != kind {
+					t.Fatalf("the %s block has a route of kind %s", kind, r.Kind)
+				}
+			}
+		})
+	}
+}
+
+// TestStartupNamesEachKindsCredential: serve's startup log says where each
+// route's credential comes from, by kind — a vertex route's key file, a
+// bedrock route's AWS environment — and names what is missing, instead of
+// calling a route without key_env unauthorized.
+func TestStartupNamesEachKindsCredential(t *testing.T) {
+	var logs bytes.Buffer
+	sa := filepath.Join(t.TempDir(), "sa.json")
+	a := &app{env: env{getenv: func(k string) string {
+		return map[string]string{"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret"}[k]
+	}}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	a.cfg.Shim.Gateway.Routes = map[string]upstream.Route{
+		"vx": {Kind: provider.KindVertex, Project: "p", Location: "us-east5", CredentialsFile: sa, Models: []string{"m"}},
+		"br": {Kind: provider.KindBedrock, Region: "us-east-1", Models: []string{"m"}},
+	}
+	a.logGateway()
+	if got := logs.String(); !strings.Contains(got, `route=vx kind=vertex err="credentials_file `+sa+` cannot be read`) ||
+		!strings.Contains(got, `route=br kind=bedrock provider=bedrock models=[m] key="from the AWS environment (AWS_ACCESS_KEY_ID)"`) ||
+		strings.Contains(got, "without authorization") {
+		t.Fatalf("startup log:\n%s", got)
+	}
+	if err := os.WriteFile(sa, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	a.getenv = func(string) string { return "" }
+	a.logGateway()
+	if got := logs.String(); !strings.Contains(got, `key="from credentials_file `+sa+`"`) ||
+		!strings.Contains(got, `route=br kind=bedrock err="provider: bedrock: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set"`) {
+		t.Fatalf("startup log:\n%s", got)
 	}
 }

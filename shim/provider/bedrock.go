@@ -62,6 +62,14 @@ func (bedrock) CheckRoute(name string, r upstream.Route) error {
 	return nil
 }
 
+// Credential implements CredentialSource: the AWS environment.
+func (bedrock) Credential(_ upstream.Route, getenv func(string) string) (string, error) {
+	if _, err := BedrockCredentials(getenv); err != nil {
+		return "", err
+	}
+	return "the AWS environment (AWS_ACCESS_KEY_ID)", nil
+}
+
 func (bedrock) Speaks(wire.Protocol, string) bool { return false }
 
 func (bedrock) Translator(client wire.Protocol, _ string) Translator {

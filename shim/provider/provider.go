@@ -140,6 +140,14 @@ func Register(p Provider) {
 	upstream.RegisterKind(p.Kind(), spec)
 }
 
+// CredentialSource is a provider whose routes take their credential from
+// elsewhere than key_env (a service-account key file, the AWS
+// environment): Credential says where, or why it is missing, for serve's
+// startup log.
+type CredentialSource interface {
+	Credential(r upstream.Route, getenv func(string) string) (from string, err error)
+}
+
 // RouteChecker is a provider with route settings of its own to check
 // (upstream.Config.Validate calls it for each route of its kind).
 type RouteChecker interface {

@@ -53,6 +53,14 @@ func (*vertex) Kind() upstream.Kind { return KindVertex }
 
 func (*vertex) Class() contract.Provider { return "" }
 
+// Credential implements CredentialSource: the service-account key file.
+func (*vertex) Credential(r upstream.Route, _ func(string) string) (string, error) {
+	if _, err := os.Stat(r.CredentialsFile); err != nil {
+		return "", fmt.Errorf("credentials_file %s cannot be read: %w", r.CredentialsFile, err)
+	}
+	return "credentials_file " + r.CredentialsFile, nil
+}
+
 // claude reports whether model is one of Anthropic's on Vertex.
 func claude(model string) bool { return strings.HasPrefix(model, "claude") }
 
