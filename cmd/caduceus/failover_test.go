@@ -78,16 +78,7 @@ func TestPostgresFailoverUnderLoad(t *testing.T) {
 	t.Logf("primary killed: every process answered every kind 503 within %v; promotion took %v; every process ready and writing %v after the promotion (by process: %v), %v after the kill",
 		gap.Round(time.Millisecond), promoted.Sub(killed.Add(gap)).Round(time.Millisecond), last.Round(time.Millisecond), recovered,
 		promoted.Add(last).Sub(killed).Round(time.Millisecond))
-	l.await("every process acknowledges every kind after the failover", 60*time.Second, l.every(l.acks, 2, 3, kTurn, kDecision, kTick, kKeys))
-	l.await("the key's budget runs out", 120*time.Second, func() bool { return l.budgeted.Load() > 0 })
-	l.check()
-	for _, p := range procs {
-		p.stop(t)
-	}
-	during := 0
-	for k := range kinds {
-		during += l.total(l.unavail, 1, k)
-	}
+	during := l.runOut("the failover")
 	t.Logf("turns answered: %d before the kill, %d after the promotion; %d answers 503 without a primary; %d turns refused for the budget",
 		l.total(l.acks, 0, kTurn), l.total(l.acks, 2, kTurn), during, l.budgeted.Load())
 

@@ -315,6 +315,24 @@ func (l *faultLoad) check() {
 	l.t.Logf("answers (kind status code: count): %v", l.codes)
 }
 
+// runOut lets the load run on until every process acknowledged every
+// kind after the fault (phase 2) and the key's budget ran out, checks the
+// answers, stops the processes, and says how many answers were 503s
+// during the fault (phase 1).
+func (l *faultLoad) runOut(fault string) (during int) {
+	l.t.Helper()
+	l.await("every process acknowledges every kind after "+fault, 60*time.Second, l.every(l.acks, 2, 3, kTurn, kDecision, kTick, kKeys))
+	l.await("the key's budget runs out", 120*time.Second, func() bool { return l.budgeted.Load() > 0 })
+	l.check()
+	for _, p := range l.procs {
+		p.stop(l.t)
+	}
+	for k := range kinds {
+		during += l.total(l.unavail, 1, k)
+	}
+	return during
+}
+
 // total is how many answers of kind in phase ph of counts holds, summed
 // over the processes.
 func (l *faultLoad) total(of [][4][kinds]int, ph, kind int) int {

@@ -129,16 +129,7 @@ func postgresOutage(t *testing.T, down func(*pgtest.Server)) {
 		seen.Round(time.Millisecond), outageHold, max(recovered[0], recovered[1], recovered[2]).Round(time.Millisecond), recovered)
 	// The load runs on until every process acknowledged every kind again
 	// and the budget ran out.
-	l.await("every process acknowledges every kind after the outage", 60*time.Second, l.every(l.acks, 2, 3, kTurn, kDecision, kTick, kKeys))
-	l.await("the key's budget runs out", 120*time.Second, func() bool { return l.budgeted.Load() > 0 })
-	l.check()
-	for _, p := range procs {
-		p.stop(t)
-	}
-	during := 0
-	for k := range kinds {
-		during += l.total(l.unavail, 1, k)
-	}
+	during := l.runOut("the outage")
 	t.Logf("turns answered: %d before the stop, %d after the start; %d answers 503 while stopped; %d turns refused for the budget",
 		l.total(l.acks, 0, kTurn), l.total(l.acks, 2, kTurn), during, l.budgeted.Load())
 

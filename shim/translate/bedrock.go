@@ -76,13 +76,9 @@ type (
 // cannot carry is refused the same way, and no empty text block is sent
 // (Converse refuses one).
 func ChatToConverse(body []byte, o Options) ([]byte, error) {
-	ab, err := chatToMessages(body, o)
-	if err != nil {
-		return nil, err
-	}
-	var a aRequest
-	if err := json.Unmarshal(ab, &a); err != nil {
-		return nil, err
+	a, e := chatToAnthropic(body, o)
+	if e != nil {
+		return nil, e
 	}
 	out := bRequest{Messages: []bMessage{}}
 	for _, s := range a.System {

@@ -34,16 +34,6 @@ func FuzzConverse(f *testing.F) {
 		evs := s.Event(wire.SSE{Name: name, Data: []byte(data)})
 		evs = append(evs, s.Event(wire.SSE{Name: "messageStop", Data: []byte(data)})...)
 		evs = append(evs, s.End()...)
-		for i, ev := range evs {
-			if string(ev.Data) == "[DONE]" {
-				if i != len(evs)-1 {
-					t.Fatal("events after [DONE]")
-				}
-				continue
-			}
-			if !json.Valid(ev.Data) {
-				t.Fatalf("event data not JSON: %s", ev.Data)
-			}
-		}
+		checkEvents(t, evs, func(wire.SSE) bool { return false })
 	})
 }

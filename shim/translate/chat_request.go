@@ -109,34 +109,44 @@ func textBlock(s string) aBlock { return aBlock{Type: "text", Text: &s} }
 // chatToMessages translates a chat completions request into an Anthropic
 // messages request.
 func chatToMessages(body []byte, o Options) ([]byte, error) {
+	out, e := chatToAnthropic(body, o)
+	if e != nil {
+		return nil, e
+	}
+	return mustJSON(out), nil
+}
+
+// chatToAnthropic is chatToMessages's request before it is encoded (the
+// Converse translation takes it from there).
+func chatToAnthropic(body []byte, o Options) (aRequest, *Error) {
 	var out aRequest
 	m, e := requestMembers(body, o, &out.Model, chatCarried, chatDropped,
 		"not supported when a chat completions request is served by an Anthropic route")
 	if e != nil {
-		return nil, e
+		return aRequest{}, e
 	}
 	if e := chatUncarried(m); e != nil {
-		return nil, e
+		return aRequest{}, e
 	}
 	if e := chatSettings(m, o, &out); e != nil {
-		return nil, e
+		return aRequest{}, e
 	}
 	if e := chatTools(m, &out); e != nil {
-		return nil, e
+		return aRequest{}, e
 	}
 	var msgs []json.RawMessage
 	if e := decode(m["messages"], &msgs, "messages", "a list of messages"); e != nil || len(msgs) == 0 {
-		return nil, refuse("messages", "want a non-empty list of messages")
+		return aRequest{}, refuse("messages", "want a non-empty list of messages")
 	}
 	for i, raw := range msgs {
 		if e := chatMessageTo(&out, raw, fmt.Sprintf("messages[%d]", i)); e != nil {
-			return nil, e
+			return aRequest{}, e
 		}
 	}
 	if len(out.Messages) == 0 {
-		return nil, refuse("messages", "no user or assistant message: an Anthropic route needs one")
+		return aRequest{}, refuse("messages", "no user or assistant message: an Anthropic route needs one")
 	}
-	return mustJSON(out), nil
+	return out, nil
 }
 
 // oneTextAnswer refuses what a chat completions request asks that route
@@ -448,17 +458,27 @@ func chatTexts(raw json.RawMessage, at string) ([]string, *Error) {
 	return out, nil
 }
 
-// chatUserContent reads a user message's content: text and images.
-func chatUserContent(raw json.RawMessage, at string) ([]aBlock, *Error) {
+// userParts reads a user message's content, a string or a list of parts,
+// as parts: a string is one text part ("" none).
+func userParts(raw json.RawMessage, at string) ([]chatPart, *Error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if s == "" {
 			return nil, nil
 		}
-		return []aBlock{textBlock(s)}, nil
+		return []chatPart{{Type: "text", Text: s}}, nil
 	}
 	var parts []chatPart
 	if e := decode(raw, &parts, at, "a string or a list of content parts"); e != nil {
+		return nil, e
+	}
+	return parts, nil
+}
+
+// chatUserContent reads a user message's content: text and images.
+func chatUserContent(raw json.RawMessage, at string) ([]aBlock, *Error) {
+	parts, e := userParts(raw, at)
+	if e != nil {
 		return nil, e
 	}
 	var out []aBlock

@@ -352,15 +352,8 @@ func geminiMessageTo(out *gRequest, raw json.RawMessage, at string, calls map[st
 // geminiUserContent reads a user message's content: text, and images as
 // data: URLs (a Gemini request carries an image's bytes, not its URL).
 func geminiUserContent(raw json.RawMessage, at string) ([]gPart, *Error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if s == "" {
-			return nil, nil
-		}
-		return []gPart{gText(s)}, nil
-	}
-	var parts []chatPart
-	if e := decode(raw, &parts, at, "a string or a list of content parts"); e != nil {
+	parts, e := userParts(raw, at)
+	if e != nil {
 		return nil, e
 	}
 	var out []gPart

@@ -31,27 +31,43 @@ func FuzzGemini(f *testing.F) {
 		if out := GeminiError(400, []byte(answer)); !json.Valid(out) {
 			t.Fatalf("error not JSON: %s", out)
 		}
-		s := NewGeminiStream(true, 1)
-		r := wire.NewSSEReader(strings.NewReader(stream))
-		var evs []wire.SSE
-		for {
-			ev, err := r.Next()
-			if err != nil {
-				break
-			}
-			evs = append(evs, s.Event(ev)...)
-		}
-		evs = append(evs, s.End()...)
-		for i, ev := range evs {
-			if string(ev.Data) == "[DONE]" {
-				if i != len(evs)-1 {
-					t.Fatalf("events after [DONE]: %d", len(evs)-1-i)
-				}
-				continue
-			}
-			if !json.Valid(ev.Data) {
-				t.Fatalf("event data not JSON: %s", ev.Data)
-			}
-		}
+		checkEvents(t, feedAll(NewGeminiStream(true, 1), stream), func(wire.SSE) bool { return false })
 	})
+}
+
+// eventStream is what the stream fuzz targets translate: one answer's
+// events, then its end.
+type eventStream interface {
+	Event(wire.SSE) []wire.SSE
+	End() []wire.SSE
+}
+
+// feedAll feeds s every event of raw (an SSE stream, cut anywhere)
+// and its end.
+func feedAll(s eventStream, raw string) []wire.SSE {
+	r := wire.NewSSEReader(strings.NewReader(raw))
+	var evs []wire.SSE
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			break
+		}
+		evs = append(evs, s.Event(ev)...)
+	}
+	return append(evs, s.End()...)
+}
+
+// checkEvents fails t unless every event's data is JSON or [DONE], and
+// nothing follows a terminal event ([DONE], or one terminal says is).
+func checkEvents(t *testing.T, evs []wire.SSE, terminal func(wire.SSE) bool) {
+	t.Helper()
+	for i, ev := range evs {
+		end := string(ev.Data) == "[DONE]" || terminal(ev)
+		if end && i != len(evs)-1 {
+			t.Fatalf("%d events after the terminal one", len(evs)-1-i)
+		}
+		if string(ev.Data) != "[DONE]" && !json.Valid(ev.Data) {
+			t.Fatalf("event data not JSON: %s", ev.Data)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/shim/wire"
@@ -28,24 +27,8 @@ func FuzzResponses(f *testing.F) {
 		if out, err := ChatToResponse([]byte(completion), 1); err == nil && !json.Valid(out) {
 			t.Fatalf("response not JSON: %s", out)
 		}
-		s := NewResponsesStream(1)
-		r := wire.NewSSEReader(strings.NewReader(stream))
-		var evs []wire.SSE
-		for {
-			ev, err := r.Next()
-			if err != nil {
-				break
-			}
-			evs = append(evs, s.Event(ev)...)
-		}
-		evs = append(evs, s.End()...)
-		for i, ev := range evs {
-			if !json.Valid(ev.Data) {
-				t.Fatalf("event data not JSON: %s", ev.Data)
-			}
-			if (ev.Name == "response.completed" || ev.Name == "response.incomplete") && i != len(evs)-1 {
-				t.Fatalf("events after the terminal one: %d", len(evs)-1-i)
-			}
-		}
+		checkEvents(t, feedAll(NewResponsesStream(1), stream), func(ev wire.SSE) bool {
+			return ev.Name == "response.completed" || ev.Name == "response.incomplete"
+		})
 	})
 }
