@@ -38,7 +38,9 @@ type bedrockCall struct {
 // fakeBedrock is Bedrock's runtime: it checks each request's SigV4
 // signature by signing a copy of it again with the known credentials at
 // the request's own time, and answers converse with JSON and
-// converse-stream with AWS's binary event stream.
+// converse-stream with AWS's binary event stream. A request asking a
+// Claude model for thinking (additionalModelRequestFields) is answered a
+// reasoning block signed bedrockSignature first.
 func fakeBedrock(t *testing.T, creds aws.Credentials, region string) (*httptest.Server, func() []bedrockCall) {
 	var mu sync.Mutex
 	var calls []bedrockCall
@@ -70,17 +72,37 @@ func fakeBedrock(t *testing.T, creds aws.Credentials, region string) (*httptest.
 			return
 		}
 		usage := `{"inputTokens":11,"outputTokens":4,"totalTokens":15}`
+		extra, _ := body["additionalModelRequestFields"].(map[string]any)
+		_, thinks := extra["thinking"]
+		_, tools := body["toolConfig"]
 		if strings.HasSuffix(r.URL.Path, "/converse-stream") {
 			w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 			enc := eventstream.NewEncoder()
-			for _, ev := range [][2]string{
+			events := [][2]string{
 				{"messageStart", `{"role":"assistant"}`},
 				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"hel"}}`},
 				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"lo"}}`},
 				{"contentBlockStop", `{"contentBlockIndex":0}`},
 				{"messageStop", `{"stopReason":"end_turn"}`},
 				{"metadata", `{"usage":` + usage + `,"metrics":{"latencyMs":5}}`},
-			} {
+			}
+			if tools {
+				events[1] = [2]string{"contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"tooluse_1","name":"get_weather"}}}`}
+				events[2] = [2]string{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":"{\"city\":\"Paris\"}"}}}`}
+				events[4] = [2]string{"messageStop", `{"stopReason":"tool_use"}`}
+			}
+			if thinks {
+				for i := 1; i <= 3; i++ { // the text block is the second
+					events[i][1] = strings.Replace(events[i][1], `"contentBlockIndex":0`, `"contentBlockIndex":1`, 1)
+				}
+				events = append(events[:1], append([][2]string{
+					{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":"Look it "}}}`},
+					{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":"up"}}}`},
+					{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"reasoningContent":{"signature":"` + bedrockSignature + `"}}}`},
+					{"contentBlockStop", `{"contentBlockIndex":0}`},
+				}, events[1:]...)...)
+			}
+			for _, ev := range events {
 				var m eventstream.Message
 				m.Headers.Set(":message-type", eventstream.StringValue("event"))
 				m.Headers.Set(":event-type", eventstream.StringValue(ev[0]))
@@ -93,7 +115,14 @@ func fakeBedrock(t *testing.T, creds aws.Credentials, region string) (*httptest.
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"output":{"message":{"role":"assistant","content":[{"text":"hello"}]}},"stopReason":"end_turn","usage":`+usage+`,"metrics":{"latencyMs":5}}`)
+		content, stop := `[{"text":"hello"}]`, "end_turn"
+		if tools {
+			content, stop = `[{"toolUse":{"toolUseId":"tooluse_1","name":"get_weather","input":{"city":"Paris"}}}]`, "tool_use"
+		}
+		if thinks {
+			content = `[{"reasoningContent":{"reasoningText":{"text":"Look it up","signature":"` + bedrockSignature + `"}}},` + content[1:]
+		}
+		fmt.Fprint(w, `{"output":{"message":{"role":"assistant","content":`+content+`}},"stopReason":"`+stop+`","usage":`+usage+`,"metrics":{"latencyMs":5}}`)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func() []bedrockCall {

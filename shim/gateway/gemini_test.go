@@ -31,7 +31,9 @@ type geminiCall struct {
 // fakeGemini is the Gemini API: generateContent and
 // streamGenerateContent?alt=sse, answering text (or a function call when
 // the request declares tools) with usage; a model named "gemini-missing"
-// is answered 404 in Gemini's error envelope.
+// is answered 404 in Gemini's error envelope. A request with a
+// thinkingConfig is answered a thought summary first, and its call (or
+// its text) carries geminiSignature, as Gemini 2.5 and 3 sign them.
 func fakeGemini(t *testing.T) (*httptest.Server, func() []geminiCall) {
 	var mu sync.Mutex
 	var calls []geminiCall
@@ -50,14 +52,27 @@ func fakeGemini(t *testing.T) (*httptest.Server, func() []geminiCall) {
 		}
 		usage := `"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"thoughtsTokenCount":2,"cachedContentTokenCount":4,"totalTokenCount":19}`
 		last := `{"candidates":[{"content":{"role":"model","parts":[{"text":"lo"}]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-2.5-flash","responseId":"r1"}`
+		first := `{"text":"hel"}`
+		gc, _ := body["generationConfig"].(map[string]any)
+		_, thinks := gc["thinkingConfig"]
+		if thinks {
+			first = `{"text":"Paris needs a lookup","thought":true}`
+		}
 		if _, ok := body["tools"]; ok {
-			last = `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-2.5-flash","responseId":"r1"}`
+			call := `{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}`
+			if thinks {
+				call = `{"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"` + geminiSignature + `"}`
+			}
+			last = `{"candidates":[{"content":{"role":"model","parts":[` + call + `]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-2.5-flash","responseId":"r1"}`
 		}
 		if strings.HasSuffix(r.URL.Path, ":streamGenerateContent") {
 			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"hel\"}]},\"index\":0}],\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"r1\"}\r\n\r\n")
+			fmt.Fprint(w, "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":["+first+"]},\"index\":0}],\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"r1\"}\r\n\r\n")
 			fmt.Fprint(w, "data: "+last+"\r\n\r\n")
 			return
+		}
+		if thinks {
+			last = strings.Replace(last, `"parts":[`, `"parts":[`+first+`,`, 1)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, strings.Replace(last, `"text":"lo"`, `"text":"hello"`, 1))

@@ -16,7 +16,9 @@ type viaChat struct{ next Translator }
 func (v viaChat) Upstream() wire.Protocol { return v.next.Upstream() }
 
 func (v viaChat) Request(body []byte, model string, maxTokens int64) ([]byte, error) {
-	chat, err := translate.Request(wire.Messages, body, translate.Options{Model: model, MaxTokens: maxTokens})
+	// The route reads reasoning in chat's shape: the client's thinking
+	// goes on, and its earlier turns' thinking blocks go back.
+	chat, err := translate.Request(wire.Messages, body, translate.Options{Model: model, MaxTokens: maxTokens, Reasoning: true})
 	if err != nil {
 		return nil, err
 	}

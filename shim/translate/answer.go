@@ -45,15 +45,24 @@ type (
 		Content   *string     `json:"content"`
 		Refusal   *string     `json:"refusal"`
 		ToolCalls []cToolCall `json:"tool_calls,omitempty"`
+		// Reasoning in chat's shape (thinking.go).
+		ReasoningContent *string         `json:"reasoning_content,omitempty"`
+		ThinkingBlocks   []thinkingBlock `json:"thinking_blocks,omitempty"`
 	}
 	cUsage struct {
 		PromptTokens        int64         `json:"prompt_tokens"`
 		CompletionTokens    int64         `json:"completion_tokens"`
 		TotalTokens         int64         `json:"total_tokens"`
 		PromptTokensDetails *cCachedUsage `json:"prompt_tokens_details,omitempty"`
+		// CompletionTokensDetails counts the reasoning tokens among the
+		// completion's, where the upstream says (Gemini's thoughts).
+		CompletionTokensDetails *cReasoningUsage `json:"completion_tokens_details,omitempty"`
 	}
 	cCachedUsage struct {
 		CachedTokens int64 `json:"cached_tokens"`
+	}
+	cReasoningUsage struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
 	}
 )
 
@@ -103,8 +112,13 @@ func messageToCompletion(body []byte, created int64) ([]byte, error) {
 	}
 	var texts []string
 	var calls []cToolCall
+	var thinking []thinkingBlock
 	for _, b := range a.Content {
 		switch b.Type {
+		case "thinking":
+			thinking = append(thinking, thinkingBlock{Type: "thinking", Thinking: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			thinking = append(thinking, thinkingBlock{Type: "redacted_thinking", Data: b.Data})
 		case "text":
 			texts = append(texts, b.Text)
 		case "tool_use":
@@ -115,7 +129,7 @@ func messageToCompletion(body []byte, created int64) ([]byte, error) {
 			calls = append(calls, cToolCall{ID: b.ID, Type: "function", Function: cFunction{Name: b.Name, Arguments: args}})
 		}
 	}
-	msg := cAnswered{Role: "assistant", ToolCalls: calls}
+	msg := cAnswered{Role: "assistant", ToolCalls: calls, ThinkingBlocks: thinking, ReasoningContent: reasoningOf(thinking)}
 	if len(texts) > 0 || len(calls) == 0 {
 		s := strings.Join(texts, "")
 		msg.Content = &s
@@ -135,9 +149,11 @@ type (
 		Model   string `json:"model"`
 		Choices []struct {
 			Message struct {
-				Content   *string `json:"content"`
-				Refusal   *string `json:"refusal"`
-				ToolCalls []struct {
+				Content          *string         `json:"content"`
+				Refusal          *string         `json:"refusal"`
+				ReasoningContent *string         `json:"reasoning_content"`
+				ThinkingBlocks   []thinkingBlock `json:"thinking_blocks"`
+				ToolCalls        []struct {
 					ID       string    `json:"id"`
 					Function cFunction `json:"function"`
 				} `json:"tool_calls"`
@@ -203,6 +219,7 @@ func completionToMessage(body []byte) ([]byte, error) {
 	stop := "end_turn"
 	if len(c.Choices) > 0 {
 		ch := c.Choices[0]
+		out.Content = append(out.Content, answeredThinking(ch.Message.ThinkingBlocks, ch.Message.ReasoningContent)...)
 		text := ""
 		if ch.Message.Content != nil {
 			text = *ch.Message.Content
@@ -230,4 +247,14 @@ func toolInput(args string) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return json.RawMessage(mustJSON(obj))
+}
+
+// answeredThinking is a chat answer's reasoning as Anthropic blocks: its
+// thinking_blocks, else its reasoning_content as one thinking block
+// without a signature.
+func answeredThinking(blocks []thinkingBlock, reasoning *string) []aBlock {
+	if len(blocks) == 0 && reasoning != nil && *reasoning != "" {
+		blocks = []thinkingBlock{{Type: "thinking", Thinking: *reasoning}}
+	}
+	return anthropicThinking(blocks)
 }

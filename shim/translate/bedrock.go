@@ -22,6 +22,9 @@ type (
 		System          []bBlock     `json:"system,omitempty"`
 		InferenceConfig *bInference  `json:"inferenceConfig,omitempty"`
 		ToolConfig      *bToolConfig `json:"toolConfig,omitempty"`
+		// AdditionalModelRequestFields carries what Converse has no member
+		// for to the model: a Claude model's thinking.
+		AdditionalModelRequestFields map[string]any `json:"additionalModelRequestFields,omitempty"`
 	}
 	bMessage struct {
 		Role    string   `json:"role"`
@@ -32,6 +35,17 @@ type (
 		Image      *bImage      `json:"image,omitempty"`
 		ToolUse    *bToolUse    `json:"toolUse,omitempty"`
 		ToolResult *bToolResult `json:"toolResult,omitempty"`
+		// ReasoningContent is a reasoning block: its text and signature,
+		// or its redacted content (base64).
+		ReasoningContent *bReasoning `json:"reasoningContent,omitempty"`
+	}
+	bReasoning struct {
+		ReasoningText   *bReasoningText `json:"reasoningText,omitempty"`
+		RedactedContent string          `json:"redactedContent,omitempty"`
+	}
+	bReasoningText struct {
+		Text      string `json:"text"`
+		Signature string `json:"signature,omitempty"`
 	}
 	bImage struct {
 		Format string `json:"format"`
@@ -102,6 +116,9 @@ func ChatToConverse(body []byte, o Options) ([]byte, error) {
 		}
 	}
 	out.InferenceConfig = &bInference{MaxTokens: a.MaxTokens, Temperature: a.Temperature, TopP: a.TopP, StopSequences: a.StopSequences}
+	if a.Thinking != nil {
+		out.AdditionalModelRequestFields = map[string]any{"thinking": a.Thinking}
+	}
 	if len(a.Tools) > 0 && (a.ToolChoice == nil || a.ToolChoice.Type != "none") {
 		tc := &bToolConfig{}
 		for _, t := range a.Tools {
@@ -154,6 +171,17 @@ func converseBlock(b aBlock, at string) (*bBlock, *Error) {
 			text = " " // Converse refuses an empty text block
 		}
 		return &bBlock{ToolResult: &bToolResult{ToolUseID: b.ToolUseID, Content: []bBlock{{Text: &text}}}}, nil
+	case "thinking":
+		r := &bReasoning{ReasoningText: &bReasoningText{}}
+		if b.Thinking != nil {
+			r.ReasoningText.Text = *b.Thinking
+		}
+		if b.Signature != nil {
+			r.ReasoningText.Signature = *b.Signature
+		}
+		return &bBlock{ReasoningContent: r}, nil
+	case "redacted_thinking":
+		return &bBlock{ReasoningContent: &bReasoning{RedactedContent: b.Data}}, nil
 	}
 	return nil, refuse(at+".type", "%q is not carried to a Bedrock route", b.Type)
 }
@@ -207,23 +235,20 @@ func ConverseToChat(body []byte, created int64) ([]byte, error) {
 	if a.Output.Message == nil {
 		return nil, errors.New("translate: the Converse answer has no message")
 	}
-	var text *string
-	var calls []cToolCall
-	var b strings.Builder
-	for _, c := range a.Output.Message.Content {
+	var deltas []cDelta
+	for i, c := range a.Output.Message.Content {
 		switch {
 		case c.Text != nil:
-			b.WriteString(*c.Text)
-			s := b.String()
-			text = &s
+			deltas = append(deltas, cDelta{Content: c.Text})
 		case c.ToolUse != nil:
-			var tc cToolCall
-			tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments = c.ToolUse.ToolUseID, "function", c.ToolUse.Name, string(c.ToolUse.Input)
-			calls = append(calls, tc)
+			deltas = append(deltas, cDelta{ToolCalls: []cToolDelta{{Index: i, ID: c.ToolUse.ToolUseID, Type: "function",
+				Function: cArgsDelta{Name: c.ToolUse.Name, Arguments: string(c.ToolUse.Input)}}}})
+		case c.ReasoningContent != nil:
+			deltas = append(deltas, converseReasoning(*c.ReasoningContent)...)
 		}
 	}
 	out := cCompletion{ID: "chatcmpl-bedrock", Object: "chat.completion", Created: created,
-		Choices: []cChoice{{Message: cAnswered{Role: "assistant", Content: text, ToolCalls: calls}, FinishReason: converseFinish(a.StopReason)}}}
+		Choices: []cChoice{{Message: foldDeltas(deltas), FinishReason: converseFinish(a.StopReason)}}}
 	if a.Usage != nil {
 		out.Usage = a.Usage.chat()
 	}
@@ -285,6 +310,13 @@ func (s *ConverseStream) Event(ev wire.SSE) []wire.SSE {
 			ToolUse *struct {
 				Input string `json:"input"`
 			} `json:"toolUse"`
+			// A stream's reasoning delta: text, signature or redacted
+			// content, one at a time.
+			ReasoningContent *struct {
+				Text            string `json:"text"`
+				Signature       string `json:"signature"`
+				RedactedContent string `json:"redactedContent"`
+			} `json:"reasoningContent"`
 		} `json:"delta"`
 		StopReason string         `json:"stopReason"`
 		Usage      *ConverseUsage `json:"usage"`
@@ -314,6 +346,15 @@ func (s *ConverseStream) Event(ev wire.SSE) []wire.SSE {
 			if i, ok := s.tools[e.ContentBlockIndex]; ok {
 				out = append(out, s.chunk(cDelta{ToolCalls: []cToolDelta{{Index: i, Function: cArgsDelta{Arguments: e.Delta.ToolUse.Input}}}}, nil))
 			}
+		case e.Delta.ReasoningContent != nil:
+			rc := e.Delta.ReasoningContent
+			r := bReasoning{RedactedContent: rc.RedactedContent}
+			if rc.Text != "" || rc.Signature != "" {
+				r.ReasoningText = &bReasoningText{rc.Text, rc.Signature}
+			}
+			for _, d := range converseReasoning(r) {
+				out = append(out, s.chunk(d, nil))
+			}
 		}
 	case "messageStop":
 		s.finish = converseFinish(e.StopReason)
@@ -342,4 +383,24 @@ func (s *ConverseStream) End() []wire.SSE {
 			Choices: []cChunkChoice{}, Usage: s.usage.chat()})))
 	}
 	return append(out, event("", []byte("[DONE]")))
+}
+
+// converseReasoning is a reasoning block (or a stream's reasoning delta)
+// as chat deltas: its text, then its signature or its redacted content as
+// a thinking block.
+func converseReasoning(r bReasoning) []cDelta {
+	var out []cDelta
+	if t := r.ReasoningText; t != nil {
+		if t.Text != "" {
+			text := t.Text
+			out = append(out, cDelta{ReasoningContent: &text})
+		}
+		if t.Signature != "" {
+			out = append(out, cDelta{ThinkingBlocks: []thinkingBlock{{Type: "thinking", Signature: t.Signature}}})
+		}
+	}
+	if r.RedactedContent != "" {
+		out = append(out, cDelta{ThinkingBlocks: []thinkingBlock{{Type: "redacted_thinking", Data: r.RedactedContent}}})
+	}
+	return out
 }

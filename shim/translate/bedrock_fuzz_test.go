@@ -16,6 +16,9 @@ func FuzzConverse(f *testing.F) {
 		`{"output":{"message":{"role":"assistant","content":[{"text":"a"},{"toolUse":{"toolUseId":"t","name":"f","input":{}}}]}},"stopReason":"tool_use","usage":{"inputTokens":1,"outputTokens":2}}`,
 		"contentBlockStart", `{"contentBlockIndex":1,"start":{"toolUse":{"toolUseId":"t","name":"f"}}}`)
 	f.Add(`{"messages":[]}`, `{}`, "metadata", `{"usage":{"inputTokens":3}}`)
+	f.Add(`{"model":"m","thinking":{"type":"enabled","budget_tokens":1024},"max_tokens":2000,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"}]}]}`,
+		`{"output":{"message":{"role":"assistant","content":[{"reasoningContent":{"reasoningText":{"text":"t","signature":"s"}}},{"reasoningContent":{"redactedContent":"ZA=="}},{"text":"a"}]}},"stopReason":"end_turn"}`,
+		"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"reasoningContent":{"signature":"s"}}}`)
 	f.Fuzz(func(t *testing.T, body, answer, name, data string) {
 		if out, err := ChatToConverse([]byte(body), Options{Model: "m", MaxTokens: 10}); err != nil {
 			if _, ok := err.(*Error); !ok {

@@ -13,7 +13,7 @@ var (
 	chatCarried = map[string]bool{"model": true, "messages": true, "max_tokens": true, "max_completion_tokens": true,
 		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "tools": true,
 		"tool_choice": true, "parallel_tool_calls": true, "user": true, "n": true, "response_format": true,
-		"logprobs": true, "modalities": true}
+		"logprobs": true, "modalities": true, "thinking": true, "reasoning_effort": true}
 	// chatDropped change nothing a client can see, or have no Anthropic
 	// counterpart whose absence changes the answer's meaning.
 	chatDropped = map[string]bool{"seed": true, "frequency_penalty": true, "presence_penalty": true, "logit_bias": true,
@@ -34,6 +34,7 @@ type (
 		Tools         []aTool         `json:"tools,omitempty"`
 		ToolChoice    *aToolChoice    `json:"tool_choice,omitempty"`
 		Metadata      *aMetadata      `json:"metadata,omitempty"`
+		Thinking      *aThinking      `json:"thinking,omitempty"`
 	}
 	aMessage struct {
 		Role    string   `json:"role"`
@@ -48,6 +49,9 @@ type (
 		Input     json.RawMessage `json:"input,omitempty"`
 		ToolUseID string          `json:"tool_use_id,omitempty"`
 		Content   *string         `json:"content,omitempty"`
+		Thinking  *string         `json:"thinking,omitempty"`
+		Signature *string         `json:"signature,omitempty"`
+		Data      string          `json:"data,omitempty"`
 	}
 	aSource struct {
 		Type      string `json:"type"`
@@ -77,6 +81,8 @@ type (
 		Content    json.RawMessage `json:"content"`
 		ToolCalls  []chatToolCall  `json:"tool_calls"`
 		ToolCallID string          `json:"tool_call_id"`
+		// Thinking holds thinking_blocks (thinking.go).
+		Thinking json.RawMessage `json:"thinking_blocks"`
 	}
 	chatToolCall struct {
 		ID       string `json:"id"`
@@ -240,6 +246,10 @@ func chatSettings(m map[string]json.RawMessage, o Options, out *aRequest) *Error
 			return e
 		}
 	}
+	var e2 *Error
+	if out.Thinking, e2 = requestThinking(m, out.MaxTokens); e2 != nil {
+		return e2
+	}
 	if raw := m["user"]; !isNull(raw) {
 		var u string
 		if e := decode(raw, &u, "user", "a string"); e != nil {
@@ -374,7 +384,11 @@ func chatMessageTo(out *aRequest, raw json.RawMessage, at string) *Error {
 		}
 		out.add("user", blocks...)
 	case "assistant":
-		var blocks []aBlock
+		thinking, e := chatThinking(msg.Thinking, at+".thinking_blocks")
+		if e != nil {
+			return e
+		}
+		blocks := anthropicThinking(thinking)
 		if !isNull(msg.Content) {
 			texts, e := chatTexts(msg.Content, at+".content")
 			if e != nil {

@@ -22,9 +22,10 @@ var (
 	geminiCarried = map[string]bool{"model": true, "messages": true, "max_tokens": true, "max_completion_tokens": true,
 		"temperature": true, "top_p": true, "stop": true, "stream": true, "stream_options": true, "tools": true,
 		"tool_choice": true, "parallel_tool_calls": true, "n": true, "response_format": true, "logprobs": true,
-		"modalities": true, "seed": true, "frequency_penalty": true, "presence_penalty": true}
+		"modalities": true, "seed": true, "frequency_penalty": true, "presence_penalty": true,
+		"thinking": true, "reasoning_effort": true}
 	geminiDropped = map[string]bool{"user": true, "store": true, "metadata": true, "service_tier": true,
-		"prompt_cache_key": true, "safety_identifier": true, "reasoning_effort": true}
+		"prompt_cache_key": true, "safety_identifier": true}
 )
 
 // Gemini's request shapes, as a translation writes them.
@@ -43,6 +44,7 @@ type (
 	gPart struct {
 		Text             *string          `json:"text,omitempty"`
 		Thought          bool             `json:"thought,omitempty"`
+		ThoughtSignature string           `json:"thoughtSignature,omitempty"`
 		InlineData       *gBlob           `json:"inlineData,omitempty"`
 		FunctionCall     *gFunctionCall   `json:"functionCall,omitempty"`
 		FunctionResponse *gFunctionResult `json:"functionResponse,omitempty"`
@@ -86,6 +88,13 @@ type (
 		FrequencyPenalty   json.RawMessage `json:"frequencyPenalty,omitempty"`
 		ResponseMimeType   string          `json:"responseMimeType,omitempty"`
 		ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
+		ThinkingConfig     *gThinking      `json:"thinkingConfig,omitempty"`
+	}
+	// gThinking asks for reasoning: its budget (-1: the model's choice)
+	// and its summaries in the answer.
+	gThinking struct {
+		ThinkingBudget  int64 `json:"thinkingBudget"`
+		IncludeThoughts bool  `json:"includeThoughts"`
 	}
 )
 
@@ -162,8 +171,18 @@ func geminiSettings(m map[string]json.RawMessage, o Options, out *gRequest) *Err
 	if e := geminiFormat(m, g); e != nil {
 		return e
 	}
+	th, e := requestThinking(m, 0)
+	if e != nil {
+		return e
+	}
+	if th != nil {
+		g.ThinkingConfig = &gThinking{ThinkingBudget: th.BudgetTokens, IncludeThoughts: true}
+		if th.Type == "adaptive" {
+			g.ThinkingConfig.ThinkingBudget = -1
+		}
+	}
 	if g.MaxOutputTokens > 0 || g.Temperature != nil || g.TopP != nil || g.StopSequences != nil || g.Seed != nil ||
-		g.PresencePenalty != nil || g.FrequencyPenalty != nil || g.ResponseMimeType != "" {
+		g.PresencePenalty != nil || g.FrequencyPenalty != nil || g.ResponseMimeType != "" || g.ThinkingConfig != nil {
 		out.GenerationConfig = g
 	}
 	return nil
@@ -312,6 +331,10 @@ func geminiMessageTo(out *gRequest, raw json.RawMessage, at string, calls map[st
 		if e != nil {
 			return e
 		}
+		thinking, e := chatThinking(msg.Thinking, at+".thinking_blocks")
+		if e != nil {
+			return e
+		}
 		var parts []gPart
 		for _, t := range texts {
 			parts = append(parts, gText(t))
@@ -327,7 +350,7 @@ func geminiMessageTo(out *gRequest, raw json.RawMessage, at string, calls map[st
 			calls[tc.ID] = tc.Function.Name
 			parts = append(parts, gPart{FunctionCall: &gFunctionCall{Name: tc.Function.Name, Args: args}})
 		}
-		out.add("model", parts...)
+		out.add("model", signed(parts, thinking)...)
 	case "tool":
 		name, ok := calls[msg.ToolCallID]
 		if !ok {
@@ -405,8 +428,12 @@ type (
 // too, the completion the thoughts too (Gemini bills them as output).
 func (u GeminiUsage) chat() *cUsage {
 	out := u.CandidatesTokenCount + u.ThoughtsTokenCount
-	return &cUsage{PromptTokens: u.PromptTokenCount, CompletionTokens: out, TotalTokens: u.PromptTokenCount + out,
+	c := &cUsage{PromptTokens: u.PromptTokenCount, CompletionTokens: out, TotalTokens: u.PromptTokenCount + out,
 		PromptTokensDetails: &cCachedUsage{CachedTokens: u.CachedContentTokenCount}}
+	if u.ThoughtsTokenCount > 0 {
+		c.CompletionTokensDetails = &cReasoningUsage{ReasoningTokens: u.ThoughtsTokenCount}
+	}
+	return c
 }
 
 // geminiFinish is a Gemini finishReason as chat's finish_reason.
@@ -423,17 +450,60 @@ func geminiFinish(reason string, called bool) string {
 	return "stop"
 }
 
-// geminiParts reads a candidate's parts: its text (thoughts left out) and
-// its function calls as chat tool calls numbered from n.
-func geminiParts(parts []gPart, n int) (text *string, calls []cToolCall) {
-	var b strings.Builder
-	seen := false
+// signed puts a model turn's thought signatures back on its parts, where
+// Gemini gave them: the first on its first function call (Gemini signs
+// the first call of a step), the others on the following parts, and a
+// turn without a call's on its last part (where Gemini signs a text
+// answer). A turn of signatures alone gets an empty text part for them.
+func signed(parts []gPart, thinking []thinkingBlock) []gPart {
+	var sigs []string
+	for _, b := range thinking {
+		if b.Type == "thinking" && b.Signature != "" {
+			sigs = append(sigs, b.Signature)
+		}
+	}
+	if len(sigs) == 0 {
+		return parts
+	}
+	first := len(parts) - 1
+	for i, p := range parts {
+		if p.FunctionCall != nil {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		parts, first = []gPart{gText("")}, 0
+	}
+	for i := first; i < len(parts) && len(sigs) > 0; i++ {
+		parts[i].ThoughtSignature, sigs = sigs[0], sigs[1:]
+	}
+	return parts
+}
+
+// geminiDeltas reads a candidate's parts as chat deltas, in order: text,
+// thoughts as reasoning_content, a thought signature as a thinking block
+// of its own (before the part it signs, so a call follows the reasoning
+// that led to it), function calls as tool calls numbered from n.
+func geminiDeltas(parts []gPart, n int) []cDelta {
+	var out []cDelta
 	for _, p := range parts {
+		sig := p.ThoughtSignature
+		if sig != "" && !p.Thought {
+			out = append(out, cDelta{ThinkingBlocks: []thinkingBlock{{Type: "thinking", Signature: sig}}})
+		}
 		switch {
 		case p.Thought:
+			if p.Text != nil && *p.Text != "" {
+				t := *p.Text
+				out = append(out, cDelta{ReasoningContent: &t})
+			}
+			if sig != "" {
+				out = append(out, cDelta{ThinkingBlocks: []thinkingBlock{{Type: "thinking", Signature: sig}}})
+			}
 		case p.Text != nil:
-			b.WriteString(*p.Text)
-			seen = true
+			t := *p.Text
+			out = append(out, cDelta{Content: &t})
 		case p.FunctionCall != nil:
 			args := p.FunctionCall.Args
 			if isNull(args) {
@@ -441,19 +511,54 @@ func geminiParts(parts []gPart, n int) (text *string, calls []cToolCall) {
 			}
 			id := p.FunctionCall.ID
 			if id == "" {
-				id = "call_" + strconv.Itoa(n+len(calls))
+				id = "call_" + strconv.Itoa(n)
 			}
-			var tc cToolCall
-			tc.ID, tc.Type = id, "function"
-			tc.Function.Name, tc.Function.Arguments = p.FunctionCall.Name, string(args)
-			calls = append(calls, tc)
+			out = append(out, cDelta{ToolCalls: []cToolDelta{{Index: n, ID: id, Type: "function",
+				Function: cArgsDelta{Name: p.FunctionCall.Name, Arguments: string(args)}}}})
+			n++
 		}
 	}
-	if seen {
-		s := b.String()
-		text = &s
+	return out
+}
+
+// foldDeltas is the answer deltas make: the text (nil: none), the tool
+// calls, and the reasoning (each signature ending a thinking block of
+// the reasoning text before it; text after the last signature a block
+// without one).
+func foldDeltas(deltas []cDelta) cAnswered {
+	msg := cAnswered{Role: "assistant"}
+	var text, thought strings.Builder
+	seen := false
+	for _, d := range deltas {
+		if d.Content != nil {
+			text.WriteString(*d.Content)
+			seen = true
+		}
+		if d.ReasoningContent != nil {
+			thought.WriteString(*d.ReasoningContent)
+		}
+		for _, b := range d.ThinkingBlocks {
+			if b.Type == "thinking" {
+				b.Thinking = thought.String()
+				thought.Reset()
+			}
+			msg.ThinkingBlocks = append(msg.ThinkingBlocks, b)
+		}
+		for _, tc := range d.ToolCalls {
+			var c cToolCall
+			c.ID, c.Type, c.Function.Name, c.Function.Arguments = tc.ID, "function", tc.Function.Name, tc.Function.Arguments
+			msg.ToolCalls = append(msg.ToolCalls, c)
+		}
 	}
-	return text, calls
+	if thought.Len() > 0 {
+		msg.ThinkingBlocks = append(msg.ThinkingBlocks, thinkingBlock{Type: "thinking", Thinking: thought.String()})
+	}
+	if seen {
+		s := text.String()
+		msg.Content = &s
+	}
+	msg.ReasoningContent = reasoningOf(msg.ThinkingBlocks)
+	return msg
 }
 
 // GeminiToChat translates a Gemini answer into a chat completion.
@@ -466,9 +571,9 @@ func GeminiToChat(body []byte, created int64) ([]byte, error) {
 		return nil, errors.New("translate: the Gemini answer has no candidate")
 	}
 	c := a.Candidates[0]
-	text, calls := geminiParts(c.Content.Parts, 0)
+	msg := foldDeltas(geminiDeltas(c.Content.Parts, 0))
 	out := cCompletion{ID: "chatcmpl-" + a.ResponseID, Object: "chat.completion", Created: created, Model: a.ModelVersion,
-		Choices: []cChoice{{Message: cAnswered{Role: "assistant", Content: text, ToolCalls: calls}, FinishReason: geminiFinish(c.FinishReason, len(calls) > 0)}}}
+		Choices: []cChoice{{Message: msg, FinishReason: geminiFinish(c.FinishReason, len(msg.ToolCalls) > 0)}}}
 	if a.UsageMetadata != nil {
 		out.Usage = a.UsageMetadata.chat()
 	}
@@ -533,14 +638,12 @@ func (s *GeminiStream) Event(ev wire.SSE) []wire.SSE {
 		return out
 	}
 	c := a.Candidates[0]
-	text, calls := geminiParts(c.Content.Parts, s.calls)
-	if text != nil && *text != "" {
-		out = append(out, s.chunk(cDelta{Content: text}, nil))
-	}
-	for _, tc := range calls {
-		out = append(out, s.chunk(cDelta{ToolCalls: []cToolDelta{{Index: s.calls, ID: tc.ID, Type: "function",
-			Function: cArgsDelta{Name: tc.Function.Name, Arguments: tc.Function.Arguments}}}}, nil))
-		s.calls++
+	for _, d := range geminiDeltas(c.Content.Parts, s.calls) {
+		if d.Content != nil && *d.Content == "" {
+			continue
+		}
+		s.calls += len(d.ToolCalls)
+		out = append(out, s.chunk(d, nil))
 	}
 	if c.FinishReason != "" {
 		s.finished = true

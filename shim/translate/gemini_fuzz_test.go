@@ -17,6 +17,9 @@ func FuzzGemini(f *testing.F) {
 		`{"candidates":[{"content":{"parts":[{"text":"a"},{"thought":true,"text":"t"},{"functionCall":{"name":"f","args":{"x":1}}}]},"finishReason":"MAX_TOKENS"}],"usageMetadata":{"promptTokenCount":3}}`,
 		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"h\"}]}}]}\r\n\r\ndata: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\"}}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"totalTokenCount\":2}}\r\n\r\n")
 	f.Add(`{"messages":[{"role":"tool","tool_call_id":"x","content":"{}"}]}`, `{"error":{"code":429,"message":"slow down","status":"RESOURCE_EXHAUSTED"}}`, "data: {}\n\n")
+	f.Add(`{"model":"m","reasoning_effort":"medium","messages":[{"role":"user","content":"q"},{"role":"assistant","content":null,"thinking_blocks":[{"type":"thinking","signature":"S"}]}]}`,
+		`{"candidates":[{"content":{"parts":[{"thought":true,"text":"t","thoughtSignature":"S"},{"text":"a","thoughtSignature":"T"}]}}]}`,
+		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"thought\":true,\"text\":\"t\"},{\"functionCall\":{\"name\":\"f\"},\"thoughtSignature\":\"S\"}]}}]}\r\n\r\n")
 	f.Fuzz(func(t *testing.T, body, answer, stream string) {
 		if out, err := ChatToGemini([]byte(body), Options{Model: "m", MaxTokens: 10}); err != nil {
 			if _, ok := err.(*Error); !ok {

@@ -31,6 +31,10 @@ type (
 		ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
 		User                string          `json:"user,omitempty"`
 		ResponseFormat      any             `json:"response_format,omitempty"`
+		// Reasoning, for a route that reads it in chat's shape
+		// (Options.Reasoning; thinking.go).
+		Thinking        *aThinking `json:"thinking,omitempty"`
+		ReasoningEffort string     `json:"reasoning_effort,omitempty"`
 	}
 	cStreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -40,6 +44,9 @@ type (
 		Content    any         `json:"content"` // string, []cPart or nil
 		ToolCalls  []cToolCall `json:"tool_calls,omitempty"`
 		ToolCallID string      `json:"tool_call_id,omitempty"`
+		// ThinkingBlocks: an assistant message's reasoning, sent on only
+		// to a route that reads it (Options.Reasoning).
+		ThinkingBlocks []thinkingBlock `json:"thinking_blocks,omitempty"`
 	}
 	cPart struct {
 		Type     string     `json:"type"`
@@ -85,6 +92,9 @@ type (
 		ToolUseID string          `json:"tool_use_id"`
 		Content   json.RawMessage `json:"content"`
 		IsError   bool            `json:"is_error"`
+		Thinking  string          `json:"thinking"`
+		Signature string          `json:"signature"`
+		Data      string          `json:"data"`
 	}
 	inSource struct {
 		Type      string `json:"type"`
@@ -147,17 +157,14 @@ func messagesToChat(body []byte, o Options) ([]byte, error) {
 		}
 		out.User = md.UserID
 	}
-	if raw := m["thinking"]; !isNull(raw) {
-		var th struct {
-			Type string `json:"type"`
-		}
-		if e := decode(raw, &th, "thinking", "an object"); e != nil {
-			return nil, e
-		}
-		if th.Type != "disabled" {
-			return nil, refuse("thinking", "extended thinking is not translated to an OpenAI route")
-		}
+	th, e := requestThinking(m, 0)
+	if e != nil {
+		return nil, e
 	}
+	if th != nil && !o.Reasoning {
+		return nil, refuse("thinking", "extended thinking is not translated to an OpenAI route")
+	}
+	out.Thinking = th
 	if e := messagesTools(m, &out); e != nil {
 		return nil, e
 	}
@@ -175,7 +182,7 @@ func messagesToChat(body []byte, o Options) ([]byte, error) {
 		return nil, refuse("messages", "want a non-empty list of messages")
 	}
 	for i, msg := range msgs {
-		if e := anthropicMessageTo(&out, msg, fmt.Sprintf("messages[%d]", i)); e != nil {
+		if e := anthropicMessageTo(&out, msg, fmt.Sprintf("messages[%d]", i), o.Reasoning); e != nil {
 			return nil, e
 		}
 	}
@@ -270,7 +277,7 @@ func anthropicTexts(raw json.RawMessage, at string) ([]string, *Error) {
 // right after the assistant's tool calls), its text and images a user
 // message; an assistant message's text and tool_use blocks one assistant
 // message.
-func anthropicMessageTo(out *cRequest, msg inMessage, at string) *Error {
+func anthropicMessageTo(out *cRequest, msg inMessage, at string, reasoning bool) *Error {
 	var blocks []inBlock
 	var s string
 	if json.Unmarshal(msg.Content, &s) == nil {
@@ -324,6 +331,7 @@ func anthropicMessageTo(out *cRequest, msg inMessage, at string) *Error {
 	case "assistant":
 		var texts []string
 		var calls []cToolCall
+		var thinking []thinkingBlock
 		for j, b := range blocks {
 			bat := fmt.Sprintf("%s.content[%d]", at, j)
 			switch b.Type {
@@ -341,15 +349,19 @@ func anthropicMessageTo(out *cRequest, msg inMessage, at string) *Error {
 				}
 				calls = append(calls, cToolCall{ID: b.ID, Type: "function", Function: cFunction{Name: b.Name, Arguments: string(mustJSON(obj))}})
 			case "thinking", "redacted_thinking":
-				// An earlier turn's reasoning: an OpenAI route cannot read it.
+				// An earlier turn's reasoning: an OpenAI route cannot read
+				// it; a route that can gets it back in chat's shape.
+				if reasoning {
+					thinking = append(thinking, thinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
+				}
 			default:
 				return refuse(bat+".type", "%q is not supported when served by an OpenAI route", b.Type)
 			}
 		}
-		if len(texts) == 0 && len(calls) == 0 {
+		if len(texts) == 0 && len(calls) == 0 && len(thinking) == 0 {
 			return nil
 		}
-		cm := cMessage{Role: "assistant", ToolCalls: calls}
+		cm := cMessage{Role: "assistant", ToolCalls: calls, ThinkingBlocks: thinking}
 		if len(texts) > 0 {
 			cm.Content = strings.Join(texts, "")
 		}

@@ -21,9 +21,9 @@ import (
 var (
 	responsesCarried = map[string]bool{"model": true, "input": true, "instructions": true, "max_output_tokens": true,
 		"temperature": true, "top_p": true, "stream": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true,
-		"text": true, "previous_response_id": true, "include": true, "background": true}
+		"text": true, "previous_response_id": true, "include": true, "background": true, "reasoning": true}
 	responsesDropped = map[string]bool{"metadata": true, "user": true, "store": true, "truncation": true, "service_tier": true,
-		"reasoning": true, "prompt_cache_key": true, "safety_identifier": true, "stream_options": true}
+		"prompt_cache_key": true, "safety_identifier": true, "stream_options": true}
 )
 
 // rItem is one item of a Responses request's input.
@@ -35,6 +35,15 @@ type rItem struct {
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
+	// A reasoning item's summary and opaque content.
+	Summary          []rSummary `json:"summary"`
+	EncryptedContent string     `json:"encrypted_content"`
+}
+
+// rSummary is a reasoning item's summary part.
+type rSummary struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 // ResponsesToChat translates a Responses API request into a chat
@@ -54,8 +63,28 @@ func ResponsesToChat(body []byte, o Options) ([]byte, error) {
 			return nil, refuse(k, "not carried to a route of another wire: send the whole conversation as input")
 		}
 	}
-	if raw := m["include"]; !isNull(raw) && string(raw) != "[]" {
-		return nil, refuse("include", "not carried to a route of another wire")
+	if raw := m["include"]; !isNull(raw) {
+		var include []string
+		if e := decode(raw, &include, "include", "a list of strings"); e != nil {
+			return nil, e
+		}
+		for i, inc := range include {
+			// Reasoning's opaque content is always in a translated answer.
+			if inc != "reasoning.encrypted_content" {
+				return nil, refuse(fmt.Sprintf("include[%d]", i), "%q is not carried to a route of another wire", inc)
+			}
+		}
+	}
+	if raw := m["reasoning"]; !isNull(raw) {
+		var r struct {
+			Effort *string `json:"effort"`
+		}
+		if e := decode(raw, &r, "reasoning", "an object"); e != nil {
+			return nil, e
+		}
+		if r.Effort != nil {
+			out.ReasoningEffort = *r.Effort
+		}
 	}
 	if raw := m["instructions"]; !isNull(raw) {
 		var s string
@@ -87,6 +116,12 @@ func responsesInput(raw json.RawMessage, out *cRequest) *Error {
 	if e := decode(raw, &items, "input", "a string or a list of items"); e != nil || len(items) == 0 {
 		return refuse("input", "want a string or a non-empty list of items")
 	}
+	// pending is the reasoning of the assistant turn the next items make.
+	var pending []thinkingBlock
+	assistant := func(m cMessage) cMessage {
+		m.ThinkingBlocks, pending = append(m.ThinkingBlocks, pending...), nil
+		return m
+	}
 	for i, it := range items {
 		at := fmt.Sprintf("input[%d]", i)
 		switch it.Type {
@@ -95,14 +130,18 @@ func responsesInput(raw json.RawMessage, out *cRequest) *Error {
 			if e != nil {
 				return e
 			}
+			if msg.Role == "assistant" {
+				msg = assistant(msg)
+			}
 			out.Messages = append(out.Messages, msg)
 		case "function_call":
 			var tc cToolCall
 			tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments = it.CallID, "function", it.Name, it.Arguments
 			if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == "assistant" && out.Messages[n-1].Content == nil {
+				out.Messages[n-1] = assistant(out.Messages[n-1])
 				out.Messages[n-1].ToolCalls = append(out.Messages[n-1].ToolCalls, tc)
 			} else {
-				out.Messages = append(out.Messages, cMessage{Role: "assistant", ToolCalls: []cToolCall{tc}})
+				out.Messages = append(out.Messages, assistant(cMessage{Role: "assistant", ToolCalls: []cToolCall{tc}}))
 			}
 		case "function_call_output":
 			var text string
@@ -115,8 +154,16 @@ func responsesInput(raw json.RawMessage, out *cRequest) *Error {
 			}
 			out.Messages = append(out.Messages, cMessage{Role: "tool", ToolCallID: it.CallID, Content: text})
 		case "reasoning":
-			// A reasoning item of an earlier answer: the other wire cannot
-			// take it back; the turn goes on without it.
+			// A reasoning item of an earlier answer goes back with the
+			// assistant turn it led to; one without its opaque content
+			// (which the upstream checks) cannot, and is left out.
+			if it.EncryptedContent != "" {
+				var text strings.Builder
+				for _, s := range it.Summary {
+					text.WriteString(s.Text)
+				}
+				pending = append(pending, fromOpaque(text.String(), it.EncryptedContent))
+			}
 		default:
 			return refuse(at+".type", "%q is not carried to a route of another wire", it.Type)
 		}
@@ -327,6 +374,10 @@ type (
 		CallID    string  `json:"call_id,omitempty"`
 		Name      string  `json:"name,omitempty"`
 		Arguments *string `json:"arguments,omitempty"`
+		// A reasoning item's summary (present, if empty) and opaque
+		// content (the thinking block's signature, or its redacted data).
+		Summary          *[]rSummary `json:"summary,omitempty"`
+		EncryptedContent *string     `json:"encrypted_content,omitempty"`
 	}
 	rPart struct {
 		Type        string `json:"type"`
@@ -375,6 +426,9 @@ func ChatToResponse(body []byte, created int64) ([]byte, error) {
 	}
 	ch := c.Choices[0]
 	var out []rOutputItem
+	for i, b := range ch.Message.ThinkingBlocks {
+		out = append(out, reasoningItem("rs_"+c.ID+"_"+strconv.Itoa(i), b))
+	}
 	if ch.Message.Content != nil && *ch.Message.Content != "" {
 		out = append(out, rOutputItem{Type: "message", ID: "msg_" + c.ID, Status: "completed", Role: "assistant",
 			Content: []rPart{{Type: "output_text", Text: *ch.Message.Content, Annotations: []any{}}}})
@@ -445,13 +499,24 @@ func (s *ResponsesStream) closeOpen() []wire.SSE {
 	it := &s.output[i]
 	it.Status = "completed"
 	var out []wire.SSE
-	if it.Type == "message" {
+	switch it.Type {
+	case "message":
 		it.Content[0].Text = s.text.String()
 		s.text.Reset()
 		out = append(out,
 			s.emit("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": 0, "text": it.Content[0].Text}),
 			s.emit("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": i, "content_index": 0, "part": it.Content[0]}))
-	} else {
+	case "reasoning":
+		if len(*it.Summary) > 0 {
+			part := (*it.Summary)[0]
+			part.Text = s.text.String()
+			(*it.Summary)[0] = part
+			out = append(out,
+				s.emit("response.reasoning_summary_text.done", map[string]any{"item_id": it.ID, "output_index": i, "summary_index": 0, "text": part.Text}),
+				s.emit("response.reasoning_summary_part.done", map[string]any{"item_id": it.ID, "output_index": i, "summary_index": 0, "part": part}))
+		}
+		s.text.Reset()
+	default:
 		out = append(out, s.emit("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": i, "arguments": *it.Arguments}))
 	}
 	return append(out, s.emit("response.output_item.done", map[string]any{"output_index": i, "item": *it}))
@@ -480,11 +545,15 @@ func (s *ResponsesStream) Event(ev wire.SSE) []wire.SSE {
 		if in.Usage.PromptTokensDetails != nil {
 			s.usage.InputTokensDetails.CachedTokens = in.Usage.PromptTokensDetails.CachedTokens
 		}
+		if in.Usage.CompletionTokensDetails != nil {
+			s.usage.OutputTokensDetails.ReasoningTokens = in.Usage.CompletionTokensDetails.ReasoningTokens
+		}
 	}
 	for _, ch := range in.Choices {
 		if ch.Index != 0 {
 			continue
 		}
+		out = append(out, s.reasoning(ch.Delta.ReasoningContent, ch.Delta.ThinkingBlocks)...)
 		if t := ch.Delta.Content; t != nil && *t != "" {
 			if s.open < 0 || s.output[s.open].Type != "message" {
 				out = append(out, s.closeOpen()...)
@@ -537,4 +606,55 @@ func (s *ResponsesStream) End() []wire.SSE {
 		typ = "response.incomplete"
 	}
 	return append(out, s.emit(typ, map[string]any{"response": r}))
+}
+
+// reasoningItem is a thinking block as a completed reasoning item.
+func reasoningItem(id string, b thinkingBlock) rOutputItem {
+	summary := []rSummary{}
+	if b.Thinking != "" {
+		summary = append(summary, rSummary{Type: "summary_text", Text: b.Thinking})
+	}
+	opaque := opaqueOf(b)
+	return rOutputItem{Type: "reasoning", ID: id, Status: "completed", Summary: &summary, EncryptedContent: &opaque}
+}
+
+// reasoning is a chat delta's reasoning as response events: its text as
+// the open reasoning item's summary (the item opened when none is), a
+// signature (or a redacted block) as that item's encrypted_content, which
+// ends it.
+func (s *ResponsesStream) reasoning(text *string, blocks []thinkingBlock) []wire.SSE {
+	var out []wire.SSE
+	open := func() {
+		if s.open >= 0 && s.output[s.open].Type == "reasoning" {
+			return
+		}
+		out = append(out, s.closeOpen()...)
+		s.open = len(s.output)
+		id := "rs_" + s.id + "_" + strconv.Itoa(s.open)
+		summary := []rSummary{}
+		s.output = append(s.output, rOutputItem{Type: "reasoning", ID: id, Status: "in_progress", Summary: &summary})
+		out = append(out, s.emit("response.output_item.added", map[string]any{"output_index": s.open, "item": s.output[s.open]}))
+	}
+	if text != nil && *text != "" {
+		open()
+		it := &s.output[s.open]
+		if len(*it.Summary) == 0 {
+			*it.Summary = append(*it.Summary, rSummary{Type: "summary_text"})
+			out = append(out, s.emit("response.reasoning_summary_part.added", map[string]any{"item_id": it.ID, "output_index": s.open,
+				"summary_index": 0, "part": rSummary{Type: "summary_text"}}))
+		}
+		s.text.WriteString(*text)
+		out = append(out, s.emit("response.reasoning_summary_text.delta", map[string]any{"item_id": it.ID, "output_index": s.open,
+			"summary_index": 0, "delta": *text}))
+	}
+	for _, b := range blocks {
+		if b.Type == "redacted_thinking" {
+			out = append(out, s.closeOpen()...)
+		}
+		open()
+		opaque := opaqueOf(b)
+		s.output[s.open].EncryptedContent = &opaque
+		out = append(out, s.closeOpen()...)
+	}
+	return out
 }

@@ -16,6 +16,9 @@ func FuzzResponses(f *testing.F) {
 		`{"id":"c1","model":"m","choices":[{"message":{"content":"hi","tool_calls":[{"id":"t","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
 		"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"h\"}}]}\n\ndata: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"t\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n")
 	f.Add(`{"input":"x","previous_response_id":"r"}`, `{}`, "data: {}\n\n")
+	f.Add(`{"model":"m","reasoning":{"effort":"high"},"include":["reasoning.encrypted_content"],"input":[{"role":"user","content":"q"},{"type":"reasoning","summary":[{"type":"summary_text","text":"t"}],"encrypted_content":"redacted_thinking:d"},{"type":"message","role":"assistant","content":"a"}]}`,
+		`{"id":"c","choices":[{"message":{"content":"a","reasoning_content":"t","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"}]},"finish_reason":"stop"}]}`,
+		"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"t\"}}]}\n\ndata: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"thinking_blocks\":[{\"type\":\"redacted_thinking\",\"data\":\"d\"}]}}]}\n\ndata: [DONE]\n\n")
 	f.Fuzz(func(t *testing.T, body, completion, stream string) {
 		if out, err := ResponsesToChat([]byte(body), Options{Model: "m"}); err != nil {
 			if _, ok := err.(*Error); !ok {

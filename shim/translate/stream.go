@@ -102,6 +102,10 @@ type (
 		Role      string       `json:"role,omitempty"`
 		Content   *string      `json:"content,omitempty"`
 		ToolCalls []cToolDelta `json:"tool_calls,omitempty"`
+		// Reasoning in chat's shape (thinking.go): its text as it comes,
+		// a block's signature (or a redacted block) when it is whole.
+		ReasoningContent *string         `json:"reasoning_content,omitempty"`
+		ThinkingBlocks   []thinkingBlock `json:"thinking_blocks,omitempty"`
 	}
 	cToolDelta struct {
 		Index    int        `json:"index"`
@@ -123,16 +127,20 @@ type (
 		} `json:"message"`
 		Index        int64 `json:"index"`
 		ContentBlock *struct {
-			Type string `json:"type"`
-			ID   string `json:"id"`
-			Name string `json:"name"`
-			Text string `json:"text"`
+			Type     string `json:"type"`
+			ID       string `json:"id"`
+			Name     string `json:"name"`
+			Text     string `json:"text"`
+			Thinking string `json:"thinking"`
+			Data     string `json:"data"`
 		} `json:"content_block"`
 		Delta *struct {
 			Type        string `json:"type"`
 			Text        string `json:"text"`
 			PartialJSON string `json:"partial_json"`
 			StopReason  string `json:"stop_reason"`
+			Thinking    string `json:"thinking"`
+			Signature   string `json:"signature"`
 		} `json:"delta"`
 		Usage *struct {
 			InputTokens              *int64 `json:"input_tokens"`
@@ -183,6 +191,13 @@ func (s *Stream) fromMessages(ev wire.SSE) []wire.SSE {
 					t := cb.Text
 					out = append(out, s.chunk(cDelta{Content: &t}, nil))
 				}
+			case "thinking":
+				if cb.Thinking != "" {
+					t := cb.Thinking
+					out = append(out, s.chunk(cDelta{ReasoningContent: &t}, nil))
+				}
+			case "redacted_thinking":
+				out = append(out, s.chunk(cDelta{ThinkingBlocks: []thinkingBlock{{Type: "redacted_thinking", Data: cb.Data}}}, nil))
 			}
 		}
 	case "content_block_delta":
@@ -195,6 +210,11 @@ func (s *Stream) fromMessages(ev wire.SSE) []wire.SSE {
 				if k, ok := s.tools[in.Index]; ok && d.PartialJSON != "" {
 					out = append(out, s.chunk(cDelta{ToolCalls: []cToolDelta{{Index: k, Function: cArgsDelta{Arguments: d.PartialJSON}}}}, nil))
 				}
+			case "thinking_delta":
+				t := d.Thinking
+				out = append(out, s.chunk(cDelta{ReasoningContent: &t}, nil))
+			case "signature_delta":
+				out = append(out, s.chunk(cDelta{ThinkingBlocks: []thinkingBlock{{Type: "thinking", Signature: d.Signature}}}, nil))
 			}
 		}
 	case "message_delta":
@@ -248,9 +268,11 @@ type (
 		Choices []struct {
 			Index int `json:"index"`
 			Delta struct {
-				Content   *string `json:"content"`
-				Refusal   *string `json:"refusal"`
-				ToolCalls []struct {
+				Content          *string         `json:"content"`
+				Refusal          *string         `json:"refusal"`
+				ReasoningContent *string         `json:"reasoning_content"`
+				ThinkingBlocks   []thinkingBlock `json:"thinking_blocks"`
+				ToolCalls        []struct {
 					Index    int64  `json:"index"`
 					ID       string `json:"id"`
 					Function struct {
@@ -282,6 +304,8 @@ type (
 		Type        string  `json:"type"`
 		Text        *string `json:"text,omitempty"`
 		PartialJSON *string `json:"partial_json,omitempty"`
+		Thinking    *string `json:"thinking,omitempty"`
+		Signature   *string `json:"signature,omitempty"`
 	}
 	aBlockStop struct {
 		Type  string `json:"type"`
@@ -327,6 +351,7 @@ func (s *Stream) fromChat(ev wire.SSE) []wire.SSE {
 		if ch.Index != 0 {
 			continue // a translated request asks for one choice
 		}
+		out = append(out, s.thinkingFromChat(ch.Delta.ReasoningContent, ch.Delta.ThinkingBlocks)...)
 		text := ch.Delta.Content
 		if text == nil || *text == "" {
 			text = ch.Delta.Refusal
@@ -394,4 +419,42 @@ func (s *Stream) closeMessage() []wire.SSE {
 	return append(out, aEvent(struct {
 		Type string `json:"type"`
 	}{"message_stop"}, "message_stop"))
+}
+
+// thinkingFromChat is a chat delta's reasoning as Anthropic events: its
+// text into the open thinking block (opened when none is), a signature
+// ending that block, a redacted block on its own.
+func (s *Stream) thinkingFromChat(text *string, blocks []thinkingBlock) []wire.SSE {
+	var out []wire.SSE
+	open := func() {
+		if s.openKind != "thinking" {
+			out = append(out, s.closeBlock()...)
+			empty, none := "", ""
+			out = append(out, s.startBlock("thinking", aBlock{Type: "thinking", Thinking: &empty, Signature: &none}))
+		}
+	}
+	if text != nil && *text != "" {
+		open()
+		t := *text
+		out = append(out, aEvent(aBlockDelta{Type: "content_block_delta", Index: s.open, Delta: aDeltaOut{Type: "thinking_delta", Thinking: &t}}, "content_block_delta"))
+	}
+	for _, b := range blocks {
+		if b.Type == "redacted_thinking" {
+			out = append(out, s.closeBlock()...)
+			out = append(out, s.startBlock("redacted_thinking", aBlock{Type: "redacted_thinking", Data: b.Data}))
+			out = append(out, s.closeBlock()...)
+			continue
+		}
+		open()
+		if b.Thinking != "" {
+			t := b.Thinking
+			out = append(out, aEvent(aBlockDelta{Type: "content_block_delta", Index: s.open, Delta: aDeltaOut{Type: "thinking_delta", Thinking: &t}}, "content_block_delta"))
+		}
+		if b.Signature != "" {
+			sig := b.Signature
+			out = append(out, aEvent(aBlockDelta{Type: "content_block_delta", Index: s.open, Delta: aDeltaOut{Type: "signature_delta", Signature: &sig}}, "content_block_delta"))
+			out = append(out, s.closeBlock()...)
+		}
+	}
+	return out
 }

@@ -1,15 +1,18 @@
-// Package translate carries a turn across the two LLM wires the gateway
-// speaks: an OpenAI chat completions client served by an Anthropic messages
-// route, and an Anthropic messages client served by an OpenAI chat
-// completions route. It translates the request (messages, system, content
-// parts, images, tool calls and tool results, tools and tool_choice, the
-// sampling bounds), the answer (text, tool calls, the stop reason, usage),
-// a streamed answer event by event, and error envelopes.
+// Package translate carries a turn across the LLM wires: an OpenAI chat
+// completions client served by an Anthropic messages route, an Anthropic
+// messages client served by an OpenAI chat completions route, and, with
+// chat's shape as the pivot, the Responses API (responses.go), Gemini
+// (gemini.go) and Bedrock's Converse (bedrock.go). It translates the
+// request (messages, system, content parts, images, tool calls and tool
+// results, tools and tool_choice, the sampling bounds, reasoning and its
+// signed blocks: thinking.go), the answer (text, reasoning, tool calls,
+// the stop reason, usage), a streamed answer event by event, and error
+// envelopes.
 //
 // What the other wire cannot say is refused before any upstream call with
 // an *Error naming the field (an audio part, n > 1, logprobs, a server
 // tool); what changes nothing the client can observe (a seed, a cache
-// hint) is dropped. The OpenAI Responses API is not translated.
+// hint) is dropped.
 //
 // Every function here reads bytes from outside (a client's body, an
 // upstream's answer or stream) and never panics on them: FuzzRequest,
@@ -70,6 +73,11 @@ type Options struct {
 	// neither max_tokens nor max_completion_tokens, for an Anthropic
 	// upstream (0: DefaultMaxTokens).
 	MaxTokens int64
+	// Reasoning: the chat completions request made goes on to a route
+	// that reads reasoning in chat's shape (thinking.go), not to an
+	// OpenAI route; a messages or Responses client's reasoning is carried
+	// instead of refused or dropped.
+	Reasoning bool
 }
 
 // Request translates the body of a client of protocol client into the
