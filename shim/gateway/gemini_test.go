@@ -31,7 +31,8 @@ type geminiCall struct {
 // fakeGemini is the Gemini API: generateContent and
 // streamGenerateContent?alt=sse, answering text (or a function call when
 // the request declares tools) with usage; a model named "gemini-missing"
-// is answered 404 in Gemini's error envelope. A request with a
+// is answered 404 in Gemini's error envelope, one named "gemini-down"
+// 503 (overloaded, as Gemini says it). A request with a
 // thinkingConfig is answered a thought summary first, and its call (or
 // its text) carries geminiSignature, as Gemini 2.5 and 3 sign them.
 func fakeGemini(t *testing.T) (*httptest.Server, func() []geminiCall) {
@@ -48,6 +49,12 @@ func fakeGemini(t *testing.T) (*httptest.Server, func() []geminiCall) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprint(w, `{"error":{"code":404,"message":"models/gemini-missing is not found","status":"NOT_FOUND"}}`)
+			return
+		}
+		if strings.Contains(r.URL.Path, "gemini-down") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`)
 			return
 		}
 		usage := `"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"thoughtsTokenCount":2,"cachedContentTokenCount":4,"totalTokenCount":19}`
