@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -184,6 +185,11 @@ func (g *Gateway) do(ctx context.Context, w Writer, c call) (out outcome) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return g.canceled(mt, wrote, price, body)
+		}
+		var refused *provider.CredentialRefused
+		if errors.As(err, &refused) { // nothing was sent
+			g.refusedCredential(routeName, id, refused.Status, refused.Body)
+			return outcome{outcome: "auth_failed", status: refused.Status, failure: upstream.Definite}
 		}
 		g.cfg.Logger.Warn("gateway: upstream failed", "route", routeName, "model", id, "sent", wrote, "err", err)
 		if wrote {

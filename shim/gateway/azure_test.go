@@ -24,6 +24,7 @@ import (
 // azureCall is what the fake Azure resource saw of one request.
 type azureCall struct {
 	Method, Path, Query, Key, Model string
+	Auth                            string // the Authorization header
 }
 
 // fakeAzure is an Azure OpenAI resource: it records each request and
@@ -38,7 +39,7 @@ func fakeAzure(t *testing.T) (*httptest.Server, func() []azureCall) {
 		}
 		_ = json.Unmarshal(b, &in)
 		mu.Lock()
-		calls = append(calls, azureCall{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Api-Key"), in.Model})
+		calls = append(calls, azureCall{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Api-Key"), in.Model, r.Header.Get("Authorization")})
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		if strings.HasSuffix(r.URL.Path, "/responses") {
@@ -113,8 +114,8 @@ func TestAzureSpeaksAsTheAzureSDK(t *testing.T) {
 		}
 	}
 	mapped := []azureCall{
-		{"POST", "/openai/deployments/prod-mini/chat/completions", "api-version=" + version, "sk-az", "gpt-4o-mini"},
-		{"POST", "/openai/responses", "api-version=" + version, "sk-az", "prod-mini"},
+		{"POST", "/openai/deployments/prod-mini/chat/completions", "api-version=" + version, "sk-az", "gpt-4o-mini", ""},
+		{"POST", "/openai/responses", "api-version=" + version, "sk-az", "prod-mini", ""},
 	}
 	for i, w := range mapped {
 		if got[2+i] != w {

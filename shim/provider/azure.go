@@ -27,13 +27,14 @@ const DefaultAzureAPIVersion = "2024-10-21"
 // and embeddings at .../embeddings; the Responses API at
 // /openai/responses, its body naming the deployment as its model; every
 // path with ?api-version= — as the official OpenAI SDK's azure package
-// sends them. The key goes in api-key.
+// sends them. The key goes in api-key, or, with entra, a Microsoft Entra
+// ID token as a bearer token (azure_entra.go).
 type azure struct{ openAI }
 
 func (azure) Kind() upstream.Kind { return KindAzure }
 
 // Settings implements RouteChecker.
-func (azure) Settings() []string { return []string{"api_version", "deployments"} }
+func (azure) Settings() []string { return []string{"api_version", "deployments", "entra"} }
 
 // DefaultBase implements RouteChecker: the resource's endpoint is given.
 func (azure) DefaultBase() bool { return false }
@@ -50,8 +51,64 @@ func (azure) CheckRoute(name string, r upstream.Route) error {
 			return fmt.Errorf("upstream: routes.%s.deployments[%q] %q: want a model and a deployment name", name, m, d)
 		}
 	}
+	if e := r.Entra; e != nil {
+		switch {
+		case entraToken == nil:
+			return fmt.Errorf("upstream: routes.%s.entra: Entra ID is not in this build (the Worker's): use key_env", name)
+		case r.KeyEnv != "":
+			return fmt.Errorf("upstream: routes.%s: key_env and entra both set: an azure route authorizes with one", name)
+		case !guid(e.TenantID) && !strings.HasSuffix(e.TenantID, ".onmicrosoft.com"):
+			return fmt.Errorf("upstream: routes.%s.entra.tenant_id %q: want the directory's id (a GUID) or its NAME.onmicrosoft.com domain", name, e.TenantID)
+		case !guid(e.ClientID):
+			return fmt.Errorf("upstream: routes.%s.entra.client_id %q: want the application's client id (a GUID)", name, e.ClientID)
+		case e.ClientSecretEnv == "":
+			return fmt.Errorf("upstream: routes.%s.entra.client_secret_env is required (the variable holding the application's secret)", name)
+		case e.Authority != "" && !strings.HasPrefix(e.Authority, "https://") && !strings.HasPrefix(e.Authority, "http://"):
+			return fmt.Errorf("upstream: routes.%s.entra.authority %q: want an http(s) URL", name, e.Authority)
+		}
+	}
 	return nil
 }
+
+// guid reports whether s is a GUID (8-4-4-4-12 hexadecimal digits).
+func guid(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'):
+			return false
+		}
+	}
+	return true
+}
+
+// Credential implements CredentialSource: the Entra ID application, or
+// key_env.
+func (azure) Credential(r upstream.Route, getenv func(string) string) (string, error) {
+	if e := r.Entra; e != nil {
+		if getenv(e.ClientSecretEnv) == "" {
+			return "", fmt.Errorf("entra.client_secret_env %s is empty", e.ClientSecretEnv)
+		}
+		return "Entra ID application " + e.ClientID + " of tenant " + e.TenantID + " (secret in " + e.ClientSecretEnv + ")", nil
+	}
+	switch {
+	case r.KeyEnv == "":
+		return "", fmt.Errorf("neither key_env nor entra is set")
+	case getenv(r.KeyEnv) == "":
+		return "", fmt.Errorf("key_env %s is empty", r.KeyEnv)
+	}
+	return r.KeyEnv, nil
+}
+
+// entraToken is the Entra ID token of an application (nil: not in this
+// build).
+var entraToken func(upstream.Entra) (string, error)
 
 // deployment is the deployment serving model on r.
 func deployment(r upstream.Route, model string) string {
@@ -93,7 +150,13 @@ func (azure) Request(ctx context.Context, c Call) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Key != "" {
+	if e := c.Route.Entra; e != nil {
+		tok, err := entraToken(*e)
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Authorization", "Bearer "+tok)
+	} else if c.Key != "" {
 		r.Header.Set("Api-Key", c.Key)
 	}
 	return r, nil

@@ -140,6 +140,20 @@ func Register(p Provider) {
 	upstream.RegisterKind(p.Kind(), spec)
 }
 
+// CredentialRefused is a Request's failure when the route's credential was
+// refused before any call: the token endpoint of an Entra ID application
+// or a service account answered that the secret or key is not valid. The
+// gateway treats it as an upstream's 401: the route is unhealthy.
+type CredentialRefused struct {
+	Status int    // the token endpoint's status
+	Body   []byte // its answer
+	Err    error
+}
+
+func (e *CredentialRefused) Error() string { return e.Err.Error() }
+
+func (e *CredentialRefused) Unwrap() error { return e.Err }
+
 // CredentialSource is a provider whose routes take their credential from
 // elsewhere than key_env (a service-account key file, the AWS
 // environment): Credential says where, or why it is missing, for serve's

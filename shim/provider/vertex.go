@@ -173,7 +173,7 @@ func (v *vertex) token(file string) (string, error) {
 	v.mu.Unlock()
 	t, err := ts.Token()
 	if err != nil {
-		return "", fmt.Errorf("provider: vertex: the OAuth token of %s: %w", file, err)
+		return "", tokenRefused(fmt.Errorf("provider: vertex: the OAuth token of %s: %w", file, err))
 	}
 	return t.AccessToken, nil
 }

@@ -87,6 +87,9 @@ type Route struct {
 	// model not listed is served by the deployment of its own name).
 	APIVersion  string            `json:"api_version,omitempty" yaml:"api_version"`
 	Deployments map[string]string `json:"deployments,omitempty" yaml:"deployments"`
+	// Entra is an azure route's Microsoft Entra ID application, whose
+	// token goes instead of an api-key.
+	Entra *Entra `json:"entra,omitempty" yaml:"entra"`
 	// Project, Location and CredentialsFile are a vertex route's: the
 	// Google Cloud project and location, and the service-account key
 	// (JSON) its OAuth token is fetched with.
@@ -97,6 +100,18 @@ type Route struct {
 	Region string `json:"region,omitempty" yaml:"region"`
 }
 
+// Entra is a Microsoft Entra ID application (a service principal) whose
+// client-credentials token authorizes an azure route: its tenant, its
+// client id, the environment variable holding its secret, and the
+// authority (empty: https://login.microsoftonline.com; another cloud's,
+// or a test's).
+type Entra struct {
+	TenantID        string `json:"tenant_id" yaml:"tenant_id"`
+	ClientID        string `json:"client_id" yaml:"client_id"`
+	ClientSecretEnv string `json:"client_secret_env" yaml:"client_secret_env"`
+	Authority       string `json:"authority,omitempty" yaml:"authority"`
+}
+
 // kindSettings names the settings of r that belong to one kind or another
 // (api_version, deployments, project, ...), as the configuration spells
 // them.
@@ -105,7 +120,7 @@ func (r Route) kindSettings() []string {
 	for _, s := range []struct {
 		name string
 		set  bool
-	}{{"api_version", r.APIVersion != ""}, {"deployments", len(r.Deployments) > 0}, {"project", r.Project != ""},
+	}{{"api_version", r.APIVersion != ""}, {"deployments", len(r.Deployments) > 0}, {"entra", r.Entra != nil}, {"project", r.Project != ""},
 		{"location", r.Location != ""}, {"credentials_file", r.CredentialsFile != ""}, {"region", r.Region != ""}} {
 		if s.set {
 			out = append(out, s.name)
