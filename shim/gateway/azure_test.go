@@ -1,13 +1,9 @@
 package gateway_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -20,41 +16,6 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
-
-// azureCall is what the fake Azure resource saw of one request.
-type azureCall struct {
-	Method, Path, Query, Key, Model string
-	Auth                            string // the Authorization header
-}
-
-// fakeAzure is an Azure OpenAI resource: it records each request and
-// answers a chat completion or a response, with usage.
-func fakeAzure(t *testing.T) (*httptest.Server, func() []azureCall) {
-	var mu sync.Mutex
-	var calls []azureCall
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var in struct {
-			Model string `json:"model"`
-		}
-		_ = json.Unmarshal(b, &in)
-		mu.Lock()
-		calls = append(calls, azureCall{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Api-Key"), in.Model, r.Header.Get("Authorization")})
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if strings.HasSuffix(r.URL.Path, "/responses") {
-			fmt.Fprint(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"x","output":[{"type":"message","id":"m1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"hi","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}`)
-			return
-		}
-		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"x","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, func() []azureCall {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]azureCall(nil), calls...)
-	}
-}
 
 // TestAzureSpeaksAsTheAzureSDK: an azure route sends chat completions and
 // the Responses API to an Azure OpenAI resource exactly where, and with
@@ -114,8 +75,8 @@ func TestAzureSpeaksAsTheAzureSDK(t *testing.T) {
 		}
 	}
 	mapped := []azureCall{
-		{"POST", "/openai/deployments/prod-mini/chat/completions", "api-version=" + version, "sk-az", "gpt-4o-mini", ""},
-		{"POST", "/openai/responses", "api-version=" + version, "sk-az", "prod-mini", ""},
+		{Method: "POST", Path: "/openai/deployments/prod-mini/chat/completions", Query: "api-version=" + version, Key: "sk-az", Model: "gpt-4o-mini"},
+		{Method: "POST", Path: "/openai/responses", Query: "api-version=" + version, Key: "sk-az", Model: "prod-mini"},
 	}
 	for i, w := range mapped {
 		if got[2+i] != w {

@@ -3,12 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -21,76 +16,6 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
-
-// geminiCall is what the fake Gemini API saw of one request.
-type geminiCall struct {
-	Path, Query, Key string
-	Body             map[string]any
-}
-
-// fakeGemini is the Gemini API: generateContent and
-// streamGenerateContent?alt=sse, answering text (or a function call when
-// the request declares tools) with usage; a model named "gemini-missing"
-// is answered 404 in Gemini's error envelope, one named "gemini-down"
-// 503 (overloaded, as Gemini says it). A request with a
-// thinkingConfig is answered a thought summary first, and its call (or
-// its text) carries geminiSignature, as Gemini 2.5 and 3 sign them.
-func fakeGemini(t *testing.T) (*httptest.Server, func() []geminiCall) {
-	var mu sync.Mutex
-	var calls []geminiCall
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		_ = json.Unmarshal(b, &body)
-		mu.Lock()
-		calls = append(calls, geminiCall{r.URL.Path, r.URL.RawQuery, r.Header.Get("X-Goog-Api-Key"), body})
-		mu.Unlock()
-		if strings.Contains(r.URL.Path, "gemini-missing") {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprint(w, `{"error":{"code":404,"message":"models/gemini-missing is not found","status":"NOT_FOUND"}}`)
-			return
-		}
-		if strings.Contains(r.URL.Path, "gemini-down") {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprint(w, `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`)
-			return
-		}
-		usage := `"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"thoughtsTokenCount":2,"cachedContentTokenCount":4,"totalTokenCount":19}`
-		last := `{"candidates":[{"content":{"role":"model","parts":[{"text":"lo"}]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-2.5-flash","responseId":"r1"}`
-		first := `{"text":"hel"}`
-		gc, _ := body["generationConfig"].(map[string]any)
-		_, thinks := gc["thinkingConfig"]
-		if thinks {
-			first = `{"text":"Paris needs a lookup","thought":true}`
-		}
-		if _, ok := body["tools"]; ok {
-			call := `{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}`
-			if thinks {
-				call = `{"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"` + geminiSignature + `"}`
-			}
-			last = `{"candidates":[{"content":{"role":"model","parts":[` + call + `]},"finishReason":"STOP","index":0}],` + usage + `,"modelVersion":"gemini-2.5-flash","responseId":"r1"}`
-		}
-		if strings.HasSuffix(r.URL.Path, ":streamGenerateContent") {
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":["+first+"]},\"index\":0}],\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"r1\"}\r\n\r\n")
-			fmt.Fprint(w, "data: "+last+"\r\n\r\n")
-			return
-		}
-		if thinks {
-			last = strings.Replace(last, `"parts":[`, `"parts":[`+first+`,`, 1)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, strings.Replace(last, `"text":"lo"`, `"text":"hello"`, 1))
-	}))
-	t.Cleanup(srv.Close)
-	return srv, func() []geminiCall {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]geminiCall(nil), calls...)
-	}
-}
 
 // TestGeminiThroughTheSDKs: a chat completions client of the official
 // OpenAI SDK reaches a Gemini route through translation, whole and

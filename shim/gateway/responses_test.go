@@ -2,11 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -16,78 +12,6 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
-
-// fakeClaude is Anthropic's messages API: text, or a tool call when the
-// request declares tools; streamed when asked; with usage. A request with
-// thinking is answered a thinking block signed claudeSignature first.
-func fakeClaude(t *testing.T) (*fake, func() []map[string]any) {
-	var mu sync.Mutex
-	var bodies []map[string]any
-	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {})
-	f.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.calls.Add(1)
-		b, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		_ = json.Unmarshal(b, &body)
-		mu.Lock()
-		bodies = append(bodies, body)
-		mu.Unlock()
-		_, tools := body["tools"]
-		_, thinks := body["thinking"]
-		if body["stream"] == true {
-			w.Header().Set("Content-Type", "text/event-stream")
-			events := []string{
-				`{"type":"message_start","message":{"id":"msg_s","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}`,
-				`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hel"}}`,
-				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}}`,
-				`{"type":"content_block_stop","index":0}`,
-				`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`,
-				`{"type":"message_stop"}`,
-			}
-			if tools {
-				events[1] = `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}}`
-				events[2] = `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"city\":"}}`
-				events[3] = `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"\"Paris\"}"}}`
-				events[5] = `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":3}}`
-			}
-			if thinks {
-				thinking := []string{
-					`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
-					`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Look it "}}`,
-					`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"up"}}`,
-					`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"` + claudeSignature + `"}}`,
-					`{"type":"content_block_stop","index":0}`,
-				}
-				for i := 1; i <= 4; i++ { // the text block is the second
-					events[i] = strings.Replace(events[i], `"index":0`, `"index":1`, 1)
-				}
-				events = append(events[:1], append(thinking, events[1:]...)...)
-			}
-			for _, ev := range events {
-				var head struct{ Type string }
-				_ = json.Unmarshal([]byte(ev), &head)
-				fmt.Fprintf(w, "event: %s\ndata: %s\n\n", head.Type, ev)
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		content := `[{"type":"text","text":"hello"}]`
-		stop := "end_turn"
-		if tools {
-			content, stop = `[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]`, "tool_use"
-		}
-		if thinks {
-			content = `[{"type":"thinking","thinking":"Look it up","signature":"` + claudeSignature + `"},` + content[1:]
-		}
-		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":%s,"stop_reason":%q,"usage":{"input_tokens":10,"output_tokens":3}}`, content, stop)
-	})
-	return f, func() []map[string]any {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]map[string]any(nil), bodies...)
-	}
-}
 
 // TestResponsesClientReachesClaude: the official OpenAI SDK's Responses
 // API reaches a Claude route (translate: true), whole, streamed and with

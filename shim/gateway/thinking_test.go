@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -21,14 +20,6 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
-)
-
-// The signatures the fakes sign their reasoning with (opaque to the
-// client, checked by the upstream when it comes back).
-var (
-	geminiSignature  = base64.StdEncoding.EncodeToString([]byte("sig-gemini"))
-	claudeSignature  = "EqQBCkYIBxgCKkBclaude"
-	bedrockSignature = "EqoBCkgIARABbedrock"
 )
 
 // weatherTool is the get_weather tool of an Anthropic client.

@@ -1,22 +1,13 @@
 package gateway_test
 
 import (
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -32,96 +23,6 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
-
-// fakeGoogleToken is Google's OAuth token endpoint for a service account:
-// it checks the JWT bearer assertion's signature against the account's
-// public key and answers an access token; tokens counts the grants.
-func fakeGoogleToken(t *testing.T, pub *rsa.PublicKey, tokens *atomic.Int64) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil || r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" {
-			http.Error(w, "bad grant", http.StatusBadRequest)
-			return
-		}
-		parts := strings.Split(r.Form.Get("assertion"), ".")
-		sig, err := base64.RawURLEncoding.DecodeString(parts[len(parts)-1])
-		sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-		if len(parts) != 3 || err != nil || rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig) != nil {
-			http.Error(w, "bad assertion", http.StatusUnauthorized)
-			return
-		}
-		tokens.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"access_token":"ya29.fake","expires_in":3600,"token_type":"Bearer"}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// serviceAccount writes a service-account key file of key whose
-// token_uri is tokenURL, and returns its path.
-func serviceAccount(t *testing.T, key *rsa.PrivateKey, tokenURL string) string {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(map[string]string{"type": "service_account", "project_id": "proj-1", "private_key_id": "k1",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": "caduceus@proj-1.iam.gserviceaccount.com", "client_id": "1", "token_uri": tokenURL})
-	file := filepath.Join(t.TempDir(), "sa.json")
-	if err := os.WriteFile(file, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
-}
-
-// vertexCall is what the fake Vertex AI saw of one request.
-type vertexCall struct {
-	Path, Query, Auth string
-	Body              map[string]any
-}
-
-// fakeVertex answers Gemini models in Gemini's shape and Claude models
-// (rawPredict) in Anthropic's, with usage.
-func fakeVertex(t *testing.T) (*httptest.Server, func() []vertexCall) {
-	var mu sync.Mutex
-	var calls []vertexCall
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var body map[string]any
-		_ = json.Unmarshal(b, &body)
-		mu.Lock()
-		calls = append(calls, vertexCall{r.URL.Path, r.URL.RawQuery, r.Header.Get("Authorization"), body})
-		mu.Unlock()
-		switch {
-		case strings.HasSuffix(r.URL.Path, ":rawPredict"):
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"id":"msg_v1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":3}}`)
-		case strings.HasSuffix(r.URL.Path, ":streamRawPredict"):
-			w.Header().Set("Content-Type", "text/event-stream")
-			for _, ev := range []string{
-				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_v2","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":10,"output_tokens":1}}}`,
-				`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello"}}`,
-				`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
-				`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`,
-				`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
-			} {
-				fmt.Fprint(w, ev+"\n\n")
-			}
-		case strings.HasSuffix(r.URL.Path, ":generateContent"):
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"candidates":[{"content":{"role":"model","parts":[{"text":"hello"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":3,"totalTokenCount":13},"modelVersion":"gemini-2.5-pro","responseId":"r9"}`)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv, func() []vertexCall {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]vertexCall(nil), calls...)
-	}
-}
 
 // TestVertexThroughTheSDKs: a vertex route fetches its OAuth token from
 // the service account's token_uri (a signed JWT, checked) once for many

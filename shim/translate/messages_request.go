@@ -329,43 +329,7 @@ func anthropicMessageTo(out *cRequest, msg inMessage, at string, reasoning bool)
 			out.Messages = append(out.Messages, cMessage{Role: "user", Content: parts})
 		}
 	case "assistant":
-		var texts []string
-		var calls []cToolCall
-		var thinking []thinkingBlock
-		for j, b := range blocks {
-			bat := fmt.Sprintf("%s.content[%d]", at, j)
-			switch b.Type {
-			case "text":
-				if b.Text != "" {
-					texts = append(texts, b.Text)
-				}
-			case "tool_use":
-				if b.ID == "" || b.Name == "" {
-					return refuse(bat, "a tool_use block needs its id and name")
-				}
-				var obj map[string]json.RawMessage
-				if json.Unmarshal(b.Input, &obj) != nil || obj == nil {
-					return refuse(bat+".input", "want a JSON object")
-				}
-				calls = append(calls, cToolCall{ID: b.ID, Type: "function", Function: cFunction{Name: b.Name, Arguments: string(mustJSON(obj))}})
-			case "thinking", "redacted_thinking":
-				// An earlier turn's reasoning: an OpenAI route cannot read
-				// it; a route that can gets it back in chat's shape.
-				if reasoning {
-					thinking = append(thinking, thinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
-				}
-			default:
-				return refuse(bat+".type", "%q is not supported when served by an OpenAI route", b.Type)
-			}
-		}
-		if len(texts) == 0 && len(calls) == 0 && len(thinking) == 0 {
-			return nil
-		}
-		cm := cMessage{Role: "assistant", ToolCalls: calls, ThinkingBlocks: thinking}
-		if len(texts) > 0 {
-			cm.Content = strings.Join(texts, "")
-		}
-		out.Messages = append(out.Messages, cm)
+		return anthropicAssistant(out, blocks, at, reasoning)
 	default:
 		return refuse(at+".role", "%q: want user or assistant", msg.Role)
 	}
@@ -391,4 +355,48 @@ func imageURL(src *inSource, at string) (string, *Error) {
 		return src.URL, nil
 	}
 	return "", refuse(at+".type", "%q is not supported when served by an OpenAI route", src.Type)
+}
+
+// anthropicAssistant translates an assistant message's blocks into one
+// assistant message of out: text joined, tool_use blocks as tool calls,
+// thinking blocks carried when the route reads them (reasoning).
+func anthropicAssistant(out *cRequest, blocks []inBlock, at string, reasoning bool) *Error {
+	var texts []string
+	var calls []cToolCall
+	var thinking []thinkingBlock
+	for j, b := range blocks {
+		bat := fmt.Sprintf("%s.content[%d]", at, j)
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				texts = append(texts, b.Text)
+			}
+		case "tool_use":
+			if b.ID == "" || b.Name == "" {
+				return refuse(bat, "a tool_use block needs its id and name")
+			}
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(b.Input, &obj) != nil || obj == nil {
+				return refuse(bat+".input", "want a JSON object")
+			}
+			calls = append(calls, cToolCall{ID: b.ID, Type: "function", Function: cFunction{Name: b.Name, Arguments: string(mustJSON(obj))}})
+		case "thinking", "redacted_thinking":
+			// An earlier turn's reasoning: an OpenAI route cannot read
+			// it; a route that can gets it back in chat's shape.
+			if reasoning {
+				thinking = append(thinking, thinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature, Data: b.Data})
+			}
+		default:
+			return refuse(bat+".type", "%q is not supported when served by an OpenAI route", b.Type)
+		}
+	}
+	if len(texts) == 0 && len(calls) == 0 && len(thinking) == 0 {
+		return nil
+	}
+	cm := cMessage{Role: "assistant", ToolCalls: calls, ThinkingBlocks: thinking}
+	if len(texts) > 0 {
+		cm.Content = strings.Join(texts, "")
+	}
+	out.Messages = append(out.Messages, cm)
+	return nil
 }

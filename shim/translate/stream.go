@@ -179,44 +179,8 @@ func (s *Stream) fromMessages(ev wire.SSE) []wire.SSE {
 		out = append(out, s.chunk(cDelta{Role: "assistant", Content: &empty}, nil))
 	}
 	switch in.Type {
-	case "content_block_start":
-		if cb := in.ContentBlock; cb != nil {
-			switch cb.Type {
-			case "tool_use":
-				k := len(s.tools)
-				s.tools[in.Index] = k
-				out = append(out, s.chunk(cDelta{ToolCalls: []cToolDelta{{Index: k, ID: cb.ID, Type: "function", Function: cArgsDelta{Name: cb.Name}}}}, nil))
-			case "text":
-				if cb.Text != "" {
-					t := cb.Text
-					out = append(out, s.chunk(cDelta{Content: &t}, nil))
-				}
-			case "thinking":
-				if cb.Thinking != "" {
-					t := cb.Thinking
-					out = append(out, s.chunk(cDelta{ReasoningContent: &t}, nil))
-				}
-			case "redacted_thinking":
-				out = append(out, s.chunk(cDelta{ThinkingBlocks: []thinkingBlock{{Type: "redacted_thinking", Data: cb.Data}}}, nil))
-			}
-		}
-	case "content_block_delta":
-		if d := in.Delta; d != nil {
-			switch d.Type {
-			case "text_delta":
-				t := d.Text
-				out = append(out, s.chunk(cDelta{Content: &t}, nil))
-			case "input_json_delta":
-				if k, ok := s.tools[in.Index]; ok && d.PartialJSON != "" {
-					out = append(out, s.chunk(cDelta{ToolCalls: []cToolDelta{{Index: k, Function: cArgsDelta{Arguments: d.PartialJSON}}}}, nil))
-				}
-			case "thinking_delta":
-				t := d.Thinking
-				out = append(out, s.chunk(cDelta{ReasoningContent: &t}, nil))
-			case "signature_delta":
-				out = append(out, s.chunk(cDelta{ThinkingBlocks: []thinkingBlock{{Type: "thinking", Signature: d.Signature}}}, nil))
-			}
-		}
+	case "content_block_start", "content_block_delta":
+		out = append(out, s.blockFromMessages(in)...)
 	case "message_delta":
 		if in.Delta != nil && in.Delta.StopReason != "" {
 			s.stop = in.Delta.StopReason
@@ -454,6 +418,54 @@ func (s *Stream) thinkingFromChat(text *string, blocks []thinkingBlock) []wire.S
 			sig := b.Signature
 			out = append(out, aEvent(aBlockDelta{Type: "content_block_delta", Index: s.open, Delta: aDeltaOut{Type: "signature_delta", Signature: &sig}}, "content_block_delta"))
 			out = append(out, s.closeBlock()...)
+		}
+	}
+	return out
+}
+
+// blockFromMessages is the chat chunks of an Anthropic content block's
+// start or delta: text, a tool call's start and its argument fragments,
+// thinking and its signature, a redacted thinking block.
+func (s *Stream) blockFromMessages(in inEvent) []wire.SSE {
+	var out []wire.SSE
+	switch in.Type {
+	case "content_block_start":
+		if cb := in.ContentBlock; cb != nil {
+			switch cb.Type {
+			case "tool_use":
+				k := len(s.tools)
+				s.tools[in.Index] = k
+				out = append(out, s.chunk(cDelta{ToolCalls: []cToolDelta{{Index: k, ID: cb.ID, Type: "function", Function: cArgsDelta{Name: cb.Name}}}}, nil))
+			case "text":
+				if cb.Text != "" {
+					t := cb.Text
+					out = append(out, s.chunk(cDelta{Content: &t}, nil))
+				}
+			case "thinking":
+				if cb.Thinking != "" {
+					t := cb.Thinking
+					out = append(out, s.chunk(cDelta{ReasoningContent: &t}, nil))
+				}
+			case "redacted_thinking":
+				out = append(out, s.chunk(cDelta{ThinkingBlocks: []thinkingBlock{{Type: "redacted_thinking", Data: cb.Data}}}, nil))
+			}
+		}
+	case "content_block_delta":
+		if d := in.Delta; d != nil {
+			switch d.Type {
+			case "text_delta":
+				t := d.Text
+				out = append(out, s.chunk(cDelta{Content: &t}, nil))
+			case "input_json_delta":
+				if k, ok := s.tools[in.Index]; ok && d.PartialJSON != "" {
+					out = append(out, s.chunk(cDelta{ToolCalls: []cToolDelta{{Index: k, Function: cArgsDelta{Arguments: d.PartialJSON}}}}, nil))
+				}
+			case "thinking_delta":
+				t := d.Thinking
+				out = append(out, s.chunk(cDelta{ReasoningContent: &t}, nil))
+			case "signature_delta":
+				out = append(out, s.chunk(cDelta{ThinkingBlocks: []thinkingBlock{{Type: "thinking", Signature: d.Signature}}}, nil))
+			}
 		}
 	}
 	return out
