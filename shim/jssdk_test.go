@@ -1,69 +1,18 @@
 package shim_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimtest"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
-// jsRead is one line of testdata/jssdk/read.mjs: how one read pattern of
-// an official JavaScript SDK ended.
-type jsRead struct {
-	Pattern     string  `json:"pattern"`
-	Outcome     string  `json:"outcome"` // completed, api_error, error
-	Events      int     `json:"events"`
-	Status      int     `json:"status"`
-	Body        string  `json:"body"`
-	ShouldRetry *string `json:"should_retry"`
-	Receipt     *string `json:"receipt"`
-	Message     string  `json:"message"`
-}
-
-// readWithJSSDKs runs read.mjs against e with key: the official OpenAI and
-// Anthropic JavaScript SDKs (testdata/jssdk's lockfile, installed with npm
-// ci when node_modules is missing; Node 20 and npm must be on the PATH),
-// each read pattern once, and returns the lines by pattern.
-func readWithJSSDKs(t *testing.T, e *env, key string) map[string]jsRead {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("testdata", "jssdk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in shim/testdata/jssdk (Node 20 and npm are needed): %v\n%s", err, out)
-		}
-	}
-	cmd := exec.CommandContext(t.Context(), "node", "read.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CADUCEUS_URL="+e.srv.URL, "CADUCEUS_KEY="+key,
-		"MODEL_CHAT="+modelOf[wire.ChatCompletions], "MODEL_RESPONSES="+modelOf[wire.Responses], "MODEL_MESSAGES="+modelOf[wire.Messages])
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node read.mjs: %v\n%s", err, stderr.String())
-	}
-	reads := map[string]jsRead{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var r jsRead
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("read.mjs printed %q: %v", sc.Text(), err)
-		}
-		reads[r.Pattern] = r
-	}
-	return reads
+// readWithJSSDKs reads e's answers with key in each read pattern of the
+// official JavaScript SDKs (shimtest.ReadWithJSSDKs).
+func readWithJSSDKs(t *testing.T, e *env, key string) map[string]shimtest.JSRead {
+	return shimtest.ReadWithJSSDKs(t, e.srv.URL, key, modelOf[wire.ChatCompletions], modelOf[wire.Responses], modelOf[wire.Messages])
 }
 
 // TestWithheldThroughTheJSSDKs: an answer whose receipt and audit record

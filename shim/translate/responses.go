@@ -560,7 +560,10 @@ func (s *ResponsesStream) Event(ev wire.SSE) []wire.SSE {
 				s.open = len(s.output)
 				s.output = append(s.output, rOutputItem{Type: "message", ID: "msg_" + s.id, Status: "in_progress", Role: "assistant",
 					Content: []rPart{{Type: "output_text", Annotations: []any{}}}})
-				out = append(out, s.emit("response.output_item.added", map[string]any{"output_index": s.open, "item": rOutputItem{Type: "message", ID: "msg_" + s.id, Status: "in_progress", Role: "assistant", Content: []rPart{}}}),
+				// The item's content is there, if empty: a client adds the
+				// part to it (the JavaScript SDK's stream does).
+				added := map[string]any{"type": "message", "id": "msg_" + s.id, "status": "in_progress", "role": "assistant", "content": []rPart{}}
+				out = append(out, s.emit("response.output_item.added", map[string]any{"output_index": s.open, "item": added}),
 					s.emit("response.content_part.added", map[string]any{"item_id": "msg_" + s.id, "output_index": s.open, "content_index": 0, "part": rPart{Type: "output_text", Annotations: []any{}}}))
 			}
 			s.text.WriteString(*t)

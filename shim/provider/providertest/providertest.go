@@ -302,19 +302,49 @@ type AzureCall struct {
 }
 
 // Azure is an Azure OpenAI resource: it records each request and
-// answers a chat completion or a response, with usage.
+// answers a chat completion or a response ("hi"), with usage, whole or
+// streamed.
 func Azure(t testing.TB) (*httptest.Server, func() []AzureCall) {
 	var mu sync.Mutex
 	var calls []AzureCall
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var in struct {
-			Model string `json:"model"`
+			Model  string `json:"model"`
+			Stream bool   `json:"stream"`
 		}
 		_ = json.Unmarshal(b, &in)
 		mu.Lock()
 		calls = append(calls, AzureCall{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Api-Key"), in.Model, r.Header.Get("Authorization")})
 		mu.Unlock()
+		if in.Stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			events := []string{
+				`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"x","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`,
+				`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+				`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"x","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}`,
+				`[DONE]`,
+			}
+			if strings.HasSuffix(r.URL.Path, "/responses") {
+				item := `{"type":"message","id":"m1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"hi","annotations":[]}]}`
+				events = []string{
+					`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1,"status":"in_progress","model":"x","output":[]}}`,
+					`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"m1","role":"assistant","status":"in_progress","content":[]}}`,
+					`{"type":"response.output_text.delta","sequence_number":2,"item_id":"m1","output_index":0,"content_index":0,"delta":"hi"}`,
+					`{"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":` + item + `}`,
+					`{"type":"response.completed","sequence_number":4,"response":{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"x","output":[` + item + `],"usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}}`,
+				}
+			}
+			for _, ev := range events {
+				var head struct{ Type string }
+				_ = json.Unmarshal([]byte(ev), &head)
+				if head.Type != "" {
+					fmt.Fprintf(w, "event: %s\n", head.Type)
+				}
+				fmt.Fprintf(w, "data: %s\n\n", ev)
+			}
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if strings.HasSuffix(r.URL.Path, "/responses") {
 			fmt.Fprint(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"x","output":[{"type":"message","id":"m1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"hi","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}`)
