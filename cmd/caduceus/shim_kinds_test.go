@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
