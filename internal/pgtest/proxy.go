@@ -45,15 +45,21 @@ type Proxy struct {
 }
 
 // Trip is one round trip: the proxied connection it was on (numbered from
-// 1 in the order they were accepted) and what its burst asked for, one
+// 1 in the order they were accepted, with the application_name it
+// started with) and what its burst asked for, one
 // entry per statement executed or prepared ("prepare: …"), in order.
 type Trip struct {
 	Conn       int
+	App        string // the connection's application_name
 	Statements []string
 }
 
 func (tr Trip) String() string {
-	return fmt.Sprintf("conn %d: %s", tr.Conn, strings.Join(tr.Statements, " | "))
+	app := ""
+	if tr.App != "" {
+		app = " (" + tr.App + ")"
+	}
+	return fmt.Sprintf("conn %d%s: %s", tr.Conn, app, strings.Join(tr.Statements, " | "))
 }
 
 // NewProxy starts a proxy on a free port of 127.0.0.1 to the server dsn
@@ -181,6 +187,7 @@ type proxyConn struct {
 	// The client's protocol stream, for the statements' texts.
 	pending []byte
 	startup bool              // the next message is a startup-format one (no type byte)
+	app     string            // the application_name the client started with
 	stmts   map[string]string // prepared statement name -> its text
 }
 
@@ -268,7 +275,10 @@ func (c *proxyConn) delivered() {
 	c.p.trips.Add(1)
 	if c.p.trace.Load() {
 		c.p.mu.Lock()
-		c.p.log = append(c.p.log, Trip{Conn: c.id, Statements: burst})
+		c.mu.Lock()
+		app := c.app
+		c.mu.Unlock()
+		c.p.log = append(c.p.log, Trip{Conn: c.id, App: app, Statements: burst})
 		c.p.mu.Unlock()
 	}
 }
@@ -295,6 +305,9 @@ func (c *proxyConn) parse(keep bool) {
 			}
 			code := binary.BigEndian.Uint32(b[4:])
 			c.startup = code == sslRequest || code == gssencRequest
+			if !c.startup {
+				c.app = startupParam(b[8:n], "application_name")
+			}
 			if keep {
 				c.burst = append(c.burst, "startup")
 			}
@@ -312,6 +325,18 @@ func (c *proxyConn) parse(keep bool) {
 		c.pending = b[1+n:]
 		c.message(typ, body, keep)
 	}
+}
+
+// startupParam is the value of the parameter name in a startup
+// message's parameters (pairs of C strings), "" when it has none.
+func startupParam(b []byte, name string) string {
+	fields := strings.Split(string(b), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i] == name {
+			return fields[i+1]
+		}
+	}
+	return ""
 }
 
 // message notes one frontend message.
