@@ -61,6 +61,7 @@ func TestGovernedTurnRoundTrips(t *testing.T) {
 	const warm, measured = 3, 20
 	var receipts []string
 	var own, refills []int
+	var last []pgtest.Trip
 	for i := range warm + measured {
 		px.Trips()
 		receipts = append(receipts, governedTurn(t, in.url, key))
@@ -77,12 +78,12 @@ func TestGovernedTurnRoundTrips(t *testing.T) {
 				mine = append(mine, tr)
 			}
 		}
-		own, refills = append(own, len(mine)), append(refills, len(refill))
+		own, refills, last = append(own, len(mine)), append(refills, len(refill)), mine
 		if len(mine) > 2 {
 			t.Errorf("request %d waited for %d round trips before its answer, want at most 2:\n%s", i, len(mine), trips(mine))
 		}
 	}
-	t.Logf("round trips before the answer, by request (not counting cache refills): %v; cache refills: %v", own, refills)
+	t.Logf("round trips before the answer, by request (not counting cache refills): %v; cache refills: %v; the last request's:\n%s", own, refills, trips(last))
 	if s := slices.Sorted(slices.Values(own)); s[len(s)/2] > 2 {
 		t.Errorf("median %d round trips", s[len(s)/2])
 	}
@@ -155,5 +156,44 @@ func checkReceipts(t *testing.T, dsn string, ids []string) {
 	}
 	if n != len(ids) {
 		t.Errorf("%d of %d answered receipts stored", n, len(ids))
+	}
+}
+
+// EnvDistanceBench, set to a duration ("3s"), runs TestDistanceBench with
+// that measured time per target per round.
+const EnvDistanceBench = "CADUCEUS_DISTANCE_BENCH"
+
+// TestDistanceBench measures, and checks nothing timed: `caduceus bench`
+// on Postgres at loopback and through the latency proxy (distanceDelay
+// each way), at 1 connection (the latency each target adds over the fake
+// upstream) and at 16 (throughput), each on a fresh schema, the four runs
+// in turn (loopback then proxy, 1 connection then 16) and logged whole.
+// It runs only when CADUCEUS_DISTANCE_BENCH holds the duration per target
+// per round, on a quiet machine:
+//
+//	CADUCEUS_TEST_POSTGRES=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
+//	CADUCEUS_DISTANCE_BENCH=3s go test -count=1 -run TestDistanceBench -v -timeout 30m ./cmd/caduceus/
+func TestDistanceBench(t *testing.T) {
+	dsn, per := os.Getenv(storetest.EnvPostgres), os.Getenv(EnvDistanceBench)
+	if dsn == "" || per == "" {
+		t.Skip("a measurement: set CADUCEUS_TEST_POSTGRES and CADUCEUS_DISTANCE_BENCH (a duration per target per round) to run it")
+	}
+	if _, err := time.ParseDuration(per); err != nil {
+		t.Fatalf("%s=%q: want a duration such as 3s", EnvDistanceBench, per)
+	}
+	for _, conns := range []string{"1", "16"} {
+		for _, delay := range []time.Duration{0, distanceDelay} {
+			schema := storetest.FreshSchema(t, dsn)
+			where, storeDSN := "loopback", schema
+			if delay > 0 {
+				px := pgtest.NewProxy(t, schema, delay)
+				where, storeDSN = fmt.Sprintf("through the proxy, %s each way", delay), px.DSN(schema)
+			}
+			code, out, errOut := cli(t, "bench", "--store", storeDSN, "--conns", conns, "--rounds", "3", "--duration", per, "--warmup", "1s")
+			if code != 0 {
+				t.Fatalf("bench %s, %s connections: %d\n%s\n%s", where, conns, code, out, errOut)
+			}
+			t.Logf("Postgres %s, %s connections:\n%s", where, conns, out)
+		}
 	}
 }
