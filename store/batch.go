@@ -180,7 +180,8 @@ func (b *batcher) run(batch []*txReq) {
 // commit. If one fails, that pass is rolled back and the batch runs again
 // with a savepoint each (runSaved), where a failure stays with its own
 // transaction; a transaction alone runs again as InTx does, retried on a
-// serialization failure or deadlock. Running a transaction's function
+// serialization failure or deadlock — unless it failed by returning an
+// error of its own with no statement failed, which is its answer. Running a transaction's function
 // again is what a Postgres transaction must allow anyway: InTx retries it
 // on a serialization failure or deadlock.
 //
@@ -226,10 +227,19 @@ func (b *batcher) runWhole(batch []*txReq) bool {
 		return false
 	}
 	for _, r := range batch {
-		if err := safe(r.fn)(t); err != nil || t.failed != nil {
-			t.rollbackPass(ctx)
-			return false
+		err := safe(r.fn)(t)
+		if err == nil && t.failed == nil {
+			continue
 		}
+		t.rollbackPass(ctx)
+		if len(batch) == 1 && err != nil && t.failed == nil && !t.stmtFailed && !IsRetryable(err) {
+			// Alone, and refused by fn itself, not by a failed
+			// statement: that is the answer a transaction of its own
+			// gives, and running fn again would only repeat it.
+			r.done <- err
+			return true
+		}
+		return false
 	}
 	if err := heads.write(ctx, t); err != nil {
 		t.rollbackPass(ctx)

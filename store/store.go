@@ -462,6 +462,9 @@ type Tx struct {
 	later  []laterStmt
 	failed error
 	begun  bool // the first pass has sent its BEGIN (later.go)
+	// stmtFailed: in the first pass, an Exec or Query failed (fn may
+	// have turned its error into its own).
+	stmtFailed bool
 }
 
 // Savepoints reports whether a savepoint inside t can isolate a failure
@@ -488,7 +491,9 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
-	return t.q.ExecContext(ctx, t.dialect.Rebind(query), args...)
+	res, err := t.q.ExecContext(ctx, t.dialect.Rebind(query), args...)
+	t.stmtFailed = t.stmtFailed || err != nil
+	return res, err
 }
 
 // Query runs a read in the transaction.
@@ -500,7 +505,9 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return t.q.QueryContext(ctx, t.dialect.Rebind(query), args...)
+	rows, err := t.q.QueryContext(ctx, t.dialect.Rebind(query), args...)
+	t.stmtFailed = t.stmtFailed || err != nil
+	return rows, err
 }
 
 // QueryRow runs a single-row read in the transaction.
