@@ -172,26 +172,32 @@ func (b *batcher) run(batch []*txReq) {
 // runPostgres is the group commit on Postgres, where every commit waits for
 // a WAL flush and each tenant's audit head row is locked until it ends: the
 // transactions of a batch share one transaction, one head update per
-// tenant and one flush. A transaction alone runs as InTx does, retried on
-// a serialization failure or deadlock.
+// tenant and one flush.
 //
 // Every statement is a round trip to the server, and a savepoint around
 // each transaction costs two more. So a batch first runs without them
-// (runWhole): if every transaction succeeds, that is its commit. If one
-// fails, that pass is rolled back and the batch runs again with a savepoint
-// each (runSaved), where a failure stays with its own transaction. Running
-// a transaction's function again is what a Postgres transaction must allow
-// anyway: InTx retries it on a serialization failure or deadlock.
+// (runWhole), pipelined: if every transaction succeeds, that is its
+// commit. If one fails, that pass is rolled back and the batch runs again
+// with a savepoint each (runSaved), where a failure stays with its own
+// transaction; a transaction alone runs again as InTx does, retried on a
+// serialization failure or deadlock — unless it failed by returning an
+// error of its own with no statement failed, which is its answer. Running a transaction's function
+// again is what a Postgres transaction must allow anyway: InTx retries it
+// on a serialization failure or deadlock.
+//
+// A transaction alone takes the pipelined pass too: a shim turn at one
+// connection is then two round trips (BEGIN with its chain head's lock;
+// its writes with the COMMIT) instead of one per statement.
 func (b *batcher) runPostgres(batch []*txReq) {
+	if b.runWhole(batch) {
+		return
+	}
+	b.wholeFails.Add(1)
 	if len(batch) == 1 {
 		r := batch[0]
 		r.done <- b.db.inTxRetried(context.WithoutCancel(r.ctx), headFirst(r.tenant, r.fn))
 		return
 	}
-	if b.runWhole(batch) {
-		return
-	}
-	b.wholeFails.Add(1)
 	b.runSaved(batch)
 }
 
@@ -221,10 +227,19 @@ func (b *batcher) runWhole(batch []*txReq) bool {
 		return false
 	}
 	for _, r := range batch {
-		if err := safe(r.fn)(t); err != nil || t.failed != nil {
-			t.rollbackPass(ctx)
-			return false
+		err := safe(r.fn)(t)
+		if err == nil && t.failed == nil {
+			continue
 		}
+		t.rollbackPass(ctx)
+		if len(batch) == 1 && err != nil && t.failed == nil && !t.stmtFailed && !IsRetryable(err) {
+			// Alone, and refused by fn itself, not by a failed
+			// statement: that is the answer a transaction of its own
+			// gives, and running fn again would only repeat it.
+			r.done <- err
+			return true
+		}
+		return false
 	}
 	if err := heads.write(ctx, t); err != nil {
 		t.rollbackPass(ctx)

@@ -431,3 +431,33 @@ func TestFirstPassCommitSeesAFailedTransaction(t *testing.T) {
 		t.Fatalf("rows %v, %v; want [2 3]", got, err)
 	}
 }
+
+// TestTransactionAloneRunsOnceOnItsOwnRefusal: a transaction alone whose
+// function refuses (returns an error of its own, no statement failed)
+// runs once and is answered that error, with nothing written, on each
+// backend — on Postgres, where it takes the group commit's pipelined
+// pass, as much as in a transaction of its own.
+func TestTransactionAloneRunsOnceOnItsOwnRefusal(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		ctx := context.Background()
+		if _, err := db.Exec(ctx, `CREATE TABLE refused (v TEXT)`); err != nil {
+			t.Fatal(err)
+		}
+		no := errors.New("refused by its function")
+		runs := 0
+		err := db.InTx(ctx, func(tx *store.Tx) error {
+			runs++
+			if err := tx.ExecLater(ctx, `INSERT INTO refused (v) VALUES (?)`, "x"); err != nil {
+				return err
+			}
+			return no
+		})
+		if !errors.Is(err, no) || runs != 1 {
+			t.Fatalf("InTx: %v after %d runs, want its own error after 1", err, runs)
+		}
+		var n int
+		if err := db.QueryRow(ctx, `SELECT COUNT(*) FROM refused`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d rows written by a refused transaction (%v)", n, err)
+		}
+	})
+}

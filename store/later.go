@@ -65,6 +65,7 @@ func (t *Tx) ScanRow(ctx context.Context, dest []any, query string, args ...any)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sql.ErrNoRows
 	}
+	t.stmtFailed = t.stmtFailed || err != nil
 	return err
 }
 

@@ -23,8 +23,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" driver
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -68,6 +69,12 @@ type DB struct {
 	// syncFull: SQLite with synchronous=FULL (sqliteOptions.full).
 	syncFull bool
 
+	// bg is Postgres's pool for work no request waits for (Background);
+	// main is, in the DB Background returns, the store it is a view of.
+	bg   *sql.DB
+	main *DB
+	back *DB // the view Background returns (Postgres)
+
 	// parts are the objects attached to this store (Part), closed
 	// before it in the reverse order of their making.
 	partsMu sync.Mutex
@@ -81,6 +88,7 @@ type DB struct {
 // the reverse order of their making. key is a value of an unexported type
 // of the package that attaches it, as for context keys.
 func (db *DB) Part(key any, make func() io.Closer) io.Closer {
+	db = db.Main()
 	db.partsMu.Lock()
 	defer db.partsMu.Unlock()
 	if p, ok := db.parts[key]; ok {
@@ -297,13 +305,57 @@ func openPostgres(dsn string) (*DB, error) {
 	}
 	p.SetMaxOpenConns(16)
 	p.SetMaxIdleConns(16)
-	db := &DB{w: p, r: p, dialect: Postgres, Now: time.Now, dsn: dsn}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("store: open postgres: %w", err)
+	}
+	name := "caduceus background"
+	if app := cfg.RuntimeParams["application_name"]; app != "" {
+		name = app + " (background)"
+	}
+	cfg.RuntimeParams["application_name"] = name
+	bg := stdlib.OpenDB(*cfg)
+	bg.SetMaxOpenConns(backgroundConns)
+	bg.SetMaxIdleConns(backgroundConns)
+	db := &DB{w: p, r: p, dialect: Postgres, Now: time.Now, dsn: dsn, bg: bg}
+	db.back = &DB{w: bg, r: bg, dialect: Postgres, dsn: dsn, main: db, Now: func() time.Time { return db.Now() }}
 	db.batch = newBatcher(db)
 	return db, nil
 }
 
+// backgroundConns is the size of Postgres's pool for background work.
+const backgroundConns = 4
+
+// Background is the store for work no request waits for: the shim
+// ledger's spend journal, its lease top-ups and its sweeps. On Postgres its
+// statements and transactions run on a pool of its own (up to 4
+// connections, application_name "caduceus background"), outside the group
+// commit, so they never take a connection a request is waiting for, and
+// what a request waits for can be told apart on the wire. It shares db's
+// parts (Part) and clock and is closed with db. On SQLite, where one
+// writer runs everything in turn, it is db.
+func (db *DB) Background() *DB {
+	if db.back == nil {
+		return db
+	}
+	return db.back
+}
+
+// Main is the store Background is a view of: db itself, when it is not
+// such a view.
+func (db *DB) Main() *DB {
+	if db.main != nil {
+		return db.main
+	}
+	return db
+}
+
 // Close closes the attached parts (Part), then the pools.
 func (db *DB) Close() error {
+	if db.main != nil {
+		return nil // a Background view: closed with its store
+	}
 	db.partsMu.Lock()
 	parts := db.order
 	db.parts, db.order = nil, nil
@@ -322,6 +374,9 @@ func (db *DB) Close() error {
 	err = errors.Join(err, db.w.Close())
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())
+	}
+	if db.bg != nil {
+		err = errors.Join(err, db.bg.Close())
 	}
 	return err
 }
@@ -407,6 +462,9 @@ type Tx struct {
 	later  []laterStmt
 	failed error
 	begun  bool // the first pass has sent its BEGIN (later.go)
+	// stmtFailed: in the first pass, an Exec or Query failed (fn may
+	// have turned its error into its own).
+	stmtFailed bool
 }
 
 // Savepoints reports whether a savepoint inside t can isolate a failure
@@ -433,7 +491,9 @@ func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
-	return t.q.ExecContext(ctx, t.dialect.Rebind(query), args...)
+	res, err := t.q.ExecContext(ctx, t.dialect.Rebind(query), args...)
+	t.stmtFailed = t.stmtFailed || err != nil
+	return res, err
 }
 
 // Query runs a read in the transaction.
@@ -445,7 +505,9 @@ func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return t.q.QueryContext(ctx, t.dialect.Rebind(query), args...)
+	rows, err := t.q.QueryContext(ctx, t.dialect.Rebind(query), args...)
+	t.stmtFailed = t.stmtFailed || err != nil
+	return rows, err
 }
 
 // QueryRow runs a single-row read in the transaction.

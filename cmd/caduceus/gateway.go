@@ -117,7 +117,7 @@ func (a *app) ledgerJob(ctx context.Context, db *store.DB) {
 func (a *app) sweepLedger(ctx context.Context, db *store.DB, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	l := ledger.Of(db)
+	l := ledger.Of(db.Background())
 	for {
 		if err := l.Beat(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("shim: ledger beat not written", "err", err)

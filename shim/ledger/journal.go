@@ -177,6 +177,7 @@ type spendJournal struct {
 
 // journalOf is db's spend journal, made on first use.
 func journalOf(db *store.DB) *spendJournal {
+	db = db.Main()
 	p := processOf(db)
 	p.journalOnce.Do(func() { p.journal = &spendJournal{db: db, batch: journalBatch, delay: journalDelay} })
 	return p.journal
@@ -236,7 +237,9 @@ func (j *spendJournal) write(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	err := j.db.InSeparateTx(ctx, func(tx *store.Tx) error { return writeJournal(ctx, tx, slices.Clone(batch)) })
+	// No request waits for it (Ledger.freeHeld does, rarely: a budget
+	// nearly used): on Postgres it runs beside the requests' connections.
+	err := j.db.Background().InSeparateTx(ctx, func(tx *store.Tx) error { return writeJournal(ctx, tx, slices.Clone(batch)) })
 	if err != nil {
 		j.mu.Lock()
 		j.pending = append(batch, j.pending...)

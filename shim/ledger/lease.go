@@ -62,6 +62,7 @@ const (
 // bookOf is db's lease book, made on first use: one per open store and
 // process, shared by all its Ledgers.
 func bookOf(db *store.DB) *leaseBook {
+	db = db.Main()
 	p := processOf(db)
 	p.leaseOnce.Do(func() {
 		var id [6]byte
@@ -232,7 +233,7 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 	}
 	amount := int64(t.Amount)
 	b.writes.Add(1)
-	grants, tightAt, err := b.take(ctx, asks, func(int) int64 { return amount }, now)
+	grants, tightAt, err := b.take(ctx, b.db, asks, func(int) int64 { return amount }, now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if errors.Is(err, errTight) {
@@ -298,15 +299,16 @@ type leaseGrant struct {
 	amount int64
 }
 
-// take writes the leases asks ask for in one transaction: each total
+// take writes the leases asks ask for in one transaction on db (the
+// store, or for a background top-up its Background): each total
 // grows by the grant, never more than half of what remains of its budget,
 // and the lease row (topped up, or a new one when there is none or the
 // stale sweep released it) records it. A grant below least(j) for the
 // j-th ask fails the whole write with errTight and reports j.
-func (b *leaseBook) take(ctx context.Context, asks []leaseAsk, least func(j int) int64, now time.Time) ([]leaseGrant, int, error) {
+func (b *leaseBook) take(ctx context.Context, db *store.DB, asks []leaseAsk, least func(j int) int64, now time.Time) ([]leaseGrant, int, error) {
 	grants := make([]leaseGrant, len(asks))
 	tightAt := -1
-	err := b.db.InSeparateTx(ctx, func(tx *store.Tx) error {
+	err := db.InSeparateTx(ctx, func(tx *store.Tx) error {
 		tightAt = -1
 		for j, a := range asks {
 			// Never more than half of what remains: as much is always
@@ -434,7 +436,7 @@ func (b *leaseBook) refill(ks []leaseKey) {
 	if len(asks) == 0 {
 		return
 	}
-	grants, tightAt, err := b.take(ctx, asks, func(j int) int64 { return least[j] }, now)
+	grants, tightAt, err := b.take(ctx, b.db.Background(), asks, func(j int) int64 { return least[j] }, now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if errors.Is(err, errTight) {
