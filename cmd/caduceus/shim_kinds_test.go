@@ -14,7 +14,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -87,10 +86,7 @@ func TestShimKindsThroughServe(t *testing.T) {
 		}
 		var tokens atomic.Int64
 		sa := providertest.ServiceAccount(t, key, providertest.GoogleToken(t, &key.PublicKey, &tokens).URL+"/token")
-		creds := aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
-		t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
-		t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
-		t.Setenv("AWS_SESSION_TOKEN", "")
+		creds := providertest.AWSEnv(t, "")
 		br, brSeen := providertest.Bedrock(t, creds, "us-east-1")
 		az, _ := providertest.Azure(t)
 		file := filepath.Join(t.TempDir(), "caduceus.yaml")

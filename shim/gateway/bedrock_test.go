@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/caduceus-dev/caduceus/shim/provider"
+	"github.com/caduceus-dev/caduceus/shim/provider/providertest"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -25,10 +26,7 @@ import (
 // a chat client of the official OpenAI SDK whole and streamed; spend
 // settles at Bedrock's usage.
 func TestBedrockThroughTheSDKs(t *testing.T) {
-	creds := aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", SessionToken: "session-1"}
-	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", creds.SessionToken)
+	creds := providertest.AWSEnv(t, "session-1")
 	up, seen := fakeBedrock(t, creds, "us-east-1")
 	model := "anthropic.claude-sonnet-4-5-v1:0"
 

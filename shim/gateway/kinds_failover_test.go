@@ -3,9 +3,8 @@ package gateway_test
 import (
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"github.com/caduceus-dev/caduceus/shim/provider"
+	"github.com/caduceus-dev/caduceus/shim/provider/providertest"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
@@ -19,10 +18,7 @@ import (
 // settled at Bedrock's usage and price.
 func TestFailoverAcrossKinds(t *testing.T) {
 	gem, gemSeen := fakeGemini(t)
-	creds := aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
-	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", "")
+	creds := providertest.AWSEnv(t, "")
 	br, brSeen := fakeBedrock(t, creds, "us-east-1")
 	claude := "anthropic.claude-sonnet-4-5-v1:0"
 	price := upstream.Price{Input: 3_000_000, Output: 15_000_000, MaxOutputTokens: 1000}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/caduceus-dev/caduceus/shim/provider"
+	"github.com/caduceus-dev/caduceus/shim/provider/providertest"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -130,10 +131,7 @@ func TestThinkingAcrossTurnsOnGemini(t *testing.T) {
 // block on the next turn — the shapes the AWS SDK reads from the same
 // fake.
 func TestThinkingAcrossTurnsOnBedrock(t *testing.T) {
-	creds := aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
-	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", "")
+	creds := providertest.AWSEnv(t, "")
 	up, seen := fakeBedrock(t, creds, "us-east-1")
 	model := "anthropic.claude-sonnet-4-5-v1:0"
 

@@ -454,3 +454,13 @@ func Vertex(t testing.TB) (*httptest.Server, func() []VertexCall) {
 		return append([]VertexCall(nil), calls...)
 	}
 }
+
+// AWSEnv sets the AWS environment a bedrock route signs with (an example
+// key pair, and sessionToken, "" for none) for t, and returns it.
+func AWSEnv(t testing.TB, sessionToken string) aws.Credentials {
+	creds := aws.Credentials{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", SessionToken: sessionToken}
+	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
+	t.Setenv("AWS_SESSION_TOKEN", sessionToken)
+	return creds
+}
