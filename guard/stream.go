@@ -107,7 +107,7 @@ func (s *Stream) emit(final bool) string {
 	if !final {
 		safe = max(0, len(p)-s.hold)
 		// an unfinished private key block is held from its BEGIN
-		if b := strings.LastIndex(p, keyBegin); b >= 0 && !strings.Contains(p[b:], keyEnd) {
+		if b := strings.LastIndex(p, keyBegin); b >= 0 && !keyClosed(p[b:]) {
 			if len(p)-b > MaxKeyHold && s.r.want.Has(PrivateKey) {
 				out, _ := s.r.Redact(p[:b])
 				s.r.count(Finding{Kind: PrivateKey, Rule: "private-key"}, s.r.policy.Action(PrivateKey))
@@ -164,4 +164,11 @@ func (r *Redactor) apply(text string, fs []Finding) string {
 	}
 	b.WriteString(text[last:])
 	return b.String()
+}
+
+// keyClosed reports whether block, from a BEGIN marker on, holds its END
+// line to its closing dashes.
+func keyClosed(block string) bool {
+	i := strings.Index(block, keyEnd)
+	return i >= 0 && strings.Contains(block[i+len(keyEnd):], "-----")
 }
