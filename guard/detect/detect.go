@@ -151,7 +151,10 @@ func (d *Detector) Scan(text string, want guard.Set) []guard.Finding {
 		if a.Start != b.Start {
 			return a.Start - b.Start
 		}
-		return b.End - a.End
+		if a.End != b.End {
+			return b.End - a.End
+		}
+		return rank[a.Kind] - rank[b.Kind]
 	})
 	out := fs[:1]
 	for _, f := range fs[1:] {
@@ -161,6 +164,11 @@ func (d *Detector) Scan(text string, want guard.Set) []guard.Finding {
 	}
 	return out
 }
+
+// rank orders findings of one span: the most specific check wins (a card
+// number that is also a dialable number is a card).
+var rank = map[guard.Kind]int{guard.PrivateKey: 0, guard.Secret: 1, guard.Card: 2, guard.IBAN: 3, guard.SSN: 4,
+	guard.Email: 5, guard.IP: 6, guard.Phone: 7}
 
 // secrets runs the gitleaks rules whose keywords text holds.
 func (d *Detector) secrets(text string, want guard.Set, fs []guard.Finding) []guard.Finding {

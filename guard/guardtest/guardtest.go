@@ -35,7 +35,7 @@ var Values = []Planted{
 
 // Six are the six: AWS key, GitHub token, private key, e-mail,
 // phone, card.
-var Six = Values[:6]
+var Six = Values[:6:6]
 
 // PrivateKey is a private key block (random bytes, not a key).
 var PrivateKey = "-----BEGIN RSA " + "PRIVATE KEY-----\n" + strings.Join([]string{
