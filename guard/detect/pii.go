@@ -23,8 +23,60 @@ var (
 	ipv6Re = regexp.MustCompile(`(?i)[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}`)
 	// phoneRe: a number as people write one — an international prefix,
 	// or digit groups separated by spaces, dots, dashes or parentheses.
-	phoneRe = regexp.MustCompile(`(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]\d{2,4}){1,4}|\+\d{8,15}`)
+	phoneRe = regexp.MustCompile(`(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]\d{2,8}){1,4}|\+\d{8,15}`)
 )
+
+// set is a byte class.
+type set [256]bool
+
+func class(chars string, digits, hex bool) *set {
+	var c set
+	for i := 0; i < len(chars); i++ {
+		c[chars[i]] = true
+	}
+	for b := '0'; b <= '9' && digits; b++ {
+		c[b] = true
+	}
+	for b := 'a'; b <= 'f' && hex; b++ {
+		c[b], c[b-32] = true, true
+	}
+	return &c
+}
+
+var (
+	cardChars  = class(" -", true, false)
+	phoneChars = class(" -.()+", true, false)
+	ipv4Chars  = class(".", true, false)
+	ipv6Chars  = class(":.", true, true)
+	ibanChars  = class(" ABCDEFGHIJKLMNOPQRSTUVWXYZ", true, false)
+)
+
+// matches calls f with each match of re inside the maximal runs of text
+// made of c's bytes that hold at least need digits (and must, when not
+// 0): the patterns run only where a value could be, not from every
+// position of a long prose text.
+func matches(text string, c *set, need int, must byte, re *regexp.Regexp, f func(s, e int)) {
+	for i := 0; i < len(text); {
+		if !c[text[i]] {
+			i++
+			continue
+		}
+		j, digits, has := i, 0, must == 0
+		for j < len(text) && c[text[j]] {
+			if isDigit(text[j]) {
+				digits++
+			}
+			has = has || text[j] == must
+			j++
+		}
+		if digits >= need && has {
+			for _, m := range re.FindAllStringIndex(text[i:j], -1) {
+				f(i+m[0], i+m[1])
+			}
+		}
+		i = j
+	}
+}
 
 // pii appends the personal data of the kinds in want.
 func pii(text string, want guard.Set, region string, fs []guard.Finding) []guard.Finding {
@@ -77,7 +129,7 @@ func bounded(text string, s, e int, extra string) bool {
 // emails: an address with a dotted domain and an alphabetic top-level
 // domain. git@host:path (an SSH remote) is not one.
 func emails(text string, fs []guard.Finding) []guard.Finding {
-	for _, m := range emailRe.FindAllStringIndex(text, -1) {
+	for _, m := range emailCandidates(text) {
 		s, e := m[0], m[1]
 		if s > 0 && (isAlnum(text[s-1]) || strings.IndexByte("._%+-", text[s-1]) >= 0) {
 			continue
@@ -88,6 +140,31 @@ func emails(text string, fs []guard.Finding) []guard.Finding {
 		fs = append(fs, guard.Finding{Kind: guard.Email, Rule: "email", Start: s, End: e})
 	}
 	return fs
+}
+
+// emailCandidates are the matches of emailRe around each '@': from the
+// local part's first byte to the domain's last.
+func emailCandidates(text string) [][2]int {
+	var out [][2]int
+	for at := strings.IndexByte(text, '@'); at >= 0; {
+		s := at
+		for s > 0 && at-s < 64 && (isAlnum(text[s-1]) || strings.IndexByte("._%+-", text[s-1]) >= 0) {
+			s--
+		}
+		e := at + 1
+		for e < len(text) && e-at < 255 && (isAlnum(text[e]) || text[e] == '.' || text[e] == '-') {
+			e++
+		}
+		if m := emailRe.FindStringIndex(text[s:e]); m != nil {
+			out = append(out, [2]int{s + m[0], s + m[1]})
+		}
+		next := strings.IndexByte(text[at+1:], '@')
+		if next < 0 {
+			break
+		}
+		at += 1 + next
+	}
+	return out
 }
 
 // testCards are the issuers' published test numbers (Stripe, Adyen,
@@ -108,21 +185,20 @@ var testCards = map[string]bool{
 // cards: 13 to 19 digits (one kind of separator at most) of a known
 // issuer's range whose Luhn check holds, not a published test number.
 func cards(text string, fs []guard.Finding) []guard.Finding {
-	for _, m := range cardRe.FindAllStringIndex(text, -1) {
-		s, e := m[0], m[1]
+	matches(text, cardChars, 13, 0, cardRe, func(s, e int) {
 		if !bounded(text, s, e, ".-_/:") {
-			continue
+			return
 		}
 		raw := text[s:e]
 		if strings.Contains(raw, " ") && strings.Contains(raw, "-") {
-			continue
+			return
 		}
 		digits := strings.NewReplacer(" ", "", "-", "").Replace(raw)
 		if !issuer(digits) || !luhn(digits) || testCards[digits] {
-			continue
+			return
 		}
 		fs = append(fs, guard.Finding{Kind: guard.Card, Rule: "card-luhn", Start: s, End: e})
-	}
+	})
 	return fs
 }
 
@@ -194,16 +270,15 @@ var ibanLengths = map[string]int{
 
 // ibans: a country's IBAN length and its mod-97 checksum (ISO 13616).
 func ibans(text string, fs []guard.Finding) []guard.Finding {
-	for _, m := range ibanRe.FindAllStringIndex(text, -1) {
-		s, e := m[0], m[1]
+	matches(text, ibanChars, 8, 0, ibanRe, func(s, e int) {
 		if s > 0 && isAlnum(text[s-1]) {
-			continue
+			return
 		}
 		raw := text[s:e]
 		compact := strings.ReplaceAll(raw, " ", "")
 		want, ok := ibanLengths[compact[:2]]
 		if !ok || len(compact) < want {
-			continue
+			return
 		}
 		// The pattern may run on into the next word: keep the country's length.
 		compact = compact[:want]
@@ -214,13 +289,13 @@ func ibans(text string, fs []guard.Finding) []guard.Finding {
 			}
 		}
 		if end < len(text) && isAlnum(text[end]) {
-			continue
+			return
 		}
 		if !mod97(compact) {
-			continue
+			return
 		}
 		fs = append(fs, guard.Finding{Kind: guard.IBAN, Rule: "iban-mod97", Start: s, End: end})
-	}
+	})
 	return fs
 }
 
@@ -270,38 +345,36 @@ func ssns(text string, fs []guard.Finding) []guard.Finding {
 // a dotted quad after a "v" or inside a longer dotted number is a version.
 func ips(text string, fs []guard.Finding) []guard.Finding {
 	if strings.IndexByte(text, '.') >= 0 {
-		for _, m := range ipv4Re.FindAllStringIndex(text, -1) {
-			s, e := m[0], m[1]
+		matches(text, ipv4Chars, 4, '.', ipv4Re, func(s, e int) {
 			if !bounded(text, s, e, "") || (s > 0 && (text[s-1] == '.' || text[s-1] == '-')) ||
 				(e+1 < len(text) && text[e] == '.' && isDigit(text[e+1])) {
-				continue
+				return
 			}
 			if s > 0 && (text[s-1]|0x20) == 'v' {
-				continue
+				return
 			}
 			a, err := netip.ParseAddr(text[s:e])
 			if err != nil || !public(a) {
-				continue
+				return
 			}
 			fs = append(fs, guard.Finding{Kind: guard.IP, Rule: "ipv4", Start: s, End: e})
-		}
+		})
 	}
 	if strings.Count(text, ":") >= 2 {
-		for _, m := range ipv6Re.FindAllStringIndex(text, -1) {
-			s, e := m[0], m[1]
+		matches(text, ipv6Chars, 0, ':', ipv6Re, func(s, e int) {
 			v := text[s:e]
 			if !strings.Contains(v, "::") && strings.Count(v, ":") != 7 {
-				continue
+				return
 			}
 			if s > 0 && (isAlnum(text[s-1]) || text[s-1] == ':') || e < len(text) && (isAlnum(text[e]) || text[e] == ':') {
-				continue
+				return
 			}
 			a, err := netip.ParseAddr(v)
 			if err != nil || !a.Is6() || !public(a) {
-				continue
+				return
 			}
 			fs = append(fs, guard.Finding{Kind: guard.IP, Rule: "ipv6", Start: s, End: e})
-		}
+		})
 	}
 	return fs
 }
@@ -330,10 +403,9 @@ func public(a netip.Addr) bool {
 // 7 to 15 digits, that libphonenumber parses and holds valid — with a
 // country code, or in the Detector's region.
 func phones(text string, region string, fs []guard.Finding) []guard.Finding {
-	for _, m := range phoneRe.FindAllStringIndex(text, -1) {
-		s, e := m[0], m[1]
+	matches(text, phoneChars, 7, 0, phoneRe, func(s, e int) {
 		if !bounded(text, s, e, ".-_/:") || (s > 0 && text[s-1] == '+') {
-			continue
+			return
 		}
 		raw := text[s:e]
 		n := 0
@@ -343,20 +415,20 @@ func phones(text string, region string, fs []guard.Finding) []guard.Finding {
 			}
 		}
 		if n < 7 || n > 15 {
-			continue
+			return
 		}
 		if raw[0] != '+' && !strings.ContainsAny(raw, " .-()") {
-			continue
+			return
 		}
 		if looksLikeDate(raw) {
-			continue
+			return
 		}
 		num, err := phonenumbers.Parse(raw, region)
 		if err != nil || !phonenumbers.IsValidNumber(num) {
-			continue
+			return
 		}
 		fs = append(fs, guard.Finding{Kind: guard.Phone, Rule: "phone", Start: s, End: e})
-	}
+	})
 	return fs
 }
 
