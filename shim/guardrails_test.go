@@ -383,3 +383,25 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestGuardrailsThroughTheJSSDKs: every read pattern of the official
+// JavaScript SDKs (create, for await over a stream, the stream helpers'
+// final*()) reads an answer whose AWS key the upstream split across two
+// SSE events as the placeholder, never the key, to a completed end.
+func TestGuardrailsThroughTheJSSDKs(t *testing.T) {
+	secret := guardtest.Six[0].Value
+	e := newEnv(t, guardrails(guard.Redact))
+	e.up.respond = secretAnswer(t, secret, 9)
+	reads := readWithJSSDKs(t, e, "key-a")
+	if len(reads) != 9 {
+		t.Fatalf("read.mjs reported %d patterns: %+v", len(reads), reads)
+	}
+	for p, r := range reads {
+		if r.Outcome != "completed" || r.Text != "The key is [REDACTED:secret:1] and nothing else." {
+			t.Errorf("%s: %+v", p, r)
+		}
+		if strings.Contains(r.Text+r.Message+r.Body, secret) {
+			t.Errorf("%s read the key", p)
+		}
+	}
+}

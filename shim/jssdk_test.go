@@ -25,6 +25,7 @@ type jsRead struct {
 	ShouldRetry *string `json:"should_retry"`
 	Receipt     *string `json:"receipt"`
 	Message     string  `json:"message"`
+	Text        string  `json:"text"` // the answer's text, as the pattern read it
 }
 
 // readWithJSSDKs runs read.mjs against e with key: the official OpenAI and

@@ -7,7 +7,8 @@
 //
 // Environment: CADUCEUS_URL (the server's base URL), CADUCEUS_KEY, and
 // the models MODEL_CHAT, MODEL_RESPONSES, MODEL_MESSAGES; PROMPT, the user's
-// message (default "hello").
+// message (default "hello"). A completed read's line holds the text it
+// read.
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 
@@ -26,28 +27,38 @@ function header(h, name) {
   return h[name] ?? null;
 }
 
+// drain reads a stream to its end, keeping the text its deltas carry.
 async function drain(stream) {
   let events = 0;
-  for await (const _ of stream) events++;
-  return events;
+  let text = "";
+  for await (const ev of stream) {
+    events++;
+    text += ev?.choices?.[0]?.delta?.content ?? "";
+    if (ev?.type === "response.output_text.delta") text += ev.delta;
+    if (ev?.type === "content_block_delta" && ev.delta?.type === "text_delta") text += ev.delta.text;
+  }
+  return [events, text];
 }
 
+// Each pattern returns [events, the answer's text as the pattern reads it].
+const chatText = (c) => [1, c.choices[0]?.message?.content ?? ""];
+const msgText = (m) => [1, m.content.map((b) => b.text ?? "").join("")];
 const patterns = {
-  "openai/chat/create": async () => (await openai.chat.completions.create(chat), 1),
+  "openai/chat/create": async () => chatText(await openai.chat.completions.create(chat)),
   "openai/chat/for-await": async () => drain(await openai.chat.completions.create({ ...chat, stream: true })),
-  "openai/chat/finalChatCompletion": async () => (await openai.chat.completions.stream(chat).finalChatCompletion(), 1),
-  "openai/responses/create": async () => (await openai.responses.create(resp), 1),
+  "openai/chat/finalChatCompletion": async () => chatText(await openai.chat.completions.stream(chat).finalChatCompletion()),
+  "openai/responses/create": async () => [1, (await openai.responses.create(resp)).output_text],
   "openai/responses/for-await": async () => drain(await openai.responses.create({ ...resp, stream: true })),
-  "openai/responses/finalResponse": async () => (await openai.responses.stream(resp).finalResponse(), 1),
-  "anthropic/messages/create": async () => (await anthropic.messages.create(msgs), 1),
+  "openai/responses/finalResponse": async () => [1, (await openai.responses.stream(resp).finalResponse()).output_text],
+  "anthropic/messages/create": async () => msgText(await anthropic.messages.create(msgs)),
   "anthropic/messages/for-await": async () => drain(await anthropic.messages.create({ ...msgs, stream: true })),
-  "anthropic/messages/finalMessage": async () => (await anthropic.messages.stream(msgs).finalMessage(), 1),
+  "anthropic/messages/finalMessage": async () => msgText(await anthropic.messages.stream(msgs).finalMessage()),
 };
 
 for (const [name, read] of Object.entries(patterns)) {
   const r = { pattern: name };
   try {
-    r.events = await read();
+    [r.events, r.text] = await read();
     r.outcome = "completed";
   } catch (e) {
     r.outcome = typeof e?.status === "number" ? "api_error" : "error";
