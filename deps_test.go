@@ -32,7 +32,7 @@ var modules = map[string]string{
 }
 
 // core are the packages under every gate: they import no gate.
-var core = []string{"contract", "audit", "auth", "store", "store/storetest", "trail", "console", "internal/swar", "internal/telemetry", "internal/keyowner", "internal/natstest", "gate"}
+var core = []string{"contract", "audit", "auth", "store", "store/storetest", "trail", "console", "internal/swar", "internal/telemetry", "internal/keyowner", "internal/natstest", "gate", "guard", "guard/detect"}
 
 // gateOf is the gate rel belongs to ("" for none): its own tree, or the
 // gate an adapter serves.

@@ -5,6 +5,8 @@ package server
 import (
 	"time"
 
+	"github.com/caduceus-dev/caduceus/guard"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -33,7 +35,7 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "outcome"}),
 	}
-	reg.MustRegister(m.requests, m.latency, routeHealthy, upstreamAttempts, upstreamLatency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.requests, m.latency, routeHealthy, upstreamAttempts, upstreamLatency, guardrailFindings, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -93,4 +95,17 @@ var (
 func UpstreamAttempt(route, outcome string, took time.Duration) {
 	upstreamAttempts.WithLabelValues(route, outcome).Inc()
 	upstreamLatency.WithLabelValues(route).Observe(took.Seconds())
+}
+
+// guardrailFindings counts what the shim's guardrails found, by direction,
+// kind and action (never a value): set through GuardrailFinding.
+var guardrailFindings = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "caduceus_guardrail_findings_total",
+	Help: "Values of secrets and personal data the guardrails found, by direction (request, answer, inbound), kind (secret, private_key, email, phone, card, iban, ssn, ip) and action (redact, block, flag).",
+}, []string{"direction", "kind", "action"})
+
+// GuardrailFinding records a guardrails record in /metrics
+// (caduceus_guardrail_findings_total); it is the shim's OnGuardrail.
+func GuardrailFinding(r guard.Record) {
+	guardrailFindings.WithLabelValues(string(r.Direction), string(r.Kind), string(r.Action)).Add(float64(r.Count))
 }

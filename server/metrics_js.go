@@ -2,7 +2,11 @@
 
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/caduceus-dev/caduceus/guard"
+)
 
 // metrics at the edge (js/wasm, the Cloudflare Worker): none. A Worker's
 // isolates are many and short-lived, so one isolate's counts say nothing
@@ -21,3 +25,4 @@ func (*Server) metricsRoutes() []Route { return nil }
 // callbacks; at the edge they record nothing.
 func RouteHealth(string, bool)                      {}
 func UpstreamAttempt(string, string, time.Duration) {}
+func GuardrailFinding(guard.Record)                 {}

@@ -26,10 +26,14 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	// receipt is recorded (as passAnswer does); a stream is not held.
 	var held *heldAnswer
 	before := w.Header().Clone()
-	res := s.cfg.Gateway.Forward(t.r.Context(), gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
+	gw := gateway.Writer{ResponseWriter: w, Hash: h, BeforeHeader: func(hdr http.Header) {
 		hdr.Set(HeaderReceipt, t.rc.ID)
 		hdr.Set(HeaderOverhead, strconv.FormatInt(t.rc.OverheadMicros, 10))
-	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}, gateway.Request{Protocol: p, Caller: t.caller, Parsed: t.req, Body: body, Scope: string(s.Scope(t.caller).Slot()), Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
+	}, Hold: func(status int, body []byte) { held = &heldAnswer{status, body} }}
+	if f := t.answerFilter(p); f != nil {
+		gw.Filter = f
+	}
+	res := s.cfg.Gateway.Forward(t.r.Context(), gw, gateway.Request{Protocol: p, Caller: t.caller, Parsed: t.req, Body: body, Scope: string(s.Scope(t.caller).Slot()), Header: t.r.Header, RawQuery: t.r.URL.RawQuery, ID: t.rc.ID})
 	attempts := res.Attempts
 	if attempts == nil {
 		attempts = []gateway.Attempt{}

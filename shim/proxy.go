@@ -89,6 +89,9 @@ type turn struct {
 	// effort, seed 002), "" when none of the HUX enum.
 	effort contract.Effort
 
+	// guard is the turn's guardrails (nil: no policy applies).
+	guard *guarding
+
 	// hashing runs beside the rule work: the request's and the forwarded
 	// body's sha256 are only read by finish, which waits for them
 	sums sync.WaitGroup
@@ -207,6 +210,14 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, p wire.Protocol)
 	t.key = conversationKey(r.Header.Get(HeaderConversation), req)
 	t.conv = conversationIDOf(t.key, caller, req)
 	t.rc.ConversationID = t.conv
+	// The guardrails act before anything else reads the text (rules, an
+	// embedder, the gateway): a blocked kind refuses here, before any
+	// reservation or upstream call; a redacted request goes on in place
+	// of the client's.
+	if req, ok = s.guardRequest(w, t, p); !ok {
+		return
+	}
+	t.req = req
 
 	if p == wire.Embeddings {
 		// No rule applies to an embedding: it is forwarded with its receipt.
@@ -474,12 +485,20 @@ func (s *Service) finish(t *turn) (stored bool) {
 		t.rc.Route, prov.Route = &r, &r
 	}
 	annotateSpan(ctx, t, requested) // the request span's model identity, when traced
+	t.guardRecords()
 	e := audit.Entry{
 		Outcome: contract.AuditOutcome{At: t.rc.At, Identity: id, Action: AuditAction,
 			Resource: "receipt/" + t.rc.ID, Outcome: outcome, Reason: reason},
 		Provenance: prov,
 		Payload:    t.rc,
 		Redaction:  &BodiesAsHashes,
+	}
+	if t.rc.Redaction != nil {
+		// The record says what the guardrails did as well.
+		e.Redaction = &contract.Redaction{Level: contract.RedactionPartial, Reason: BodiesAsHashes.Reason + "; " + t.rc.Redaction.Reason}
+		if t.rc.Sensitivity == contract.SensitivityRestricted {
+			e.Sensitivity = t.rc.Sensitivity
+		}
 	}
 	observers := s.cfg.Observers
 	if s.cfg.Turns != nil {
@@ -521,6 +540,11 @@ func (s *Service) finish(t *turn) (stored bool) {
 	}
 	for _, o := range observers {
 		o.ObserveTurn(ctx, t.observed())
+	}
+	if s.cfg.OnGuardrail != nil {
+		for _, r := range t.rc.Guardrails {
+			s.cfg.OnGuardrail(r)
+		}
 	}
 	return stored
 }

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -66,7 +67,10 @@ type Spend struct {
 //
 //   - 1.0.0 (2026-12): receipts carry contract_version; the route carries
 //     the reasoning effort the request asked for.
-const ReceiptContractVersion = "1.0.0"
+//   - 1.1.0 (2027-01): guardrails (each finding's direction, kind, rule,
+//     action and count, never a value), and the HUX sensitivity and
+//     redaction of a turn a guardrails policy applied to.
+const ReceiptContractVersion = "1.1.0"
 
 // Receipt is the record of one proxied request (DESIGN §7), stored per
 // tenant and appended to the audit trail as the payload of a shim.proxy
@@ -120,4 +124,13 @@ type Receipt struct {
 	// (wire.PeekEffort), the model identity that served it
 	// ("openai/gpt-4.1", not the route's name) and its provider class.
 	Route *contract.Route `json:"route,omitempty"`
+	// Guardrails is what the guardrails found in the request and the
+	// answer (docs/guardrails.md): kinds, rules, actions and counts, never
+	// a value. Absent when no policy applied or nothing was found.
+	Guardrails []guard.Record `json:"guardrails,omitempty"`
+	// Sensitivity and Redaction are the HUX fields of a turn a guardrails
+	// policy applied to: restricted when a secret was found, personal
+	// otherwise; partial when values were replaced with placeholders.
+	Sensitivity contract.Sensitivity `json:"sensitivity,omitempty"`
+	Redaction   *contract.Redaction  `json:"redaction,omitempty"`
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 )
 
@@ -31,6 +32,10 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	w.Key("fired")
 	writeList(b, r.Fired, Fired.writeJSON)
 	w.OptStr("forwarded_sha256", r.ForwardedSHA256)
+	if len(r.Guardrails) > 0 {
+		w.Key("guardrails")
+		writeList(b, r.Guardrails, writeGuardrail)
+	}
 	w.OptStr("harness", r.Harness)
 	w.Str("id", r.ID)
 	w.OptStr("key_id", r.KeyID)
@@ -41,6 +46,13 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	w.OptStr("model", r.Model)
 	w.Int("overhead_us", r.OverheadMicros)
 	w.Str("protocol", string(r.Protocol))
+	if r.Redaction != nil {
+		w.Key("redaction")
+		o := contract.NewJSONObject(b)
+		o.Str("level", string(r.Redaction.Level))
+		o.OptStr("reason", r.Redaction.Reason)
+		o.End()
+	}
 	if r.Refusal != nil {
 		w.Key("refusal")
 		o := contract.NewJSONObject(b)
@@ -52,6 +64,7 @@ func (r Receipt) WriteCanonicalJSON(b *bytes.Buffer) {
 	w.OptStr("response_id", r.ResponseID)
 	w.OptStr("response_sha256", r.ResponseSHA256)
 	w.OptRoute("route", r.Route)
+	w.OptStr("sensitivity", string(r.Sensitivity))
 	w.Key("shimmed")
 	writeList(b, r.Shimmed, Shimmed.writeJSON)
 	w.Key("skipped")
@@ -140,6 +153,16 @@ func writeAttempt(a gateway.Attempt, b *bytes.Buffer) {
 		w.Int("status", int64(a.Status))
 	}
 	w.OptStr("wire", string(a.Wire))
+	w.End()
+}
+
+func writeGuardrail(g guard.Record, b *bytes.Buffer) {
+	w := contract.NewJSONObject(b)
+	w.Str("action", string(g.Action))
+	w.Int("count", int64(g.Count))
+	w.Str("direction", string(g.Direction))
+	w.Str("kind", string(g.Kind))
+	w.Str("rule", g.Rule)
 	w.End()
 }
 

@@ -40,6 +40,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/shim/wire"
@@ -116,6 +117,17 @@ type Config struct {
 	// transaction (instead of Audit.Append, then Store.AddReceipt, each
 	// committed on its own). It must write to the same audit trail as Audit.
 	Turns TurnRecorder
+	// Guardrails is the guardrails policy (shim.guardrails,
+	// docs/guardrails.md): an action per kind of secret and personal data,
+	// per-plan overrides. Nil, or a policy that looks for nothing: no
+	// request or answer is scanned.
+	Guardrails *guard.Config
+	// Scanner finds what Guardrails looks for (guard/detect.Default in
+	// the binary). Required when Guardrails is active.
+	Scanner guard.Scanner
+	// OnGuardrail, when set, is told each guardrails record of a turn
+	// once its receipt is written (serve counts them in /metrics).
+	OnGuardrail func(guard.Record)
 	// Observers see every proxied turn after its receipt is written (entity
 	// memory, retry attribution). They run synchronously on a
 	// context detached from the request; keep them fast.

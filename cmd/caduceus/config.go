@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store"
@@ -146,6 +149,10 @@ type shimConfig struct {
 	// sweeps go back to the budgets, and the settlements a dead process
 	// left in its receipts are written a minute after their turn.
 	LedgerSweep string `yaml:"ledger_sweep"`
+	// Guardrails is the guardrails policy (docs/guardrails.md): an action
+	// per kind of secret and personal data (redact, block, flag, off;
+	// default off), per-plan overrides under plans.
+	Guardrails guard.Config `yaml:"guardrails"`
 }
 
 // ledgerSweep is LedgerSweep parsed (default 10 s).
@@ -184,6 +191,9 @@ func (c shimConfig) checkGateway() error {
 		return err
 	}
 	if _, err := c.ledgerSweep(); err != nil {
+		return err
+	}
+	if err := c.Guardrails.Validate("shim.guardrails", slices.Sorted(maps.Keys(c.Gateway.Plans))); err != nil {
 		return err
 	}
 	if c.MaxRequestBytes < 0 || c.MaxRequestBytes > 1<<30 {

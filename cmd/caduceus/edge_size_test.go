@@ -22,11 +22,16 @@ const edgeBundleBudget = 6_200_000
 
 // edgeKeepsOut are module paths the edge build must not link: the
 // Prometheus client and OpenTelemetry, API included (serve's /metrics and
-// traces; the Worker serves neither and installs no tracer).
+// traces; the Worker serves neither and installs no tracer), and the
+// guardrails' detectors (guard/detect: gitleaks' rules, libphonenumber's
+// metadata; the Worker offers no guardrails, docs/guardrails.md).
 var edgeKeepsOut = []string{
 	"github.com/prometheus/",
 	"google.golang.org/protobuf",
 	"go.opentelemetry.io/",
+	"github.com/zricethezav/gitleaks",
+	"github.com/nyaruka/phonenumbers",
+	"github.com/caduceus-dev/caduceus/guard/detect",
 }
 
 // TestEdgeBundle builds the Worker as `make edge` does and checks its

@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard/detect"
+	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/memory"
@@ -82,6 +84,14 @@ func (a *app) shimService(db *store.DB) (shimGate, error) {
 	}
 	if c.EmbeddingsURL != "" {
 		cfg.Embedder = &shim.OpenAIEmbedder{BaseURL: c.EmbeddingsURL, Model: c.EmbeddingsModel, APIKey: a.getenv("CADUCEUS_EMBEDDINGS_API_KEY")}
+	}
+	if c.Guardrails.Active() {
+		// The detectors are built here, once, not on a first request.
+		det, err := detect.Default()
+		if err != nil {
+			return shimGate{}, err
+		}
+		cfg.Guardrails, cfg.Scanner, cfg.OnGuardrail = &c.Guardrails, det, server.GuardrailFinding
 	}
 	mem := memory.New(memory.Config{Store: shimsql.NewMemory(db), Rules: shimsql.New(db),
 		Logf: func(format string, args ...any) { a.log.Warn(fmt.Sprintf(format, args...)) }})

@@ -50,6 +50,9 @@ func (a *answerCall) whole(ctx context.Context) outcome {
 			return uncertain(resp.StatusCode)
 		}
 	}
+	if w.Filter != nil {
+		answer = w.Filter.Whole(answer)
+	}
 	writeAnswer(w, hdr, resp.StatusCode, answer)
 	o := g.charged(resp.StatusCode, mt, b, price, id)
 	if req.Protocol == wire.Responses {
@@ -100,7 +103,7 @@ func (a *answerCall) stream(ctx context.Context, sr provider.Events) outcome {
 					g.cfg.Logger.Warn("gateway: upstream stream broke off", "route", routeName, "model", id, "err", err)
 					broken = true
 				case x != nil:
-					out.emit(x.stream.End()) // ended cleanly without its terminal event
+					out.emit(w.filtered(x.stream.End())) // ended cleanly without its terminal event
 				}
 				break
 			}
@@ -117,7 +120,7 @@ func (a *answerCall) stream(ctx context.Context, sr provider.Events) outcome {
 				ev.Raw = wire.Event("", data)
 			}
 		}
-		if !out.emit(x.events(ev)) {
+		if !out.emit(w.filtered(x.events(ev))) {
 			break
 		}
 	}

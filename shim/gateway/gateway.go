@@ -306,6 +306,15 @@ func (g *Gateway) ProviderClass(route, model string) contract.Provider {
 	return g.cfg.Upstream.ProviderClass(route, model)
 }
 
+// PlanName is the name of the plan serving tenant ("" when none does).
+func (g *Gateway) PlanName(tenant contract.TenantSlot) string {
+	name, _, ok := g.cfg.Upstream.PlanFor(tenant)
+	if !ok {
+		return ""
+	}
+	return name
+}
+
 // Refusal is an answer the gateway did not get from an upstream: the caller
 // writes it in the protocol's envelope.
 type Refusal struct {
@@ -370,6 +379,27 @@ type Writer struct {
 	// shim sends them once the turn's receipt is recorded. A stream is
 	// written as it comes whatever Hold is.
 	Hold func(status int, body []byte)
+	// Filter, when set, rewrites what the client is sent of a successful
+	// answer, in the client's wire: the guardrails' redaction.
+	Filter AnswerFilter
+}
+
+// AnswerFilter rewrites a successful answer on its way to the client (in
+// the client's wire, after any translation): a whole answer's body, and a
+// stream's events as they pass. Events may keep text back and add events
+// of the same wire; it sees the terminal event last and gives back
+// whatever it kept before it. One filter serves one request.
+type AnswerFilter interface {
+	Whole(body []byte) []byte
+	Events(evs []wire.SSE) []wire.SSE
+}
+
+// filtered is evs through w's Filter, if any.
+func (w Writer) filtered(evs []wire.SSE) []wire.SSE {
+	if w.Filter == nil {
+		return evs
+	}
+	return w.Filter.Events(evs)
 }
 
 func refused(res Result, status int, code, msg string, retry bool) Result {
