@@ -34,8 +34,15 @@ import (
 // process's leases never passes a budget.
 const (
 	// leaseAttempts sizes a lease: this many attempts of the largest amount
-	// carved from the total since its last lease.
-	leaseAttempts = 16
+	// carved from the total since its last lease, at least, and as much as
+	// the attempts asked of it over leaseHorizon at the rate they asked
+	// since its last write, up to leaseMaxAttempts of the largest: at any
+	// rate its top-up, begun when it is half used, then lands before it
+	// runs out (a top-up is a few round trips to the database, which may
+	// be milliseconds away), and an attempt seldom waits for a lease write.
+	leaseAttempts    = 16
+	leaseHorizon     = time.Second
+	leaseMaxAttempts = 1024
 	// refillAt: once a lease holds less than this part of what it was last
 	// granted, it is topped up in the background, so that an attempt
 	// rarely waits for a lease write (see refill).
@@ -132,8 +139,9 @@ func (k leaseKey) compare(o leaseKey) int {
 type lease struct {
 	id   string // its row; "" before the first lease
 	free int64  // not carved yet
-	// maxSeen is the largest amount carved since the last lease.
-	maxSeen int64
+	// maxSeen is the largest amount carved since the last lease; asked
+	// the sum of what attempts asked of it since then.
+	maxSeen, asked int64
 	// size is what the last lease or top-up granted; limit the budget of
 	// the total when last carved.
 	size, limit int64
@@ -164,6 +172,9 @@ func (b *leaseBook) carve(t *upstream.Ticket, ps [4]spendTotal, now time.Time, p
 			b.leases[k] = l
 		}
 		l.maxSeen = max(l.maxSeen, amount)
+		if !partial { // an attempt's first ask (partial is its second)
+			l.asked += amount
+		}
 		l.limit = p.limit
 		if l.id != "" && l.free >= amount && now.Sub(l.written) < leaseMaxAge {
 			l.free -= amount
@@ -218,7 +229,7 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 		if need[i] {
 			k := leaseKey{p.scope, p.period}
 			l := b.leases[k]
-			asks = append(asks, leaseAsk{i: i, k: k, id: l.id, want: leaseAttempts * l.maxSeen, limit: p.limit})
+			asks = append(asks, leaseAsk{i: i, k: k, id: l.id, want: l.want(now), limit: p.limit})
 		}
 	}
 	if tight {
@@ -260,7 +271,7 @@ func (b *leaseBook) reserve(ctx context.Context, t *upstream.Ticket, ps [4]spend
 		}
 		l.free += grants[j].amount - amount
 		l.size = grants[j].amount
-		l.written, l.used, l.maxSeen = now, now, amount
+		l.written, l.used, l.maxSeen, l.asked = now, now, amount, 0
 		t.Leases[a.i] = l.id
 	}
 	if b.timer == nil {
@@ -428,7 +439,7 @@ func (b *leaseBook) refill(ks []leaseKey) {
 		if l.id == "" || l.free >= l.size/refillAt {
 			continue // topped up meanwhile by an attempt that could not wait
 		}
-		asks = append(asks, leaseAsk{k: k, id: l.id, want: leaseAttempts * max(l.maxSeen, 1), limit: l.limit})
+		asks = append(asks, leaseAsk{k: k, id: l.id, want: l.want(now), limit: l.limit})
 		ls = append(ls, l)
 		least = append(least, max(l.maxSeen, 1))
 	}
@@ -460,8 +471,18 @@ func (b *leaseBook) refill(ks []leaseKey) {
 		}
 		l.free += grants[j].amount
 		l.size = grants[j].amount
-		l.written, l.maxSeen = now, 0
+		l.written, l.maxSeen, l.asked = now, 0, 0
 	}
+}
+
+// want is what a lease or top-up of l asks for at now (see leaseAttempts).
+func (l *lease) want(now time.Time) int64 {
+	one := max(l.maxSeen, 1)
+	w := leaseAttempts * one
+	if since := now.Sub(l.written); since > 0 && l.asked > 0 && !l.written.IsZero() {
+		w = max(w, int64(float64(l.asked)*float64(leaseHorizon)/float64(since)))
+	}
+	return min(w, leaseMaxAttempts*one)
 }
 
 // tick gives back idle leases and those of past periods, and runs again
