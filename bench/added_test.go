@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caduceus-dev/caduceus/guard"
+	"github.com/caduceus-dev/caduceus/guard/detect"
 )
 
 const us = time.Microsecond
@@ -170,6 +173,37 @@ func TestBenchChatBodyFor(t *testing.T) {
 		b, _ := json.Marshal(base)
 		if !bytes.Equal(a, b) {
 			t.Errorf("ChatBodyFor(%q) differs from ChatBody beyond the model:\n%s", model, ChatBodyFor(model))
+		}
+	}
+}
+
+// TestChatBodySized: a padded request is the same request, its user
+// message at least the size asked, and its padding holds nothing a
+// guardrail finds, so a bench with guardrails measures their scan, not
+// their edits.
+func TestChatBodySized(t *testing.T) {
+	if string(ChatBodySized(0)) != string(ChatBody) {
+		t.Fatal("ChatBodySized(0) is not ChatBody")
+	}
+	det, err := detect.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1024, 8192, 65536} {
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(ChatBodySized(n), &req); err != nil || req.Model != Model || len(req.Messages) != 2 {
+			t.Fatalf("ChatBodySized(%d): %v %+v", n, err, req)
+		}
+		if len(req.Messages[1].Content) < n {
+			t.Errorf("ChatBodySized(%d): a user message of %d bytes", n, len(req.Messages[1].Content))
+		}
+		if found := det.Scan(req.Messages[1].Content, ^guard.Set(0)); len(found) > 0 {
+			t.Errorf("ChatBodySized(%d): the padding holds %+v", n, found)
 		}
 	}
 }

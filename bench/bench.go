@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +37,26 @@ var ChatBody = ChatBodyFor(Model)
 func ChatBodyFor(model string) []byte {
 	q, _ := json.Marshal(model) // a string always marshals
 	return []byte(`{"model":` + string(q) + `,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the release notes of version 2.3 in three bullet points."}],"max_tokens":128}`)
+}
+
+// reviewLine is the filler of a padded prompt: a line of a code review,
+// which holds no secret and no personal data (nothing a guardrail finds).
+const reviewLine = "The handler returns early when the request body is empty; add a test for that path and log the status code.\n"
+
+// ChatBodySized is ChatBody with its user message padded with lines of a
+// code review to at least promptBytes bytes (0 or less: ChatBody), for
+// measuring what a target costs per byte of prompt.
+func ChatBodySized(promptBytes int) []byte {
+	if promptBytes <= 0 {
+		return ChatBody
+	}
+	var b strings.Builder
+	b.WriteString("Summarise the release notes of version 2.3 in three bullet points.\n")
+	for b.Len() < promptBytes {
+		b.WriteString(reviewLine)
+	}
+	content, _ := json.Marshal(b.String()) // a string always marshals
+	return []byte(`{"model":"` + Model + `","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":` + string(content) + `}],"max_tokens":128}`)
 }
 
 // chatAnswer is the fake upstream's answer (a realistic small completion).

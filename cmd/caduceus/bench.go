@@ -19,6 +19,7 @@ import (
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/bench"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store"
@@ -37,6 +38,8 @@ type benchFlags struct {
 	peerHeaders            []string // NAME=Header: value
 	peerModels             []string // NAME=MODEL
 	peerWait               time.Duration
+	guardrails             bool // the Caduceus targets redact every kind
+	promptBytes            int  // the user message padded to this many bytes
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -101,6 +104,8 @@ also holds their queueing on this machine's cores.`,
 	cmd.Flags().StringArrayVar(&f.peerHeaders, "peer-header", nil, "a header for every request to a --peer, 'NAME=Header: value' ($CADUCEUS_BENCH_UPSTREAM in the value is the fake upstream's base URL); repeatable")
 	cmd.Flags().StringArrayVar(&f.peerModels, "peer-model", nil, "the model a --peer's requests ask for instead of "+bench.Model+", 'NAME=MODEL' (as 'bifrost=openai/"+bench.Model+"'); one per peer")
 	cmd.Flags().DurationVar(&f.peerWait, "peer-wait", time.Minute, "how long each peer has to answer the bench's request before the bench gives up")
+	cmd.Flags().BoolVar(&f.guardrails, "guardrails", false, "run the Caduceus targets with shim.guardrails redacting every kind (docs/guardrails.md); with --prompt-bytes, what a guardrail costs per byte of prompt")
+	cmd.Flags().IntVar(&f.promptBytes, "prompt-bytes", 0, "pad the request's user message to this many bytes with lines of a code review (which hold nothing a guardrail finds); not with --peer")
 	cmd.Flags().StringVar(&a.otlpEndpoint, "otlp-endpoint", "", "trace Caduceus's requests as serve does, exporting to this OTLP/HTTP collector base URL (default "+envOTLPEndpoint+"; unset: no tracing)")
 	return cmd
 }
@@ -150,6 +155,9 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	if err != nil {
 		return err
 	}
+	if f.guardrails {
+		a.cfg.Shim.Guardrails = guard.Config{Actions: map[string]guard.Action{"default": guard.Redact}}
+	}
 	caduceusTargets, err := a.caduceusTargets(ctx, stores, up.URL, &closers)
 	if err != nil {
 		return err
@@ -170,6 +178,13 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	}
 	fmt.Fprintf(a.stdout, "caduceus bench: %d connections, %d rounds of %s per target (each after %s warm-up), store %s, GOMAXPROCS %d\n",
 		f.conns, f.rounds, f.duration, f.warmup, strings.Join(names, " and "), runtime.GOMAXPROCS(0))
+	if f.promptBytes > 0 || f.guardrails {
+		policy := "off"
+		if a.cfg.Shim.Guardrails.Active() {
+			policy = "redact every kind"
+		}
+		fmt.Fprintf(a.stdout, "request %d bytes; Caduceus's guardrails: %s\n", len(bench.ChatBodySized(f.promptBytes)), policy)
+	}
 	targets := benchTargets(f, stores, up.URL, bare.URL, caduceusTargets, started)
 	results, err := runBenchRounds(ctx, f, targets)
 	if err != nil {
@@ -193,6 +208,12 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 func checkBenchFlags(f benchFlags) ([]bench.PeerSpec, error) {
 	if f.conns <= 0 || f.rounds <= 0 || f.duration <= 0 || f.warmup < 0 {
 		return nil, fmt.Errorf("--conns, --rounds and --duration must be positive, --warmup not negative")
+	}
+	if f.promptBytes < 0 || f.promptBytes > 16<<20 {
+		return nil, fmt.Errorf("--prompt-bytes %d: want 0 to 16 MiB", f.promptBytes)
+	}
+	if f.promptBytes > 0 && len(f.peers) > 0 {
+		return nil, fmt.Errorf("--prompt-bytes is not combined with --peer: a peer is loaded with the bench's own request")
 	}
 	if f.profile != "pass-through" && f.profile != "governed" && f.profile != "breadth" {
 		return nil, fmt.Errorf("--profile %q: want pass-through, governed or breadth", f.profile)
@@ -273,7 +294,7 @@ type benchRun struct {
 // bare proxy, each store's three Caduceus targets, the peers.
 func benchTargets(f benchFlags, stores []*store.DB, upURL, bareURL string, caduceus [][3]benchTarget, peers []*bench.Peer) []benchRun {
 	load := func(url string, h http.Header) bench.Load {
-		return bench.Load{URL: url + "/v1/chat/completions", Header: h, Body: bench.ChatBody, Conns: f.conns, Duration: f.duration, Warmup: f.warmup}
+		return bench.Load{URL: url + "/v1/chat/completions", Header: h, Body: bench.ChatBodySized(f.promptBytes), Conns: f.conns, Duration: f.duration, Warmup: f.warmup}
 	}
 	own := benchTargetNames(stores[0].Name())
 	targets := []benchRun{{own[0], load(upURL, nil), false}, {own[1], load(bareURL, nil), false}}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -244,5 +245,43 @@ func TestBenchLoadsACaduceusBuildAsAPeer(t *testing.T) {
 		"--peer", "nobin=../../bench/peers/caduceus.sh")
 	if code == 0 || !strings.Contains(errOut, "set CADUCEUS_PEER_BIN to the caduceus binary to run") {
 		t.Errorf("without CADUCEUS_PEER_BIN: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestBenchPromptAndGuardrails: --prompt-bytes pads the request and
+// --guardrails runs the Caduceus targets with a policy that redacts every
+// kind, which the bench's header states; a negative size, or a padded
+// request with a peer (loaded with its own request), exits 2 naming it.
+func TestBenchPromptAndGuardrails(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		why  string
+	}{
+		{[]string{"--prompt-bytes", "-1"}, "--prompt-bytes -1"},
+		{[]string{"--peer", "b=one.sh", "--prompt-bytes", "1024"}, "not combined with --peer"},
+	} {
+		code, out, errOut := cli(t, append([]string{"bench"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.why) || out != "" {
+			t.Errorf("bench %q: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.why)
+		}
+	}
+	code, out, errOut := cli(t, "bench", "--rounds", "1", "--duration", "100ms", "--warmup", "0s", "--conns", "1", "--data", t.TempDir(),
+		"--guardrails", "--prompt-bytes", "4096")
+	if code != 0 || !regexp.MustCompile(`request 4[0-9]{3} bytes; Caduceus's guardrails: redact every kind`).MatchString(out) {
+		t.Fatalf("bench --guardrails --prompt-bytes 4096: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The governed target's row (… req/s p50 p99 errors cpu-ms/1k ratio)
+	// shows no errors: every request with its padding passed the policy.
+	seen := false
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); strings.HasPrefix(line, "caduceus governed") && strings.HasSuffix(line, "x") && len(f) >= 9 {
+			seen = true
+			if f[len(f)-3] != "0" {
+				t.Errorf("errors under guardrails: %s", line)
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("no governed row in\n%s", out)
 	}
 }
