@@ -5,7 +5,9 @@
 // platform capabilities (Discord interaction tokens) in a vault that never
 // reaches a gateway; deduplicates, buffers while no gateway of a tenant is
 // connected, routes interrupts and follow-ups to the connection that owns a
-// session, and writes one audit record per delivery in or out.
+// session, and writes one audit record per delivery in or out. A platform
+// identity's guardrails (guardrails.go) scan its inbound messages for
+// secrets and personal data before the gateway sees them.
 //
 // The payload of those records (a delivery's ids and content hash) is
 // written as canonical JSON by hand (record.go), an audit.CanonicalWriter,
