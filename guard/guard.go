@@ -73,7 +73,7 @@ type Direction string
 
 // Directions.
 const (
-	Request Direction = "request" // to the provider (or the agent, for the relay)
+	Request Direction = "request" // a client's request to the provider (shim)
 	Answer  Direction = "answer"  // from the provider to the client
 	Inbound Direction = "inbound" // a chat platform's message on its way to the agent (relay)
 )

@@ -97,15 +97,17 @@ func UpstreamAttempt(route, outcome string, took time.Duration) {
 	upstreamLatency.WithLabelValues(route).Observe(took.Seconds())
 }
 
-// guardrailFindings counts what the shim's guardrails found, by direction,
-// kind and action (never a value): set through GuardrailFinding.
+// guardrailFindings counts what the guardrails (the shim's, the relay's)
+// found, by direction, kind and action (never a value): set through
+// GuardrailFinding.
 var guardrailFindings = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "caduceus_guardrail_findings_total",
 	Help: "Values of secrets and personal data the guardrails found, by direction (request, answer, inbound), kind (secret, private_key, email, phone, card, iban, ssn, ip) and action (redact, block, flag).",
 }, []string{"direction", "kind", "action"})
 
 // GuardrailFinding records a guardrails record in /metrics
-// (caduceus_guardrail_findings_total); it is the shim's OnGuardrail.
+// (caduceus_guardrail_findings_total); it is the shim's and the relay's
+// OnGuardrail.
 func GuardrailFinding(r guard.Record) {
 	guardrailFindings.WithLabelValues(string(r.Direction), string(r.Kind), string(r.Action)).Add(float64(r.Count))
 }

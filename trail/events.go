@@ -190,6 +190,10 @@ func describeRelay(ev *Event, rec audit.Record) {
 	case "relay.deliver":
 		ev.Kind = KindInbound
 		ev.Summary = fmt.Sprintf("%s message %s in chat %s delivered to gateway connection %s", p.Platform, p.MessageID, p.ChatID, p.Conn)
+		if !p.Success && p.Error != "" {
+			// Refused before delivery: the platform's guardrails blocked it.
+			ev.Summary = fmt.Sprintf("%s message %s in chat %s not delivered: %s", p.Platform, p.MessageID, p.ChatID, p.Error)
+		}
 	case "relay.buffer":
 		ev.Kind = KindInbound
 		put("buffer_id", p.BufferID)

@@ -7,9 +7,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/caduceus-dev/caduceus/guard/detect"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/relay/relaysql"
+	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
@@ -28,6 +30,15 @@ func (a *app) relayConnector(db *store.DB) (c *connector.Connector, close func()
 		return nil, nil, &exitError{2, fmt.Errorf("%s", userMessage(err))}
 	}
 	rc.Store, rc.Audit, rc.Logger = relaysql.New(db), db.Audit(), a.log
+	if rc.GuardrailsActive() {
+		// The detectors are built here, once, and only when a platform's
+		// policy looks for anything (the shim's are the same ones).
+		det, err := detect.Default()
+		if err != nil {
+			return nil, nil, err
+		}
+		rc.Scanner, rc.OnGuardrail = det, server.GuardrailFinding
+	}
 	var nc *nats.Conn
 	if a.cfg.NATS != "" {
 		if nc, err = nats.Connect(a.cfg.NATS, nats.Name("caduceus-relay"),

@@ -5,7 +5,9 @@
 // platform capabilities (Discord interaction tokens) in a vault that never
 // reaches a gateway; deduplicates, buffers while no gateway of a tenant is
 // connected, routes interrupts and follow-ups to the connection that owns a
-// session, and writes one audit record per delivery in or out.
+// session, and writes one audit record per delivery in or out. A platform
+// identity's guardrails (guardrails.go) scan its inbound messages for
+// secrets and personal data before the gateway sees them.
 //
 // The payload of those records (a delivery's ids and content hash) is
 // written as canonical JSON by hand (record.go), an audit.CanonicalWriter,
@@ -27,6 +29,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/discord"
 )
@@ -89,6 +92,15 @@ type Config struct {
 	// people's messages are delivered. The connector's own messages are
 	// never delivered.
 	BotMessages bool
+
+	// Scanner finds what the platforms' guardrails look for (each
+	// identity's Guardrails; guard/detect.Default in the binary, which
+	// wires it only when a policy is active). Required when one is.
+	Scanner guard.Scanner
+	// OnGuardrail, when set, is told each guardrails record of an inbound
+	// message once its audit record is written (serve counts them in
+	// /metrics).
+	OnGuardrail func(guard.Record)
 }
 
 // Gateway is one gateway's binding.
@@ -119,6 +131,8 @@ type DiscordApp struct {
 	Gateway bool
 	// GatewayURL, when set, is dialled instead of asking GET /gateway/bot.
 	GatewayURL string
+	// Guardrails is the identity's guardrails policy (guardrails.go).
+	Guardrails guard.Config
 }
 
 // TelegramBot is one Telegram bot.
@@ -132,6 +146,8 @@ type TelegramBot struct {
 	// descriptor's dialect), "HTML", or "plain" for none. A message the
 	// platform cannot parse is re-sent as plain text.
 	ParseMode string
+	// Guardrails is the bot's guardrails policy (guardrails.go).
+	Guardrails guard.Config
 }
 
 func (cfg *Config) check() error {
@@ -193,7 +209,10 @@ func (cfg *Config) check() error {
 			return err
 		}
 	}
-	return cfg.checkPlatforms(slots)
+	if err := cfg.checkPlatforms(slots); err != nil {
+		return err
+	}
+	return cfg.checkGuardrails()
 }
 
 func mustKey(hexKey string) ed25519.PublicKey {

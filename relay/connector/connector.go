@@ -140,6 +140,7 @@ func New(cfg Config) (*Connector, error) {
 		}
 	}
 	c.addPlatformEdges()
+	c.guardEdges()
 	c.wg.Add(1)
 	go c.maintain()
 	c.startDiscordGateways()

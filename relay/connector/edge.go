@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/discord"
 	"github.com/caduceus-dev/caduceus/relay/telegram"
@@ -32,6 +33,10 @@ type edge struct {
 	// client answers the outbound ops of the platforms added after
 	// Discord and Telegram (Slack, Twilio, WhatsApp Cloud, WeCom).
 	client platformClient
+
+	// guard is the identity's guardrails policy; nil when it looks for
+	// nothing (guardrails.go).
+	guard guard.Policy
 }
 
 // tenantOf resolves a chat's tenant from configuration alone (Telegram

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay"
 )
 
@@ -23,7 +24,11 @@ import (
 //	      guilds: {"111": slot-1}
 //	      gateway: true   # receive channel, thread and DM messages
 //	  telegram:
-//	    acmebot: {token: env:TELEGRAM_TOKEN, secret_token: env:TELEGRAM_WEBHOOK_SECRET, tenant: slot-1}
+//	    acmebot:
+//	      token: env:TELEGRAM_TOKEN
+//	      secret_token: env:TELEGRAM_WEBHOOK_SECRET
+//	      tenant: slot-1
+//	      guardrails: {default: flag, secret: redact, card: block}   # docs/guardrails.md
 //	  ping_interval: 30s
 //	  public_url: https://relay.example.com   # re-hosted media is listed as <public_url>/relay/media/{id}
 //	  bot_messages: false   # true: deliver other bots' messages too (source.is_bot true)
@@ -67,6 +72,8 @@ type FileDiscordApp struct {
 	// GET /gateway/bot (for tests and proxies).
 	Gateway    bool   `yaml:"gateway"`
 	GatewayURL string `yaml:"gateway_url"`
+	// Guardrails is the app's guardrails policy (docs/guardrails.md).
+	Guardrails guard.Config `yaml:"guardrails"`
 }
 
 // FileTelegramBot is one Telegram bot in a FileConfig.
@@ -76,6 +83,8 @@ type FileTelegramBot struct {
 	Tenant      string            `yaml:"tenant"`
 	Chats       map[string]string `yaml:"chats"`
 	ParseMode   string            `yaml:"parse_mode"`
+	// Guardrails is the bot's guardrails policy (docs/guardrails.md).
+	Guardrails guard.Config `yaml:"guardrails"`
 }
 
 // Config turns f into a Config, reading "env:NAME" secrets through getenv.
@@ -122,12 +131,13 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 	for id, a := range f.Discord {
 		cfg.Discord[id] = DiscordApp{PublicKey: a.PublicKey, BotToken: secret("relay.discord."+id+".bot_token", a.BotToken),
 			Tenant: contract.TenantSlot(a.Tenant), Guilds: slots(a.Guilds), Users: slots(a.Users),
-			Gateway: a.Gateway, GatewayURL: a.GatewayURL}
+			Gateway: a.Gateway, GatewayURL: a.GatewayURL, Guardrails: a.Guardrails}
 	}
 	for name, b := range f.Telegram {
 		cfg.Telegram[name] = TelegramBot{Token: secret("relay.telegram."+name+".token", b.Token),
 			SecretToken: secret("relay.telegram."+name+".secret_token", b.SecretToken),
-			Tenant:      contract.TenantSlot(b.Tenant), Chats: slots(b.Chats), ParseMode: b.ParseMode}
+			Tenant:      contract.TenantSlot(b.Tenant), Chats: slots(b.Chats), ParseMode: b.ParseMode,
+			Guardrails: b.Guardrails}
 	}
 	f.FilePlatforms.config(&cfg, secret, slots)
 	if f.GroupSessionsPerUser != nil || f.ThreadSessionsPerUser != nil || f.SlackTopLevelThreads != nil {
@@ -145,6 +155,9 @@ func (f FileConfig) Config(getenv func(string) string) (Config, error) {
 	}
 	if bad != nil {
 		return Config{}, bad
+	}
+	if where, err := cfg.validateGuardrails(); err != nil {
+		return Config{}, contract.FieldError(where, "relay_config", "relay: %v", err)
 	}
 	return cfg, nil
 }

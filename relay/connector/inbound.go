@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/discord"
 	"github.com/caduceus-dev/caduceus/relay/telegram"
@@ -41,6 +42,9 @@ const (
 	Duplicate  Delivery = "duplicate"   // seen before; dropped
 	FromBot    Delivery = "from_bot"    // another bot's message while Config.BotMessages is off; dropped
 	BufferFull Delivery = "buffer_full" // no gateway and no room; dropped, recorded as a refusal
+	// Blocked: the platform's guardrails found a kind they block; not
+	// delivered, recorded as a refusal, and the sender told (guardrails.go).
+	Blocked Delivery = "blocked"
 )
 
 // Deliver runs an inbound event through the pipeline: drop another bot's
@@ -54,50 +58,83 @@ const (
 // (the webhook then answers 500 and the platform retries), and an invalid
 // *contract.Error for a tenant that is not a slot or an event whose source
 // cannot be keyed (nothing is stored then).
+//
+// When the identity's guardrails apply, the event's texts are scanned
+// after deduplication and before anything else reads them (guardrails.go):
+// redacted in place, or — a blocked kind found — not delivered at all
+// (Blocked; the sender is told on the platform, the refusal recorded).
 func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
+	d, _, err := c.deliver(ctx, in, true)
+	return d, err
+}
+
+// deliver is Deliver; for a Blocked event it also returns the kinds found,
+// and tells the sender on the platform only when tell is set (a Discord
+// interaction is answered in the webhook's response instead).
+func (c *Connector) deliver(ctx context.Context, in Inbound, tell bool) (Delivery, []guard.Kind, error) {
 	src := in.Event.Source
 	if !contract.ValidTenantSlot(string(in.Tenant)) {
-		return "", contract.FieldError("tenant", "relay_tenant", "relay: tenant %q is not a tenant slot", in.Tenant)
+		return "", nil, contract.FieldError("tenant", "relay_tenant", "relay: tenant %q is not a tenant slot", in.Tenant)
 	}
 	if strings.TrimSpace(src.Platform) == "" {
-		return "", contract.FieldError("source.platform", "relay_unkeyable", "relay: the event's source names no platform")
+		return "", nil, contract.FieldError("source.platform", "relay_unkeyable", "relay: the event's source names no platform")
 	}
 	if src.IsBot && !c.cfg.BotMessages {
 		c.log.Debug("relay: bot message dropped (bot_messages is off)", "platform", src.Platform, "chat", src.ChatID, "user", src.UserID)
-		return FromBot, nil
+		return FromBot, nil, nil
 	}
 	key, err := c.SessionKey(in.Tenant, in.Event)
 	if err != nil {
 		// The gateway would fail this message (e.g. a WhatsApp id with a
 		// space): refuse it here, with the reason, and pass nothing on.
-		return "", contract.Invalidf("relay_unkeyable", "%v", err)
+		return "", nil, contract.Invalidf("relay_unkeyable", "%v", err)
 	}
 	now := c.now()
 	first, err := c.cfg.Store.MarkSeen(ctx, in.Tenant, src.Platform+":"+src.ChatID+":"+in.DedupeID, now)
 	if err != nil {
-		return "", contract.Internal(err)
+		return "", nil, contract.Internal(err)
 	}
 	if !first {
 		c.log.Debug("relay: duplicate inbound dropped", "platform", src.Platform, "chat", src.ChatID, "message", in.Event.MessageID)
-		return Duplicate, nil
+		return Duplicate, nil, nil
+	}
+	// The guardrails act before anything else reads the text.
+	g := c.guardInbound(src.Platform, in.Bot, &in.Event)
+	if g != nil && len(g.blocked) > 0 {
+		e := entry{tenant: in.Tenant, action: "relay.deliver", resource: src.Platform + ":" + src.ChatID,
+			outcome: contract.OutcomeDeny, reason: guard.CodeBlocked, subjectOf: subjectKey(src), platform: src.Platform,
+			actor: contract.ActorUser, sessionKey: key, messageID: in.Event.MessageID, guard: g,
+			payload: &delivery{Direction: "in", Platform: src.Platform, Bot: in.Bot, ChatID: src.ChatID, SessionKey: key,
+				MessageID: in.Event.MessageID, Error: blockedError(g.blocked)}}
+		g.annotate(e.payload)
+		c.record(ctx, e)
+		c.log.Info("relay: inbound message blocked by guardrails", "tenant", in.Tenant, "platform", src.Platform,
+			"bot", in.Bot, "chat", src.ChatID, "message", in.Event.MessageID, "kinds", kindNames(g.blocked))
+		if tell {
+			c.replyBlocked(in.Bot, in.Event, g.blocked)
+		}
+		return Blocked, g.blocked, nil
 	}
 	if err := c.cfg.Store.BindChat(ctx, in.Tenant, src.Platform, src.ChatID, now); err != nil {
-		return "", contract.Internal(err)
+		return "", nil, contract.Internal(err)
 	}
 	if in.Capability != nil {
 		cp := *in.Capability
 		cp.Tenant, cp.SessionKey = in.Tenant, key
 		if err := c.cfg.Store.PutCapability(ctx, cp); err != nil {
-			return "", contract.Internal(err)
+			return "", nil, contract.Internal(err)
 		}
 	}
 	if in.Event.MessageType == relay.MessageCommand && isStop(in.Event.Text) {
 		c.interrupt(ctx, in.Tenant, key, "platform", subjectKey(src))
 	}
 	e := entry{tenant: in.Tenant, resource: src.Platform + ":" + src.ChatID, subjectOf: subjectKey(src),
-		platform: src.Platform, actor: contract.ActorUser, sessionKey: key, messageID: in.Event.MessageID}
+		platform: src.Platform, actor: contract.ActorUser, sessionKey: key, messageID: in.Event.MessageID, guard: g}
 	d := &delivery{Direction: "in", Platform: src.Platform, Bot: in.Bot, ChatID: src.ChatID, SessionKey: key,
 		MessageID: in.Event.MessageID, ContentSHA256: contentHash(in.Event.Text)}
+	if g != nil {
+		g.annotate(d)
+	}
 	e.payload = d
 	c.sessions.remember(in.Tenant, src.Platform, in.Bot, src.ChatID, key)
 	if o := c.pick(in.Tenant, src.Platform, in.Bot, key, src.ChatID); o != nil {
@@ -106,18 +143,18 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 			d.Conn, d.Success = o.ID(), true
 			e.action, e.outcome, e.conn = "relay.deliver", contract.OutcomeAllow, o.ID()
 			c.record(ctx, e)
-			return Delivered, nil
+			return Delivered, nil, nil
 		}
 	}
 	body, err := json.Marshal(in.Event)
 	if err != nil {
-		return "", contract.Internal(err)
+		return "", nil, contract.Internal(err)
 	}
 	b := relay.Buffered{ID: contract.NewID("rbuf"), Tenant: in.Tenant, Platform: src.Platform, Bot: in.Bot,
 		SessionKey: key, Event: body, CreatedAt: now}
 	ok, err := c.cfg.Store.Enqueue(ctx, b, c.cfg.BufferLimit)
 	if err != nil {
-		return "", contract.Internal(err)
+		return "", nil, contract.Internal(err)
 	}
 	e.action = "relay.buffer"
 	if !ok {
@@ -125,7 +162,7 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 		e.outcome, e.reason = contract.OutcomeDeny, "buffer_full"
 		c.record(ctx, e)
 		c.log.Warn("relay: buffer full; inbound event dropped", "tenant", in.Tenant, "platform", src.Platform)
-		return BufferFull, nil
+		return BufferFull, nil, nil
 	}
 	d.BufferID, d.Success = b.ID, true
 	e.outcome = contract.OutcomeAllow
@@ -136,7 +173,7 @@ func (c *Connector) Deliver(ctx context.Context, in Inbound) (Delivery, error) {
 	if bs, ok := c.router.(BufferSignal); ok {
 		bs.Buffered(in.Tenant, src.Platform, in.Bot)
 	}
-	return Buffered, nil
+	return Buffered, nil, nil
 }
 
 // drainFor offers tenant's buffered events for (platform, bot) to one of
@@ -338,11 +375,17 @@ func (c *Connector) serveDiscord(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"type":4,"data":{"content":"This conversation is not connected to an agent.","flags":64}}`))
 		return
 	}
-	_, err = c.Deliver(r.Context(), Inbound{Tenant: tenant, Bot: app, Event: in.Event, DedupeID: in.Event.MessageID,
+	d, blocked, err := c.deliver(r.Context(), Inbound{Tenant: tenant, Bot: app, Event: in.Event, DedupeID: in.Event.MessageID,
 		Capability: &relay.Capability{Kind: relay.KindDiscordInteractionToken, Bot: in.ApplicationID, Secret: in.Token,
-			ExpiresAt: c.now().Add(discord.TokenTTL)}})
+			ExpiresAt: c.now().Add(discord.TokenTTL)}}, false)
 	if err != nil {
 		c.webhookError(w, "discord", err)
+		return
+	}
+	if d == Blocked {
+		// The interaction is answered with the refusal, seen only by its
+		// user.
+		_, _ = w.Write(discordBlocked(blocked))
 		return
 	}
 	_, _ = w.Write(discord.Ack(i))

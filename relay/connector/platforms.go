@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay/slack"
 	"github.com/caduceus-dev/caduceus/relay/twilio"
 	"github.com/caduceus-dev/caduceus/relay/wecom"
@@ -203,21 +204,23 @@ type FilePlatforms struct {
 
 // FileWeComApp is one WeCom application in a FileConfig.
 type FileWeComApp struct {
-	Token          string `yaml:"token"`
-	EncodingAESKey string `yaml:"encoding_aes_key"`
-	CorpSecret     string `yaml:"corp_secret"`
-	AgentID        int64  `yaml:"agent_id"`
-	Tenant         string `yaml:"tenant"`
-	APIBaseURL     string `yaml:"api_base_url"`
+	Token          string       `yaml:"token"`
+	EncodingAESKey string       `yaml:"encoding_aes_key"`
+	CorpSecret     string       `yaml:"corp_secret"`
+	AgentID        int64        `yaml:"agent_id"`
+	Tenant         string       `yaml:"tenant"`
+	APIBaseURL     string       `yaml:"api_base_url"`
+	Guardrails     guard.Config `yaml:"guardrails"`
 }
 
 // FileWhatsAppNumber is one WhatsApp Cloud API number in a FileConfig.
 type FileWhatsAppNumber struct {
-	AppSecret   string `yaml:"app_secret"`
-	VerifyToken string `yaml:"verify_token"`
-	AccessToken string `yaml:"access_token"`
-	Tenant      string `yaml:"tenant"`
-	APIBaseURL  string `yaml:"api_base_url"`
+	AppSecret   string       `yaml:"app_secret"`
+	VerifyToken string       `yaml:"verify_token"`
+	AccessToken string       `yaml:"access_token"`
+	Tenant      string       `yaml:"tenant"`
+	APIBaseURL  string       `yaml:"api_base_url"`
+	Guardrails  guard.Config `yaml:"guardrails"`
 }
 
 // FileTwilioAccount is one Twilio account in a FileConfig.
@@ -230,6 +233,7 @@ type FileTwilioAccount struct {
 	WhatsAppFrom        string            `yaml:"whatsapp_from"`
 	MessagingServiceSID string            `yaml:"messaging_service_sid"`
 	APIBaseURL          string            `yaml:"api_base_url"`
+	Guardrails          guard.Config      `yaml:"guardrails"`
 }
 
 // FileSlackApp is one Slack app in a FileConfig.
@@ -240,8 +244,9 @@ type FileSlackApp struct {
 	Teams         map[string]string `yaml:"teams"`
 	// TopLevelThreads mirrors the gateway's Slack top-level stamping
 	// (default true; set false when the gateway's reply_in_thread is off).
-	TopLevelThreads *bool  `yaml:"top_level_threads"`
-	APIBaseURL      string `yaml:"api_base_url"`
+	TopLevelThreads *bool        `yaml:"top_level_threads"`
+	APIBaseURL      string       `yaml:"api_base_url"`
+	Guardrails      guard.Config `yaml:"guardrails"`
 }
 
 func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, slots func(map[string]string) map[string]contract.TenantSlot) {
@@ -251,7 +256,8 @@ func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, 
 	for id, a := range f.Slack {
 		cfg.Slack[id] = SlackApp{SigningSecret: secret("relay.slack."+id+".signing_secret", a.SigningSecret),
 			BotToken: secret("relay.slack."+id+".bot_token", a.BotToken), Tenant: contract.TenantSlot(a.Tenant),
-			Teams: slots(a.Teams), NoTopLevelStamp: a.TopLevelThreads != nil && !*a.TopLevelThreads, APIBaseURL: a.APIBaseURL}
+			Teams: slots(a.Teams), NoTopLevelStamp: a.TopLevelThreads != nil && !*a.TopLevelThreads, APIBaseURL: a.APIBaseURL,
+			Guardrails: a.Guardrails}
 	}
 	if len(f.Twilio) > 0 {
 		cfg.Twilio = map[string]TwilioAccount{}
@@ -259,7 +265,7 @@ func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, 
 	for sid, a := range f.Twilio {
 		cfg.Twilio[sid] = TwilioAccount{AuthToken: secret("relay.twilio."+sid+".auth_token", a.AuthToken), PublicURL: a.PublicURL,
 			Tenant: contract.TenantSlot(a.Tenant), Numbers: slots(a.Numbers), SMSFrom: a.SMSFrom, WhatsAppFrom: a.WhatsAppFrom,
-			MessagingServiceSID: a.MessagingServiceSID, APIBaseURL: a.APIBaseURL}
+			MessagingServiceSID: a.MessagingServiceSID, APIBaseURL: a.APIBaseURL, Guardrails: a.Guardrails}
 	}
 	if len(f.WhatsApp) > 0 {
 		cfg.WhatsApp = map[string]WhatsAppNumber{}
@@ -267,7 +273,8 @@ func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, 
 	for id, n := range f.WhatsApp {
 		w := "relay.whatsapp." + id
 		cfg.WhatsApp[id] = WhatsAppNumber{AppSecret: secret(w+".app_secret", n.AppSecret), VerifyToken: secret(w+".verify_token", n.VerifyToken),
-			AccessToken: secret(w+".access_token", n.AccessToken), Tenant: contract.TenantSlot(n.Tenant), APIBaseURL: n.APIBaseURL}
+			AccessToken: secret(w+".access_token", n.AccessToken), Tenant: contract.TenantSlot(n.Tenant), APIBaseURL: n.APIBaseURL,
+			Guardrails: n.Guardrails}
 	}
 	if len(f.WeCom) > 0 {
 		cfg.WeCom = map[string]WeComApp{}
@@ -275,7 +282,8 @@ func (f FilePlatforms) config(cfg *Config, secret func(where, v string) string, 
 	for corp, a := range f.WeCom {
 		w := "relay.wecom." + corp
 		cfg.WeCom[corp] = WeComApp{Token: secret(w+".token", a.Token), EncodingAESKey: secret(w+".encoding_aes_key", a.EncodingAESKey),
-			CorpSecret: secret(w+".corp_secret", a.CorpSecret), AgentID: a.AgentID, Tenant: contract.TenantSlot(a.Tenant), APIBaseURL: a.APIBaseURL}
+			CorpSecret: secret(w+".corp_secret", a.CorpSecret), AgentID: a.AgentID, Tenant: contract.TenantSlot(a.Tenant), APIBaseURL: a.APIBaseURL,
+			Guardrails: a.Guardrails}
 	}
 }
 

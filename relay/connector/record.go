@@ -11,6 +11,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 )
 
 // entry is one audit record to write. It holds ids and hashes, never
@@ -30,6 +31,9 @@ type entry struct {
 	gateway    string
 	conn       string
 	payload    *delivery
+	// guard is what the guardrails did to an inbound message (nil: no
+	// policy applied).
+	guard *guarded
 }
 
 // delivery is the audit payload of a delivery in or out.
@@ -50,6 +54,12 @@ type delivery struct {
 	Conn          string `json:"conn,omitempty"`
 	Success       bool   `json:"success"`
 	Error         string `json:"error,omitempty"`
+	// Guardrails, Sensitivity and Redaction are what the platform's
+	// guardrails found in an inbound message (kind, rule, action, count;
+	// never a value) and the HUX fields they make, as a shim receipt's.
+	Guardrails  []guard.Record       `json:"guardrails,omitempty"`
+	Sensitivity contract.Sensitivity `json:"sensitivity,omitempty"`
+	Redaction   *contract.Redaction  `json:"redaction,omitempty"`
 }
 
 var _ audit.CanonicalWriter = (*delivery)(nil)
@@ -74,11 +84,36 @@ func (d *delivery) WriteCanonicalJSON(b *bytes.Buffer) {
 	o.Str("direction", validUTF8(d.Direction)) // always present: no omitempty
 	str("error", d.Error)
 	str("gateway", d.Gateway)
+	if len(d.Guardrails) > 0 {
+		o.Key("guardrails")
+		b.WriteByte('[')
+		for i, g := range d.Guardrails {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			w := contract.NewJSONObject(b)
+			w.Str("action", validUTF8(string(g.Action)))
+			w.Int("count", int64(g.Count))
+			w.Str("direction", validUTF8(string(g.Direction)))
+			w.Str("kind", validUTF8(string(g.Kind)))
+			w.Str("rule", validUTF8(g.Rule))
+			w.End()
+		}
+		b.WriteByte(']')
+	}
 	str("kind", d.Kind)
 	str("message_id", d.MessageID)
 	str("op", d.Op)
 	str("platform", d.Platform)
+	if d.Redaction != nil {
+		o.Key("redaction")
+		w := contract.NewJSONObject(b)
+		w.Str("level", validUTF8(string(d.Redaction.Level)))
+		w.OptStr("reason", validUTF8(d.Redaction.Reason))
+		w.End()
+	}
 	str("request_id", d.RequestID)
+	str("sensitivity", string(d.Sensitivity))
 	str("session_key", d.SessionKey)
 	o.Bool("success", d.Success)
 	o.End()
@@ -183,7 +218,23 @@ func (c *Connector) record(ctx context.Context, e entry) {
 			ae.Redaction = &TextAsHash
 		}
 	}
+	if g := e.guard; g != nil {
+		// The record says what the guardrails did as well, as the shim's.
+		base := TextAsHash.Reason
+		if e.payload == nil || e.payload.ContentSHA256 == "" {
+			base = "message text not kept"
+		}
+		ae.Redaction = &contract.Redaction{Level: contract.RedactionPartial, Reason: base + "; " + g.redaction.Reason}
+		if s := g.sensitivity(); s == contract.SensitivityRestricted {
+			ae.Sensitivity = s
+		}
+	}
 	if _, err := c.cfg.Audit.Append(context.WithoutCancel(ctx), ae); err != nil {
 		c.log.Error("relay: audit append failed", "action", e.action, "err", err)
+	}
+	if e.guard != nil && c.cfg.OnGuardrail != nil {
+		for _, r := range e.guard.records {
+			c.cfg.OnGuardrail(r)
+		}
 	}
 }

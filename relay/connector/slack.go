@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay/slack"
 )
 
@@ -22,6 +23,7 @@ type SlackApp struct {
 	// dm_top_level_threads_as_sessions is off).
 	NoTopLevelStamp bool
 	APIBaseURL      string // slack.DefaultBaseURL when empty
+	Guardrails      guard.Config
 }
 
 // serveSlack is POST /hooks/slack/{app}: the Events API.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay/twilio"
 )
 
@@ -28,6 +29,8 @@ type TwilioAccount struct {
 	SMSFrom, WhatsAppFrom string
 	MessagingServiceSID   string
 	APIBaseURL            string // twilio.DefaultBaseURL when empty
+	// Guardrails applies to both the account's SMS and WhatsApp messages.
+	Guardrails guard.Config
 }
 
 // serveTwilio is POST /hooks/twilio/{account_sid}: incoming SMS and

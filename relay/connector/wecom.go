@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay/wecom"
 )
 
@@ -23,6 +24,7 @@ type WeComApp struct {
 	AgentID        int64
 	Tenant         contract.TenantSlot
 	APIBaseURL     string // wecom.DefaultBaseURL when empty
+	Guardrails     guard.Config
 }
 
 // rawQuery decodes a query without turning '+' into a space: WeCom's

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/relay/whatsapp"
 )
 
@@ -17,6 +18,7 @@ type WhatsAppNumber struct {
 	AccessToken string // a system-user token with whatsapp_business_messaging
 	Tenant      contract.TenantSlot
 	APIBaseURL  string // whatsapp.DefaultBaseURL (Graph API with version) when empty
+	Guardrails  guard.Config
 }
 
 // serveWhatsAppChallenge is GET /hooks/whatsapp/{phone_number_id}: the
