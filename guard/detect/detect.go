@@ -34,7 +34,7 @@ import (
 // Detector finds secrets and personal data. It is safe for concurrent use.
 type Detector struct {
 	rules    []rule
-	always   []int // rules without keywords: run on every text
+	always   []int // rules without keywords: run on every text, whole
 	keywords *ahocorasick.Trie
 	byWord   map[string][]int // keyword -> rules
 	global   []*glconfig.Allowlist
@@ -171,23 +171,51 @@ var rank = map[guard.Kind]int{guard.PrivateKey: 0, guard.Secret: 1, guard.Card: 
 	guard.Email: 5, guard.IP: 6, guard.Phone: 7}
 
 // secrets runs the gitleaks rules whose keywords text holds.
+// keyWindow is how far from a keyword a rule looks for its secret, each
+// side: gitleaks' rules match within a few hundred bytes of their keyword
+// (the generic one's longest reach is about 250).
+const keyWindow = 1024
+
 func (d *Detector) secrets(text string, want guard.Set, fs []guard.Finding) []guard.Finding {
-	run := map[int]bool{}
-	for _, i := range d.always {
-		run[i] = true
-	}
 	lower := strings.ToLower(text)
+	// A rule runs where its keywords stand: on the text around each of
+	// them (keyWindow bytes each side), not on the whole text, so a prompt
+	// of prose ("… points." holds the vault token rule's "s.") costs a
+	// look near each hit rather than a pass over all of it. When lowering
+	// changed the text's length (some non-ASCII letters), positions in
+	// lower are not positions in text: such a rule runs on the whole text,
+	// as a private key block's does.
+	hits := map[int][][2]int{} // rule -> windows, in order
+	whole := map[int]bool{}
+	for _, i := range d.always {
+		whole[i] = true
+	}
+	aligned := len(lower) == len(text)
 	for _, m := range d.keywords.MatchString(lower) {
 		for _, i := range d.byWord[string(m.Match())] {
-			run[i] = true
+			// A private key block runs for kilobytes past its keyword:
+			// its rule looks at the whole text.
+			if !aligned || d.rules[i].kind == guard.PrivateKey {
+				whole[i] = true
+				continue
+			}
+			at := int(m.Pos())
+			w := [2]int{max(0, at-keyWindow), min(len(text), at+len(m.Match())+keyWindow)}
+			if ws := hits[i]; len(ws) > 0 && ws[len(ws)-1][1] >= w[0] {
+				ws[len(ws)-1][1] = max(ws[len(ws)-1][1], w[1]) // overlapping: one window
+			} else {
+				hits[i] = append(ws, w)
+			}
 		}
 	}
-	if len(run) == 0 {
-		return fs
-	}
-	order := make([]int, 0, len(run))
-	for i := range run {
+	order := make([]int, 0, len(hits)+len(whole))
+	for i := range hits {
 		order = append(order, i)
+	}
+	for i := range whole {
+		if _, ok := hits[i]; !ok {
+			order = append(order, i)
+		}
 	}
 	slices.Sort(order)
 	for _, i := range order {
@@ -195,9 +223,26 @@ func (d *Detector) secrets(text string, want guard.Set, fs []guard.Finding) []gu
 		if !want.Has(r.kind) {
 			continue
 		}
-		for _, m := range r.re.FindAllStringSubmatchIndex(text, -1) {
-			if f, ok := d.finding(text, r, m); ok {
-				fs = append(fs, f)
+		windows := hits[i]
+		if whole[i] {
+			windows = [][2]int{{0, len(text)}}
+		}
+		for _, w := range windows {
+			for _, m := range r.re.FindAllStringSubmatchIndex(text[w[0]:w[1]], -1) {
+				// A match touching a cut edge may be a cut token, or an
+				// edge taken for a boundary: the window holds every match
+				// near its keyword whole, so it is not one of those.
+				if (m[0] == 0 && w[0] > 0) || (m[1] == w[1]-w[0] && w[1] < len(text)) {
+					continue
+				}
+				for k := range m {
+					if m[k] >= 0 {
+						m[k] += w[0]
+					}
+				}
+				if f, ok := d.finding(text, r, m); ok {
+					fs = append(fs, f)
+				}
 			}
 		}
 	}
