@@ -240,26 +240,15 @@ func TestGuardrailsEveryPartOfARequest(t *testing.T) {
 // split across two SSE events (streamed) or whole.
 func secretAnswer(t *testing.T, secret string, cut int) func(w http.ResponseWriter, r *http.Request, body []byte) {
 	return func(w http.ResponseWriter, r *http.Request, body []byte) {
-		var in struct {
-			Model  string `json:"model"`
-			Stream bool   `json:"stream"`
-		}
-		_ = json.Unmarshal(body, &in)
-		p := wire.ChatCompletions
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/responses"):
-			p = wire.Responses
-		case strings.HasSuffix(r.URL.Path, "/messages"):
-			p = wire.Messages
-		}
+		p, model, stream := asked(r, body)
 		text := "The key is " + secret + " and nothing else."
-		if !in.Stream {
+		if !stream {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(wire.DirectJSON(p, wire.Direct{ID: "up1", Model: in.Model, Text: text, Created: 1}))
+			_, _ = w.Write(wire.DirectJSON(p, wire.Direct{ID: "up1", Model: model, Text: text, Created: 1}))
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range splitEvents(t, p, in.Model, []string{"The key is " + secret[:cut], secret[cut:] + " and nothing else."}) {
+		for _, ev := range splitEvents(t, p, model, []string{"The key is " + secret[:cut], secret[cut:] + " and nothing else."}) {
 			_, _ = w.Write(ev)
 			w.(http.Flusher).Flush()
 		}

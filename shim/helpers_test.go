@@ -94,23 +94,30 @@ func (u *upstream) last(t *testing.T) seen {
 
 const upstreamText = "hello from upstream"
 
-// defaultRespond answers like the real provider would, streaming when asked.
-func defaultRespond(w http.ResponseWriter, r *http.Request, body []byte) {
+// asked is what a request to the fake upstream asks: its wire (by path),
+// its model, and whether it streams.
+func asked(r *http.Request, body []byte) (p wire.Protocol, model string, stream bool) {
 	var in struct {
 		Model  string `json:"model"`
 		Stream bool   `json:"stream"`
 	}
 	_ = json.Unmarshal(body, &in)
-	p := wire.ChatCompletions
+	p = wire.ChatCompletions
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/responses"):
 		p = wire.Responses
 	case strings.HasSuffix(r.URL.Path, "/messages"):
 		p = wire.Messages
 	}
-	d := wire.Direct{ID: "up1", Model: in.Model, Text: upstreamText, Created: 1}
+	return p, in.Model, in.Stream
+}
+
+// defaultRespond answers like the real provider would, streaming when asked.
+func defaultRespond(w http.ResponseWriter, r *http.Request, body []byte) {
+	p, model, stream := asked(r, body)
+	d := wire.Direct{ID: "up1", Model: model, Text: upstreamText, Created: 1}
 	w.Header().Set("X-Upstream", "yes")
-	if !in.Stream {
+	if !stream {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(wire.DirectJSON(p, d))
 		return

@@ -130,18 +130,7 @@ shim:
 	}
 	scan("/metrics", metrics)
 	scan("the log", []byte(p.stderr.String()+p.stdout.String()))
-	files := 0
-	filepath.Walk(data, func(path string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() && path != file {
-			files++
-			b, _ := os.ReadFile(path)
-			scan(path, b)
-		}
-		return nil
-	})
-	if files == 0 {
-		t.Fatal("no store file to scan")
-	}
+	scanFiles(t, data, file, scan)
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	if len(col.spans) == 0 {
@@ -160,5 +149,23 @@ shim:
 	}
 	if !strings.Contains(p.stderr.String(), "level=DEBUG") && !strings.Contains(p.stderr.String(), `"level":"DEBUG"`) {
 		t.Logf("no debug line was logged")
+	}
+}
+
+// scanFiles hands scan every file below dir but skip (a config file kept
+// there, which is not the store), and fails when there is none.
+func scanFiles(t *testing.T, dir, skip string, scan func(what string, b []byte)) {
+	t.Helper()
+	files := 0
+	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && path != skip {
+			files++
+			b, _ := os.ReadFile(path)
+			scan(path, b)
+		}
+		return nil
+	})
+	if files == 0 {
+		t.Fatal("no store file to scan")
 	}
 }

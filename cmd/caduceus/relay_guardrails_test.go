@@ -197,18 +197,7 @@ relay:
 	if !strings.Contains(in.stderr.String(), "level=DEBUG") && !strings.Contains(in.stderr.String(), `"level":"DEBUG"`) {
 		t.Errorf("no debug line was logged")
 	}
-	files := 0
-	filepath.Walk(in.data, func(path string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() {
-			files++
-			b, _ := os.ReadFile(path)
-			scan(path, b)
-		}
-		return nil
-	})
-	if files == 0 {
-		t.Fatal("no store file to scan")
-	}
+	scanFiles(t, in.data, "", scan)
 }
 
 // TestRelayGuardrailsConfigRefused: serve refuses a platform's guardrails

@@ -258,3 +258,43 @@ func answeredThinking(blocks []thinkingBlock, reasoning *string) []aBlock {
 	}
 	return anthropicThinking(blocks)
 }
+
+// foldDeltas is the answer deltas make: the text (nil: none), the tool
+// calls, and the reasoning (each signature ending a thinking block of
+// the reasoning text before it; text after the last signature a block
+// without one).
+func foldDeltas(deltas []cDelta) cAnswered {
+	msg := cAnswered{Role: "assistant"}
+	var text, thought strings.Builder
+	seen := false
+	for _, d := range deltas {
+		if d.Content != nil {
+			text.WriteString(*d.Content)
+			seen = true
+		}
+		if d.ReasoningContent != nil {
+			thought.WriteString(*d.ReasoningContent)
+		}
+		for _, b := range d.ThinkingBlocks {
+			if b.Type == "thinking" {
+				b.Thinking = thought.String()
+				thought.Reset()
+			}
+			msg.ThinkingBlocks = append(msg.ThinkingBlocks, b)
+		}
+		for _, tc := range d.ToolCalls {
+			var c cToolCall
+			c.ID, c.Type, c.Function.Name, c.Function.Arguments = tc.ID, "function", tc.Function.Name, tc.Function.Arguments
+			msg.ToolCalls = append(msg.ToolCalls, c)
+		}
+	}
+	if thought.Len() > 0 {
+		msg.ThinkingBlocks = append(msg.ThinkingBlocks, thinkingBlock{Type: "thinking", Thinking: thought.String()})
+	}
+	if seen {
+		s := text.String()
+		msg.Content = &s
+	}
+	msg.ReasoningContent = reasoningOf(msg.ThinkingBlocks)
+	return msg
+}

@@ -352,17 +352,8 @@ func (r *aRequest) add(role string, blocks ...aBlock) {
 
 // chatMessageTo translates one chat message into out.
 func chatMessageTo(out *aRequest, raw json.RawMessage, at string) *Error {
-	mm, e := object(raw, at)
+	msg, e := chatMessageOf(raw, at, "not supported when served by an Anthropic route")
 	if e != nil {
-		return e
-	}
-	for _, k := range []string{"audio", "function_call"} {
-		if !isNull(mm[k]) {
-			return refuse(at+"."+k, "not supported when served by an Anthropic route")
-		}
-	}
-	var msg chatMessage
-	if e := decode(raw, &msg, at, "a message"); e != nil {
 		return e
 	}
 	switch msg.Role {
@@ -434,6 +425,25 @@ func chatMessageTo(out *aRequest, raw json.RawMessage, at string) *Error {
 		return refuse(at+".role", "%q is not translated (want system, developer, user, assistant or tool)", msg.Role)
 	}
 	return nil
+}
+
+// chatMessageOf reads one chat message at at, refusing (with refusal) the
+// members no other wire carries: audio, and the deprecated function_call.
+func chatMessageOf(raw json.RawMessage, at, refusal string) (chatMessage, *Error) {
+	mm, e := object(raw, at)
+	if e != nil {
+		return chatMessage{}, e
+	}
+	for _, k := range []string{"audio", "function_call"} {
+		if !isNull(mm[k]) {
+			return chatMessage{}, refuse(at+"."+k, "%s", refusal)
+		}
+	}
+	var msg chatMessage
+	if e := decode(raw, &msg, at, "a message"); e != nil {
+		return chatMessage{}, e
+	}
+	return msg, nil
 }
 
 // chatTexts reads content that may only hold text: a string, or a list of
