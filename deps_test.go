@@ -1,7 +1,9 @@
 package caduceus_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,11 +30,22 @@ var modules = map[string]string{
 	"trader/tradergate":     "trader",
 	"executor/executorgate": "executor",
 	"shim/shimgate":         "shim",
+	"shim/shimserve":        "shim",
+	"relay/relaygate":       "relay",
+}
+
+// registering are the module packages that register their gate with the
+// program (gate/registry), one each: the program links a gate by
+// importing this package alone.
+var registering = map[string]string{
+	"trader/tradergate":     "trader",
+	"executor/executorgate": "executor",
+	"shim/shimserve":        "shim",
 	"relay/relaygate":       "relay",
 }
 
 // core are the packages under every gate: they import no gate.
-var core = []string{"contract", "audit", "auth", "store", "store/storetest", "trail", "console", "internal/swar", "internal/telemetry", "internal/keyowner", "internal/natstest", "gate", "guard", "guard/detect"}
+var core = []string{"contract", "audit", "auth", "store", "store/storetest", "trail", "console", "internal/swar", "internal/telemetry", "internal/keyowner", "internal/natstest", "gate", "gate/registry", "guard", "guard/detect"}
 
 // gateOf is the gate rel belongs to ("" for none): its own tree, or the
 // gate an adapter serves.
@@ -236,4 +249,54 @@ func orRoot(rel string) string {
 		return module
 	}
 	return rel
+}
+
+// TestEachGateRegistersItself: each gate has one package that registers it
+// with the program (registry.Register, once, in an init), and the program
+// (cmd/caduceus) names no gate's builder: it imports the registering
+// packages and builds what registered (registry.Build). Adding a gate is
+// its own packages and one import line.
+func TestEachGateRegistersItself(t *testing.T) {
+	for pkg, g := range registering {
+		files, err := filepath.Glob(filepath.Join(filepath.FromSlash(pkg), "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls += strings.Count(string(b), "registry.Register(")
+			if strings.Contains(string(b), "registry.Register(") && !strings.Contains(string(b), `Name: "`+g+`"`) {
+				t.Errorf("%s registers a module not named %q", f, g)
+			}
+		}
+		if calls != 1 {
+			t.Errorf("%s calls registry.Register %d times, want once", pkg, calls)
+		}
+	}
+	cmd, err := filepath.Glob(filepath.Join("cmd", "caduceus", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	builders := []string{"tradergate.New(", "executorgate.New(", "executorgate.NotConfigured(", "shimgate.New(", "relaygate.New(", "connector.New("}
+	for _, f := range cmd {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bl := range builders {
+			if strings.Contains(string(b), bl) {
+				t.Errorf("%s builds a gate itself (%s): the gate's module builds it", f, bl)
+			}
+		}
+	}
 }

@@ -157,6 +157,9 @@ type Route struct {
 	// preflight from one of them is answered without a key, and its real
 	// requests get Access-Control-Allow-Origin. Empty: none.
 	AllowedOrigins []string
+	// MaxBody bounds the request body (0: the server's bound, MaxBodyBytes,
+	// or MaxLLMBodyBytes for a route with an Envelope).
+	MaxBody int64
 	// Resource is the audit resource of a refusal before the handler runs
 	// (default: the path).
 	Resource string
@@ -216,6 +219,9 @@ func (s *Server) serve(rt Route, h HandlerFunc) http.Handler {
 	maxBody, check, answer := s.cfg.MaxBodyBytes, checkInput, WriteProblem
 	if rt.Envelope != nil {
 		maxBody, check, answer = s.cfg.MaxLLMBodyBytes, checkLLMHeaders, envelopeWriter(rt.Envelope)
+	}
+	if rt.MaxBody > 0 {
+		maxBody = rt.MaxBody
 	}
 	idempotent := keyed(rt)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -39,6 +39,10 @@ import (
 	"github.com/caduceus-dev/caduceus/broker"
 )
 
+// EnvToken names the environment variable that holds the bearer token of
+// the Robinhood MCP server, for serve's executor gate and caduceus exec.
+const EnvToken = "CADUCEUS_ROBINHOOD_TOKEN"
+
 // Client is a connected MCP session. It is safe for concurrent use.
 type Client struct {
 	session *mcp.ClientSession

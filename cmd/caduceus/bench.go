@@ -156,7 +156,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		return err
 	}
 	if f.guardrails {
-		a.cfg.Shim.Guardrails = guard.Config{Actions: map[string]guard.Action{"default": guard.Redact}}
+		a.shimSection().Guardrails = guard.Config{Actions: map[string]guard.Action{"default": guard.Redact}}
 	}
 	caduceusTargets, err := a.caduceusTargets(ctx, stores, up.URL, &closers)
 	if err != nil {
@@ -180,7 +180,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 		f.conns, f.rounds, f.duration, f.warmup, strings.Join(names, " and "), runtime.GOMAXPROCS(0))
 	if f.promptBytes > 0 || f.guardrails {
 		policy := "off"
-		if a.cfg.Shim.Guardrails.Active() {
+		if a.shimSection().Guardrails.Active() {
 			policy = "redact every kind"
 		}
 		fmt.Fprintf(a.stdout, "request %d bytes; Caduceus's guardrails: %s\n", len(bench.ChatBodySized(f.promptBytes)), policy)
@@ -440,12 +440,12 @@ func (t benchTarget) load(load func(url string, h http.Header) bench.Load) bench
 // upstream at upURL as shim.upstreams' "openai" (gw nil) or with gw as the
 // shim gateway, and makes a route key granted grants.
 func (a *app) startBenchTarget(ctx context.Context, db *store.DB, keys *auth.Service, upURL string, gw *upstream.Config, grants []string) (benchTarget, error) {
-	a.cfg.Shim.Upstreams, a.cfg.Shim.Gateway = map[string]string{"openai": upURL}, upstream.Config{}
+	a.shimSection().Upstreams, a.shimSection().Gateway = map[string]string{"openai": upURL}, upstream.Config{}
 	if gw != nil {
 		if err := gw.Validate(); err != nil {
 			return benchTarget{}, err
 		}
-		a.cfg.Shim.Upstreams, a.cfg.Shim.Gateway = nil, *gw
+		a.shimSection().Upstreams, a.shimSection().Gateway = nil, *gw
 	}
 	gates, closeGates, err := a.gates(ctx, db)
 	if err != nil {

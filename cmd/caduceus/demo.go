@@ -26,6 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/caduceus-dev/caduceus/examples"
+	"github.com/caduceus-dev/caduceus/relay/connector"
 	"github.com/caduceus-dev/caduceus/relay/gateway"
 )
 
@@ -163,8 +164,9 @@ func (d *demoRun) start(ctx context.Context, parent *app, platformURL string) (s
 		return nil, err
 	}
 	cfg.Addr, cfg.Data, cfg.Store, cfg.NATS = "127.0.0.1:0", d.data, "", ""
-	cfg.Relay.TelegramBaseURL = platformURL
-	cfg.Relay.DiscordBaseURL = platformURL + "/api/v10"
+	relay := cfg.sections.Of("relay").(*connector.FileConfig)
+	relay.TelegramBaseURL = platformURL
+	relay.DiscordBaseURL = platformURL + "/api/v10"
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
 	srv := &app{env: env{getenv: func(k string) string { return demoEnv[k] }, stdin: strings.NewReader(""), stdout: stdout, stderr: stderr}, cfg: cfg}
 	srv.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

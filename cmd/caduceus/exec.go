@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/broker/robinhood"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -15,7 +17,7 @@ import (
 
 // EnvRobinhoodToken names the environment variable holding the bearer token
 // for the Robinhood MCP server (never a flag: flags show up in ps).
-const EnvRobinhoodToken = "CADUCEUS_ROBINHOOD_TOKEN"
+const EnvRobinhoodToken = robinhood.EnvToken
 
 func (a *app) execCmd() *cobra.Command {
 	var o execOptions

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/contract"
@@ -28,4 +30,21 @@ func userMessage(err error) string {
 		return e.Message
 	}
 	return err.Error()
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printJSONLines writes each of list as one line of JSON.
+func printJSONLines[T any](w io.Writer, list []T) error {
+	enc := json.NewEncoder(w)
+	for _, v := range list {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

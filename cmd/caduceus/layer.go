@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/caduceus-dev/caduceus/gate/registry"
 )
 
 // loadConfig layers file < environment < flags into a.cfg.
@@ -57,8 +60,7 @@ func (a *app) layerConfig() (config, error) {
 	}
 	envs := map[string]*string{
 		"CADUCEUS_ADDR": &cfg.Addr, "CADUCEUS_DATA": &cfg.Data, "CADUCEUS_STORE": &cfg.Store, "CADUCEUS_LOG_LEVEL": &cfg.LogLevel, "CADUCEUS_LOG_FORMAT": &cfg.LogFormat,
-		"CADUCEUS_SKILLS": &cfg.Executor.Skills, "CADUCEUS_BROKER": &cfg.Executor.Broker, "CADUCEUS_SCENARIO": &cfg.Executor.Scenario,
-		"CADUCEUS_MCP_URL": &cfg.Executor.MCPURL, "CADUCEUS_NATS": &cfg.NATS,
+		"CADUCEUS_NATS": &cfg.NATS,
 	}
 	for k, p := range envs {
 		if v := a.getenv(k); v != "" {
@@ -78,23 +80,12 @@ func (a *app) layerConfig() (config, error) {
 	set("log-level", &cfg.LogLevel, flags.LogLevel)
 	set("log-format", &cfg.LogFormat, flags.LogFormat)
 	set("addr", &cfg.Addr, flags.Addr)
-	set("skills", &cfg.Executor.Skills, flags.Executor.Skills)
-	set("broker", &cfg.Executor.Broker, flags.Executor.Broker)
-	set("scenario", &cfg.Executor.Scenario, flags.Executor.Scenario)
-	set("mcp-url", &cfg.Executor.MCPURL, flags.Executor.MCPURL)
 	set("nats", &cfg.NATS, flags.NATS)
 	if f := cmd.Flags().Lookup("gates"); f != nil && f.Changed {
 		cfg.Gates = flags.Gates
 	}
-	if f := cmd.Flags().Lookup("upstream"); f != nil && f.Changed {
-		ups, err := parseUpstreams(a.upstreamFlags)
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Shim.Upstreams = ups
-	}
-	if f := cmd.Flags().Lookup("offline"); f != nil && f.Changed {
-		cfg.Shim.Offline = flags.Shim.Offline
+	if err := a.layerSections(cmd, &cfg); err != nil {
+		return cfg, err
 	}
 	if err := a.layerHardening(cmd, &cfg); err != nil {
 		return cfg, err
@@ -106,7 +97,7 @@ func (a *app) layerConfig() (config, error) {
 		cfg.Addr = "127.0.0.1:7600"
 	}
 	if len(cfg.Gates) == 0 {
-		cfg.Gates = allGates
+		cfg.Gates = registry.Names()
 	}
 	return cfg, nil
 }
@@ -148,4 +139,70 @@ func (a *app) layerHardening(cmd *cobra.Command, cfg *config) error {
 		}
 	}
 	return nil
+}
+
+// layerSections layers the environment and the command's flags over the
+// gates' sections (file < environment < flags), each setting as its
+// module declares it.
+func (a *app) layerSections(cmd *cobra.Command, cfg *config) error {
+	if cfg.sections == nil {
+		cfg.sections = registry.Sections{}
+	}
+	for _, m := range registry.Modules() {
+		for _, st := range m.Settings {
+			var vals []string
+			if v := a.getenv(st.Env); st.Env != "" && v != "" {
+				vals = []string{v}
+				if st.Kind == registry.Strings {
+					vals = splitList(v)
+				}
+			}
+			if f := cmd.Flags().Lookup(st.Flag); st.Flag != "" && f != nil && f.Changed {
+				vals = a.sectionFlag(st)
+			}
+			if vals == nil {
+				continue
+			}
+			if err := st.Set(cfg.sections.Of(m.Name), vals); err != nil {
+				return &exitError{2, err}
+			}
+		}
+	}
+	return nil
+}
+
+// sectionFlag is the value given to a section's flag, as Setting.Set takes
+// it.
+func (a *app) sectionFlag(st registry.Setting) []string {
+	switch v := a.moduleFlags[st.Flag].(type) {
+	case *string:
+		return []string{*v}
+	case *bool:
+		return []string{strconv.FormatBool(*v)}
+	case *[]string:
+		return *v
+	}
+	return nil
+}
+
+// addSectionFlags adds the flags of the gates' sections to serve.
+func (a *app) addSectionFlags(cmd *cobra.Command) {
+	if a.moduleFlags == nil {
+		a.moduleFlags = map[string]any{}
+	}
+	for _, m := range registry.Modules() {
+		for _, st := range m.Settings {
+			if st.Flag == "" {
+				continue
+			}
+			switch st.Kind {
+			case registry.Bool:
+				a.moduleFlags[st.Flag] = cmd.Flags().Bool(st.Flag, false, st.Usage)
+			case registry.Strings:
+				a.moduleFlags[st.Flag] = cmd.Flags().StringArray(st.Flag, nil, st.Usage)
+			default:
+				a.moduleFlags[st.Flag] = cmd.Flags().String(st.Flag, "", st.Usage)
+			}
+		}
+	}
 }

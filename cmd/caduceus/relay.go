@@ -4,68 +4,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/caduceus-dev/caduceus/guard/detect"
 	"github.com/caduceus-dev/caduceus/relay"
 	"github.com/caduceus-dev/caduceus/relay/connector"
-	"github.com/caduceus-dev/caduceus/relay/relaysql"
-	"github.com/caduceus-dev/caduceus/server"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
-// relayConfigured reports whether the config names any gateway or platform.
-func (a *app) relayConfigured() bool {
-	return a.cfg.Relay.Configured()
-}
-
-// relayConnector builds the connector from the relay section of the config.
-// With --nats, session ownership is routed across connector processes
-// through NATS; otherwise in this process. close releases the connector and
-// the NATS connection.
-func (a *app) relayConnector(db *store.DB) (c *connector.Connector, close func(), err error) {
-	rc, err := a.cfg.Relay.Config(a.getenv)
-	if err != nil {
-		return nil, nil, &exitError{2, fmt.Errorf("%s", userMessage(err))}
-	}
-	rc.Store, rc.Audit, rc.Logger = relaysql.New(db), db.Audit(), a.log
-	if rc.GuardrailsActive() {
-		// The detectors are built here, once, and only when a platform's
-		// policy looks for anything (the shim's are the same ones).
-		det, err := detect.Default()
-		if err != nil {
-			return nil, nil, err
-		}
-		rc.Scanner, rc.OnGuardrail = det, server.GuardrailFinding
-	}
-	var nc *nats.Conn
-	if a.cfg.NATS != "" {
-		if nc, err = nats.Connect(a.cfg.NATS, nats.Name("caduceus-relay"),
-			// Through an outage of any length: reconnect for good, and fail
-			// a publish at once rather than keep it for the reconnection
-			// (a forwarded event that failed is buffered in the store; sent
-			// again later it would arrive twice).
-			nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.ReconnectBufSize(-1)); err != nil {
-			return nil, nil, fmt.Errorf("relay: nats %s: %w", a.cfg.NATS, err)
-		}
-		if rc.Router, err = connector.NewNATSRouter(nc, connector.NATSOptions{}); err != nil {
-			nc.Close()
-			return nil, nil, err
-		}
-	}
-	if c, err = connector.New(rc); err != nil {
-		if nc != nil {
-			nc.Close()
-		}
-		return nil, nil, &exitError{2, fmt.Errorf("%s", userMessage(err))}
-	}
-	return c, func() {
-		c.Close()
-		if nc != nil {
-			nc.Close()
-		}
-	}, nil
+// relaySection is the relay section of the configuration.
+func (a *app) relaySection() *connector.FileConfig {
+	return a.sections().Of("relay").(*connector.FileConfig)
 }
 
 func (a *app) relayCmd() *cobra.Command {
@@ -101,7 +48,7 @@ the config file (docs/relay-platforms.md).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Only this gateway's secret is read: minting a token needs no
 			// platform secret.
-			only, ok := a.cfg.Relay.Gateways[gateway]
+			only, ok := a.relaySection().Gateways[gateway]
 			if !ok || len(only.Secrets) == 0 {
 				return &exitError{2, fmt.Errorf("gateway %q is not configured (relay.gateways in the config file)", gateway)}
 			}

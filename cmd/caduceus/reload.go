@@ -21,8 +21,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/gate"
-	"github.com/caduceus-dev/caduceus/relay/connector"
-	"github.com/caduceus-dev/caduceus/relay/relaygate"
+	"github.com/caduceus-dev/caduceus/gate/registry"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/store"
 )
@@ -49,7 +48,6 @@ type generation struct {
 	a        *app // the app whose cfg this generation was built from
 	gates    []gate.Gate
 	closeAll func()
-	relay    *connector.Connector
 	srv      *server.Server
 	handler  http.Handler
 
@@ -73,11 +71,6 @@ func (a *app) build(ctx context.Context, db *store.DB, keys *auth.Service, signe
 	cfg := a.serverConfig(db, keys, signer, gates)
 	cfg.Previous = prev
 	g := &generation{a: a, gates: gates, closeAll: closeAll, idle: make(chan struct{})}
-	for _, gt := range gates {
-		if r, ok := gt.(*relaygate.Gate); ok {
-			g.relay = r.Connector()
-		}
-	}
 	con, err := a.consoleHandler(ctx, db, cfg.Trails, gate.Pages(gates), signer)
 	if err != nil {
 		closeAll()
@@ -114,11 +107,13 @@ func (g *generation) leave() {
 	}
 }
 
-// closeSockets closes the relay's WebSockets (http.Server.Shutdown does
+// closeSockets closes the gates' WebSockets (http.Server.Shutdown does
 // not wait for them, and they are not counted as requests in flight).
 func (g *generation) closeSockets() {
-	if g.relay != nil {
-		g.relay.Close()
+	for _, gt := range g.gates {
+		if s, ok := gt.(registry.SocketCloser); ok {
+			s.CloseSockets()
+		}
 	}
 }
 
@@ -210,9 +205,7 @@ func (r *reloader) reload() {
 	old := r.h.cur.Swap(g)
 	r.retiring.Go(old.retire)
 	r.a.log.Info("config reloaded", "config", file, "gates", g.a.servedGates())
-	if g.a.gateOn("shim") && g.a.cfg.Shim.Gateway.Enabled() {
-		g.a.logGateway()
-	}
+	registry.DescribeAll(g.a.host(r.db), g.a.sections(), g.a.cfg.Gates)
 	r.status("reloaded " + file)
 }
 
@@ -366,5 +359,43 @@ func (a *app) reload(ctx context.Context, timeout time.Duration) error {
 			return &exitError{1, fmt.Errorf("serve pid %d did not report a reload within %s (see its log)", pid, timeout)}
 		case <-t.C:
 		}
+	}
+}
+
+// serverConfig is the server configuration of serve over db: the core's
+// services and the routes and tools of gates.
+func (a *app) serverConfig(db *store.DB, keys *auth.Service, signer ed25519.PrivateKey, gates []gate.Gate) server.Config {
+	ver, _ := buildInfo()
+	cfg := server.Config{
+		Auth:    keys,
+		Audit:   db.Audit(),
+		Records: db.Audit(),
+		Store:   db,
+		Logger:  a.log,
+		Version: ver,
+		Routes:  gate.Routes(gates),
+		Tools:   gate.Tools(gates),
+		// A store that cannot be reached is a 503, not a 500.
+		Unavailable: store.IsUnavailable,
+
+		AuditSigner:       signer,
+		AuditSource:       db.Audit(),
+		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
+		EdgeSecret:        a.edgeSecret(),
+	}
+	var trusted ed25519.PublicKey
+	if signer != nil {
+		trusted = signer.Public().(ed25519.PublicKey)
+	}
+	cfg.Trails = a.trails(db, a.cfg.Audit.CheckpointFile, trusted)
+	return cfg
+}
+
+// httpServer is serve's http.Server around h.
+func httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
 	}
 }

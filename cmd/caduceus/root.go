@@ -34,13 +34,15 @@ type app struct {
 	env
 	// cli runs a command line in this process, as main does (commands.go's
 	// run): the demo runs `caduceus audit verify` through it.
-	cli           func(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int
-	cfg           config
-	locks         []*storeLock // store locks held until the command returns
-	configFile    string
-	upstreamFlags []string
-	auditFlags    auditConfig
-	originFlags   []string
+	cli        func(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int
+	cfg        config
+	locks      []*storeLock // store locks held until the command returns
+	configFile string
+	// moduleFlags are the values of the gates' sections' flags, by flag
+	// name (layer.go's addSectionFlags).
+	moduleFlags map[string]any
+	auditFlags  auditConfig
+	originFlags []string
 	// shutdownTimeout bounds serve's wait for requests in flight at a stop.
 	shutdownTimeout time.Duration
 	// otlpEndpoint is serve's --otlp-endpoint (telemetry.go).
@@ -139,3 +141,7 @@ func buildInfo() (ver, rev string) {
 	}
 	return ver, rev
 }
+
+// sqliteFile is the SQLite database file the configuration names, or ""
+// for Postgres.
+func (a *app) sqliteFile() string { return store.SQLiteFile(a.cfg.Store, a.cfg.Data) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -17,9 +16,6 @@ import (
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/gate"
-	"github.com/caduceus-dev/caduceus/server"
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // bootstrapTenant owns the admin key made on first start.
@@ -42,12 +38,7 @@ creates one for slot-1 and prints it once.`,
 	}
 	cmd.Flags().StringVar(&a.cfg.Addr, "addr", "", "listen address (default 127.0.0.1:7600; env CADUCEUS_ADDR)")
 	cmd.Flags().StringSliceVar(&a.cfg.Gates, "gates", nil, "gates to run: trader,executor,shim,relay (default all; env CADUCEUS_GATES)")
-	cmd.Flags().StringVar(&a.cfg.Executor.Skills, "skills", "", "executor: skills root of the strategist manifests (default DATA/skills; env CADUCEUS_SKILLS)")
-	cmd.Flags().StringVar(&a.cfg.Executor.Broker, "broker", "", "executor: paper (default) or robinhood (env CADUCEUS_BROKER)")
-	cmd.Flags().StringVar(&a.cfg.Executor.Scenario, "scenario", "", "executor: paper broker scenario YAML (env CADUCEUS_SCENARIO)")
-	cmd.Flags().StringVar(&a.cfg.Executor.MCPURL, "mcp-url", "", "executor: Robinhood MCP server URL; token from "+EnvRobinhoodToken)
-	cmd.Flags().StringArrayVar(&a.upstreamFlags, "upstream", nil, "shim: an LLM upstream NAME=URL (openai, anthropic); repeatable; keys from CADUCEUS_OPENAI_API_KEY / CADUCEUS_ANTHROPIC_API_KEY")
-	cmd.Flags().BoolVar(&a.cfg.Shim.Offline, "offline", false, "shim: never call a provider (answer directly or refuse)")
+	a.addSectionFlags(cmd)
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointFile, "audit-checkpoint-file", "", "write a signed audit checkpoint to this file every interval (env CADUCEUS_AUDIT_CHECKPOINT_FILE)")
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointURL, "audit-checkpoint-url", "", "POST a signed audit checkpoint to this URL every interval (env CADUCEUS_AUDIT_CHECKPOINT_URL)")
 	cmd.Flags().StringVar(&a.auditFlags.CheckpointInterval, "audit-checkpoint-interval", "", "how often to write the checkpoint (default 5m; env CADUCEUS_AUDIT_CHECKPOINT_INTERVAL)")
@@ -165,45 +156,6 @@ wait:
 		return err
 	}
 	return nil
-}
-
-// serverConfig is the server configuration of serve over db: the core's
-// services and the routes and tools of gates.
-func (a *app) serverConfig(db *store.DB, keys *auth.Service, signer ed25519.PrivateKey, gates []gate.Gate) server.Config {
-	ver, _ := buildInfo()
-	cfg := server.Config{
-		Auth:    keys,
-		Audit:   db.Audit(),
-		Records: db.Audit(),
-		Store:   db,
-		Logger:  a.log,
-		Version: ver,
-		Routes:  gate.Routes(gates),
-		Tools:   gate.Tools(gates),
-		// A store that cannot be reached is a 503, not a 500.
-		Unavailable: store.IsUnavailable,
-
-		AuditSigner:       signer,
-		AuditSource:       db.Audit(),
-		MCPAllowedOrigins: a.cfg.MCPAllowedOrigins,
-		MaxLLMBodyBytes:   a.cfg.Shim.MaxRequestBytes,
-		EdgeSecret:        a.edgeSecret(),
-	}
-	var trusted ed25519.PublicKey
-	if signer != nil {
-		trusted = signer.Public().(ed25519.PublicKey)
-	}
-	cfg.Trails = a.trails(db, a.cfg.Audit.CheckpointFile, trusted)
-	return cfg
-}
-
-// httpServer is serve's http.Server around h.
-func httpServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
 }
 
 // bootstrapAdmin creates the first admin key when there is none and prints

@@ -4,102 +4,22 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/guard/detect"
-	"github.com/caduceus-dev/caduceus/server"
-	"github.com/caduceus-dev/caduceus/shim"
-	"github.com/caduceus-dev/caduceus/shim/gateway"
-	"github.com/caduceus-dev/caduceus/shim/memory"
-	"github.com/caduceus-dev/caduceus/shim/provsync"
-	"github.com/caduceus-dev/caduceus/shim/shimsql"
+	"github.com/caduceus-dev/caduceus/shim/shimserve"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 	"github.com/caduceus-dev/caduceus/store"
 )
 
-// shimGate is the shim service with its memory and governance parts.
-type shimGate struct {
-	svc *shim.Service
-	mem *memory.Memory
-	gov *shim.Governor
-	gw  *gateway.Gateway // nil without shim.routes
-}
+// shimSection is the shim section of the configuration.
+func (a *app) shimSection() *shimserve.Section { return a.sections().Of("shim").(*shimserve.Section) }
 
-// syncer returns a Syncer for the server (allowlisted URLs only) or the CLI
-// (any source, directories included).
-func (g shimGate) syncer(a *app, db *store.DB, cli bool) *provsync.Syncer {
-	cfg := provsync.Config{Governor: g.gov, Ledger: shimsql.NewMemory(db), MaxChars: a.cfg.Shim.MaxCharsCeiling, AllowDir: cli}
-	if !cli {
-		cfg.AllowURL = provsync.AllowPrefixes(a.cfg.Shim.SyncAllow)
-	}
-	return provsync.New(g.svc, cfg)
-}
-
-// shimService builds the shim over db from the configuration and the
-// environment (provider keys, the edge secret).
-func (a *app) shimService(db *store.DB) (shimGate, error) {
-	c := a.cfg.Shim
-	gov := &shim.Governor{Cohorts: map[contract.TenantSlot][]string{}}
-	for t, cohorts := range c.Cohorts {
-		if !contract.ValidTenantSlot(t) {
-			return shimGate{}, &exitError{2, fmt.Errorf("shim.cohorts: %q is not a tenant slot", t)}
-		}
-		gov.Cohorts[contract.TenantSlot(t)] = cohorts
-	}
-	cfg := shim.Config{
-		Store:     shimsql.New(db),
-		Audit:     db.Audit(),
-		Turns:     shimsql.New(db), // receipt and audit record in one transaction
-		Upstreams: map[string]shim.Upstream{},
-		Offline:   c.Offline,
-		Logger:    a.log,
-		Admit:     gov.Admit,
-		AdmitOnly: shim.Governed, // the lens admits ungoverned provisions anyway
-		Gateway:   a.gateway(db),
-		Isolation: shim.Isolation(c.Isolation),
-		// A receipt not stored because the store is down is a 503 with
-		// Retry-After.
-		Unavailable: store.IsUnavailable,
-	}
-	for name, url := range c.Upstreams {
-		var key string
-		switch name {
-		case "openai":
-			key = a.getenv("CADUCEUS_OPENAI_API_KEY")
-		case "anthropic":
-			key = a.getenv("CADUCEUS_ANTHROPIC_API_KEY")
-		default:
-			return shimGate{}, &exitError{2, fmt.Errorf("upstream %q: want openai or anthropic", name)}
-		}
-		if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-			return shimGate{}, &exitError{2, fmt.Errorf("upstream %s=%q: want an http(s) URL", name, url)}
-		}
-		cfg.Upstreams[name] = shim.Upstream{BaseURL: strings.TrimRight(url, "/"), APIKey: key}
-	}
-	if c.ClassifierURL != "" {
-		cfg.Classifier = &shim.ChatClassifier{BaseURL: c.ClassifierURL, APIKey: a.getenv("CADUCEUS_CLASSIFIER_API_KEY")}
-	}
-	if c.EmbeddingsURL != "" {
-		cfg.Embedder = &shim.OpenAIEmbedder{BaseURL: c.EmbeddingsURL, Model: c.EmbeddingsModel, APIKey: a.getenv("CADUCEUS_EMBEDDINGS_API_KEY")}
-	}
-	if c.Guardrails.Active() {
-		// The detectors are built here, once, not on a first request.
-		det, err := detect.Default()
-		if err != nil {
-			return shimGate{}, err
-		}
-		cfg.Guardrails, cfg.Scanner, cfg.OnGuardrail = &c.Guardrails, det, server.GuardrailFinding
-	}
-	mem := memory.New(memory.Config{Store: shimsql.NewMemory(db), Rules: shimsql.New(db),
-		Logf: func(format string, args ...any) { a.log.Warn(fmt.Sprintf(format, args...)) }})
-	cfg.Observers = append(cfg.Observers, mem)
-	if err := shim.CheckConfig(cfg); err != nil {
-		return shimGate{}, &exitError{2, fmt.Errorf("%s", userMessage(err))}
-	}
-	return shimGate{svc: shim.New(cfg), mem: mem, gov: gov, gw: cfg.Gateway}, nil
+// shimParts builds the shim over db as serve does (shimserve.Open).
+func (a *app) shimParts(db *store.DB) (shimserve.Parts, error) {
+	p, err := shimserve.Open(a.host(db), a.shimSection())
+	return p, asExit(err)
 }
 
 func (a *app) shimCmd() *cobra.Command {
@@ -111,12 +31,12 @@ func (a *app) shimCmd() *cobra.Command {
   caduceus shim dry-run --protocol messages request.json`,
 	}
 	cmd.PersistentFlags().StringVar(&tenant, "tenant", "slot-1", "tenant slot the command acts in")
-	withShim := func(ctx context.Context, fn func(shimGate, *store.DB, contract.Caller) error) error {
+	withShim := func(ctx context.Context, fn func(shimserve.Parts, *store.DB, contract.Caller) error) error {
 		if !contract.ValidTenantSlot(tenant) {
 			return &exitError{2, fmt.Errorf("--tenant %q must look like slot-N", tenant)}
 		}
 		return a.withStore(ctx, func(db *store.DB) error {
-			g, err := a.shimService(db)
+			g, err := a.shimParts(db)
 			if err != nil {
 				return err
 			}
@@ -142,8 +62,8 @@ func (a *app) shimCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{2, err}
 			}
-			return withShim(cmd.Context(), func(g shimGate, _ *store.DB, c contract.Caller) error {
-				rep, err := g.svc.Apply(cmd.Context(), c, c.Harness, doc)
+			return withShim(cmd.Context(), func(g shimserve.Parts, _ *store.DB, c contract.Caller) error {
+				rep, err := g.Service.Apply(cmd.Context(), c, c.Harness, doc)
 				if err != nil {
 					if contract.KindOf(err) == contract.KindInvalid {
 						return &exitError{2, fmt.Errorf("%s: %s", args[0], userMessage(err))}
@@ -182,8 +102,8 @@ func (a *app) shimCmd() *cobra.Command {
 			if err := a.storeMustExist(); err != nil {
 				return err
 			}
-			return withShim(cmd.Context(), func(g shimGate, _ *store.DB, c contract.Caller) error {
-				res, err := g.svc.DryRun(cmd.Context(), c, p, body)
+			return withShim(cmd.Context(), func(g shimserve.Parts, _ *store.DB, c contract.Caller) error {
+				res, err := g.Service.DryRun(cmd.Context(), c, p, body)
 				if err != nil {
 					if contract.KindOf(err) == contract.KindInvalid {
 						return &exitError{2, fmt.Errorf("%s: %s", args[0], userMessage(err))}
@@ -213,8 +133,8 @@ in conflict.`,
 			if harness == "" {
 				return &exitError{2, fmt.Errorf("--harness is required: synced records are attested for a harness")}
 			}
-			return withShim(cmd.Context(), func(g shimGate, db *store.DB, c contract.Caller) error {
-				rep, err := g.syncer(a, db, true).Sync(cmd.Context(), c, harness, from)
+			return withShim(cmd.Context(), func(g shimserve.Parts, db *store.DB, c contract.Caller) error {
+				rep, err := g.Syncer(db, a.shimSection(), true).Sync(cmd.Context(), c, harness, from)
 				if err != nil {
 					if contract.KindOf(err) == contract.KindInvalid {
 						return &exitError{2, fmt.Errorf("%s", userMessage(err))}

@@ -21,7 +21,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/caduceus-dev/caduceus/gate/registry"
 	"github.com/caduceus-dev/caduceus/shim/provider"
+	"github.com/caduceus-dev/caduceus/shim/shimserve"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -470,10 +472,11 @@ func TestShimDocKindBlocksLoad(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the %s block does not read: %v", kind, err)
 			}
-			if err := cfg.Shim.checkGateway(); err != nil {
+			shimCfg := cfg.sections.Of("shim").(*shimserve.Section)
+			if err := shimCfg.CheckGateway(); err != nil {
 				t.Fatalf("the %s block is refused: %v", kind, err)
 			}
-			for _, r := range cfg.Shim.Gateway.Routes {
+			for _, r := range shimCfg.Gateway.Routes {
 				if string(r.Kind) != kind {
 					t.Fatalf("the %s block has a route of kind %s", kind, r.Kind)
 				}
@@ -492,11 +495,11 @@ func TestStartupNamesEachKindsCredential(t *testing.T) {
 	a := &app{env: env{getenv: func(k string) string {
 		return map[string]string{"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret"}[k]
 	}}, log: slog.New(slog.NewTextHandler(&logs, nil))}
-	a.cfg.Shim.Gateway.Routes = map[string]upstream.Route{
+	a.shimSection().Gateway.Routes = map[string]upstream.Route{
 		"vx": {Kind: provider.KindVertex, Project: "p", Location: "us-east5", CredentialsFile: sa, Models: []string{"m"}},
 		"br": {Kind: provider.KindBedrock, Region: "us-east-1", Models: []string{"m"}},
 	}
-	a.logGateway()
+	registry.DescribeAll(a.host(nil), a.sections(), []string{"shim"})
 	if got := logs.String(); !strings.Contains(got, `route=vx kind=vertex err="credentials_file `+sa+` cannot be read`) ||
 		!strings.Contains(got, `route=br kind=bedrock provider=bedrock models=[m] key="from the AWS environment (AWS_ACCESS_KEY_ID)"`) ||
 		strings.Contains(got, "without authorization") {
@@ -507,7 +510,7 @@ func TestStartupNamesEachKindsCredential(t *testing.T) {
 	}
 	logs.Reset()
 	a.getenv = func(string) string { return "" }
-	a.logGateway()
+	registry.DescribeAll(a.host(nil), a.sections(), []string{"shim"})
 	if got := logs.String(); !strings.Contains(got, `key="from credentials_file `+sa+`"`) ||
 		!strings.Contains(got, `route=br kind=bedrock err="provider: bedrock: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set"`) {
 		t.Fatalf("startup log:\n%s", got)

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/caduceus-dev/caduceus/store"
 )
 
 // The store lock tells restore whether a SQLite store is in use. Every
@@ -16,10 +14,6 @@ import (
 // is open; restore takes it exclusively, without waiting, and so refuses
 // while any process has the store open. The kernel drops a flock when its
 // process ends, however it ends: a crashed serve never leaves a stale lock.
-
-// sqliteFile is the SQLite database file the configuration names, or ""
-// for Postgres.
-func (a *app) sqliteFile() string { return store.SQLiteFile(a.cfg.Store, a.cfg.Data) }
 
 // errStoreInUse: restore found the store's lock held.
 var errStoreInUse = errors.New("in use")

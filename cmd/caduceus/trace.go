@@ -41,11 +41,11 @@ func (a *app) cliTrace(route, conversation string) (contract.Trace, error) {
 		}
 		t.Conversation = conversation
 	}
-	if run := a.getenv(EnvCronRunID); run != "" {
-		if err := contract.CheckRunID(EnvCronRunID, run); err != nil {
+	if runID := a.getenv(EnvCronRunID); runID != "" {
+		if err := contract.CheckRunID(EnvCronRunID, runID); err != nil {
 			return t, &exitError{2, err}
 		}
-		t.RunID = run
+		t.RunID = runID
 	}
 	return t, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/trader"
+	"github.com/caduceus-dev/caduceus/trader/tradersql"
 )
 
 func (a *app) traderCmd() *cobra.Command {
@@ -136,27 +136,10 @@ func (a *app) traderCmd() *cobra.Command {
 	return cmd
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// printJSONLines writes each of list as one line of JSON.
-func printJSONLines[T any](w io.Writer, list []T) error {
-	enc := json.NewEncoder(w)
-	for _, v := range list {
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // withTrader runs fn with the trader service over the store (withStore).
 func (a *app) withTrader(ctx context.Context, fn func(*trader.Service) error) error {
 	return a.withStore(ctx, func(db *store.DB) error {
-		svc, err := a.traderService(db)
+		svc, err := trader.New(tradersql.New(db), trader.Options{Logger: a.log})
 		if err != nil {
 			return err
 		}

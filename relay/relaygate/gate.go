@@ -14,8 +14,9 @@ import (
 
 // Gate is the relay gate.
 type Gate struct {
-	c *connector.Connector
-	h http.Handler
+	c       *connector.Connector
+	h       http.Handler
+	release func() // what Close releases besides the connector (the NATS connection)
 }
 
 // New returns the relay gate of c.
@@ -49,3 +50,16 @@ func (g *Gate) Jobs() []gate.Job { return nil }
 // Connector is the gate's connector (the console shows its connections;
 // serve closes its sockets on shutdown).
 func (g *Gate) Connector() *connector.Connector { return g.c }
+
+// CloseSockets implements registry.SocketCloser: the gateways' WebSockets
+// close, and the gateways reconnect (to the next generation, after a
+// reload).
+func (g *Gate) CloseSockets() { g.c.Close() }
+
+// Close implements registry.Closer: the connector and its NATS connection.
+func (g *Gate) Close() {
+	g.c.Close()
+	if g.release != nil {
+		g.release()
+	}
+}

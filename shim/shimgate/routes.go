@@ -43,6 +43,9 @@ type Config struct {
 	AllowedOrigins []string
 	// Receipts, when set, gives the console its receipts page (Pages).
 	Receipts ReceiptLister
+	// MaxRequestBytes bounds the body of a provider route's request
+	// (shim.max_request_bytes; 0: the server's bound for provider routes).
+	MaxRequestBytes int64
 }
 
 // Gate is the shim gate.
@@ -106,7 +109,7 @@ func (g *Gate) Routes() []server.Route {
 			Envelope: providerEnvelope, Handler: g.model})
 	for i := range rs {
 		if rs[i].Envelope != nil {
-			rs[i].AllowedOrigins = g.cfg.AllowedOrigins
+			rs[i].AllowedOrigins, rs[i].MaxBody = g.cfg.AllowedOrigins, g.cfg.MaxRequestBytes
 		}
 	}
 	if g.cfg.Sync != nil {
