@@ -276,3 +276,14 @@ func decodeValid[T any](b []byte, schema *contract.Schema, noun string) (T, erro
 	}
 	return v, nil
 }
+
+// CodeContributorRefused is the code of every refusal of a contributor-tier
+// model (IsContributorModel): a proxied request naming one (403), a
+// provision, embedder or classifier that names one (invalid field).
+const CodeContributorRefused = "contributor_model_refused"
+
+// IsContributorModel reports whether a model id names a contributor-tier
+// model (it contains "contributor" in any case). Such models are refused.
+func IsContributorModel(model string) bool {
+	return strings.Contains(strings.ToLower(model), "contributor")
+}
