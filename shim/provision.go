@@ -103,6 +103,13 @@ type Keywords struct {
 	None []string `json:"none,omitempty"`
 }
 
+// Input bounds of the triggers: how much of the last user message tier 1
+// and the Local embedder read.
+const (
+	maxTriggerText = 64 << 10 // bytes of the last user message that triggers read
+	maxRegexInput  = 4 << 10  // bytes of it that regex triggers read
+)
+
 // Regex is an RE2 pattern matched against the first maxRegexInput bytes of
 // the last user message.
 type Regex struct {
