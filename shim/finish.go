@@ -12,6 +12,10 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
+// How a turn ends: its answer or refusal goes out only once its receipt
+// and audit record are stored (finish); when they cannot be, unrecorded's
+// 503 goes out in their place.
+
 func (s *Service) refuse(w http.ResponseWriter, t *turn, status int, code, msg string) {
 	// Every refusal here is deterministic but a slow body: retrying cannot
 	// change it.

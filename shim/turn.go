@@ -110,7 +110,8 @@ func (t *turn) observed() Turn {
 func sum(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
 
 // guarding is a turn's guardrails: the policy that applies to it and what
-// its request and answer redactors found.
+// its request and answer redactors found (guardrails.go sets it up:
+// guardRequest, answerFilter).
 type guarding struct {
 	policy  guard.Policy
 	request *guard.Redactor
@@ -118,7 +119,7 @@ type guarding struct {
 	filter  *guardrail.Answer
 }
 
-// records fills the receipt's guardrails list and its HUX sensitivity and
+// guardRecords fills the receipt's guardrails list and its HUX sensitivity and
 // redaction from what t's redactors found.
 func (t *turn) guardRecords() {
 	g := t.guard
@@ -179,6 +180,7 @@ func abort(w http.ResponseWriter, p wire.Protocol, status int, code, message str
 	panic(http.ErrAbortHandler)
 }
 
+// truncateRunes is s cut to its first n runes.
 func truncateRunes(s string, n int) string {
 	if n <= 0 {
 		return ""
