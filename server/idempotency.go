@@ -59,13 +59,6 @@ const (
 // storedHeaders are the answer headers a replay repeats.
 var storedHeaders = []string{"Content-Type", "ETag", "Location", "Cache-Control"}
 
-// RequestKeys is the store of the wrapper's idempotency keys (*store.DB).
-type RequestKeys interface {
-	ClaimLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration) (contract.KeyClaim, error)
-	CompleteLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string, result []byte) error
-	ReleaseLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string) error
-}
-
 // keyed reports whether rt takes Idempotency-Key in the wrapper.
 func keyed(rt Route) bool {
 	method, _, ok := strings.Cut(rt.Pattern, " ")

@@ -9,27 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// Tool is an MCP tool of a gate. The caller's scopes decide whether it is
-// listed: a key without Scope does not see the tool and cannot call it.
-type Tool struct {
-	Name        string
-	Description string
-	Scope       contract.Scope  // "" = any valid key
-	InputSchema json.RawMessage // a JSON Schema object (type "object")
-	// Call runs the tool. A *contract.Error that is not internal becomes a
-	// tool result with isError and the error's message; an internal error
-	// becomes a result saying "internal error" and is logged.
-	Call func(ctx context.Context, c contract.Caller, args json.RawMessage) (any, error)
-	// Audited tools write their own audit record (the domain's, with its
-	// payload) whenever Call returns no error; for the others, and for an
-	// audited tool's error, the request's record names the tool.
-	Audited bool
-}
 
 func whoamiTool() Tool {
 	return Tool{

@@ -16,33 +16,6 @@ import (
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
 )
 
-// Call is what the wrapper hands a handler: the authenticated caller and the
-// parts of the audit record the handler fills in.
-type Call struct {
-	Caller contract.Caller
-	// Resource names what the request touched ("key/ab12..."); default: the path.
-	Resource string
-	// Reason is recorded with the outcome (max 200 characters).
-	Reason string
-	// Payload is an optional domain payload for the audit record.
-	Payload any
-	// Audited is set by handlers whose domain wrote the audit record itself
-	// (in the same transaction as its change); the wrapper then writes none.
-	Audited bool
-	// Outcome overrides the recorded outcome of a request that succeeded at
-	// the HTTP level but was refused in the domain (a rejected decision).
-	Outcome contract.Outcome
-	// ReplayBody, when set, is what the request's idempotency key stores
-	// and a replay answers instead of the body written: an answer that
-	// holds a secret (a new key's token) is stored without it.
-	ReplayBody []byte
-}
-
-// HandlerFunc is a route handler. It writes its response on success and
-// returns an error otherwise; the wrapper turns the error into a problem
-// (unless the handler already wrote) and records the outcome.
-type HandlerFunc func(w http.ResponseWriter, r *http.Request, c *Call) error
-
 // statusWriter records the status and whether anything was written, and
 // passes Flush through so streaming responses stay unbuffered.
 type statusWriter struct {
@@ -124,59 +97,6 @@ func (s *Server) authenticate(r *http.Request) (contract.Caller, error) {
 		return caller, errNavigation
 	}
 	return caller, err
-}
-
-// Envelope writes a refusal to r in an LLM provider's own error envelope,
-// the shape its official SDK parses (shim/wire.WriteError), with the
-// request id header that SDK reads.
-type Envelope func(w http.ResponseWriter, r *http.Request, status int, code, message string)
-
-// Route is one route of the server: a gate's (Config.Routes) or the
-// core's. Every route but a Raw one goes through the one wrapper (serve).
-type Route struct {
-	// Pattern is the http.ServeMux pattern ("POST /v1/trader/decisions").
-	Pattern string
-	// Action is the audit action, "noun.verb".
-	Action string
-	// Scope is the scope the key needs ("" = any valid key).
-	Scope contract.Scope
-	// Public routes take no key and write no audit record (POST
-	// /api/preview): anyone may call them.
-	Public bool
-	// Envelope is set on the provider routes: every refusal is answered in
-	// the provider's error envelope instead of a problem (the edge check's
-	// too), and the body is bounded by MaxLLMBodyBytes and left unread for
-	// the handler (the shim reads it once and checks it).
-	Envelope Envelope
-	// Fallback marks the route whose Envelope answers a path under /v1/
-	// that no route serves and that is not in a namespace of the
-	// management API: a provider endpoint the server does not serve (an
-	// SDK's 404 in the provider's shape).
-	Fallback bool
-	// AllowedOrigins are the browser origins this route answers (CORS): a
-	// preflight from one of them is answered without a key, and its real
-	// requests get Access-Control-Allow-Origin. Empty: none.
-	AllowedOrigins []string
-	// MaxBody bounds the request body (0: the server's bound, MaxBodyBytes,
-	// or MaxLLMBodyBytes for a route with an Envelope).
-	MaxBody int64
-	// Resource is the audit resource of a refusal before the handler runs
-	// (default: the path).
-	Resource string
-	// Handler serves the route.
-	Handler HandlerFunc
-	// Raw, when set, is served as it is, outside the wrapper: a route that
-	// authenticates itself (the relay's gateways with HMAC tokens, its
-	// platforms with their signatures). Only Pattern is read with it.
-	Raw http.Handler
-	// Gate names the gate the route belongs to (gate.Routes sets it; ""
-	// is the core's): the request span's caduceus.gate.
-	Gate string
-	// OwnIdempotency is set on a write route whose handler takes the
-	// Idempotency-Key itself (executor ticks: the key also derives their
-	// broker ref_ids); the wrapper then leaves the header to it. Every
-	// other write route of the wrapper takes the key there (keyed).
-	OwnIdempotency bool
 }
 
 // handler is the http.Handler the mux serves for rt: rt.Raw as it is, else

@@ -52,15 +52,6 @@ func RequestIDFrom(ctx context.Context) string {
 
 type requestIDKey struct{}
 
-// Logged is the server with its request log: what serve listens with.
-func (s *Server) Logged() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w, r, logged := s.logRequest(w, r)
-		defer logged()
-		s.ServeHTTP(w, r)
-	})
-}
-
 // logRequest starts r's log line: it returns the writer and request to
 // serve and the function that writes the line when the answer is done.
 func (s *Server) logRequest(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func()) {

@@ -77,7 +77,9 @@ func (s *Service) Apply(ctx context.Context, caller contract.Caller, attested st
 	return rep, nil
 }
 
-func done(it ApplyItem, v int64, err error) ApplyItem {
+// itemResult is it as its write left it: failed with the error's message
+// and code, else at version v.
+func itemResult(it ApplyItem, v int64, err error) ApplyItem {
 	if err != nil {
 		e := contract.AsError(err)
 		it.Result, it.Error, it.Code = "failed", e.Message, e.Code
@@ -155,5 +157,5 @@ func upsert[T any](it ApplyItem, v int64, get, create func() (T, error), update 
 		x, err = update(v)
 		it.Result = "updated"
 	}
-	return done(it, version(x), err)
+	return itemResult(it, version(x), err)
 }

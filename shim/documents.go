@@ -2,6 +2,8 @@ package shim
 
 import (
 	"context"
+	"crypto/subtle"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
@@ -31,7 +33,9 @@ func (e *ContextEntry) setUpdatedAt(s string) { e.UpdatedAt = s }
 // a builtin, creates one (system_builtin set), or takes a key a builtin
 // holds; a tenant document never becomes a builtin.
 type documents[T any, P document[T]] struct {
-	s        *Service
+	scope    func(contract.Caller) Scope // whose documents a caller reads and writes (Service.Scope)
+	builtin  contract.TenantSlot         // the tenant of the builtins (Config.BuiltinTenant)
+	now      func() time.Time
 	noun     string // "provision", "context entry"
 	keyField string // "id", "ref"
 	// immutable is the message refusing a tenant document's system_builtin.
@@ -66,7 +70,7 @@ func (m *documents[T, P]) List(ctx context.Context, caller contract.Caller) ([]T
 	if err := authorizeRead(caller); err != nil {
 		return nil, err
 	}
-	own, err := m.list(ctx, m.s.Scope(caller).Slot())
+	own, err := m.list(ctx, m.scope(caller).Slot())
 	if err != nil {
 		return nil, asErr(err)
 	}
@@ -75,10 +79,10 @@ func (m *documents[T, P]) List(ctx context.Context, caller contract.Caller) ([]T
 		m.read(&own[i])
 		seen[P(&own[i]).docKey()] = true
 	}
-	if m.s.Scope(caller).Slot() == m.s.cfg.BuiltinTenant {
+	if m.scope(caller).Slot() == m.builtin {
 		return own, nil
 	}
-	builtin, err := m.list(ctx, m.s.cfg.BuiltinTenant)
+	builtin, err := m.list(ctx, m.builtin)
 	if err != nil {
 		return nil, asErr(err)
 	}
@@ -100,7 +104,7 @@ func (m *documents[T, P]) Get(ctx context.Context, caller contract.Caller, key s
 		var zero T
 		return zero, err
 	}
-	d, _, err := m.locate(ctx, m.s.Scope(caller).Slot(), key)
+	d, _, err := m.locate(ctx, m.scope(caller).Slot(), key)
 	return d, err
 }
 
@@ -115,7 +119,7 @@ func (m *documents[T, P]) locate(ctx context.Context, tenant contract.TenantSlot
 	if !isNotFound(err) {
 		return zero, "", asErr(err)
 	}
-	d, err = m.get(ctx, m.s.cfg.BuiltinTenant, key)
+	d, err = m.get(ctx, m.builtin, key)
 	if err != nil {
 		if isNotFound(err) {
 			return zero, "", contract.NotFoundf(CodeNotFound, "shim: no %s %q", m.noun, key)
@@ -124,7 +128,7 @@ func (m *documents[T, P]) locate(ctx context.Context, tenant contract.TenantSlot
 	}
 	m.read(&d)
 	*P(&d).docBuiltin() = true
-	return d, m.s.cfg.BuiltinTenant, nil
+	return d, m.builtin, nil
 }
 
 // Create validates body and stores it at version 1: in the caller's
@@ -143,7 +147,7 @@ func (m *documents[T, P]) Create(ctx context.Context, caller contract.Caller, at
 		return zero, err
 	}
 	P(&d).setVersion(1)
-	P(&d).setUpdatedAt(contract.Timestamp(m.s.now()))
+	P(&d).setUpdatedAt(contract.Timestamp(m.now()))
 	out, err := m.create(ctx, tenant, d)
 	if err != nil {
 		return zero, asErr(err)
@@ -170,16 +174,16 @@ func (m *documents[T, P]) createTenant(ctx context.Context, caller contract.Call
 	case *d.docBuiltin() && !admin:
 		return "", builtinProtected()
 	case *d.docBuiltin():
-		return m.s.cfg.BuiltinTenant, nil
+		return m.builtin, nil
 	case admin:
-		return m.s.Scope(caller).Slot(), nil
+		return m.scope(caller).Slot(), nil
 	}
-	if _, err := m.get(ctx, m.s.cfg.BuiltinTenant, d.docKey()); err == nil {
+	if _, err := m.get(ctx, m.builtin, d.docKey()); err == nil {
 		return "", builtinProtected()
 	} else if !isNotFound(err) {
 		return "", asErr(err)
 	}
-	return m.s.Scope(caller).Slot(), nil
+	return m.scope(caller).Slot(), nil
 }
 
 // Update replaces document key if its version is ifVersion (the If-Match
@@ -204,7 +208,7 @@ func (m *documents[T, P]) Update(ctx context.Context, caller contract.Caller, at
 	if err != nil {
 		return zero, err
 	}
-	builtin := tenant == m.s.cfg.BuiltinTenant && tenant != m.s.Scope(caller).Slot()
+	builtin := tenant == m.builtin && tenant != m.scope(caller).Slot()
 	if *P(&d).docBuiltin() && !builtin {
 		if !caller.Has(contract.ScopeAdmin) {
 			return zero, builtinProtected()
@@ -214,7 +218,7 @@ func (m *documents[T, P]) Update(ctx context.Context, caller contract.Caller, at
 	if builtin {
 		*P(&d).docBuiltin() = true
 	}
-	P(&d).setUpdatedAt(contract.Timestamp(m.s.now()))
+	P(&d).setUpdatedAt(contract.Timestamp(m.now()))
 	out, err := m.update(ctx, tenant, d, ifVersion)
 	if err != nil {
 		return zero, asErr(err)
@@ -245,11 +249,11 @@ func (m *documents[T, P]) Delete(ctx context.Context, caller contract.Caller, at
 // writeTenant locates key for a write by caller: its own tenant, or the
 // builtin tenant, which only an admin key may write.
 func (m *documents[T, P]) writeTenant(ctx context.Context, caller contract.Caller, key string) (contract.TenantSlot, error) {
-	_, tenant, err := m.locate(ctx, m.s.Scope(caller).Slot(), key)
+	_, tenant, err := m.locate(ctx, m.scope(caller).Slot(), key)
 	if err != nil {
 		return "", err
 	}
-	if tenant == m.s.cfg.BuiltinTenant && tenant != m.s.Scope(caller).Slot() && !caller.Has(contract.ScopeAdmin) {
+	if tenant == m.builtin && tenant != m.scope(caller).Slot() && !caller.Has(contract.ScopeAdmin) {
 		return "", builtinProtected()
 	}
 	return tenant, nil
@@ -257,4 +261,39 @@ func (m *documents[T, P]) writeTenant(ctx context.Context, caller contract.Calle
 
 func ifMatchRequired() error {
 	return contract.PreconditionRequiredf(CodeIfMatchRequired, "shim: If-Match with the current version is required")
+}
+
+// Error codes of refusals the Service returns.
+const (
+	CodeHarnessRequired  = "harness_required"
+	CodeHarnessMismatch  = "harness_mismatch"
+	CodeBuiltinProtected = "builtin_protected"
+	CodeIfMatchRequired  = contract.CodeIfMatchRequired
+	CodeIDMismatch       = "id_mismatch"
+)
+
+func authorizeRead(c contract.Caller) error {
+	return c.RequireScope("shim: reading", contract.ScopeRoute, contract.ScopeConfigure, contract.ScopeAdmin)
+}
+
+// AuthorizeWrite is the rule of every shim write (management routes, sync):
+// configure scope AND an attested harness equal to the key's.
+func AuthorizeWrite(c contract.Caller, attested string) error {
+	if err := c.RequireScope("shim: writing", contract.ScopeConfigure); err != nil {
+		return err
+	}
+	if c.Harness == "" {
+		return contract.Denyf(CodeHarnessRequired, "shim: writes need a key bound to a harness")
+	}
+	if attested == "" {
+		return contract.Denyf(CodeHarnessRequired, "shim: writes need the X-Caduceus-Harness header (or its alias X-Herma-Harness)")
+	}
+	if subtle.ConstantTimeCompare([]byte(attested), []byte(c.Harness)) != 1 {
+		return contract.Denyf(CodeHarnessMismatch, "shim: X-Caduceus-Harness does not match the key's harness")
+	}
+	return nil
+}
+
+func builtinProtected() error {
+	return contract.Denyf(CodeBuiltinProtected, "shim: system_builtin rows are writable only by admin keys")
 }

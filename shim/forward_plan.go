@@ -98,29 +98,6 @@ func (s *Service) forwardPlan(w http.ResponseWriter, t *turn, p wire.Protocol, b
 	}
 }
 
-// abort ends the client's response abnormally, as an upstream's broken
-// stream ended. An HTTP/1.1 connection is taken over and closed without
-// the chunked body's last chunk (everything written before was flushed),
-// so the handler returns as usual and the server's wrappers still count
-// the request. Where there is no connection to take over (an HTTP/2
-// stream, the edge's Fetch Response), the stream first gets p's own error
-// event (wire.StreamError: code and message, never an answer), as a
-// provider ends a stream that failed, since a reset alone may reach the
-// client as a clean end (workerd delivers it so); then the handler panics
-// with http.ErrAbortHandler, on which net/http resets the stream and the
-// edge aborts its Response.
-func abort(w http.ResponseWriter, p wire.Protocol, status int, code, message string) {
-	rc := http.NewResponseController(w)
-	if conn, _, err := rc.Hijack(); err == nil {
-		conn.Close()
-		return
-	}
-	if _, err := w.Write(wire.StreamError(p, status, code, message)); err == nil {
-		_ = rc.Flush()
-	}
-	panic(http.ErrAbortHandler)
-}
-
 // heldAnswer is a whole gateway answer waiting for its receipt.
 type heldAnswer struct {
 	status int

@@ -1,9 +1,7 @@
 package shim
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/guard"
@@ -14,15 +12,6 @@ import (
 // CodeGuardrailBlocked refuses (400) a request holding a kind of secret or
 // personal data its policy blocks (guard.CodeBlocked).
 const CodeGuardrailBlocked = guard.CodeBlocked
-
-// guarding is a turn's guardrails: the policy that applies to it and what
-// its request and answer redactors found.
-type guarding struct {
-	policy  guard.Policy
-	request *guard.Redactor
-	answer  *guard.Redactor
-	filter  *guardrail.Answer
-}
 
 // policy is the guardrails policy of caller's requests: shim.guardrails,
 // with the override of the plan serving caller's tenant. Nil when it
@@ -87,42 +76,4 @@ func (t *turn) answerFilter(p wire.Protocol) *guardrail.Answer {
 	shadow.Share(g.request)
 	g.filter = guardrail.New(p, g.answer, shadow, 0)
 	return g.filter
-}
-
-// records fills the receipt's guardrails list and its HUX sensitivity and
-// redaction from what t's redactors found.
-func (t *turn) guardRecords() {
-	g := t.guard
-	if g == nil {
-		return
-	}
-	recs := g.request.Records()
-	if g.answer != nil {
-		recs = append(recs, g.answer.Records()...)
-	}
-	t.rc.Guardrails = recs
-	redacted := 0
-	for _, r := range recs {
-		if r.Action == guard.Redact || (r.Action == guard.Block && r.Direction == guard.Answer) {
-			redacted += r.Count
-		}
-	}
-	t.rc.Sensitivity = guard.Sensitivity(recs)
-	if t.rc.Sensitivity == "" {
-		t.rc.Sensitivity = contract.SensitivityPersonal // the shim's own (audit.Sensitivities)
-	}
-	lvl := contract.RedactionNone
-	reason := "guardrails found nothing to redact"
-	if redacted > 0 {
-		lvl = contract.RedactionPartial
-		reason = fmt.Sprintf("guardrails replaced %s with placeholders", plural(redacted, "value"))
-	}
-	t.rc.Redaction = &contract.Redaction{Level: lvl, Reason: reason}
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }

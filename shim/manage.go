@@ -2,47 +2,9 @@ package shim
 
 import (
 	"context"
-	"crypto/subtle"
 
 	"github.com/caduceus-dev/caduceus/contract"
 )
-
-// Error codes of refusals the Service returns.
-const (
-	CodeHarnessRequired  = "harness_required"
-	CodeHarnessMismatch  = "harness_mismatch"
-	CodeBuiltinProtected = "builtin_protected"
-	CodeIfMatchRequired  = contract.CodeIfMatchRequired
-	CodeIDMismatch       = "id_mismatch"
-)
-
-func authorizeRead(c contract.Caller) error {
-	return c.RequireScope("shim: reading", contract.ScopeRoute, contract.ScopeConfigure, contract.ScopeAdmin)
-}
-
-// AuthorizeWrite is the rule of every shim write (management routes, sync):
-// configure scope AND an attested harness equal to the key's.
-func AuthorizeWrite(c contract.Caller, attested string) error {
-	if err := c.RequireScope("shim: writing", contract.ScopeConfigure); err != nil {
-		return err
-	}
-	if c.Harness == "" {
-		return contract.Denyf(CodeHarnessRequired, "shim: writes need a key bound to a harness")
-	}
-	if attested == "" {
-		return contract.Denyf(CodeHarnessRequired, "shim: writes need the X-Caduceus-Harness header (or its alias X-Herma-Harness)")
-	}
-	if subtle.ConstantTimeCompare([]byte(attested), []byte(c.Harness)) != 1 {
-		return contract.Denyf(CodeHarnessMismatch, "shim: X-Caduceus-Harness does not match the key's harness")
-	}
-	return nil
-}
-
-func builtinProtected() error {
-	return contract.Denyf(CodeBuiltinProtected, "shim: system_builtin rows are writable only by admin keys")
-}
-
-func isNotFound(err error) bool { return err != nil && contract.KindOf(err) == contract.KindNotFound }
 
 // ListProvisions returns the caller's tenant's provisions followed by the
 // builtins it does not shadow (marked system_builtin). Deny without route,
@@ -162,13 +124,4 @@ func (s *Service) ListReceipts(ctx context.Context, caller contract.Caller, limi
 		before = rs[len(rs)-1].ID
 	}
 	return out, nil
-}
-
-// asErr is contract.AsError that keeps a nil error nil (a nil *Error in an
-// error interface would not be).
-func asErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	return contract.AsError(err)
 }

@@ -103,6 +103,13 @@ type Keywords struct {
 	None []string `json:"none,omitempty"`
 }
 
+// Input bounds of the triggers: how much of the last user message tier 1
+// and the Local embedder read.
+const (
+	maxTriggerText = 64 << 10 // bytes of the last user message that triggers read
+	maxRegexInput  = 4 << 10  // bytes of it that regex triggers read
+)
+
 // Regex is an RE2 pattern matched against the first maxRegexInput bytes of
 // the last user message.
 type Regex struct {
@@ -275,4 +282,15 @@ func decodeValid[T any](b []byte, schema *contract.Schema, noun string) (T, erro
 		return v, contract.Invalidf("bad_json", "shim: %s: %v", noun, err)
 	}
 	return v, nil
+}
+
+// CodeContributorRefused is the code of every refusal of a contributor-tier
+// model (IsContributorModel): a proxied request naming one (403), a
+// provision, embedder or classifier that names one (invalid field).
+const CodeContributorRefused = "contributor_model_refused"
+
+// IsContributorModel reports whether a model id names a contributor-tier
+// model (it contains "contributor" in any case). Such models are refused.
+func IsContributorModel(model string) bool {
+	return strings.Contains(strings.ToLower(model), "contributor")
 }

@@ -183,17 +183,3 @@ func (s *Service) render(ctx context.Context, tenant contract.TenantSlot, c *com
 	}
 	return Marker(c.p.ID, c.p.Version) + "\n" + body.String() + "</caduceus-shim>", shimmed, missing, nil
 }
-
-func truncateRunes(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j]
-		}
-		i++
-	}
-	return s
-}

@@ -248,9 +248,3 @@ func postJSON(ctx context.Context, c *http.Client, url, key string, body []byte,
 	}
 	return nil
 }
-
-// IsContributorModel reports whether a model id names a contributor-tier
-// model (it contains "contributor" in any case). Such models are refused.
-func IsContributorModel(model string) bool {
-	return strings.Contains(strings.ToLower(model), "contributor")
-}

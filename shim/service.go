@@ -43,7 +43,6 @@ import (
 	"github.com/caduceus-dev/caduceus/guard"
 	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
-	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // Upstream is a configured LLM provider: a base URL (with or without a
@@ -134,47 +133,6 @@ type Config struct {
 	Observers []Observer
 }
 
-// Observer watches proxied turns (the hook for entity memory and outcomes).
-type Observer interface {
-	ObserveTurn(ctx context.Context, t Turn)
-}
-
-// Turn is one proxied request as an Observer sees it.
-type Turn struct {
-	Caller       contract.Caller
-	Conversation string
-	Project      string        // X-Caduceus-Project, "" when absent
-	Request      *wire.Request // nil when the body did not parse
-	Receipt      Receipt
-}
-
-// Isolation is the caller scope of a Service's rules and receipts.
-type Isolation string
-
-// Isolations.
-const (
-	IsolationTenant Isolation = "tenant"
-	IsolationKey    Isolation = "key"
-)
-
-// Scope is whose provisions, context entries, shim ledger and cached
-// answers a caller reads and writes: its tenant, or under IsolationKey one
-// key of it, so the rules one key writes never reach, and are never seen
-// by, another key of the same tenant. Builtins are shared by every scope.
-type Scope struct {
-	Tenant contract.TenantSlot
-	KeyID  string // "": the whole tenant
-}
-
-// Slot is the scope as the stores key its rows: the tenant, or
-// "<tenant>/key/<key id>".
-func (sc Scope) Slot() contract.TenantSlot {
-	if sc.KeyID == "" {
-		return sc.Tenant
-	}
-	return sc.Tenant + "/key/" + contract.TenantSlot(sc.KeyID)
-}
-
 // Scope is caller's Scope under the Service's isolation.
 func (s *Service) Scope(caller contract.Caller) Scope {
 	if s.cfg.Isolation == IsolationKey && caller.KeyID != "" && caller.Identity.TenantSlot != s.cfg.BuiltinTenant {
@@ -248,12 +206,12 @@ func New(cfg Config) *Service {
 		s.cfg.Gateway = gateway.New(gateway.Config{Upstream: upstream.Open(urls), Keys: keys, Client: s.client, Logger: s.log})
 	}
 	st := s.store
-	s.provDocs = documents[Provision, *Provision]{s: s, noun: "provision", keyField: "id",
+	s.provDocs = documents[Provision, *Provision]{scope: s.Scope, builtin: cfg.BuiltinTenant, now: s.now, noun: "provision", keyField: "id",
 		immutable: "field system_builtin: a tenant provision cannot become a builtin; create one instead",
 		decode:    DecodeProvision, normalize: (*Provision).Defaults,
 		list: st.ListProvisions, get: st.GetProvision, create: st.CreateProvision, update: st.UpdateProvision, remove: st.DeleteProvision,
 		written: s.invalidate}
-	s.ctxDocs = documents[ContextEntry, *ContextEntry]{s: s, noun: "context entry", keyField: "ref",
+	s.ctxDocs = documents[ContextEntry, *ContextEntry]{scope: s.Scope, builtin: cfg.BuiltinTenant, now: s.now, noun: "context entry", keyField: "ref",
 		immutable: "field system_builtin: a tenant entry cannot become a builtin",
 		decode:    DecodeContextEntry,
 		list:      st.ListContext, get: st.GetContext, create: st.CreateContext, update: st.UpdateContext, remove: st.DeleteContext,

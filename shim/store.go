@@ -90,3 +90,41 @@ type TurnRecorder interface {
 // ErrMemoryNotRecorded wraps the failure of a turn's memory writes when its
 // receipt and audit record were committed.
 var ErrMemoryNotRecorded = errors.New("shim: memory not recorded")
+
+func isNotFound(err error) bool { return err != nil && contract.KindOf(err) == contract.KindNotFound }
+
+// asErr is contract.AsError that keeps a nil error nil (a nil *Error in an
+// error interface would not be).
+func asErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return contract.AsError(err)
+}
+
+// Isolation is the caller scope of a Service's rules and receipts.
+type Isolation string
+
+// Isolations.
+const (
+	IsolationTenant Isolation = "tenant"
+	IsolationKey    Isolation = "key"
+)
+
+// Scope is whose provisions, context entries, shim ledger and cached
+// answers a caller reads and writes: its tenant, or under IsolationKey one
+// key of it, so the rules one key writes never reach, and are never seen
+// by, another key of the same tenant. Builtins are shared by every scope.
+type Scope struct {
+	Tenant contract.TenantSlot
+	KeyID  string // "": the whole tenant
+}
+
+// Slot is the scope as the stores key its rows: the tenant, or
+// "<tenant>/key/<key id>".
+func (sc Scope) Slot() contract.TenantSlot {
+	if sc.KeyID == "" {
+		return sc.Tenant
+	}
+	return sc.Tenant + "/key/" + contract.TenantSlot(sc.KeyID)
+}

@@ -12,12 +12,6 @@ import (
 	"github.com/caduceus-dev/caduceus/internal/swar"
 )
 
-// Input bounds of tier 1.
-const (
-	maxTriggerText = 64 << 10 // bytes of the last user message that triggers read
-	maxRegexInput  = 4 << 10  // bytes of it that regex triggers read
-)
-
 // compiled is a provision ready to evaluate.
 type compiled struct {
 	p       Provision

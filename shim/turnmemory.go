@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
 // The turn's memory contract: what an Observer that is a TurnPlanner
@@ -79,4 +80,18 @@ type SyncLedger interface {
 	GetSyncMark(ctx context.Context, tenant contract.TenantSlot, kind, id string) (SyncMark, bool, error)
 	// PutSyncMark stores m, replacing the record's previous mark.
 	PutSyncMark(ctx context.Context, tenant contract.TenantSlot, m SyncMark) error
+}
+
+// Observer watches proxied turns (the hook for entity memory and outcomes).
+type Observer interface {
+	ObserveTurn(ctx context.Context, t Turn)
+}
+
+// Turn is one proxied request as an Observer sees it.
+type Turn struct {
+	Caller       contract.Caller
+	Conversation string
+	Project      string        // X-Caduceus-Project, "" when absent
+	Request      *wire.Request // nil when the body did not parse
+	Receipt      Receipt
 }
