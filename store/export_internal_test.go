@@ -73,3 +73,16 @@ func (db *DB) PassFor(saved bool, txs ...NamedTx) (ended bool, answers []error) 
 	}
 	return true, answers
 }
+
+// KnowsHead reports whether the group commit knows tenant's chain head
+// (known.go).
+func (db *DB) KnowsHead(tenant string) bool {
+	if db.batch == nil {
+		return false
+	}
+	k := &db.batch.known
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.heads[tenant]
+	return ok
+}

@@ -183,3 +183,52 @@ func tripLines(ts []pgtest.Trip) string {
 	}
 	return b.String()
 }
+
+// TestFailedCommitForgetsTheHead (Postgres): a group commit whose COMMIT
+// fails (here a deferred unique key, checked at the COMMIT) is answered
+// that error, commits nothing, and forgets the heads it would have
+// written: the next append takes the locked pass and lands on the chain
+// where it really ends.
+func TestFailedCommitForgetsTheHead(t *testing.T) {
+	storetest.OnPostgres(t, func(t *testing.T, dsn string) {
+		ctx := t.Context()
+		db := storetest.OpenPostgres(t, dsn)
+		if _, err := db.Exec(ctx, `CREATE TABLE dc (n INTEGER, CONSTRAINT dc_n UNIQUE (n) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Audit().Append(ctx, entry("slot-1", "shim.proxy", "receipt/r1", nil)); err != nil {
+			t.Fatal(err)
+		}
+		if !db.KnowsHead("slot-1") {
+			t.Fatal("a commit did not leave its head known")
+		}
+		ended, answers := db.PassFor(false, store.NamedTx{Tenant: "slot-1", Fn: func(tx *store.Tx) error {
+			if _, err := store.AppendAudit(context.Background(), tx, entry("slot-1", "shim.proxy", "receipt/lost", nil)); err != nil {
+				return err
+			}
+			for range 2 {
+				if err := tx.ExecLater(ctx, `INSERT INTO dc (n) VALUES (1)`); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+		if !ended || answers[0] == nil || !strings.Contains(answers[0].Error(), "commit") {
+			t.Fatalf("ended %v, answers %v; want the commit's failure answered", ended, answers)
+		}
+		if db.KnowsHead("slot-1") {
+			t.Fatal("a failed commit left the head it would have written known")
+		}
+		if db.HeadsMoved() != 0 {
+			t.Fatalf("%d passes found the head moved; want none", db.HeadsMoved())
+		}
+		rec, err := db.Audit().Append(ctx, entry("slot-1", "shim.proxy", "receipt/r2", nil))
+		if err != nil || rec.Seq != 2 {
+			t.Fatalf("the append after it: seq %d, %v; want 2", rec.Seq, err)
+		}
+		rep, err := audit.Verify(ctx, db.Audit(), nil)
+		if err != nil || rep.Break != nil || rep.Records != 2 {
+			t.Fatalf("verify = %+v %v; want one whole chain of 2 records", rep, err)
+		}
+	})
+}
