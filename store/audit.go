@@ -102,8 +102,11 @@ type auditHead struct {
 // nothing else can append meanwhile: on SQLite the transaction holds the
 // write lock from BEGIN; on Postgres a tenant's head row is locked
 // (lockAuditHead) until the commit, before the batch's transactions run
-// when one of them names that tenant (lockHeads), else at its first append. Transactions outside a group
-// commit have none (nil) and write the head on each append.
+// when one of them names that tenant (lockHeads, or checkHeads when the
+// process knows the head: the check locks the row and fails the pass
+// unless it holds that head), else at its first append. Transactions
+// outside a group commit have none (nil) and write the head on each
+// append.
 type auditHeads map[string]auditHead
 
 func (h *auditHeads) get(tenant string) (auditHead, bool) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -32,6 +31,10 @@ import (
 type batcher struct {
 	// wholeFails counts Postgres first passes that failed (the tests read it).
 	wholeFails atomic.Int64
+	// headsMoved counts optimistic Postgres first passes that found a
+	// chain head moved and ran again locked (known.go; the tests read it).
+	headsMoved atomic.Int64
+	known      knownHeads // Postgres: the chain heads this process last committed
 	db         *DB
 	conn       *sql.Conn // the writer connection, pinned on the first batch
 	reqs       chan *txReq
@@ -176,7 +179,7 @@ func (b *batcher) run(batch []*txReq) {
 //
 // Every statement is a round trip to the server, and a savepoint around
 // each transaction costs two more. So a batch first runs without them
-// (runWhole), pipelined: if every transaction succeeds, that is its
+// (firstPass), pipelined: if every transaction succeeds, that is its
 // commit. If one fails, that pass is rolled back and the batch runs again
 // with a savepoint each (runSaved), where a failure stays with its own
 // transaction; a transaction alone runs again as InTx does, retried on a
@@ -186,10 +189,12 @@ func (b *batcher) run(batch []*txReq) {
 // on a serialization failure or deadlock.
 //
 // A transaction alone takes the pipelined pass too: a shim turn at one
-// connection is then two round trips (BEGIN with its chain head's lock;
-// its writes with the COMMIT) instead of one per statement.
+// connection is then one round trip (BEGIN, its chain head's check, its
+// writes and the COMMIT) when the process knows its chain's head (known.go),
+// two otherwise (BEGIN with the head's lock; the writes with the COMMIT),
+// instead of one per statement.
 func (b *batcher) runPostgres(batch []*txReq) {
-	if b.runWhole(batch) {
+	if b.firstPass(batch) {
 		return
 	}
 	b.wholeFails.Add(1)
@@ -201,20 +206,57 @@ func (b *batcher) runPostgres(batch []*txReq) {
 	b.runSaved(batch)
 }
 
+// passEnd is how a first pass ended.
+type passEnd int
+
+const (
+	passFailed    passEnd = iota // rolled back, nobody answered: run the batch in savepoints
+	passEnded                    // committed, or answered
+	passHeadMoved                // optimistic, and a head was not the known one: rolled back, nobody answered
+)
+
+// firstPass runs batch's first pass: optimistic, against the heads this
+// process knows, when it knows every head the batch names; locked (as
+// it runs when one is not known) otherwise, and when the optimistic pass
+// found a head moved. It reports false when the batch must run again in
+// savepoints, having answered nobody.
+func (b *batcher) firstPass(batch []*txReq) bool {
+	if known := b.known.cover(batch); known != nil {
+		switch b.runWhole(batch, known) {
+		case passEnded:
+			return true
+		case passFailed:
+			b.known.forget(batch, known)
+			return false
+		}
+		b.known.forget(batch, known)
+		b.headsMoved.Add(1)
+	}
+	if b.runWhole(batch, nil) == passEnded {
+		return true
+	}
+	b.known.forget(batch, nil)
+	return false
+}
+
 // runWhole runs batch's transactions in one Postgres transaction with no
-// savepoint and commits it. It reports false, having rolled back and
-// answered nobody, when a transaction failed (or its context had ended):
-// the batch must run again in savepoints. A failed commit is answered.
-func (b *batcher) runWhole(batch []*txReq) bool {
+// savepoint and commits it. With known it checks that the heads the batch
+// names are those (checkHeads) instead of locking and reading them
+// (lockHeads). It reports passFailed, having rolled back and answered
+// nobody, when a transaction failed (or its context had ended): the batch
+// must run again in savepoints; passHeadMoved when a check failed. A
+// failed commit is answered. A commit keeps the heads it wrote as known;
+// a failed one forgets them.
+func (b *batcher) runWhole(batch []*txReq, known auditHeads) passEnd {
 	for _, r := range batch {
 		if r.ctx.Err() != nil {
-			return false
+			return passFailed
 		}
 	}
 	ctx := context.Background()
 	conn, err := b.db.w.Conn(ctx)
 	if err != nil {
-		return false
+		return passFailed
 	}
 	defer conn.Close()
 	// The pass drives its transaction itself (later.go): BEGIN is its
@@ -222,9 +264,11 @@ func (b *batcher) runWhole(batch []*txReq) bool {
 	heads := auditHeads{}
 	t := &Tx{q: conn, dialect: Postgres, db: b.db, heads: &heads, shared: true, whole: true, raw: conn,
 		later: []laterStmt{{query: "BEGIN"}}}
-	if err := lockHeads(ctx, t, batch); err != nil || t.failed != nil {
+	if known != nil {
+		checkHeads(t, known)
+	} else if err := lockHeads(ctx, t, batch); err != nil || t.failed != nil {
 		t.rollbackPass(ctx)
-		return false
+		return passFailed
 	}
 	for _, r := range batch {
 		err := safe(r.fn)(t)
@@ -237,25 +281,37 @@ func (b *batcher) runWhole(batch []*txReq) bool {
 			// statement: that is the answer a transaction of its own
 			// gives, and running fn again would only repeat it.
 			r.done <- err
-			return true
+			return passEnded
 		}
-		return false
+		return t.passFailure()
 	}
 	if err := heads.write(ctx, t); err != nil {
 		t.rollbackPass(ctx)
-		return false
+		return t.passFailure()
 	}
 	if err := t.commitKept(ctx); err != nil {
 		t.rollbackPass(ctx)
 		var ce commitError
 		if !errors.As(err, &ce) {
-			return false
+			return t.passFailure()
 		}
+		// Whether it committed is not known: neither are the heads.
+		b.known.forget(batch, heads)
 		answer(batch, fmt.Errorf("store: commit: %w", ce.err))
-		return true
+		return passEnded
 	}
+	b.known.remember(heads)
 	answer(batch, nil)
-	return true
+	return passEnded
+}
+
+// passFailure is how a first pass that failed ended: passHeadMoved when a
+// head check failed, else passFailed.
+func (t *Tx) passFailure() passEnd {
+	if t.headMoved {
+		return passHeadMoved
+	}
+	return passFailed
 }
 
 // runSaved runs batch's transactions in one Postgres transaction, each in
@@ -285,9 +341,11 @@ func (b *batcher) runSaved(batch []*txReq) {
 		return
 	}
 	if err := sqlTx.Commit(); err != nil {
+		b.known.forget(batch, heads)
 		answer(batch, fmt.Errorf("store: commit: %w", err))
 		return
 	}
+	b.known.remember(heads)
 	answer(batch, nil)
 }
 
@@ -302,14 +360,7 @@ func (b *batcher) runSaved(batch []*txReq) {
 // transaction that appends to a chain it did not name locks that head at
 // the append.
 func lockHeads(ctx context.Context, t *Tx, batch []*txReq) error {
-	var tenants []string
-	for _, r := range batch {
-		if r.tenant != "" {
-			tenants = append(tenants, r.tenant)
-		}
-	}
-	slices.Sort(tenants)
-	for _, tenant := range slices.Compact(tenants) {
+	for _, tenant := range namedTenants(batch) {
 		head, err := readAuditHead(ctx, t, tenant)
 		if err != nil {
 			return err

@@ -11,7 +11,7 @@ func (db *DB) WholePassFailures() int64 {
 	return db.batch.wholeFails.Load()
 }
 
-// FirstPass runs fns as one Postgres group commit's first pass (runWhole),
+// FirstPass runs fns as one Postgres group commit's first pass (firstPass),
 // in this order, and reports whether the pass ended the batch (false: it
 // rolled back, and the batch would run again in savepoints) and each
 // transaction's answer when it did.
@@ -20,13 +20,30 @@ func (db *DB) FirstPass(fns ...func(*Tx) error) (ended bool, answers []error) {
 	for i, fn := range fns {
 		batch[i] = &txReq{ctx: context.Background(), fn: fn, done: make(chan error, 1)}
 	}
-	if !db.batch.runWhole(batch) {
+	if !db.batch.firstPass(batch) {
 		return false, nil
 	}
 	for _, r := range batch {
 		answers = append(answers, <-r.done)
 	}
 	return true, answers
+}
+
+// HeadsMoved is how many optimistic Postgres first passes found a chain
+// head other than the one this process knew, and ran again locked.
+func (db *DB) HeadsMoved() int64 {
+	if db.batch == nil {
+		return 0
+	}
+	return db.batch.headsMoved.Load()
+}
+
+// ForgetHeads drops the chain heads the group commit knows (as a restart
+// would): its next batch of each tenant takes the locked pass.
+func (db *DB) ForgetHeads() {
+	if db.batch != nil {
+		db.batch.known.clear()
+	}
 }
 
 // NamedTx is a transaction of a group commit with the audit chain it names
@@ -37,7 +54,8 @@ type NamedTx struct {
 }
 
 // PassFor runs txs, in this order, as one Postgres group commit: its first
-// pass (runWhole) or, saved, its pass in savepoints (runSaved). It reports
+// pass (firstPass: optimistic when the heads it names are known, see
+// known.go) or, saved, its pass in savepoints (runSaved). It reports
 // whether the pass ended the batch and each transaction's answer when it
 // did.
 func (db *DB) PassFor(saved bool, txs ...NamedTx) (ended bool, answers []error) {
@@ -47,11 +65,24 @@ func (db *DB) PassFor(saved bool, txs ...NamedTx) (ended bool, answers []error) 
 	}
 	if saved {
 		db.batch.runSaved(batch)
-	} else if !db.batch.runWhole(batch) {
+	} else if !db.batch.firstPass(batch) {
 		return false, nil
 	}
 	for _, r := range batch {
 		answers = append(answers, <-r.done)
 	}
 	return true, answers
+}
+
+// KnowsHead reports whether the group commit knows tenant's chain head
+// (known.go).
+func (db *DB) KnowsHead(tenant string) bool {
+	if db.batch == nil {
+		return false
+	}
+	k := &db.batch.known
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.heads[tenant]
+	return ok
 }

@@ -24,15 +24,19 @@ import (
 //     kept statements (commitKept).
 //
 // A group commit of turns is then two round trips: BEGIN with the head's
-// lock, and the writes with the COMMIT. A failure among the kept
-// statements fails the pass as any failed statement does: it is rolled
-// back and the batch runs again with a savepoint each, where ExecLater
-// runs its statement at once.
+// lock, and the writes with the COMMIT; or one, when the process knows the
+// heads (known.go): the heads' checks are kept statements after BEGIN, and
+// everything rides with the COMMIT. A failure among the kept statements
+// fails the pass as any failed statement does: it is rolled back and the
+// batch runs again — locked, when a head's check failed; else with a
+// savepoint each, where ExecLater runs its statement at once.
 
-// laterStmt is a statement kept for the next batch.
+// laterStmt is a statement kept for the next batch; headCheck marks an
+// optimistic pass's check of a chain head (checkHeads).
 type laterStmt struct {
-	query string
-	args  []any
+	query     string
+	args      []any
+	headCheck bool
 }
 
 // ExecLater runs a statement whose result the caller does not read and
@@ -130,8 +134,9 @@ func (t *Tx) pipeline(ctx context.Context, tail laterStmt, read func(pgx.BatchRe
 			b.Queue(tail.query, tail.args...)
 		}
 		br := c.SendBatch(context.WithoutCancel(ctx), &b)
-		for range later {
+		for _, s := range later {
 			if _, keptErr = br.Exec(); keptErr != nil {
+				t.headMoved = s.headCheck && headMovedError(keptErr)
 				return br.Close()
 			}
 		}

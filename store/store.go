@@ -465,6 +465,9 @@ type Tx struct {
 	// stmtFailed: in the first pass, an Exec or Query failed (fn may
 	// have turned its error into its own).
 	stmtFailed bool
+	// headMoved: in an optimistic first pass, a chain head was not where
+	// this process last left it (checkHeads).
+	headMoved bool
 }
 
 // Savepoints reports whether a savepoint inside t can isolate a failure
