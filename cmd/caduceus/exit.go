@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
-	"strings"
 
-	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/gate/registry"
 )
 
 // How a command ends: an exit code, and an error as the operator reads it.
@@ -22,15 +20,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 // userMessage is an error as an operator should read it: the contract
 // error's own message, internal detail included (this is the operator's
 // terminal, not a remote caller).
-func userMessage(err error) string {
-	if e, ok := errors.AsType[*contract.Error](err); ok && e.Kind != contract.KindInternal {
-		if e.Field != "" && !strings.Contains(e.Message, e.Field) {
-			return e.Field + ": " + e.Message
-		}
-		return e.Message
-	}
-	return err.Error()
-}
+func userMessage(err error) string { return registry.UserMessage(err) }
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
