@@ -245,8 +245,10 @@ func (b *batcher) firstPass(batch []*txReq) bool {
 // (lockHeads). It reports passFailed, having rolled back and answered
 // nobody, when a transaction failed (or its context had ended): the batch
 // must run again in savepoints; passHeadMoved when a check failed. A
-// failed commit is answered. A commit keeps the heads it wrote as known;
-// a failed one forgets them.
+// failed commit is answered, and so is one whose outcome is unknown (the
+// connection broke once the COMMIT may have been sent: ErrCommitUnknown),
+// which must not run again. A commit keeps the heads it wrote as known; a
+// failed one, or one not known to have committed, forgets them.
 func (b *batcher) runWhole(batch []*txReq, known auditHeads) passEnd {
 	for _, r := range batch {
 		if r.ctx.Err() != nil {

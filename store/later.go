@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -29,7 +31,10 @@ import (
 // everything rides with the COMMIT. A failure among the kept statements
 // fails the pass as any failed statement does: it is rolled back and the
 // batch runs again — locked, when a head's check failed; else with a
-// savepoint each, where ExecLater runs its statement at once.
+// savepoint each, where ExecLater runs its statement at once. Except when
+// the connection breaks once the batch with the COMMIT may have been sent
+// (pipeline, commitUnknown): whether the server committed is not known,
+// so the batch is not run again, but answered ErrCommitUnknown.
 
 // laterStmt is a statement kept for the next batch; headCheck marks an
 // optimistic pass's check of a chain head (checkHeads).
@@ -91,7 +96,9 @@ func (e commitError) Unwrap() error { return e.err }
 
 // commitKept sends the kept statements and COMMIT in one batch. A kept
 // statement's failure is in t.failed (the pass failed: roll back and run
-// again); the COMMIT's is returned as a commitError.
+// again); the COMMIT's is returned as a commitError, and so is any failure
+// that broke the connection once the batch may have been sent: it wraps
+// ErrCommitUnknown, and the batch must not run again.
 func (t *Tx) commitKept(ctx context.Context) error {
 	if t.failed != nil {
 		return t.failed
@@ -117,15 +124,19 @@ func (t *Tx) commitKept(ctx context.Context) error {
 // pipeline sends the kept statements and then tail (when its query is
 // set) as one pgx batch, one round trip; read reads tail's result. The
 // kept statements' failure is kept in t.failed and returned; tail's is
-// returned as read returns it. Once anything has been sent, the pass has
+// returned as read returns it. When tail is COMMIT and the connection
+// broke (see commitUnknown), the failure, whichever statement's result it
+// came at, is returned as a commitError wrapping ErrCommitUnknown. Once anything has been sent, the pass has
 // begun its transaction (t.begun), which rollbackPass must end.
 func (t *Tx) pipeline(ctx context.Context, tail laterStmt, read func(pgx.BatchResults) error) error {
 	later := t.later
 	t.later = t.later[:0]
 	t.begun = true
 	var keptErr, tailErr error
+	broken := false // pgx closed the connection: it broke
 	err := t.raw.Raw(func(dc any) error {
 		c := dc.(*stdlib.Conn).Conn()
+		defer func() { broken = c.PgConn().IsClosed() }()
 		var b pgx.Batch
 		for _, s := range later {
 			b.Queue(s.query, s.args...)
@@ -145,6 +156,13 @@ func (t *Tx) pipeline(ctx context.Context, tail laterStmt, read func(pgx.BatchRe
 		}
 		return br.Close()
 	})
+	if cause := cmp.Or(keptErr, tailErr, err); tail.query == "COMMIT" && broken && commitUnknown(cause) {
+		// The COMMIT may have been sent and carried out, and its
+		// answer lost with the connection: the pass is over and what
+		// it did is not known. A kept statement's failure read as such
+		// would run the batch again, and commit it twice.
+		return commitError{fmt.Errorf("%w: %w", ErrCommitUnknown, cause)}
+	}
 	if keptErr == nil && tailErr == nil && err != nil {
 		// The batch itself failed (the connection, or a tail error
 		// Close reported): nothing more can be told apart.
@@ -155,6 +173,19 @@ func (t *Tx) pipeline(ctx context.Context, tail laterStmt, read func(pgx.BatchRe
 		return t.failed
 	}
 	return tailErr
+}
+
+// commitUnknown reports whether err, a failure of a batch that carried a
+// COMMIT on a connection that then broke, leaves the COMMIT's outcome
+// unknown: it is not the server's answer (a PgError: the server refused a
+// statement, so skipped the rest of the batch, COMMIT with it) and pgx
+// cannot say it came before anything was sent (pgconn.SafeToRetry).
+func commitUnknown(err error) bool {
+	if err == nil || pgconn.SafeToRetry(err) {
+		return false
+	}
+	_, server := errors.AsType[*pgconn.PgError](err)
+	return !server
 }
 
 // rollbackPass ends a first pass's transaction that did not commit. A

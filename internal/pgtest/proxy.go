@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -25,6 +26,10 @@ import (
 // nothing. So a client that pipelines ten statements and waits once costs
 // one round trip; one that waits for each costs ten.
 //
+// Armed by CutAfterCommit, it cuts a connection the moment its server
+// answers a COMMIT, so that the server has committed and the client never
+// hears it.
+//
 // When tracing, each counted round trip is kept with what its burst asked
 // for (Trips): the statements' texts, read from the protocol's Query,
 // Parse and Bind messages.
@@ -35,8 +40,10 @@ type Proxy struct {
 	delay  atomic.Int64 // each way, in nanoseconds
 	trips  atomic.Int64
 	trace  atomic.Bool
+	armed  atomic.Bool // CutAfterCommit's cut is to come
 
 	mu     sync.Mutex
+	cut    chan struct{} // closed once an armed cut is made
 	conns  map[*proxyConn]struct{}
 	nextID int
 	log    []Trip
@@ -117,6 +124,34 @@ func (p *Proxy) Trips() []Trip {
 	return out
 }
 
+// CutAfterCommit arms a one-shot cut: the first connection that, from now
+// on, has executed a COMMIT (a Query, or a Bind of a statement, whose text
+// is COMMIT) is closed, both ways, when the server's answer holding that
+// COMMIT's CommandComplete reaches the proxy, instead of being relayed.
+// The server has committed; the client, waiting for the result, sees its
+// connection drop. The channel returned is closed as the cut is made,
+// before the connection closes.
+func (p *Proxy) CutAfterCommit() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = make(chan struct{})
+	p.armed.Store(true)
+	return p.cut
+}
+
+// cutNow makes the armed cut on c, unless another connection made it
+// first; it reports whether it did.
+func (p *Proxy) cutNow(c *proxyConn) bool {
+	if !p.armed.CompareAndSwap(true, false) {
+		return false
+	}
+	p.mu.Lock()
+	close(p.cut) // before the client can see the cut
+	p.mu.Unlock()
+	c.close()
+	return true
+}
+
 // Close stops accepting, closes every connection and waits for the
 // proxy's goroutines.
 func (p *Proxy) Close() {
@@ -163,7 +198,7 @@ func (p *Proxy) accept() {
 		toServer, toClient := make(chan chunk, 256), make(chan chunk, 256)
 		go c.read(client, toServer, c.sent)
 		go c.write(server, toServer, nil)
-		go c.read(server, toClient, nil)
+		go c.read(server, toClient, c.answered)
 		go c.write(client, toClient, c.delivered)
 	}
 }
@@ -189,6 +224,11 @@ type proxyConn struct {
 	startup bool              // the next message is a startup-format one (no type byte)
 	app     string            // the application_name the client started with
 	stmts   map[string]string // prepared statement name -> its text
+	// committing: the client executed a COMMIT whose answer has not been
+	// seen; tail: the server stream's last bytes, for an answer split
+	// across reads (both for CutAfterCommit).
+	committing bool
+	tail       []byte
 }
 
 func (c *proxyConn) close() {
@@ -199,8 +239,8 @@ func (c *proxyConn) close() {
 }
 
 // read copies what from sends into out, each chunk due after the delay,
-// calling note on each first.
-func (c *proxyConn) read(from net.Conn, out chan<- chunk, note func([]byte)) {
+// calling note on each first; a chunk note refuses ends the copy.
+func (c *proxyConn) read(from net.Conn, out chan<- chunk, note func([]byte) bool) {
 	defer c.p.wg.Done()
 	defer close(out)
 	buf := make([]byte, 64<<10)
@@ -208,8 +248,8 @@ func (c *proxyConn) read(from net.Conn, out chan<- chunk, note func([]byte)) {
 		n, err := from.Read(buf)
 		if n > 0 {
 			b := append([]byte(nil), buf[:n]...)
-			if note != nil {
-				note(b)
+			if note != nil && !note(b) {
+				return
 			}
 			out <- chunk{b: b, due: time.Now().Add(time.Duration(c.p.delay.Load()))}
 		}
@@ -249,7 +289,7 @@ func (c *proxyConn) write(to net.Conn, in <-chan chunk, note func()) {
 
 // sent notes bytes the client sent: a round trip opens when none is, and
 // (when tracing) the statements they carry join its burst.
-func (c *proxyConn) sent(b []byte) {
+func (c *proxyConn) sent(b []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.awaiting {
@@ -258,6 +298,33 @@ func (c *proxyConn) sent(b []byte) {
 	}
 	c.pending = append(c.pending, b...)
 	c.parse(c.p.trace.Load())
+	return true
+}
+
+// commandCompleteCommit is the server's CommandComplete message for a
+// COMMIT that committed: 'C', its length (4 + 7) and "COMMIT\0".
+var commandCompleteCommit = []byte("C\x00\x00\x00\x0bCOMMIT\x00")
+
+// answered notes bytes the server sent: with CutAfterCommit armed and a
+// COMMIT executed on c, bytes that complete the COMMIT's CommandComplete
+// cut c (and are not relayed).
+func (c *proxyConn) answered(b []byte) bool {
+	if !c.p.armed.Load() {
+		return true
+	}
+	c.mu.Lock()
+	committing := c.committing
+	seen := append(c.tail, b...)
+	if k := len(commandCompleteCommit) - 1; len(seen) > k {
+		c.tail = append(c.tail[:0], seen[len(seen)-k:]...)
+	} else {
+		c.tail = seen
+	}
+	c.mu.Unlock()
+	if !committing || !bytes.Contains(seen, commandCompleteCommit) {
+		return true
+	}
+	return !c.p.cutNow(c)
 }
 
 // delivered notes bytes of the server's delivered to the client: the
@@ -362,11 +429,13 @@ func (c *proxyConn) message(typ byte, body []byte, keep bool) {
 	case 'B': // Bind: portal, statement
 		_, rest := cstr(body)
 		name, _ := cstr(rest)
+		c.committing = c.committing || isCommit(c.stmts[name])
 		if keep {
 			c.burst = append(c.burst, oneLine(c.stmts[name]))
 		}
 	case 'Q': // Query
 		query, _ := cstr(body)
+		c.committing = c.committing || isCommit(query)
 		if keep {
 			c.burst = append(c.burst, oneLine(query))
 		}
@@ -380,6 +449,11 @@ func (c *proxyConn) message(typ byte, body []byte, keep bool) {
 			c.burst = append(c.burst, "terminate")
 		}
 	}
+}
+
+// isCommit reports whether query is a COMMIT.
+func isCommit(query string) bool {
+	return strings.EqualFold(strings.TrimRight(strings.TrimSpace(query), ";"), "COMMIT")
 }
 
 // oneLine is a statement's text on one line, its runs of white space one

@@ -81,3 +81,57 @@ func TestProxyCountsRoundTrips(t *testing.T) {
 		t.Errorf("trace of one statement: %v", trips)
 	}
 }
+
+// TestProxyCutsAfterCommit: with CutAfterCommit armed, a transaction's
+// COMMIT through the proxy fails on the client, its connection gone, while
+// the server committed it: the row is there, read on a connection that
+// does not pass through the proxy. Statements before the COMMIT are
+// relayed as ever.
+func TestProxyCutsAfterCommit(t *testing.T) {
+	dsn := os.Getenv(storetest.EnvPostgres)
+	if dsn == "" {
+		t.Skip(storetest.EnvPostgres + " unset: the Postgres tests are off")
+	}
+	ctx := context.Background()
+	schema := storetest.FreshSchema(t, dsn)
+	direct, err := pgx.Connect(ctx, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	if _, err := direct.Exec(ctx, "CREATE TABLE cut (n INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	px := pgtest.NewProxy(t, schema, 0)
+	conn, err := pgx.Connect(ctx, px.DSN(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	cut := px.CutAfterCommit()
+	for _, q := range []string{"BEGIN", "INSERT INTO cut (n) VALUES (1)"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	select {
+	case <-cut:
+		t.Fatal("cut before the COMMIT")
+	default:
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err == nil {
+		t.Fatal("COMMIT through the cut answered")
+	}
+	select {
+	case <-cut:
+	default:
+		t.Fatal("the COMMIT failed but the proxy did not cut")
+	}
+	if !conn.IsClosed() {
+		t.Error("the client's connection is not closed after the cut")
+	}
+	var n int
+	if err := direct.QueryRow(ctx, "SELECT count(*) FROM cut").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows committed: %d, %v; want 1 (the server committed)", n, err)
+	}
+}
