@@ -59,6 +59,11 @@ type Trip struct {
 	Conn       int
 	App        string // the connection's application_name
 	Statements []string
+	// Took is the round trip as the client saw it, from the proxy's read
+	// of the burst's first bytes to the delivery of the answer's first;
+	// Server is the part of it the server took, from the burst's first
+	// bytes written to it to its answer's first bytes read.
+	Took, Server time.Duration
 }
 
 func (tr Trip) String() string {
@@ -197,7 +202,7 @@ func (p *Proxy) accept() {
 		p.wg.Add(4)
 		toServer, toClient := make(chan chunk, 256), make(chan chunk, 256)
 		go c.read(client, toServer, c.sent)
-		go c.write(server, toServer, nil)
+		go c.write(server, toServer, c.forwarded)
 		go c.read(server, toClient, c.answered)
 		go c.write(client, toClient, c.delivered)
 	}
@@ -218,6 +223,9 @@ type proxyConn struct {
 
 	mu       sync.Mutex
 	awaiting bool     // the client sent a burst the server has not answered
+	// When the open round trip's burst was read, written to the server,
+	// and its answer read (zero: not yet).
+	opened, fwd, ans time.Time
 	burst    []string // what that burst asked for (when tracing)
 	// The client's protocol stream, for the statements' texts.
 	pending []byte
@@ -295,6 +303,7 @@ func (c *proxyConn) sent(b []byte) bool {
 	if !c.awaiting {
 		c.awaiting = true
 		c.burst = nil
+		c.opened, c.fwd, c.ans = time.Now(), time.Time{}, time.Time{}
 	}
 	c.pending = append(c.pending, b...)
 	c.parse(c.p.trace.Load())
@@ -309,6 +318,11 @@ var commandCompleteCommit = []byte("C\x00\x00\x00\x0bCOMMIT\x00")
 // COMMIT executed on c, bytes that complete the COMMIT's CommandComplete
 // cut c (and are not relayed).
 func (c *proxyConn) answered(b []byte) bool {
+	c.mu.Lock()
+	if c.awaiting && c.ans.IsZero() {
+		c.ans = time.Now()
+	}
+	c.mu.Unlock()
 	if !c.p.armed.Load() {
 		return true
 	}
@@ -327,6 +341,15 @@ func (c *proxyConn) answered(b []byte) bool {
 	return !c.p.cutNow(c)
 }
 
+// forwarded notes bytes of the client's written to the server.
+func (c *proxyConn) forwarded() {
+	c.mu.Lock()
+	if c.awaiting && c.fwd.IsZero() {
+		c.fwd = time.Now()
+	}
+	c.mu.Unlock()
+}
+
 // delivered notes bytes of the server's delivered to the client: the
 // round trip open, if any, is over.
 func (c *proxyConn) delivered() {
@@ -338,6 +361,7 @@ func (c *proxyConn) delivered() {
 	c.awaiting = false
 	burst := c.burst
 	c.burst = nil
+	took, server := time.Since(c.opened), c.ans.Sub(c.fwd)
 	c.mu.Unlock()
 	c.p.trips.Add(1)
 	if c.p.trace.Load() {
@@ -345,7 +369,7 @@ func (c *proxyConn) delivered() {
 		c.mu.Lock()
 		app := c.app
 		c.mu.Unlock()
-		c.p.log = append(c.p.log, Trip{Conn: c.id, App: app, Statements: burst})
+		c.p.log = append(c.p.log, Trip{Conn: c.id, App: app, Statements: burst, Took: took, Server: server})
 		c.p.mu.Unlock()
 	}
 }
