@@ -151,6 +151,7 @@ type Service struct {
 	client   *http.Client
 
 	rules         sync.Map // contract.TenantSlot -> *cachedRules
+	refills       sync.Map // contract.TenantSlot -> *rulesRefill, the read in flight
 	compiledCache sync.Map // compiledKey -> *compiledEntry
 	contexts      sync.Map // contextKey -> *cachedContext
 	examples      sync.Map // embedder name + "\x00" + text -> []float32
@@ -164,6 +165,16 @@ type Service struct {
 type cachedRules struct {
 	at    time.Time
 	provs []Provision
+}
+
+// rulesRefill is a read of a tenant's provisions that refills the cache:
+// the requests that find the cache stale while it runs wait for it rather
+// than each reading the same rows (at 16 connections, 16 reads, and as
+// many round trips to a distant database, each time the TTL ends).
+type rulesRefill struct {
+	done  chan struct{}
+	provs []Provision
+	err   error
 }
 
 // DefaultBuiltinTenant is the tenant that holds system_builtin rows.
@@ -251,15 +262,28 @@ func (s *Service) provisions(ctx context.Context, tenant contract.TenantSlot) ([
 			return c.provs, nil
 		}
 	}
-	ps, err := s.store.ListProvisions(ctx, tenant)
-	if err != nil {
-		return nil, err
+	r := &rulesRefill{done: make(chan struct{})}
+	if v, running := s.refills.LoadOrStore(tenant, r); running {
+		r = v.(*rulesRefill)
+		select {
+		case <-r.done:
+			return r.provs, r.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	for i := range ps {
-		ps[i].Defaults()
+	defer close(r.done)
+	defer s.refills.CompareAndDelete(tenant, r)
+	// Without the caller's cancellation: others may be waiting for it.
+	r.provs, r.err = s.store.ListProvisions(context.WithoutCancel(ctx), tenant)
+	if r.err != nil {
+		return nil, r.err
 	}
-	s.rules.Store(tenant, &cachedRules{at: now, provs: ps})
-	return ps, nil
+	for i := range r.provs {
+		r.provs[i].Defaults()
+	}
+	s.rules.Store(tenant, &cachedRules{at: now, provs: r.provs})
+	return r.provs, nil
 }
 
 // ruleset compiles the caller's provisions plus the builtins (builtinOnly:
@@ -311,6 +335,7 @@ func sameSlice(a, b []Provision) bool {
 // invalidate drops a tenant's cached provisions after a write.
 func (s *Service) invalidate(tenant contract.TenantSlot) {
 	s.rules.Delete(tenant)
+	s.refills.Delete(tenant) // a read begun before the write is not joined
 	// A context entry written to one tenant can be the builtin others fall
 	// back to; writes are rare, so every cached entry goes.
 	s.contexts.Clear()

@@ -1,0 +1,5 @@
+package shim
+
+// Provisions is the Service's cached read of a tenant's provisions, for
+// the tests.
+var Provisions = (*Service).provisions
