@@ -7,8 +7,8 @@ import (
 
 // TestRefusalWording: a refusal names the deepest offending value (as a
 // JSON pointer in Field, dotted in the message) and the rule it breaks, in
-// the words refusals have used since before the validator changed
-// (issue 48), through $refs within and across schema files, array items
+// the words refusals have used since before contract moved to the MCP
+// SDK's JSON Schema library, through $refs within and across schema files, array items
 // and if/then.
 func TestRefusalWording(t *testing.T) {
 	for _, c := range []struct {
