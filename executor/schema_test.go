@@ -1,13 +1,10 @@
 package executor_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/executor"
@@ -27,7 +24,7 @@ func compileSchema(t *testing.T, def string) *contract.Schema {
 
 func instance(t *testing.T, b []byte) any {
 	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	v, err := contract.UnmarshalInstance(b)
 	if err != nil {
 		t.Fatal(err)
 	}

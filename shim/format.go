@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -72,22 +72,29 @@ func fitsFormat(f *outputFormat, text string) bool {
 	if len(raw) == 0 {
 		return true // a json_schema without a schema asks for a JSON object
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	var sch jsonschema.Schema
+	if json.Unmarshal(raw, &sch) != nil {
+		return false
+	}
+	if sch.Schema != draft7 && sch.Schema != draft7s {
+		// Read as draft 2020-12, what a schema without $schema is; the
+		// validator would refuse a draft it does not know outright.
+		sch.Schema = ""
+	}
+	rs, err := sch.Resolve(nil)
 	if err != nil {
 		return false
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource("request.json", doc); err != nil {
+	var inst any
+	if json.Unmarshal([]byte(t), &inst) != nil {
 		return false
 	}
-	sch, err := c.Compile("request.json")
-	if err != nil {
-		return false
-	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(t))
-	if err != nil {
-		return false
-	}
-	return sch.Validate(inst) == nil
+	return rs.Validate(inst) == nil
 }
+
+// The draft 7 a request's schema may name ($schema), which the validator
+// validates as draft 7; any other is read as draft 2020-12.
+const (
+	draft7  = "http://json-schema.org/draft-07/schema#"
+	draft7s = "https://json-schema.org/draft-07/schema#"
+)
