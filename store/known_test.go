@@ -23,13 +23,7 @@ import (
 func TestKnownHeadCommitsInOneRoundTrip(t *testing.T) {
 	storetest.OnPostgres(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
-		schema := storetest.FreshSchema(t, dsn)
-		px := pgtest.NewProxy(t, schema, 0)
-		db, err := store.Open(ctx, px.DSN(schema), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db, px, _ := storeThroughProxy(t, dsn)
 		n := 0
 		appendOne := func() []pgtest.Trip {
 			t.Helper()
@@ -231,4 +225,19 @@ func TestFailedCommitForgetsTheHead(t *testing.T) {
 			t.Fatalf("verify = %+v %v; want one whole chain of 2 records", rep, err)
 		}
 	})
+}
+
+// storeThroughProxy opens a store on a fresh schema of dsn through a
+// pgtest.Proxy that adds no delay (so it counts and can cut), closed with
+// the test; schema is the schema's own DSN, to reach it directly.
+func storeThroughProxy(t *testing.T, dsn string) (db *store.DB, px *pgtest.Proxy, schema string) {
+	t.Helper()
+	schema = storetest.FreshSchema(t, dsn)
+	px = pgtest.NewProxy(t, schema, 0)
+	db, err := store.Open(t.Context(), px.DSN(schema), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, px, schema
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/caduceus-dev/caduceus/audit"
-	"github.com/caduceus-dev/caduceus/internal/pgtest"
 	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
@@ -25,13 +24,7 @@ import (
 func TestCommitOutcomeUnknown(t *testing.T) {
 	storetest.OnPostgres(t, func(t *testing.T, dsn string) {
 		ctx := t.Context()
-		schema := storetest.FreshSchema(t, dsn)
-		px := pgtest.NewProxy(t, schema, 0)
-		db, err := store.Open(ctx, px.DSN(schema), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db, px, schema := storeThroughProxy(t, dsn)
 		direct, err := sql.Open("pgx", schema) // not through the proxy
 		if err != nil {
 			t.Fatal(err)

@@ -27,14 +27,8 @@ func TestGovernedBatchRoundTrips(t *testing.T) {
 	if dsn == "" {
 		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
 	}
-	schema := storetest.FreshSchema(t, dsn)
-	px := pgtest.NewProxy(t, schema, distanceDelay)
-	far := px.DSN(schema)
-	upSrv := newHTTPServer(t, &fakeProvider{name: "openai"})
-	data := t.TempDir()
-	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, `{day: 1000}`)+"  ledger_sweep: 5m\n")
-	key := newTenantKey(t, []string{"--store", far, "--data", data}, "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1")
-	in := start(t, "--store", far, "--config", file)
+	f := governedThroughProxy(t, dsn, `{day: 1000}`)
+	px, in, key, schema := f.px, f.in, f.key, f.schema
 
 	const conns, each = 16, 15
 	turns := func() []string {

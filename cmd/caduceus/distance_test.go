@@ -49,14 +49,8 @@ func TestGovernedTurnRoundTrips(t *testing.T) {
 	if dsn == "" {
 		t.Skip("CADUCEUS_TEST_POSTGRES not set; .ci/run sets it")
 	}
-	schema := storetest.FreshSchema(t, dsn)
-	px := pgtest.NewProxy(t, schema, distanceDelay)
-	far := px.DSN(schema)
-	upSrv := newHTTPServer(t, &fakeProvider{name: "openai"})
-	data := t.TempDir()
-	file := writeConfig(t, data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, `{day: 100}`)+"  ledger_sweep: 5m\n")
-	key := newTenantKey(t, []string{"--store", far, "--data", data}, "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1")
-	in := start(t, "--store", far, "--config", file)
+	f := governedThroughProxy(t, dsn, `{day: 100}`)
+	px, in, key, schema, data := f.px, f.in, f.key, f.schema, f.data
 	px.Trace(true)
 
 	const warm, measured = 3, 20
@@ -198,4 +192,28 @@ func TestDistanceBench(t *testing.T) {
 			t.Logf("Postgres %s, %s connections:\n%s", where, conns, out)
 		}
 	}
+}
+
+// farServe is a governed serve whose store is through a pgtest.Proxy.
+type farServe struct {
+	px           *pgtest.Proxy
+	in           *instance
+	key          string // a route key of slot-1
+	schema, data string // the store's own DSN (not through the proxy), the data directory
+}
+
+// governedThroughProxy starts serve on a fresh schema of dsn through a
+// pgtest.Proxy adding distanceDelay each way, governed (one route, one
+// plan, priced, a key budget of budget, the ledger swept every 5 m), and
+// makes a route key for slot-1.
+func governedThroughProxy(t *testing.T, dsn, budget string) farServe {
+	t.Helper()
+	f := farServe{schema: storetest.FreshSchema(t, dsn), data: t.TempDir()}
+	f.px = pgtest.NewProxy(t, f.schema, distanceDelay)
+	far := f.px.DSN(f.schema)
+	upSrv := newHTTPServer(t, &fakeProvider{name: "openai"})
+	file := writeConfig(t, f.data, oneRouteShim(upSrv, `{input: 0, output: 8, max_output_tokens: 100}`, budget)+"  ledger_sweep: 5m\n")
+	f.key = newTenantKey(t, []string{"--store", far, "--data", f.data}, "slot-1", "--scopes", "route", "--models", "openai/gpt-4.1")
+	f.in = start(t, "--store", far, "--config", file)
+	return f
 }
