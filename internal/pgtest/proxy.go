@@ -222,11 +222,11 @@ type proxyConn struct {
 	once           sync.Once
 
 	mu       sync.Mutex
-	awaiting bool     // the client sent a burst the server has not answered
+	awaiting bool // the client sent a burst the server has not answered
 	// When the open round trip's burst was read, written to the server,
 	// and its answer read (zero: not yet).
 	opened, fwd, ans time.Time
-	burst    []string // what that burst asked for (when tracing)
+	burst            []string // what that burst asked for (when tracing)
 	// The client's protocol stream, for the statements' texts.
 	pending []byte
 	startup bool              // the next message is a startup-format one (no type byte)
