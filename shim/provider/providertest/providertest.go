@@ -25,6 +25,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,15 +59,12 @@ type GeminiCall struct {
 // thinkingConfig is answered a thought summary first, and its call (or
 // its text) carries GeminiSignature, as Gemini 2.5 and 3 sign them.
 func Gemini(t testing.TB) (*httptest.Server, func() []GeminiCall) {
-	var mu sync.Mutex
-	var calls []GeminiCall
+	var seen callLog[GeminiCall]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var body map[string]any
 		_ = json.Unmarshal(b, &body)
-		mu.Lock()
-		calls = append(calls, GeminiCall{r.URL.Path, r.URL.RawQuery, r.Header.Get("X-Goog-Api-Key"), body})
-		mu.Unlock()
+		seen.add(GeminiCall{r.URL.Path, r.URL.RawQuery, r.Header.Get("X-Goog-Api-Key"), body})
 		if strings.Contains(r.URL.Path, "gemini-missing") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
@@ -107,11 +105,7 @@ func Gemini(t testing.TB) (*httptest.Server, func() []GeminiCall) {
 		fmt.Fprint(w, strings.Replace(last, `"text":"lo"`, `"text":"hello"`, 1))
 	}))
 	t.Cleanup(srv.Close)
-	return srv, func() []GeminiCall {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]GeminiCall(nil), calls...)
-	}
+	return srv, seen.all
 }
 
 // BedrockCall is what the fake Bedrock saw of one request.
@@ -128,8 +122,7 @@ type BedrockCall struct {
 // Claude model for thinking (additionalModelRequestFields) is answered a
 // reasoning block signed BedrockSignature first.
 func Bedrock(t testing.TB, creds aws.Credentials, region string) (*httptest.Server, func() []BedrockCall) {
-	var mu sync.Mutex
-	var calls []BedrockCall
+	var seen callLog[BedrockCall]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var body map[string]any
@@ -149,9 +142,7 @@ func Bedrock(t testing.TB, creds aws.Credentials, region string) (*httptest.Serv
 		sum := sha256.Sum256(b)
 		_ = v4.NewSigner().SignHTTP(context.Background(), creds, check, hex.EncodeToString(sum[:]), "bedrock", region, at)
 		ok := sigOf(check.Header.Get("Authorization")) != "" && sigOf(check.Header.Get("Authorization")) == sigOf(r.Header.Get("Authorization"))
-		mu.Lock()
-		calls = append(calls, BedrockCall{r.URL.Path, ok, body})
-		mu.Unlock()
+		seen.add(BedrockCall{r.URL.Path, ok, body})
 		if !ok {
 			w.Header().Set("X-Amzn-Errortype", "InvalidSignatureException")
 			http.Error(w, `{"message":"The request signature we calculated does not match the signature you provided."}`, http.StatusForbidden)
@@ -211,11 +202,7 @@ func Bedrock(t testing.TB, creds aws.Credentials, region string) (*httptest.Serv
 		fmt.Fprint(w, `{"output":{"message":{"role":"assistant","content":`+content+`}},"stopReason":"`+stop+`","usage":`+usage+`,"metrics":{"latencyMs":5}}`)
 	}))
 	t.Cleanup(srv.Close)
-	return srv, func() []BedrockCall {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]BedrockCall(nil), calls...)
-	}
+	return srv, seen.all
 }
 
 // sigOf is the Signature of a SigV4 Authorization header.
@@ -228,15 +215,12 @@ func sigOf(auth string) string {
 // request declares tools; streamed when asked; with usage. A request with
 // thinking is answered a thinking block signed ClaudeSignature first.
 func Claude(t testing.TB) (*httptest.Server, func() []map[string]any) {
-	var mu sync.Mutex
-	var bodies []map[string]any
+	var seen callLog[map[string]any]
 	f := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var body map[string]any
 		_ = json.Unmarshal(b, &body)
-		mu.Lock()
-		bodies = append(bodies, body)
-		mu.Unlock()
+		seen.add(body)
 		_, tools := body["tools"]
 		_, thinks := body["thinking"]
 		if body["stream"] == true {
@@ -288,11 +272,7 @@ func Claude(t testing.TB) (*httptest.Server, func() []map[string]any) {
 		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":%s,"stop_reason":%q,"usage":{"input_tokens":10,"output_tokens":3}}`, content, stop)
 	}))
 	t.Cleanup(f.Close)
-	return f, func() []map[string]any {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]map[string]any(nil), bodies...)
-	}
+	return f, seen.all
 }
 
 // AzureCall is what the fake Azure resource saw of one request.
@@ -305,8 +285,7 @@ type AzureCall struct {
 // answers a chat completion or a response ("hi"), with usage, whole or
 // streamed.
 func Azure(t testing.TB) (*httptest.Server, func() []AzureCall) {
-	var mu sync.Mutex
-	var calls []AzureCall
+	var seen callLog[AzureCall]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var in struct {
@@ -314,9 +293,7 @@ func Azure(t testing.TB) (*httptest.Server, func() []AzureCall) {
 			Stream bool   `json:"stream"`
 		}
 		_ = json.Unmarshal(b, &in)
-		mu.Lock()
-		calls = append(calls, AzureCall{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Api-Key"), in.Model, r.Header.Get("Authorization")})
-		mu.Unlock()
+		seen.add(AzureCall{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Api-Key"), in.Model, r.Header.Get("Authorization")})
 		if in.Stream {
 			w.Header().Set("Content-Type", "text/event-stream")
 			events := []string{
@@ -353,11 +330,7 @@ func Azure(t testing.TB) (*httptest.Server, func() []AzureCall) {
 		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"x","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}`)
 	}))
 	t.Cleanup(srv.Close)
-	return srv, func() []AzureCall {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]AzureCall(nil), calls...)
-	}
+	return srv, seen.all
 }
 
 // GoogleToken is Google's OAuth token endpoint for a service account:
@@ -411,15 +384,12 @@ type VertexCall struct {
 // streamGenerateContent?alt=sse) and Claude models (rawPredict,
 // streamRawPredict) in Anthropic's, with usage.
 func Vertex(t testing.TB) (*httptest.Server, func() []VertexCall) {
-	var mu sync.Mutex
-	var calls []VertexCall
+	var seen callLog[VertexCall]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var body map[string]any
 		_ = json.Unmarshal(b, &body)
-		mu.Lock()
-		calls = append(calls, VertexCall{r.URL.Path, r.URL.RawQuery, r.Header.Get("Authorization"), body})
-		mu.Unlock()
+		seen.add(VertexCall{r.URL.Path, r.URL.RawQuery, r.Header.Get("Authorization"), body})
 		switch {
 		case strings.HasSuffix(r.URL.Path, ":rawPredict"):
 			w.Header().Set("Content-Type", "application/json")
@@ -448,11 +418,7 @@ func Vertex(t testing.TB) (*httptest.Server, func() []VertexCall) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv, func() []VertexCall {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]VertexCall(nil), calls...)
-	}
+	return srv, seen.all
 }
 
 // AWSEnv sets the AWS environment a bedrock route signs with (an example
@@ -463,4 +429,24 @@ func AWSEnv(t testing.TB, sessionToken string) aws.Credentials {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
 	t.Setenv("AWS_SESSION_TOKEN", sessionToken)
 	return creds
+}
+
+// callLog keeps what a fake saw of each request, in order, for its
+// handler's goroutines and the test reading it.
+type callLog[C any] struct {
+	mu    sync.Mutex
+	calls []C
+}
+
+func (l *callLog[C]) add(c C) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, c)
+}
+
+// all is a copy of what was seen so far.
+func (l *callLog[C]) all() []C {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
 }
