@@ -16,6 +16,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/internal/gcfloor"
 )
 
 // bootstrapTenant owns the admin key made on first start.
@@ -54,6 +55,9 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The collector waits for a 32 MiB heap goal while little is live
+	// (internal/gcfloor); GOGC and GOMEMLIMIT still rule.
+	defer gcfloor.Start(0, a.getenv("GOGC")).Stop()
 	// Tracing ends last, once requests, jobs and the store have: its
 	// flush exports the spans still buffered (telemetry.go).
 	endTracing, err := a.startTracing(ctx)
