@@ -20,6 +20,7 @@ import (
 	"github.com/caduceus-dev/caduceus/bench"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/guard"
+	"github.com/caduceus-dev/caduceus/internal/gcfloor"
 	"github.com/caduceus-dev/caduceus/server"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
 	"github.com/caduceus-dev/caduceus/store"
@@ -119,6 +120,8 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f benchFlags) error
 	// closes, the peers' process groups.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The collector as serve runs it (its targets are serve's wiring).
+	defer gcfloor.Start(0, a.getenv("GOGC")).Stop()
 	var closers []func() // run last to first when the bench ends
 	defer func() {
 		for i := len(closers) - 1; i >= 0; i-- {
