@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 )
 
 // The public face of an installation (seed 003 H14): a page at /, the
@@ -26,7 +27,7 @@ func (s *Server) discoveryRoutes() []Route {
 }
 
 // wildcard matches a ServeMux path wildcard: {name} or {name...}.
-var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
+var wildcard = lazyre.New(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
 
 // OpenAPI returns the OpenAPI 3.1 description of every route of the
 // server, made from its route table: one operation per route, its path
@@ -52,10 +53,10 @@ func (s *Server) OpenAPI() map[string]any {
 			op["tags"] = []string{strings.SplitN(rt.Action, ".", 2)[0]}
 		}
 		var params []map[string]any
-		for _, m := range wildcard.FindAllStringSubmatch(path, -1) {
+		for _, m := range wildcard().FindAllStringSubmatch(path, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
-		path = wildcard.ReplaceAllString(path, "{$1}")
+		path = wildcard().ReplaceAllString(path, "{$1}")
 		if keyed(rt) || rt.OwnIdempotency {
 			params = append(params, map[string]any{"name": HeaderIdempotencyKey, "in": "header", "required": false,
 				"description": "a repeat with the same key and request gets the stored answer (Idempotent-Replayed: true); another request under it is 409 idempotency_key_conflict",
