@@ -3,10 +3,9 @@ package contract
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
 )
 
-var convIDRE = regexp.MustCompile(`^conv_[A-Za-z0-9._-]{4,80}$`)
+var convIDRE = lazyRegexp(`^conv_[A-Za-z0-9._-]{4,80}$`)
 
 // ConversationFor is the HUX conversation id of a tenant's conversation
 // named by key: a relay session key ("agent:main:telegram:dm:42") or any
@@ -17,7 +16,7 @@ var convIDRE = regexp.MustCompile(`^conv_[A-Za-z0-9._-]{4,80}$`)
 // another tenant under a different one. The key itself belongs in
 // Provenance.SessionID beside the id.
 func ConversationFor(tenant TenantSlot, key string) string {
-	if convIDRE.MatchString(key) {
+	if convIDRE().MatchString(key) {
 		return key
 	}
 	h := sha256.New()
@@ -28,4 +27,4 @@ func ConversationFor(tenant TenantSlot, key string) string {
 }
 
 // IsConversationID reports whether s has the shape of a conv_ id.
-func IsConversationID(s string) bool { return convIDRE.MatchString(s) }
+func IsConversationID(s string) bool { return convIDRE().MatchString(s) }

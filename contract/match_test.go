@@ -10,12 +10,12 @@ var matchers = []struct {
 	re    *regexp.Regexp
 	match func(string) bool
 }{
-	{"timestamp", timestampRE, matchTimestamp},
-	{"action", actionRE, matchAction},
-	{"tenant slot", tenantSlotRE, matchTenantSlot},
-	{"user ref", userRefRE, matchUserRef},
-	{"sha256", sha256RE, matchSHA256},
-	{"id", idRE, matchID},
+	{"timestamp", timestampRE(), matchTimestamp},
+	{"action", actionRE(), matchAction},
+	{"tenant slot", tenantSlotRE(), matchTenantSlot},
+	{"user ref", userRefRE(), matchUserRef},
+	{"sha256", sha256RE(), matchSHA256},
+	{"id", idRE(), matchID},
 }
 
 var matcherSeeds = []string{

@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"regexp"
 	"runtime/debug"
 	"sync"
 	"unicode"
@@ -116,7 +115,7 @@ var buildOnce = sync.OnceValue(func() Build {
 	var b Build
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && commitRE.MatchString(s.Value) {
+			if s.Key == "vcs.revision" && commitRE().MatchString(s.Value) {
 				b.Commit = s.Value
 			}
 		}
@@ -132,10 +131,10 @@ func CurrentBuild() *Build {
 	return &b
 }
 
-var controlRE = regexp.MustCompile(`[\x00-\x1f\x7f]`)
+var controlRE = lazyRegexp(`[\x00-\x1f\x7f]`)
 
 func clipRunes(s string, n int) string {
-	s = controlRE.ReplaceAllString(s, " ")
+	s = controlRE().ReplaceAllString(s, " ")
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

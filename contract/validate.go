@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -143,7 +142,7 @@ func (p *Provenance) Validate() error {
 	}
 	if b := p.Build; b != nil {
 		switch {
-		case b.Commit != "" && !commitRE.MatchString(b.Commit):
+		case b.Commit != "" && !commitRE().MatchString(b.Commit):
 			return bad("build.commit", "%q is not 40 lowercase hex digits", b.Commit)
 		case b.ImageDigest != "" && !matchSHA256(b.ImageDigest):
 			return bad("build.image_digest", "%q is not sha256:<64 hex>", b.ImageDigest)
@@ -152,7 +151,7 @@ func (p *Provenance) Validate() error {
 	return nil
 }
 
-var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+var commitRE = lazyRegexp(`^[0-9a-f]{40}$`)
 
 // runes counts characters as JSON Schema's maxLength does (code points);
 // invalid UTF-8 counts as the U+FFFD it decodes to.

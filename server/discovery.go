@@ -2,12 +2,13 @@ package server
 
 import (
 	"encoding/json"
-	"html/template"
+	"io"
 	"net/http"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 )
 
 // The public face of an installation (seed 003 H14): a page at /, the
@@ -26,7 +27,7 @@ func (s *Server) discoveryRoutes() []Route {
 }
 
 // wildcard matches a ServeMux path wildcard: {name} or {name...}.
-var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
+var wildcard = lazyre.New(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
 
 // OpenAPI returns the OpenAPI 3.1 description of every route of the
 // server, made from its route table: one operation per route, its path
@@ -52,10 +53,10 @@ func (s *Server) OpenAPI() map[string]any {
 			op["tags"] = []string{strings.SplitN(rt.Action, ".", 2)[0]}
 		}
 		var params []map[string]any
-		for _, m := range wildcard.FindAllStringSubmatch(path, -1) {
+		for _, m := range wildcard().FindAllStringSubmatch(path, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
-		path = wildcard.ReplaceAllString(path, "{$1}")
+		path = wildcard().ReplaceAllString(path, "{$1}")
 		if keyed(rt) || rt.OwnIdempotency {
 			params = append(params, map[string]any{"name": HeaderIdempotencyKey, "in": "header", "required": false,
 				"description": "a repeat with the same key and request gets the stored answer (Idempotent-Replayed: true); another request under it is 409 idempotency_key_conflict",
@@ -159,8 +160,45 @@ func (s *Server) mcpDiscovery(w http.ResponseWriter, r *http.Request) {
 }
 
 // homePage is GET /: the mark, what this installation serves, and where to
-// read more.
-var homePage = template.Must(template.New("home").Parse(`<!doctype html>
+// read more. It is written by hand, escaping as html/template does
+// (htmlText), so that no build links text/template: its use of reflect's
+// Method by name keeps every exported method of every type the linker
+// cannot rule out, which weighs on the edge's Worker (docs/edge.md).
+// TestHomePageAsTemplate holds it to the template it was.
+func homePage(w io.Writer, version string, gates []gateLine, console bool) error {
+	var b strings.Builder
+	b.WriteString(homeHead)
+	b.WriteString(htmlText(version))
+	b.WriteString(homeGates)
+	for _, g := range gates {
+		b.WriteString("<li><strong>")
+		b.WriteString(htmlText(g.Name))
+		b.WriteString("</strong>: ")
+		b.WriteString(htmlText(g.What))
+		b.WriteString("</li>")
+	}
+	if len(gates) == 0 {
+		b.WriteString(homeNoGate)
+	}
+	b.WriteString(homeMore)
+	if console {
+		b.WriteString(homeConsole)
+	}
+	b.WriteString(homeTail)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// gateLine is one gate of the home page.
+type gateLine struct{ Name, What string }
+
+// htmlText escapes s for HTML text as html/template does: its five
+// characters, '+' (as &#43;), and NUL (as U+FFFD).
+var htmlText = strings.NewReplacer("\x00", "\uFFFD", `"`, "&#34;", "&", "&amp;", "'", "&#39;", "+", "&#43;", "<", "&lt;", ">", "&gt;").Replace
+
+// The home page's fixed parts, in order.
+const (
+	homeHead = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Caduceus</title>
 <style>
@@ -177,20 +215,26 @@ ul{padding-left:1.2rem}code{background:#f1f3f7;padding:0 .25rem;border-radius:3p
 <path d="M32 20 C22 24 22 30 32 34 C42 38 42 44 32 48 C24 51 25 55 30 57" fill="none" stroke="#2f7d6d" stroke-width="3" stroke-linecap="round"/>
 <path d="M32 20 C42 24 42 30 32 34 C22 38 22 44 32 48 C40 51 39 55 34 57" fill="none" stroke="#7a3e9d" stroke-width="3" stroke-linecap="round"/>
 </svg>
-<div><h1>Caduceus</h1><div class="muted">the governed edge of an AI agent · {{.Version}}</div></div>
+<div><h1>Caduceus</h1><div class="muted">the governed edge of an AI agent · `
+	homeGates = `</div></div>
 </header>
 <h2>What this installation serves</h2>
-<ul id="gates">{{range .Gates}}<li><strong>{{.Name}}</strong>: {{.What}}</li>{{else}}<li>no gate: only keys, the audit trail and MCP</li>{{end}}</ul>
+<ul id="gates">`
+	homeNoGate = `<li>no gate: only keys, the audit trail and MCP</li>`
+	homeMore   = `</ul>
 <h2>Read more</h2>
 <ul>
 <li><a href="/openapi.json">/openapi.json</a>: every route, as OpenAPI 3.1</li>
 <li><a href="/.well-known/mcp.json">/.well-known/mcp.json</a>: the MCP endpoint <code>/mcp</code> and its tools</li>
 <li><a href="/healthz">/healthz</a> and <a href="/readyz">/readyz</a>: liveness and readiness</li>
-{{if .Console}}<li><a href="/console">/console</a>: the operator console (a login link from <code>caduceus console</code>)</li>{{end}}
+`
+	homeConsole = `<li><a href="/console">/console</a>: the operator console (a login link from <code>caduceus console</code>)</li>`
+	homeTail    = `
 </ul>
 <p class="muted">Every other route needs a key. Nothing on this page is a tenant's data.</p>
 </body></html>
-`))
+`
+)
 
 // gateWhat says what each gate is, for the home page.
 var gateWhat = map[string]string{
@@ -202,13 +246,12 @@ var gateWhat = map[string]string{
 }
 
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
-	type gate struct{ Name, What string }
-	var gates []gate
+	var gates []gateLine
 	for _, name := range s.gates() {
-		gates = append(gates, gate{name, gateWhat[name]})
+		gates = append(gates, gateLine{name, gateWhat[name]})
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = homePage.Execute(w, map[string]any{"Version": orDash(s.cfg.Version), "Gates": gates, "Console": s.cfg.Console != nil})
+	_ = homePage(w, orDash(s.cfg.Version), gates, s.cfg.Console != nil)
 }
 
 // gates names the gates the server serves, from its routes: the first

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"go.yaml.in/yaml/v3"
 )
 
 // ApplyItem is the result of applying one provision or context entry.
@@ -93,9 +92,9 @@ func itemResult(it ApplyItem, v int64, err error) ApplyItem {
 // entries (see Apply) into one JSON object per item, unvalidated. It
 // returns an invalid *contract.Error when the document has another shape.
 func decodeBundle(doc []byte) (provisions, entries []json.RawMessage, err error) {
-	var tree any
-	if err := yaml.Unmarshal(doc, &tree); err != nil {
-		return nil, nil, contract.Invalidf("bad_document", "shim: not YAML or JSON: %v", err)
+	tree, err := parseBundle(doc)
+	if err != nil {
+		return nil, nil, err
 	}
 	b, err := json.Marshal(tree)
 	if err != nil {

@@ -1,10 +1,14 @@
+//go:build !js
+
 package shim
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/guard"
+	"github.com/caduceus-dev/caduceus/shim/gateway"
 	"github.com/caduceus-dev/caduceus/shim/guardrail"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -12,6 +16,10 @@ import (
 // CodeGuardrailBlocked refuses (400) a request holding a kind of secret or
 // personal data its policy blocks (guard.CodeBlocked).
 const CodeGuardrailBlocked = guard.CodeBlocked
+
+// guardrailsOff checks nothing: this build applies the guardrails
+// (guardrails_js.go is the edge's, which has none).
+func guardrailsOff(Config) {}
 
 // policy is the guardrails policy of caller's requests: shim.guardrails,
 // with the override of the plan serving caller's tenant. Nil when it
@@ -65,7 +73,7 @@ func (s *Service) guardRequest(w http.ResponseWriter, t *turn, p wire.Protocol) 
 
 // answerFilter is the filter of t's answer in protocol p (nil when no
 // policy applies): the same placeholders as its request.
-func (t *turn) answerFilter(p wire.Protocol) *guardrail.Answer {
+func (t *turn) answerFilter(p wire.Protocol) gateway.AnswerFilter {
 	g := t.guard
 	if g == nil || p == wire.Embeddings {
 		return nil
@@ -76,4 +84,44 @@ func (t *turn) answerFilter(p wire.Protocol) *guardrail.Answer {
 	shadow.Share(g.request)
 	g.filter = guardrail.New(p, g.answer, shadow, 0)
 	return g.filter
+}
+
+// guarding is a turn's guardrails: the policy that applies to it and what
+// its request and answer redactors found (guardRequest, answerFilter).
+type guarding struct {
+	policy  guard.Policy
+	request *guard.Redactor
+	answer  *guard.Redactor
+	filter  *guardrail.Answer
+}
+
+// guardRecords fills the receipt's guardrails list and its HUX sensitivity and
+// redaction from what t's redactors found.
+func (t *turn) guardRecords() {
+	g := t.guard
+	if g == nil {
+		return
+	}
+	recs := g.request.Records()
+	if g.answer != nil {
+		recs = append(recs, g.answer.Records()...)
+	}
+	t.rc.Guardrails = recs
+	redacted := 0
+	for _, r := range recs {
+		if r.Action == guard.Redact || (r.Action == guard.Block && r.Direction == guard.Answer) {
+			redacted += r.Count
+		}
+	}
+	t.rc.Sensitivity = guard.Sensitivity(recs)
+	if t.rc.Sensitivity == "" {
+		t.rc.Sensitivity = contract.SensitivityPersonal // the shim's own (audit.Sensitivities)
+	}
+	lvl := contract.RedactionNone
+	reason := "guardrails found nothing to redact"
+	if redacted > 0 {
+		lvl = contract.RedactionPartial
+		reason = fmt.Sprintf("guardrails replaced %s with placeholders", plural(redacted, "value"))
+	}
+	t.rc.Redaction = &contract.Redaction{Level: lvl, Reason: reason}
 }

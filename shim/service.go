@@ -185,6 +185,7 @@ func New(cfg Config) *Service {
 	if cfg.Store == nil || cfg.Audit == nil {
 		panic("shim: Config.Store and Config.Audit are required")
 	}
+	guardrailsOff(cfg)
 	if cfg.Budget <= 0 {
 		cfg.Budget = 300 * time.Millisecond
 	}

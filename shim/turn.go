@@ -2,7 +2,6 @@ package shim
 
 import (
 	"encoding/hex"
-	"fmt"
 	"hash"
 	"net/http"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/guard"
-	"github.com/caduceus-dev/caduceus/shim/guardrail"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
@@ -108,47 +105,6 @@ func (t *turn) observed() Turn {
 }
 
 func sum(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
-
-// guarding is a turn's guardrails: the policy that applies to it and what
-// its request and answer redactors found (guardrails.go sets it up:
-// guardRequest, answerFilter).
-type guarding struct {
-	policy  guard.Policy
-	request *guard.Redactor
-	answer  *guard.Redactor
-	filter  *guardrail.Answer
-}
-
-// guardRecords fills the receipt's guardrails list and its HUX sensitivity and
-// redaction from what t's redactors found.
-func (t *turn) guardRecords() {
-	g := t.guard
-	if g == nil {
-		return
-	}
-	recs := g.request.Records()
-	if g.answer != nil {
-		recs = append(recs, g.answer.Records()...)
-	}
-	t.rc.Guardrails = recs
-	redacted := 0
-	for _, r := range recs {
-		if r.Action == guard.Redact || (r.Action == guard.Block && r.Direction == guard.Answer) {
-			redacted += r.Count
-		}
-	}
-	t.rc.Sensitivity = guard.Sensitivity(recs)
-	if t.rc.Sensitivity == "" {
-		t.rc.Sensitivity = contract.SensitivityPersonal // the shim's own (audit.Sensitivities)
-	}
-	lvl := contract.RedactionNone
-	reason := "guardrails found nothing to redact"
-	if redacted > 0 {
-		lvl = contract.RedactionPartial
-		reason = fmt.Sprintf("guardrails replaced %s with placeholders", plural(redacted, "value"))
-	}
-	t.rc.Redaction = &contract.Redaction{Level: lvl, Reason: reason}
-}
 
 func plural(n int, noun string) string {
 	if n == 1 {

@@ -1,10 +1,10 @@
 package memory
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -291,11 +291,11 @@ var commonCall = map[string]bool{"and": true, "the": true, "for": true, "see": t
 func kindRank(k string) int { return slices.Index(entityKinds, k) }
 
 var (
-	normPathRE = regexp.MustCompile(`(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[A-Za-z0-9_@.+-]+)+/?|(?:[A-Za-z0-9_@.+-]+/)+[A-Za-z0-9_@.+-]+`)
-	normHexRE  = regexp.MustCompile(`\b0x[0-9A-Fa-f]+\b|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b|\b[0-9a-fA-F]{12,}\b|\b[a-z]{2,5}_[0-9A-Za-z]{10,}\b`)
-	normNumRE  = regexp.MustCompile(`\d+(?:\.\d+)?`)
-	normQuoted = regexp.MustCompile(`'[^'\n]{0,200}'|"[^"\n]{0,200}"`)
-	spaceRE    = regexp.MustCompile(`\s+`)
+	normPathRE = lazyre.New(`(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:/[A-Za-z0-9_@.+-]+)+/?|(?:[A-Za-z0-9_@.+-]+/)+[A-Za-z0-9_@.+-]+`)
+	normHexRE  = lazyre.New(`\b0x[0-9A-Fa-f]+\b|\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b|\b[0-9a-fA-F]{12,}\b|\b[a-z]{2,5}_[0-9A-Za-z]{10,}\b`)
+	normNumRE  = lazyre.New(`\d+(?:\.\d+)?`)
+	normQuoted = lazyre.New(`'[^'\n]{0,200}'|"[^"\n]{0,200}"`)
+	spaceRE    = lazyre.New(`\s+`)
 )
 
 // errorSignatures returns the normalized errors of text: the exception
@@ -490,12 +490,12 @@ func normalizeError(line string) string {
 		typ, msg = line, ""
 	}
 	typ = strings.TrimSpace(typ)
-	msg = normQuoted.ReplaceAllString(msg, "<str>")
-	msg = normPathRE.ReplaceAllString(msg, "<path>")
-	msg = normHexRE.ReplaceAllString(msg, "<id>")
-	msg = normNumRE.ReplaceAllString(msg, "<n>")
-	msg = strings.TrimSpace(spaceRE.ReplaceAllString(msg, " "))
-	typ = normNumRE.ReplaceAllString(typ, "<n>")
+	msg = normQuoted().ReplaceAllString(msg, "<str>")
+	msg = normPathRE().ReplaceAllString(msg, "<path>")
+	msg = normHexRE().ReplaceAllString(msg, "<id>")
+	msg = normNumRE().ReplaceAllString(msg, "<n>")
+	msg = strings.TrimSpace(spaceRE().ReplaceAllString(msg, " "))
+	typ = normNumRE().ReplaceAllString(typ, "<n>")
 	s := typ
 	if msg != "" {
 		s += ": " + msg

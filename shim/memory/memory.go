@@ -10,10 +10,10 @@ package memory
 
 import (
 	"context"
-	"regexp"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -21,12 +21,12 @@ import (
 // DefaultProject is the project tag of a request without X-Caduceus-Project.
 const DefaultProject = "default"
 
-var projectRE = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,120}$`)
+var projectRE = lazyre.New(`^[A-Za-z0-9._:/-]{1,120}$`)
 
 // projectTag is the project a request's entities are kept under: the
 // X-Caduceus-Project header when well formed, else DefaultProject.
 func projectTag(header string) string {
-	if projectRE.MatchString(header) {
+	if projectRE().MatchString(header) {
 		return header
 	}
 	return DefaultProject

@@ -1,3 +1,10 @@
+//go:build !js
+
+// The Worker (js/wasm) has no gemini kind: its routes are the Open plan of
+// its openai and anthropic upstreams (upstream.Open), so no route of it
+// can name this kind, and leaving it out keeps its code and the
+// translations only it uses out of the bundle (docs/edge.md).
+
 package provider
 
 import (

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/caduceus-dev/caduceus/contract"
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 	"github.com/caduceus-dev/caduceus/shim"
 )
 
@@ -74,12 +74,12 @@ type syncMeta struct {
 	BodyURI          string           `json:"body_uri"`
 }
 
-var blobURIRE = regexp.MustCompile(`^tessera://blobs/([0-9a-f]{64})$`)
+var blobURIRE = lazyre.New(`^tessera://blobs/([0-9a-f]{64})$`)
 
 // blobDigest returns the lowercase hex SHA-256 a tessera://blobs/<64 hex>
 // URI names, or false when uri is not one.
 func blobDigest(uri string) (string, bool) {
-	m := blobURIRE.FindStringSubmatch(strings.ToLower(uri))
+	m := blobURIRE().FindStringSubmatch(strings.ToLower(uri))
 	if m == nil || !strings.HasPrefix(uri, "tessera://blobs/") {
 		return "", false
 	}

@@ -2,12 +2,12 @@
 
 // Command floor is the edge's floor: a Worker built from only the standard
 // library packages the edge itself uses (an HTTP handler and client, JSON,
-// regexp, hashing and signatures, structured logs, HTML templates) behind
-// the edge's own Fetch bridge, answering GET /readyz. Its weight and its
-// cold start are what any Go program serving the edge's requests pays
-// before the edge's own code and dependencies (docs/edge.md;
-// TestEdgeBundle and BenchmarkEdgeWorkerColdStart build it beside the
-// Worker). It is never deployed.
+// regexp, hashing and signatures, structured logs) behind the edge's own
+// Fetch bridge, answering GET /readyz. Its weight and its cold start are
+// what any Go program serving the edge's requests pays before the edge's
+// own code and dependencies (docs/edge.md; TestEdgeBundle and
+// BenchmarkEdgeWorkerColdStart build it beside the Worker). It is never
+// deployed.
 package main
 
 import (
@@ -18,7 +18,7 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
-	"html/template"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -30,8 +30,6 @@ import (
 
 	"github.com/caduceus-dev/caduceus/deploy/cloudflare/fetch"
 )
-
-var page = template.Must(template.New("page").Parse(`<p>{{.}}</p>`))
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -64,7 +62,7 @@ func main() {
 			}
 		}
 		var buf bytes.Buffer
-		page.Execute(&buf, v)
+		fmt.Fprintf(&buf, "<p>%v</p>", v)
 		log.Info("floor", "re", re.String(), "mac", hex.EncodeToString(mac.Sum(nil)), "key", base32.StdEncoding.EncodeToString(pub),
 			"at", time.Now(), "page", strconv.Itoa(buf.Len()))
 		json.NewEncoder(w).Encode(v)
