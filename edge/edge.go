@@ -79,6 +79,10 @@ func New(cfg Config) (*Edge, error) {
 	sc := shim.Config{Store: rules, Audit: trail, Turns: NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
 		Classifier: cfg.Classifier, Embedder: cfg.Embedder,
+		// No request waits for a read another has in flight: in a Worker
+		// that wait is on another request's I/O, and workerd cancels the
+		// waiter as hung (docs/edge.md).
+		OwnReads: true,
 		// The default transport (on js/wasm the Worker's fetch), with
 		// bodies closed when their request's context ends.
 		Client: &http.Client{Transport: upstreamTransport{http.DefaultTransport}}}
