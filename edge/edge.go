@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -56,9 +56,11 @@ type Edge struct {
 	cfg  Config
 	srv  *server.Server
 	auth *auth.Service
-	// mu guards adopted: whether the admin key is in the store.
-	mu      sync.Mutex
-	adopted bool
+	// adopted: the admin keys are in the store. Until then every request
+	// adopts them itself (Adopt is idempotent), none waiting for another's
+	// adoption: in a Worker that wait is on another request's I/O, and
+	// workerd cancels the waiter as hung (docs/edge.md).
+	adopted atomic.Bool
 }
 
 // New builds the edge. The shim is configured as `caduceus serve`
@@ -118,9 +120,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (e *Edge) adoptAdmin(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.adopted {
+	if e.adopted.Load() {
 		return nil
 	}
 	for _, tenant := range slices.Sorted(maps.Keys(e.cfg.AdminKeys)) {
@@ -129,7 +129,7 @@ func (e *Edge) adoptAdmin(ctx context.Context) error {
 			return fmt.Errorf("CADUCEUS_ADMIN_KEY (%s): %w", tenant, err)
 		}
 	}
-	e.adopted = true
+	e.adopted.Store(true)
 	return nil
 }
 
