@@ -80,7 +80,7 @@ func New(cfg Config) (*Edge, error) {
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
 	sc := shim.Config{Store: rules, Audit: trail, Turns: NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
-		Classifier: cfg.Classifier, Embedder: cfg.Embedder,
+		Classifier: cfg.Classifier, Embedder: cfg.Embedder, Now: cfg.Now,
 		// No request waits for a read another has in flight: in a Worker
 		// that wait is on another request's I/O, and workerd cancels the
 		// waiter as hung (docs/edge.md).
