@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -56,9 +56,11 @@ type Edge struct {
 	cfg  Config
 	srv  *server.Server
 	auth *auth.Service
-	// mu guards adopted: whether the admin key is in the store.
-	mu      sync.Mutex
-	adopted bool
+	// adopted: the admin keys are in the store. Until then every request
+	// adopts them itself (Adopt is idempotent), none waiting for another's
+	// adoption: in a Worker that wait is on another request's I/O, and
+	// workerd cancels the waiter as hung (docs/edge.md).
+	adopted atomic.Bool
 }
 
 // New builds the edge. The shim is configured as `caduceus serve`
@@ -78,7 +80,11 @@ func New(cfg Config) (*Edge, error) {
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
 	sc := shim.Config{Store: rules, Audit: trail, Turns: NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
-		Classifier: cfg.Classifier, Embedder: cfg.Embedder,
+		Classifier: cfg.Classifier, Embedder: cfg.Embedder, Now: cfg.Now,
+		// No request waits for a read another has in flight: in a Worker
+		// that wait is on another request's I/O, and workerd cancels the
+		// waiter as hung (docs/edge.md).
+		OwnReads: true,
 		// The default transport (on js/wasm the Worker's fetch), with
 		// bodies closed when their request's context ends.
 		Client: &http.Client{Transport: upstreamTransport{http.DefaultTransport}}}
@@ -114,9 +120,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (e *Edge) adoptAdmin(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.adopted {
+	if e.adopted.Load() {
 		return nil
 	}
 	for _, tenant := range slices.Sorted(maps.Keys(e.cfg.AdminKeys)) {
@@ -125,7 +129,7 @@ func (e *Edge) adoptAdmin(ctx context.Context) error {
 			return fmt.Errorf("CADUCEUS_ADMIN_KEY (%s): %w", tenant, err)
 		}
 	}
-	e.adopted = true
+	e.adopted.Store(true)
 	return nil
 }
 

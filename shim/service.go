@@ -98,6 +98,13 @@ type Config struct {
 	// the store is read again (0: 1s). Writes through this Service
 	// invalidate at once; writes by other processes are seen within RulesTTL.
 	RulesTTL time.Duration
+	// OwnReads: each request that finds a tenant's provisions stale reads
+	// them itself, never waiting for the same read another request has in
+	// flight (without it, they wait for that one read: rulesRefill). The
+	// edge sets it: in a Worker every request shares one Go runtime, and
+	// workerd cancels as hung a request that waits on I/O another
+	// request's context is doing (docs/edge.md).
+	OwnReads bool
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Logger for failures that cannot be sent to the caller (nil: slog.Default()).
@@ -170,7 +177,8 @@ type cachedRules struct {
 // rulesRefill is a read of a tenant's provisions that refills the cache:
 // the requests that find the cache stale while it runs wait for it rather
 // than each reading the same rows (at 16 connections, 16 reads, and as
-// many round trips to a distant database, each time the TTL ends).
+// many round trips to a distant database, each time the TTL ends). With
+// Config.OwnReads there is none: each request reads for itself.
 type rulesRefill struct {
 	done  chan struct{}
 	provs []Provision
@@ -263,6 +271,9 @@ func (s *Service) provisions(ctx context.Context, tenant contract.TenantSlot) ([
 			return c.provs, nil
 		}
 	}
+	if s.cfg.OwnReads {
+		return s.readProvisions(ctx, tenant, now)
+	}
 	r := &rulesRefill{done: make(chan struct{})}
 	if v, running := s.refills.LoadOrStore(tenant, r); running {
 		r = v.(*rulesRefill)
@@ -276,15 +287,22 @@ func (s *Service) provisions(ctx context.Context, tenant contract.TenantSlot) ([
 	defer close(r.done)
 	defer s.refills.CompareAndDelete(tenant, r)
 	// Without the caller's cancellation: others may be waiting for it.
-	r.provs, r.err = s.store.ListProvisions(context.WithoutCancel(ctx), tenant)
-	if r.err != nil {
-		return nil, r.err
+	r.provs, r.err = s.readProvisions(context.WithoutCancel(ctx), tenant, now)
+	return r.provs, r.err
+}
+
+// readProvisions reads a tenant's provisions from the store and caches
+// them as of now.
+func (s *Service) readProvisions(ctx context.Context, tenant contract.TenantSlot, now time.Time) ([]Provision, error) {
+	provs, err := s.store.ListProvisions(ctx, tenant)
+	if err != nil {
+		return nil, err
 	}
-	for i := range r.provs {
-		r.provs[i].Defaults()
+	for i := range provs {
+		provs[i].Defaults()
 	}
-	s.rules.Store(tenant, &cachedRules{at: now, provs: r.provs})
-	return r.provs, nil
+	s.rules.Store(tenant, &cachedRules{at: now, provs: provs})
+	return provs, nil
 }
 
 // ruleset compiles the caller's provisions plus the builtins (builtinOnly:

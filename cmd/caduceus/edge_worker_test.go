@@ -451,10 +451,15 @@ func TestEdgeWorkerParity(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
 			req.Header.Set("X-Edge-Auth", edgeSecret)
-			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-				t.Errorf("concurrent turn: %v %v", resp, err)
-			} else {
-				resp.Body.Close()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("concurrent turn: %v", err)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("concurrent turn: %s %s", resp.Status, body)
 			}
 		})
 	}
