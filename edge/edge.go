@@ -104,7 +104,10 @@ func New(cfg Config) (*Edge, error) {
 	// every isolate at once, so each request reads its key from D1.
 	keys := auth.NewService(NewKeys(cfg.DB, cfg.Now), cfg.Now, 0)
 	srv := server.New(server.Config{Auth: keys, Audit: trail, Records: trail, Store: trail, Logger: cfg.Logger, Version: cfg.Version,
-		Routes: gate.Routes(gates), Tools: gate.Tools(gates), EdgeSecret: cfg.EdgeSecret, Keys: NewRequestKeys(cfg.DB, cfg.Now)})
+		Routes: gate.Routes(gates), Tools: gate.Tools(gates), EdgeSecret: cfg.EdgeSecret, Keys: NewRequestKeys(cfg.DB, cfg.Now),
+		// A duplicate must not wait on the request that holds its key:
+		// that request's I/O is not its own (docs/edge.md).
+		IdempotencyNoWait: true})
 	return &Edge{cfg: cfg, srv: srv, auth: keys}, nil
 }
 

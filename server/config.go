@@ -79,6 +79,12 @@ type Config struct {
 	// IdempotencyWait bounds how long a duplicate waits for the request
 	// holding its key (default DefaultIdempotencyWait).
 	IdempotencyWait time.Duration
+	// IdempotencyNoWait: a duplicate never waits for the request holding
+	// its key, in this process or another; it is answered 409
+	// idempotency_key_in_progress at once. The edge sets it: in a Worker a
+	// request that waits on another request's I/O is canceled as hung
+	// (docs/edge.md).
+	IdempotencyNoWait bool
 	// Previous is the server this one replaces in the same process (a
 	// reload of the configuration): its metrics and registry carry over.
 	Previous *Server

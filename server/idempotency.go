@@ -151,6 +151,9 @@ func (s *Server) claimKey(r *http.Request, caller contract.Caller) (*heldKey, *s
 	local := string(tenant) + "\x00" + key
 	ctx := r.Context()
 	deadline := time.Now().Add(s.cfg.IdempotencyWait)
+	if s.cfg.IdempotencyNoWait {
+		deadline = time.Time{} // past: every wait below gives up at once
+	}
 	poll := 5 * time.Millisecond
 	for {
 		ch, owner := s.inflight.Acquire(local)

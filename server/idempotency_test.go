@@ -36,7 +36,7 @@ type idemEnv struct {
 	unblock   chan struct{}
 }
 
-func newIdemEnv(t *testing.T, db *store.DB, wait time.Duration) *idemEnv {
+func newIdemEnv(t *testing.T, db *store.DB, wait time.Duration, opts ...func(*server.Config)) *idemEnv {
 	t.Helper()
 	keys := auth.NewService(db.Keys(), nil, 0)
 	e := &idemEnv{db: db, entered: make(chan struct{}, 16), unblock: make(chan struct{})}
@@ -85,7 +85,11 @@ func newIdemEnv(t *testing.T, db *store.DB, wait time.Duration) *idemEnv {
 		Handler: func(w http.ResponseWriter, r *http.Request, c *server.Call) error {
 			return server.WriteJSON(w, http.StatusOK, map[string]any{"run": e.llm.Add(1), "key": r.Header.Get("Idempotency-Key")})
 		}})
-	e.srv = server.New(server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Routes: routes, IdempotencyWait: wait})
+	cfg := server.Config{Auth: keys, Audit: db.Audit(), Records: db.Audit(), Store: db, Routes: routes, IdempotencyWait: wait}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.srv = server.New(cfg)
 	return e
 }
 
@@ -313,6 +317,30 @@ func TestIdempotencyInProgress(t *testing.T) {
 		}
 		if n := e.slow.Load(); n != 1 {
 			t.Errorf("the slow handler ran %d times, want 1", n)
+		}
+	})
+}
+
+// TestIdempotencyNoWait: with IdempotencyNoWait (the edge's) a duplicate
+// is answered 409 idempotency_key_in_progress at once, however long
+// IdempotencyWait is, instead of waiting on the request that holds its key;
+// the first's answer is then replayed as before. Without it the duplicate
+// would wait an hour for the first, which the test releases only after.
+func TestIdempotencyNoWait(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		e := newIdemEnv(t, db, time.Hour, func(c *server.Config) { c.IdempotencyNoWait = true })
+		done := make(chan idemAnswer, 1)
+		go func() { done <- e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "nowait-0001") }()
+		<-e.entered // the first holds the key
+		if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "nowait-0001"); a.code != 409 || a.body["code"] != "idempotency_key_in_progress" {
+			t.Errorf("duplicate while the first runs: %+v", a)
+		}
+		close(e.unblock)
+		if a := <-done; a.code != 201 || a.replayed {
+			t.Fatalf("first: %+v", a)
+		}
+		if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "nowait-0001"); a.code != 201 || !a.replayed {
+			t.Errorf("after the first answered: %+v", a)
 		}
 	})
 }
