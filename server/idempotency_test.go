@@ -296,53 +296,40 @@ func TestIdempotencyFailureReleasesKey(t *testing.T) {
 	})
 }
 
-// TestIdempotencyInProgress: a duplicate that outwaits the request holding
-// its key is answered 409 idempotency_key_in_progress; once the first
+// TestIdempotencyInProgress: a duplicate sent while the request holding
+// its key runs is answered 409 idempotency_key_in_progress, once it has
+// outwaited it (IdempotencyWait) or at once with IdempotencyNoWait (the
+// edge's: with an hour to wait it must not wait, or the test would wait
+// that hour, since it releases the first only after); once the first
 // answered, the same key replays it.
 func TestIdempotencyInProgress(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		e := newIdemEnv(t, db, time.Millisecond)
-		done := make(chan idemAnswer, 1)
-		go func() { done <- e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "slow-0001") }()
-		<-e.entered // the first holds the key
-		if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "slow-0001"); a.code != 409 || a.body["code"] != "idempotency_key_in_progress" {
-			t.Errorf("duplicate while the first runs: %+v", a)
-		}
-		close(e.unblock)
-		if a := <-done; a.code != 201 || a.replayed {
-			t.Fatalf("first: %+v", a)
-		}
-		if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "slow-0001"); a.code != 201 || !a.replayed || a.body["done"] != "yes" {
-			t.Errorf("after the first answered: %+v", a)
-		}
-		if n := e.slow.Load(); n != 1 {
-			t.Errorf("the slow handler ran %d times, want 1", n)
-		}
-	})
-}
-
-// TestIdempotencyNoWait: with IdempotencyNoWait (the edge's) a duplicate
-// is answered 409 idempotency_key_in_progress at once, however long
-// IdempotencyWait is, instead of waiting on the request that holds its key;
-// the first's answer is then replayed as before. Without it the duplicate
-// would wait an hour for the first, which the test releases only after.
-func TestIdempotencyNoWait(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db *store.DB) {
-		e := newIdemEnv(t, db, time.Hour, func(c *server.Config) { c.IdempotencyNoWait = true })
-		done := make(chan idemAnswer, 1)
-		go func() { done <- e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "nowait-0001") }()
-		<-e.entered // the first holds the key
-		if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "nowait-0001"); a.code != 409 || a.body["code"] != "idempotency_key_in_progress" {
-			t.Errorf("duplicate while the first runs: %+v", a)
-		}
-		close(e.unblock)
-		if a := <-done; a.code != 201 || a.replayed {
-			t.Fatalf("first: %+v", a)
-		}
-		if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "nowait-0001"); a.code != 201 || !a.replayed {
-			t.Errorf("after the first answered: %+v", a)
-		}
-	})
+	for _, c := range []struct {
+		name   string
+		wait   time.Duration
+		noWait bool
+	}{{"outwaited", time.Millisecond, false}, {"no wait", time.Hour, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, db *store.DB) {
+				e := newIdemEnv(t, db, c.wait, func(cfg *server.Config) { cfg.IdempotencyNoWait = c.noWait })
+				done := make(chan idemAnswer, 1)
+				go func() { done <- e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "slow-0001") }()
+				<-e.entered // the first holds the key
+				if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "slow-0001"); a.code != 409 || a.body["code"] != "idempotency_key_in_progress" {
+					t.Errorf("duplicate while the first runs: %+v", a)
+				}
+				close(e.unblock)
+				if a := <-done; a.code != 201 || a.replayed {
+					t.Fatalf("first: %+v", a)
+				}
+				if a := e.do(t, "POST", "/v1/test/slow", e.admin, `{}`, "Idempotency-Key", "slow-0001"); a.code != 201 || !a.replayed || a.body["done"] != "yes" {
+					t.Errorf("after the first answered: %+v", a)
+				}
+				if n := e.slow.Load(); n != 1 {
+					t.Errorf("the slow handler ran %d times, want 1", n)
+				}
+			})
+		})
+	}
 }
 
 // TestIdempotencyKeyLeftToLLMRoutes: on an LLM route (Envelope set) the
