@@ -3,9 +3,11 @@ package contract
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 )
 
-var convIDRE = lazyRegexp(`^conv_[A-Za-z0-9._-]{4,80}$`)
+var convIDRE = lazyre.New(`^conv_[A-Za-z0-9._-]{4,80}$`)
 
 // ConversationFor is the HUX conversation id of a tenant's conversation
 // named by key: a relay session key ("agent:main:telegram:dm:42") or any

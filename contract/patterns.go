@@ -1,22 +1,19 @@
 package contract
 
-import (
-	"regexp"
-	"sync"
-)
+import "github.com/caduceus-dev/caduceus/internal/lazyre"
 
 // The patterns of the common schema, for fast checks outside full schema
 // validation. schema_test.go proves they agree with the embedded schema.
 var (
-	idRE             = lazyRegexp(`^[a-z]{2,6}_[A-Za-z0-9._-]{4,80}$`)
-	userRefRE        = lazyRegexp(`^usr_[0-9a-f]{16,64}$`)
-	timestampRE      = lazyRegexp(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$`)
-	sha256RE         = lazyRegexp(`^sha256:[0-9a-f]{64}$`)
-	tenantSlotRE     = lazyRegexp(`^slot-[0-9]{1,3}$`)
-	idempotencyKeyRE = lazyRegexp(`^[A-Za-z0-9._:-]{8,120}$`)
-	actionRE         = lazyRegexp(`^[a-z_]+\.[a-z_]+$`)
-	versionRE        = lazyRegexp(`^1\.[0-9]+\.[0-9]+$`)
-	tagRE            = lazyRegexp(`^[a-z0-9][a-z0-9-]{0,39}$`)
+	idRE             = lazyre.New(`^[a-z]{2,6}_[A-Za-z0-9._-]{4,80}$`)
+	userRefRE        = lazyre.New(`^usr_[0-9a-f]{16,64}$`)
+	timestampRE      = lazyre.New(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$`)
+	sha256RE         = lazyre.New(`^sha256:[0-9a-f]{64}$`)
+	tenantSlotRE     = lazyre.New(`^slot-[0-9]{1,3}$`)
+	idempotencyKeyRE = lazyre.New(`^[A-Za-z0-9._:-]{8,120}$`)
+	actionRE         = lazyre.New(`^[a-z_]+\.[a-z_]+$`)
+	versionRE        = lazyre.New(`^1\.[0-9]+\.[0-9]+$`)
+	tagRE            = lazyre.New(`^[a-z0-9][a-z0-9-]{0,39}$`)
 )
 
 // ValidID reports whether s is a prefix-typed id.
@@ -57,18 +54,4 @@ func ValidAccount(s string) bool {
 		}
 	}
 	return true
-}
-
-// lazyRegexp returns a function that compiles expr on its first call and
-// returns the same *regexp.Regexp from then on (panicking, like
-// regexp.MustCompile, if it does not compile): a package-level
-// MustCompile would run in every process before main, the edge's Worker
-// included, where package initialisation is on a new isolate's first
-// request (docs/edge.md). internal/lazyre is the same for the packages
-// above contract, which imports nothing of this module's. Not inlined, so
-// that callers share one copy of sync.OnceValue's closures.
-//
-//go:noinline
-func lazyRegexp(expr string) func() *regexp.Regexp {
-	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 )
 
 // HeaderConversation names the conversation a request belongs to on every
@@ -131,7 +133,7 @@ func CurrentBuild() *Build {
 	return &b
 }
 
-var controlRE = lazyRegexp(`[\x00-\x1f\x7f]`)
+var controlRE = lazyre.New(`[\x00-\x1f\x7f]`)
 
 func clipRunes(s string, n int) string {
 	s = controlRE().ReplaceAllString(s, " ")

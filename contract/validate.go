@@ -3,6 +3,8 @@ package contract
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/caduceus-dev/caduceus/internal/lazyre"
 )
 
 // Validate checks the identity against the common schema's identity def
@@ -151,7 +153,7 @@ func (p *Provenance) Validate() error {
 	return nil
 }
 
-var commitRE = lazyRegexp(`^[0-9a-f]{40}$`)
+var commitRE = lazyre.New(`^[0-9a-f]{40}$`)
 
 // runes counts characters as JSON Schema's maxLength does (code points);
 // invalid UTF-8 counts as the U+FFFD it decodes to.

@@ -3,7 +3,8 @@
 // regexp.MustCompile runs in every process that links the package, before
 // main, whether or not it ever matches anything. The edge's Worker starts
 // an isolate for a request (docs/edge.md, cold start), so its package
-// initialisation is on a request's path.
+// initialisation is on a request's path. contract uses it too (it imports
+// no package of this module with I/O: TestNoIODependencies).
 package lazyre
 
 import (
