@@ -65,8 +65,8 @@ func (a *Audit) sealNext(ctx context.Context, s audit.Sealable, tenant contract.
 // insertRecord inserts a sealed record; a record already at its (tenant,
 // seq) makes it fail with a unique-constraint error (chainMoved).
 func insertRecord(rec audit.Record) Statement {
-	return Statement{`INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		[]any{string(rec.Tenant), rec.Seq, rec.ID, rec.Outcome.At, rec.Outcome.Action, rec.Outcome.Resource, string(rec.Outcome.Outcome),
+	return Statement{SQL: `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		Args: []any{string(rec.Tenant), rec.Seq, rec.ID, rec.Outcome.At, rec.Outcome.Action, rec.Outcome.Resource, string(rec.Outcome.Outcome),
 			string(rec.Body), rec.PrevHash, rec.Hash}}
 }
 

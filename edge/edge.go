@@ -20,6 +20,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/shim/shimgate"
+	"github.com/caduceus-dev/caduceus/shim/shimstore"
 )
 
 // Config is what the edge serves from: its database and the Worker's
@@ -74,7 +75,7 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	rules, mem, trail := NewShim(cfg.DB, cfg.Now), NewMemory(cfg.DB), NewAudit(cfg.DB)
+	rules, mem, trail := shimstore.New(cfg.DB, cfg.Now), shimstore.NewMemory(cfg.DB), NewAudit(cfg.DB)
 	gov := &shim.Governor{}
 	m := memory.New(memory.Config{Store: mem, Rules: rules, Now: cfg.Now,
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})

@@ -19,6 +19,7 @@ import (
 	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
+	"github.com/caduceus-dev/caduceus/shim/shimstore"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
 )
 
@@ -91,17 +92,17 @@ func open(t testing.TB) edge.DB {
 }
 
 func TestShimStoreContract(t *testing.T) {
-	shimtest.TestStore(t, func(t *testing.T) shim.Store { return edge.NewShim(open(t), nil) })
+	shimtest.TestStore(t, func(t *testing.T) shim.Store { return shimstore.New(open(t), nil) })
 }
 
 func TestMemoryStoreContract(t *testing.T) {
-	shimtest.TestMemoryStore(t, func(t *testing.T) memory.Store { return edge.NewMemory(open(t)) })
+	shimtest.TestMemoryStore(t, func(t *testing.T) memory.Store { return shimstore.NewMemory(open(t)) })
 }
 
 func TestSeedScenarios(t *testing.T) {
 	shimtest.TestScenarios(t, func(t *testing.T) shimtest.Stores {
 		db := open(t)
-		return shimtest.Stores{Rules: edge.NewShim(db, nil), Memory: edge.NewMemory(db), Audit: edge.NewAudit(db)}
+		return shimtest.Stores{Rules: shimstore.New(db, nil), Memory: shimstore.NewMemory(db), Audit: edge.NewAudit(db)}
 	})
 }
 
@@ -277,7 +278,7 @@ func codeOf(err error) string {
 func TestTurnsAreOneBatch(t *testing.T) {
 	db := open(t)
 	ctx := context.Background()
-	turns, trail, rules := edge.NewTurns(db), edge.NewAudit(db), edge.NewShim(db, nil)
+	turns, trail, rules := edge.NewTurns(db), edge.NewAudit(db), shimstore.New(db, nil)
 	receipt := func() *shim.Receipt {
 		return &shim.Receipt{ID: contract.NewID(contract.PrefixReceipt), At: contract.Timestamp(time.Now()), Decision: shim.DecisionForward}
 	}
@@ -304,7 +305,7 @@ func TestTurnsAreOneBatch(t *testing.T) {
 			t.Fatalf("receipt %s names audit record %q, which is not on the chain", rc.ID, rc.AuditID)
 		}
 	}
-	ents, err := edge.NewMemory(db).ListEntities(ctx, "slot-1", "usr_a", "p", 10)
+	ents, err := shimstore.NewMemory(db).ListEntities(ctx, "slot-1", "usr_a", "p", 10)
 	if err != nil || len(ents) != 1 || ents[0].Count != 30 {
 		t.Fatalf("entities: %+v %v, want one seen 30 times", ents, err)
 	}

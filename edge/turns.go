@@ -8,6 +8,7 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimstore"
 )
 
 // Turns records each proxied turn (shim.TurnRecorder) in one batch, D1's
@@ -36,13 +37,13 @@ func (t *Turns) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt,
 	}
 	rc.AuditID = s.ID
 	tenant := e.Outcome.Identity.TenantSlot
-	receipt, err := insertReceipt(tenant, *rc)
+	receipt, err := shimstore.InsertReceipt(tenant, *rc)
 	if err != nil {
 		return err
 	}
 	var memory []Statement
 	for _, w := range writes {
-		memory = append(memory, memoryWrite(w)...)
+		memory = append(memory, shimstore.MemoryWrite(w)...)
 	}
 	var memErr error
 	for range maxAppendTries {
@@ -60,7 +61,7 @@ func (t *Turns) RecordTurn(ctx context.Context, e audit.Entry, rc *shim.Receipt,
 		case chainMoved(err):
 			continue
 		case strings.Contains(err.Error(), "UNIQUE constraint failed: shim_receipts."):
-			return errReceiptExists(rc.ID)
+			return shimstore.ErrReceiptExists(rc.ID)
 		case len(memory) > 0:
 			memErr, memory = err, nil // the record and receipt go in without them
 		default:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caduceus-dev/caduceus/deploy/cloudflare/fetch"
 	"github.com/caduceus-dev/caduceus/edge"
+	"github.com/caduceus-dev/caduceus/store/port"
 )
 
 // d1 answers the edge's SQL port with the Worker's D1 binding: each call
@@ -57,7 +58,7 @@ func (d d1) Query(_ context.Context, q string, args ...any) ([]edge.Row, error) 
 	}
 	res, err := fetch.Await(p)
 	if err != nil {
-		return nil, err
+		return nil, d1Error(err)
 	}
 	rows := make([]edge.Row, res.Length())
 	for i := range rows {
@@ -83,7 +84,7 @@ func (d d1) Exec(_ context.Context, q string, args ...any) (int64, error) {
 	}
 	res, err := fetch.Await(p)
 	if err != nil {
-		return 0, err
+		return 0, d1Error(err)
 	}
 	return int64(res.Get("meta").Get("changes").Int()), nil
 }
@@ -120,5 +121,14 @@ func (d d1) Batch(_ context.Context, stmts []edge.Statement) error {
 		return err
 	}
 	_, err := fetch.Await(p)
+	return d1Error(err)
+}
+
+// d1Error marks D1's unique constraint failures (SQLite's message, which
+// D1 passes on) as port.ErrUnique.
+func d1Error(err error) error {
+	if err != nil && port.SQLiteUnique(err.Error()) {
+		return port.UniqueError(err)
+	}
 	return err
 }
