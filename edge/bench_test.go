@@ -11,16 +11,17 @@ import (
 
 	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/store/port"
 )
 
 // countingDB counts the round trips the edge makes to its database: a
 // statement, or a batch of them.
 type countingDB struct {
-	edge.DB
+	port.DB
 	n atomic.Int64
 }
 
-func (c *countingDB) Query(ctx context.Context, q string, args ...any) ([]edge.Row, error) {
+func (c *countingDB) Query(ctx context.Context, q string, args ...any) ([]port.Row, error) {
 	c.n.Add(1)
 	return c.DB.Query(ctx, q, args...)
 }
@@ -30,7 +31,7 @@ func (c *countingDB) Exec(ctx context.Context, q string, args ...any) (int64, er
 	return c.DB.Exec(ctx, q, args...)
 }
 
-func (c *countingDB) Batch(ctx context.Context, stmts []edge.Statement) error {
+func (c *countingDB) Batch(ctx context.Context, stmts []port.Statement) error {
 	c.n.Add(1) // one round trip
 	return c.DB.Batch(ctx, stmts)
 }

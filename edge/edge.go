@@ -1,3 +1,12 @@
+// Package edge is Caduceus at the edge: the shim gate served by the same
+// server and shim packages as `caduceus serve`, on the store's port
+// (store/port) that a Cloudflare Worker answers with D1 (deploy/cloudflare)
+// and the tests answer with SQLite. It holds no rule and no store of its
+// own: triggers, shimming, direct answers, receipts, CAS versions, tenant
+// isolation and the public routes are the shim's and the server's; its
+// stores are written once on the port (store/port, shim/shimstore) and run
+// on SQLite, Postgres and D1 alike, in the server's tables
+// (edge/migrations brings D1's schema to them).
 package edge
 
 import (
@@ -21,12 +30,14 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/provsync"
 	"github.com/caduceus-dev/caduceus/shim/shimgate"
 	"github.com/caduceus-dev/caduceus/shim/shimstore"
+	"github.com/caduceus-dev/caduceus/store/port"
 )
 
 // Config is what the edge serves from: its database and the Worker's
 // bindings.
 type Config struct {
-	DB DB
+	// DB is the store's port, which the Worker answers with D1.
+	DB port.DB
 	// AdminKeys are cad_ tokens the edge adopts as admin keys of their
 	// tenants on its first request (auth.Service.Adopt): the Worker's
 	// CADUCEUS_ADMIN_KEY secret (ParseAdminKeys). An admin key makes the
@@ -75,11 +86,11 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	rules, mem, trail := shimstore.New(cfg.DB, cfg.Now), shimstore.NewMemory(cfg.DB), NewAudit(cfg.DB)
+	rules, mem, trail := shimstore.New(cfg.DB, cfg.Now), shimstore.NewMemory(cfg.DB), port.NewAudit(cfg.DB)
 	gov := &shim.Governor{}
 	m := memory.New(memory.Config{Store: mem, Rules: rules, Now: cfg.Now,
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
-	sc := shim.Config{Store: rules, Audit: trail, Turns: NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
+	sc := shim.Config{Store: rules, Audit: trail, Turns: shimstore.NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
 		Classifier: cfg.Classifier, Embedder: cfg.Embedder, Now: cfg.Now,
 		// No request waits for a read another has in flight: in a Worker
@@ -103,9 +114,9 @@ func New(cfg Config) (*Edge, error) {
 	gates := []gate.Gate{shimgate.New(gc)}
 	// No key cache: each isolate is short-lived and a revocation must reach
 	// every isolate at once, so each request reads its key from D1.
-	keys := auth.NewService(NewKeys(cfg.DB, cfg.Now), cfg.Now, 0)
+	keys := auth.NewService(port.NewKeys(cfg.DB, cfg.Now, nil), cfg.Now, 0)
 	srv := server.New(server.Config{Auth: keys, Audit: trail, Records: trail, Store: trail, Logger: cfg.Logger, Version: cfg.Version,
-		Routes: gate.Routes(gates), Tools: gate.Tools(gates), EdgeSecret: cfg.EdgeSecret, Keys: NewRequestKeys(cfg.DB, cfg.Now),
+		Routes: gate.Routes(gates), Tools: gate.Tools(gates), EdgeSecret: cfg.EdgeSecret, Keys: port.NewRequestKeys(cfg.DB, cfg.Now),
 		// A duplicate must not wait on the request that holds its key:
 		// that request's I/O is not its own (docs/edge.md).
 		IdempotencyNoWait: true})

@@ -3,9 +3,10 @@ package edge_test
 import (
 	"context"
 	"database/sql"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,21 +17,37 @@ import (
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/auth"
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/shimstore"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
+	"github.com/caduceus-dev/caduceus/store/port"
 )
 
-//go:embed migrations/0001_caduceus_edge.sql
-var schema string
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// applyMigrations runs the edge's migrations in order on db, as wrangler
+// applies them to D1.
+func applyMigrations(t testing.TB, db *sql.DB) {
+	t.Helper()
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("edge migrations: %v %v", names, err)
+	}
+	for _, n := range names { // fs.Glob sorts
+		b, _ := migrations.ReadFile(n)
+		if _, err := db.Exec(string(b)); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+	}
+}
 
 // sqliteDB answers the edge's DB port with a SQLite file, the dialect D1
 // runs; the Worker's own D1 answers it in deploy/cloudflare's test.
 type sqliteDB struct{ db *sql.DB }
 
-func (s sqliteDB) Query(ctx context.Context, q string, args ...any) ([]edge.Row, error) {
+func (s sqliteDB) Query(ctx context.Context, q string, args ...any) ([]port.Row, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -40,9 +57,9 @@ func (s sqliteDB) Query(ctx context.Context, q string, args ...any) ([]edge.Row,
 	if err != nil {
 		return nil, err
 	}
-	var out []edge.Row
+	var out []port.Row
 	for rows.Next() {
-		r := make(edge.Row, len(cols))
+		r := make(port.Row, len(cols))
 		ptrs := make([]any, len(cols))
 		for i := range r {
 			ptrs[i] = &r[i]
@@ -58,12 +75,20 @@ func (s sqliteDB) Query(ctx context.Context, q string, args ...any) ([]edge.Row,
 func (s sqliteDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {
 	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return 0, err
+		return 0, unique(err)
 	}
 	return res.RowsAffected()
 }
 
-func (s sqliteDB) Batch(ctx context.Context, stmts []edge.Statement) error {
+// unique marks SQLite's unique violations as D1's are marked.
+func unique(err error) error {
+	if err != nil && port.SQLiteUnique(err.Error()) {
+		return port.UniqueError(err)
+	}
+	return err
+}
+
+func (s sqliteDB) Batch(ctx context.Context, stmts []port.Statement) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -71,23 +96,21 @@ func (s sqliteDB) Batch(ctx context.Context, stmts []edge.Statement) error {
 	for _, st := range stmts {
 		if _, err := tx.ExecContext(ctx, st.SQL, st.Args...); err != nil {
 			tx.Rollback()
-			return err
+			return unique(err)
 		}
 	}
 	return tx.Commit()
 }
 
 // open returns an empty edge database in a SQLite file of its own.
-func open(t testing.TB) edge.DB {
+func open(t testing.TB) port.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "edge.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if _, err := db.Exec(schema); err != nil {
-		t.Fatalf("schema: %v", err)
-	}
+	applyMigrations(t, db)
 	return sqliteDB{db}
 }
 
@@ -102,7 +125,7 @@ func TestMemoryStoreContract(t *testing.T) {
 func TestSeedScenarios(t *testing.T) {
 	shimtest.TestScenarios(t, func(t *testing.T) shimtest.Stores {
 		db := open(t)
-		return shimtest.Stores{Rules: shimstore.New(db, nil), Memory: shimstore.NewMemory(db), Audit: edge.NewAudit(db)}
+		return shimtest.Stores{Rules: shimstore.New(db, nil), Memory: shimstore.NewMemory(db), Audit: port.NewAudit(db)}
 	})
 }
 
@@ -136,7 +159,7 @@ func entry(tenant contract.TenantSlot, action string) audit.Entry {
 // caught.
 func TestAuditChainUnderConcurrentAppends(t *testing.T) {
 	db := open(t)
-	trail := edge.NewAudit(db)
+	trail := port.NewAudit(db)
 	ctx := context.Background()
 	concurrently(t, 40, func(i int) error {
 		tenant := contract.TenantSlot("slot-1")
@@ -180,13 +203,13 @@ func TestAuditChainUnderConcurrentAppends(t *testing.T) {
 func TestKeysAdoptVerifyRevoke(t *testing.T) {
 	db := open(t)
 	ctx := context.Background()
-	svc := auth.NewService(edge.NewKeys(db, nil), nil, 0)
+	svc := auth.NewService(port.NewKeys(db, nil, nil), nil, 0)
 	token := "cad_0123456789abcdef_" + "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
 	spec := auth.Spec{Tenant: "slot-1", Scopes: contract.Scopes}
 	if made, err := svc.Adopt(ctx, token, spec); err != nil || !made {
 		t.Fatalf("adopt: %v %v", made, err)
 	}
-	if made, err := auth.NewService(edge.NewKeys(db, nil), nil, 0).Adopt(ctx, token, spec); err != nil || made {
+	if made, err := auth.NewService(port.NewKeys(db, nil, nil), nil, 0).Adopt(ctx, token, spec); err != nil || made {
 		t.Fatalf("second adopt: made=%v err=%v, want nothing made", made, err)
 	}
 	if _, err := svc.Adopt(ctx, "cad_short", spec); contract.KindOf(err) != contract.KindUnauthenticated {
@@ -203,7 +226,7 @@ func TestKeysAdoptVerifyRevoke(t *testing.T) {
 	if _, err := svc.SetTenantGrants(ctx, "slot-2", []string{"anthropic/claude-sonnet-4"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := edge.NewKeys(db, nil).Key(ctx, k2.ID)
+	got, err := port.NewKeys(db, nil, nil).Key(ctx, k2.ID)
 	if err != nil || fmt.Sprint(got.Grants) != "[anthropic/claude-sonnet-4 openai/gpt-4.1]" {
 		t.Fatalf("grants: %v %v", got.Grants, err)
 	}
@@ -227,7 +250,7 @@ func TestRequestKeysLease(t *testing.T) {
 	db := open(t)
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
-	k := edge.NewRequestKeys(db, func() time.Time { return now })
+	k := port.NewRequestKeys(db, func() time.Time { return now })
 	claim := func(hash string) contract.KeyClaim {
 		t.Helper()
 		c, err := k.ClaimLeasedKey(ctx, "slot-1", "http", "key-00001", hash, time.Minute)
@@ -278,7 +301,7 @@ func codeOf(err error) string {
 func TestTurnsAreOneBatch(t *testing.T) {
 	db := open(t)
 	ctx := context.Background()
-	turns, trail, rules := edge.NewTurns(db), edge.NewAudit(db), shimstore.New(db, nil)
+	turns, trail, rules := shimstore.NewTurns(db), port.NewAudit(db), shimstore.New(db, nil)
 	receipt := func() *shim.Receipt {
 		return &shim.Receipt{ID: contract.NewID(contract.PrefixReceipt), At: contract.Timestamp(time.Now()), Decision: shim.DecisionForward}
 	}

@@ -8,7 +8,6 @@ import (
 	"syscall/js"
 
 	"github.com/caduceus-dev/caduceus/deploy/cloudflare/fetch"
-	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/store/port"
 )
 
@@ -16,7 +15,7 @@ import (
 // one prepared statement, bound and run on its own.
 type d1 struct{ db js.Value }
 
-var _ edge.DB = d1{}
+var _ port.DB = d1{}
 
 func (d d1) statement(q string, args []any) (js.Value, error) {
 	if d.db.Type() != js.TypeObject {
@@ -46,8 +45,8 @@ func (d d1) statement(q string, args []any) (js.Value, error) {
 	return s, err
 }
 
-// Query implements edge.DB with raw(): each row an array of its values.
-func (d d1) Query(_ context.Context, q string, args ...any) ([]edge.Row, error) {
+// Query implements port.DB with raw(): each row an array of its values.
+func (d d1) Query(_ context.Context, q string, args ...any) ([]port.Row, error) {
 	s, err := d.statement(q, args)
 	if err != nil {
 		return nil, err
@@ -60,10 +59,10 @@ func (d d1) Query(_ context.Context, q string, args ...any) ([]edge.Row, error) 
 	if err != nil {
 		return nil, d1Error(err)
 	}
-	rows := make([]edge.Row, res.Length())
+	rows := make([]port.Row, res.Length())
 	for i := range rows {
 		r := res.Index(i)
-		row := make(edge.Row, r.Length())
+		row := make(port.Row, r.Length())
 		for j := range row {
 			row[j] = goValue(r.Index(j))
 		}
@@ -72,7 +71,7 @@ func (d d1) Query(_ context.Context, q string, args ...any) ([]edge.Row, error) 
 	return rows, nil
 }
 
-// Exec implements edge.DB with run(): its meta.changes.
+// Exec implements port.DB with run(): its meta.changes.
 func (d d1) Exec(_ context.Context, q string, args ...any) (int64, error) {
 	s, err := d.statement(q, args)
 	if err != nil {
@@ -105,9 +104,9 @@ func goValue(v js.Value) any {
 	return nil
 }
 
-// Batch implements edge.DB with batch(): D1 runs the statements in one
+// Batch implements port.DB with batch(): D1 runs the statements in one
 // transaction and rolls all back when one fails.
-func (d d1) Batch(_ context.Context, stmts []edge.Statement) error {
+func (d d1) Batch(_ context.Context, stmts []port.Statement) error {
 	list := make([]any, len(stmts))
 	for i, st := range stmts {
 		s, err := d.statement(st.SQL, st.Args)

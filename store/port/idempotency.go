@@ -1,4 +1,4 @@
-package edge
+package port
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/server"
 )
 
 // RequestKeys keeps the Idempotency-Key of the server's write routes
-// (server.RequestKeys) on a DB, with the server's lease rules: the first
+// (server.RequestKeys) on the port, in the store's idempotency table, with
+// the store's lease rules (store.ClaimLeasedKeyIn): the first
 // use claims the key with an insert-if-absent, a repeat with another body
 // is a conflict, a completed key answers its stored result, and a claim
 // whose holder never finished is taken over after its lease by one
@@ -28,23 +28,21 @@ func NewRequestKeys(db DB, now func() time.Time) *RequestKeys {
 	return &RequestKeys{db: db, now: now}
 }
 
-var _ server.RequestKeys = (*RequestKeys)(nil)
-
 // ClaimLeasedKey implements server.RequestKeys.
 func (k *RequestKeys) ClaimLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key, bodyHash string, lease time.Duration) (contract.KeyClaim, error) {
-	now := micros(k.now())
+	now := Micros(k.now())
 	n, err := k.db.Exec(ctx, `INSERT INTO idempotency (tenant, scope, key, body_hash, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		string(tenant), scope, key, bodyHash, now)
 	if err != nil {
-		return contract.KeyClaim{}, fmt.Errorf("edge: claim idempotency key: %w", err)
+		return contract.KeyClaim{}, fmt.Errorf("store: claim idempotency key: %w", err)
 	}
 	if n == 1 {
 		return contract.KeyClaim{Claimed: true}, nil
 	}
-	r, found, err := one(ctx, k.db, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`, string(tenant), scope, key)
+	r, found, err := One(ctx, k.db, `SELECT body_hash, result, created_at FROM idempotency WHERE tenant = ? AND scope = ? AND key = ?`, string(tenant), scope, key)
 	switch {
 	case err != nil:
-		return contract.KeyClaim{}, fmt.Errorf("edge: read idempotency key: %w", err)
+		return contract.KeyClaim{}, fmt.Errorf("store: read idempotency key: %w", err)
 	case !found: // released between the two statements: claim again
 		return k.ClaimLeasedKey(ctx, tenant, scope, key, bodyHash, lease)
 	}
@@ -56,7 +54,7 @@ func (k *RequestKeys) ClaimLeasedKey(ctx context.Context, tenant contract.Tenant
 	n, err = k.db.Exec(ctx, `UPDATE idempotency SET created_at = ? WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL AND created_at = ?`,
 		now, string(tenant), scope, key, stored.ClaimedAt)
 	if err != nil {
-		return contract.KeyClaim{}, fmt.Errorf("edge: take over idempotency key: %w", err)
+		return contract.KeyClaim{}, fmt.Errorf("store: take over idempotency key: %w", err)
 	}
 	return contract.KeyClaim{Claimed: n == 1}, nil
 }
@@ -65,7 +63,7 @@ func (k *RequestKeys) ClaimLeasedKey(ctx context.Context, tenant contract.Tenant
 func (k *RequestKeys) CompleteLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string, result []byte) error {
 	if _, err := k.db.Exec(ctx, `UPDATE idempotency SET result = ? WHERE tenant = ? AND scope = ? AND key = ?`,
 		string(result), string(tenant), scope, key); err != nil {
-		return fmt.Errorf("edge: complete idempotency key: %w", err)
+		return fmt.Errorf("store: complete idempotency key: %w", err)
 	}
 	return nil
 }
@@ -75,7 +73,7 @@ func (k *RequestKeys) CompleteLeasedKey(ctx context.Context, tenant contract.Ten
 func (k *RequestKeys) ReleaseLeasedKey(ctx context.Context, tenant contract.TenantSlot, scope, key string) error {
 	if _, err := k.db.Exec(ctx, `DELETE FROM idempotency WHERE tenant = ? AND scope = ? AND key = ? AND result IS NULL`,
 		string(tenant), scope, key); err != nil {
-		return fmt.Errorf("edge: release idempotency key: %w", err)
+		return fmt.Errorf("store: release idempotency key: %w", err)
 	}
 	return nil
 }
