@@ -22,10 +22,10 @@
 //   /batch  {"stmts": [{"sql", "args"}, ...]} -> {}          batch(): all or none
 //   /reset  {}               -> {}   every table dropped, the migrations applied again
 //
-// Arguments are JSON strings, numbers and null, bound as the JavaScript
-// values JSON.parse makes of them (a number is a JavaScript number, as
-// d1.go binds an int64), and {"blob": "<base64>"} for bytes. A result's
-// BLOB is answered as {"blob": "<base64>"}. A statement D1 refuses is
+// Arguments are JSON strings, numbers, booleans and null, bound as the
+// JavaScript values JSON.parse makes of them (a number is a JavaScript
+// number, as d1.go binds an int64: D1 binds it as REAL). A result's BLOB
+// is answered as {"blob": "<base64>"}. A statement D1 refuses is
 // answered 422 {"error": message}, its message as D1 threw it.
 import { Miniflare } from "miniflare";
 import { readdirSync, readFileSync } from "node:fs";
@@ -49,8 +49,6 @@ if (migrations.length === 0) throw new Error(`no migrations (*.sql) in ${migrati
 
 const script = `
 const b64 = (bytes) => { let s = ""; for (const c of bytes) s += String.fromCharCode(c); return btoa(s); };
-const unb64 = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0)).buffer;
-const arg = (v) => (v !== null && typeof v === "object" && typeof v.blob === "string") ? unb64(v.blob) : v;
 const value = (v) => {
   if (v instanceof ArrayBuffer) return { blob: b64(new Uint8Array(v)) };
   if (ArrayBuffer.isView(v)) return { blob: b64(new Uint8Array(v.buffer, v.byteOffset, v.byteLength)) };
@@ -59,7 +57,7 @@ const value = (v) => {
 };
 const statement = (db, st) => {
   const s = db.prepare(st.sql);
-  return st.args && st.args.length > 0 ? s.bind(...st.args.map(arg)) : s;
+  return st.args && st.args.length > 0 ? s.bind(...st.args) : s;
 };
 async function reset(db, migrations) {
   const tables = await db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%'").raw();

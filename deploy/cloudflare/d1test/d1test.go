@@ -60,14 +60,16 @@ type statement struct {
 	Args []any  `json:"args"`
 }
 
-// blob is how bytes cross the bridge, both ways.
+// blob is how a BLOB result crosses the bridge.
 type blob struct {
 	Blob string `json:"blob"`
 }
 
-// args converts a statement's arguments as d1.go does: an int64 (or int)
-// becomes a number (float64, what a JavaScript number holds), strings and
-// nil stay, bytes travel as base64.
+// args converts a statement's arguments as d1.go does: an int64 or int
+// becomes a float64 (what a JavaScript number holds; the other integer
+// and float kinds are numbers to js.ValueOf too), strings, bools and nil
+// stay. Anything else (bytes, a named string type) js.ValueOf refuses in
+// the Worker, so it is refused here too.
 func args(in []any) ([]any, error) {
 	out := make([]any, len(in))
 	for i, a := range in {
@@ -78,10 +80,11 @@ func args(in []any) ([]any, error) {
 			out[i] = float64(v)
 		case int:
 			out[i] = float64(v)
-		case []byte:
-			out[i] = blob{base64.StdEncoding.EncodeToString(v)}
+		case int8, int16, int32, uint, uint8, uint16, uint32, uint64, uintptr, float32:
+			f, _ := strconv.ParseFloat(fmt.Sprint(v), 64)
+			out[i] = f
 		default:
-			return nil, fmt.Errorf("d1test: argument %d: %T is not a type the edge binds (string, int64, nil)", i+1, a)
+			return nil, fmt.Errorf("d1test: argument %d: %T is not a value the Worker binds (string, int64, nil)", i+1, a)
 		}
 	}
 	return out, nil
