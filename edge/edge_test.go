@@ -158,6 +158,10 @@ func entry(tenant contract.TenantSlot, action string) audit.Entry {
 // unforked chain that audit.Verify accepts; a record edited in place is
 // caught.
 func TestAuditChainUnderConcurrentAppends(t *testing.T) {
+	checkAuditChainUnderConcurrentAppends(t, open)
+}
+
+func checkAuditChainUnderConcurrentAppends(t *testing.T, open opener) {
 	db := open(t)
 	trail := port.NewAudit(db)
 	ctx := context.Background()
@@ -200,7 +204,9 @@ func TestAuditChainUnderConcurrentAppends(t *testing.T) {
 // The admin token given to the Worker is adopted once, verifies as an
 // admin of its tenant, and a second isolate adopting it changes nothing;
 // a revoked key is refused; tenant grants join a key's own.
-func TestKeysAdoptVerifyRevoke(t *testing.T) {
+func TestKeysAdoptVerifyRevoke(t *testing.T) { checkKeysAdoptVerifyRevoke(t, open) }
+
+func checkKeysAdoptVerifyRevoke(t *testing.T, open opener) {
 	db := open(t)
 	ctx := context.Background()
 	svc := auth.NewService(port.NewKeys(db, nil, nil), nil, 0)
@@ -246,7 +252,9 @@ func TestKeysAdoptVerifyRevoke(t *testing.T) {
 }
 
 // Idempotency keys follow the server's lease rules.
-func TestRequestKeysLease(t *testing.T) {
+func TestRequestKeysLease(t *testing.T) { checkRequestKeysLease(t, open) }
+
+func checkRequestKeysLease(t *testing.T, open opener) {
 	db := open(t)
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
@@ -298,7 +306,9 @@ func codeOf(err error) string {
 // racing on one chain all land once on an unforked chain, each receipt
 // naming its record; a receipt id used twice changes nothing; memory that
 // cannot be written leaves the record and receipt stored and says so.
-func TestTurnsAreOneBatch(t *testing.T) {
+func TestTurnsAreOneBatch(t *testing.T) { checkTurnsAreOneBatch(t, open) }
+
+func checkTurnsAreOneBatch(t *testing.T, open opener) {
 	db := open(t)
 	ctx := context.Background()
 	turns, trail, rules := shimstore.NewTurns(db), port.NewAudit(db), shimstore.New(db, nil)

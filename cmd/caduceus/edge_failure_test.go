@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caduceus-dev/caduceus/internal/nodetest"
 )
 
 // flakyUpstream is the OpenAI and Anthropic provider of the failure-path
@@ -126,12 +128,8 @@ func jssdkDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in shim/testdata/jssdk (Node 20 and npm are needed): %v\n%s", err, out)
-		}
+	if err := nodetest.NPMCI(dir); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/internal/nodetest"
+
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
@@ -52,12 +54,8 @@ func buildWorkerOf(t testing.TB, pkg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(src, "node_modules", "miniflare")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = src
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in deploy/cloudflare (the Worker's test runs it under miniflare; Node 20 and npm are needed): %v\n%s", err, out)
-		}
+	if err := nodetest.NPMCI(src); err != nil {
+		t.Fatalf("the Worker's test runs it under miniflare: %v", err)
 	}
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "dist", "caduceus.wasm"), pkg)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/caduceus-dev/caduceus/internal/nodetest"
 )
 
 // JSRead is one line of shim/testdata/jssdk/read.mjs: how one read
@@ -35,12 +37,8 @@ func ReadWithJSSDKs(t testing.TB, url, key, chat, responses, messages string) ma
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(here), "..", "testdata", "jssdk")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in shim/testdata/jssdk (Node 20 and npm are needed): %v\n%s", err, out)
-		}
+	if err := nodetest.NPMCI(dir); err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(t.Context(), "node", "read.mjs")
 	cmd.Dir = dir
