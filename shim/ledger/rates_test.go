@@ -210,6 +210,16 @@ func TestRatesIdleSliceGoesBackByItself(t *testing.T) {
 // in that order waits for it holding no other window's row, whatever the
 // order the request names its windows in or the process keeps them.
 func TestRateWritesLockWindowsInOneOrder(t *testing.T) {
+	// Only the writes below write the windows. The Admit that makes the rows
+	// starts the flush timer, and the windows' minute (1000) is long past, so
+	// a timed flush gives back every slice and forgets the windows: if it
+	// ran before "flush" (RateFlush after that Admit, 100 ms by default, is
+	// soon reached on a busy machine), "flush" found nothing to write and
+	// ended at once without waiting for the test's lock (3 of 50 runs failed
+	// so beside other builds; 20 of 20 with RateFlush at 1 ms).
+	old := ledger.RateFlush
+	ledger.RateFlush = time.Hour
+	t.Cleanup(func() { ledger.RateFlush = old })
 	storetest.OnPostgres(t, func(t *testing.T, dsn string) {
 		lo := storetest.OpenLockOrder(t, dsn, "caduceus-rates-order")
 		ctx := t.Context()

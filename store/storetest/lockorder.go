@@ -74,7 +74,11 @@ func (l *LockOrder) WhileWaiting(t *testing.T, lock string, write func() error, 
 			t.Fatalf("the write ended (%v) while the test held its lock", err)
 		case <-time.After(5 * time.Millisecond):
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, l.app).Scan(&waiting); err != nil {
+		// Asked outside tx: within a transaction Postgres keeps the backends
+		// it first read of pg_stat_activity (their wait events stay live),
+		// so a writer's connection opened after the first look was never
+		// seen waiting, and the test waited for it until its timeout.
+		if err := l.Locker.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, l.app).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 	}
