@@ -3,7 +3,9 @@ package port
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
@@ -32,6 +34,25 @@ var (
 // MaxAppendTries bounds the seals of one append under contention.
 const MaxAppendTries = 50
 
+// quickTries are the seals an append makes again at once after losing its
+// seq; after them it waits a random while, up to twice as long each time
+// (backOff), so that many writers on one chain, which a database running
+// batches side by side (Postgres) lets collide on every try, spread out.
+// Where batches run one at a time (SQLite, D1) an append rarely needs more.
+const quickTries = 3
+
+// backOff waits up to 2^n × 500 µs (at most 64 ms), at random, or until ctx
+// ends.
+func backOff(ctx context.Context, n int) {
+	d := time.Duration(500<<min(n, 7)) * time.Microsecond
+	t := time.NewTimer(rand.N(d) + 1)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // Append implements audit.Log.
 func (a *Audit) Append(ctx context.Context, e audit.Entry) (audit.Record, error) {
 	s, err := audit.Prepare(e, contract.NewID(contract.PrefixEvent))
@@ -49,7 +70,7 @@ func (a *Audit) Append(ctx context.Context, e audit.Entry) (audit.Record, error)
 // violations too).
 func (a *Audit) AppendWith(ctx context.Context, s audit.Sealable, with func(audit.Record) []Statement) (audit.Record, error) {
 	tenant := s.Tenant()
-	for range MaxAppendTries {
+	for try := range MaxAppendTries {
 		seq, prev, err := a.end(ctx, tenant)
 		if err != nil {
 			return audit.Record{}, fmt.Errorf("store: audit head: %w", err)
@@ -68,6 +89,9 @@ func (a *Audit) AppendWith(ctx context.Context, s audit.Sealable, with func(audi
 		}
 		if !chainMoved(err) {
 			return audit.Record{}, err
+		}
+		if try >= quickTries {
+			backOff(ctx, try-quickTries)
 		}
 	}
 	return audit.Record{}, fmt.Errorf("store: audit append: the chain of %s moved %d times under this append", tenant, MaxAppendTries)
