@@ -21,6 +21,7 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/memory"
 	"github.com/caduceus-dev/caduceus/shim/shimstore"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
+	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/port"
 )
 
@@ -48,28 +49,7 @@ func applyMigrations(t testing.TB, db *sql.DB) {
 type sqliteDB struct{ db *sql.DB }
 
 func (s sqliteDB) Query(ctx context.Context, q string, args ...any) ([]port.Row, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	var out []port.Row
-	for rows.Next() {
-		r := make(port.Row, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range r {
-			ptrs[i] = &r[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return store.PortRows(s.db.QueryContext(ctx, q, args...))
 }
 
 func (s sqliteDB) Exec(ctx context.Context, q string, args ...any) (int64, error) {

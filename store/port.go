@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/caduceus-dev/caduceus/store/port"
 )
@@ -16,7 +17,12 @@ func (db *DB) Port() port.DB { return portDB{db} }
 type portDB struct{ db *DB }
 
 func (p portDB) Query(ctx context.Context, query string, args ...any) ([]port.Row, error) {
-	rows, err := p.db.Query(ctx, query, args...)
+	return PortRows(p.db.Query(ctx, query, args...))
+}
+
+// PortRows reads rows whole into the port's rows, each value as the driver
+// scans it into an any, and closes them; err is the query's.
+func PortRows(rows *sql.Rows, err error) ([]port.Row, error) {
 	if err != nil {
 		return nil, err
 	}
