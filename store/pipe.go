@@ -235,6 +235,9 @@ func (p *pipe) run(batch []*txReq) {
 		return
 	}
 	p.send(pb, msg)
+	// send may have taken the note of a batch that failed meanwhile:
+	// run it now rather than at the next request.
+	p.settle()
 }
 
 // build runs batch's functions against the heads the batches in flight
