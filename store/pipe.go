@@ -99,8 +99,9 @@ func pipelineDSN(dsn string) (string, bool, error) {
 var errPipeRead = errors.New("store: a pipelined batch cannot read")
 
 // pipeNoDB is the execer of a pipelined batch's transaction: every
-// statement fails with errPipeRead (ExecLater keeps its statements).
-var pipeNoDB = sql.OpenDB(pipeNoConnector{})
+// statement fails with errPipeRead (ExecLater keeps its statements). Made
+// on first use: a *sql.DB starts a goroutine.
+var pipeNoDB = sync.OnceValue(func() *sql.DB { return sql.OpenDB(pipeNoConnector{}) })
 
 type pipeNoConnector struct{}
 
@@ -287,7 +288,7 @@ func (p *pipe) build(batch []*txReq) (*pipeBatch, []byte) {
 		p.c = c
 	}
 	heads := auditHeads{}
-	t := &Tx{q: pipeNoDB, dialect: Postgres, db: p.b.db, heads: &heads, shared: true, whole: true, pipe: true,
+	t := &Tx{q: pipeNoDB(), dialect: Postgres, db: p.b.db, heads: &heads, shared: true, whole: true, pipe: true,
 		later: []laterStmt{{query: "BEGIN"}}}
 	checkHeads(t, check)
 	for _, r := range batch {
