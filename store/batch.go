@@ -35,6 +35,7 @@ type batcher struct {
 	// chain head moved and ran again locked (known.go; the tests read it).
 	headsMoved atomic.Int64
 	known      knownHeads // Postgres: the chain heads this process last committed
+	pipe       *pipe      // Postgres, when asked for: the pipelined group commit (pipe.go)
 	db         *DB
 	conn       *sql.Conn // the writer connection, pinned on the first batch
 	reqs       chan *txReq
@@ -53,8 +54,13 @@ type txReq struct {
 // maxBatch bounds how many transactions share one commit.
 const maxBatch = 128
 
-func newBatcher(db *DB) *batcher {
+// newBatcher starts db's group commit; with pipeDSN (Postgres) a
+// pipelined one on a connection to it (pipe.go).
+func newBatcher(db *DB, pipeDSN string) *batcher {
 	b := &batcher{db: db, reqs: make(chan *txReq, maxBatch), stop: make(chan struct{})}
+	if pipeDSN != "" {
+		b.pipe = newPipe(b, pipeDSN)
+	}
 	b.wg.Add(1)
 	go b.loop()
 	return b
@@ -83,15 +89,26 @@ func (b *batcher) do(ctx context.Context, tenant string, fn func(*Tx) error) err
 func (b *batcher) loop() {
 	defer b.wg.Done()
 	defer func() {
+		if b.pipe != nil {
+			b.pipe.close()
+		}
 		b.db.stmts.close()
 		if b.conn != nil {
 			b.conn.Close()
 		}
 	}()
+	var settled <-chan struct{} // the pipe's: a batch in flight ended
+	if b.pipe != nil {
+		settled = b.pipe.note
+	}
 	for {
 		var first *txReq
 		select {
 		case first = <-b.reqs:
+		case <-settled:
+			// One that failed runs again now, not at the next request.
+			b.pipe.settle()
+			continue
 		case <-b.stop:
 			return
 		}
@@ -121,6 +138,10 @@ func (b *batcher) loop() {
 }
 
 func (b *batcher) run(batch []*txReq) {
+	if b.pipe != nil {
+		b.pipe.run(batch)
+		return
+	}
 	if b.db.dialect == Postgres {
 		b.runPostgres(batch)
 		return

@@ -86,3 +86,25 @@ func (db *DB) KnowsHead(tenant string) bool {
 	_, ok := k.heads[tenant]
 	return ok
 }
+
+// PipeStats are the pipelined group commit's counters (zero without it).
+type PipeStats struct {
+	Written, Overlapped, Committed, Redone, Prepared int64
+}
+
+// PipeStats reads the pipelined group commit's counters.
+func (db *DB) PipeStats() PipeStats {
+	if db.batch == nil || db.batch.pipe == nil {
+		return PipeStats{}
+	}
+	p := db.batch.pipe
+	return PipeStats{p.written.Load(), p.overlapped.Load(), p.committed.Load(), p.redone.Load(), p.prepared.Load()}
+}
+
+// PipeWrites makes the pipe send on the channel it returns each batch
+// once written (before any request: it is the batcher's field).
+func (db *DB) PipeWrites() <-chan struct{} {
+	ch := make(chan struct{}, 64)
+	db.batch.pipe.wrote = ch
+	return ch
+}

@@ -50,7 +50,7 @@ type laterStmt struct {
 // of such statements (its error then surfaces there, and the pass runs
 // again with ExecLater running at once).
 func (t *Tx) ExecLater(ctx context.Context, query string, args ...any) error {
-	if t.raw == nil {
+	if t.raw == nil && !t.pipe {
 		_, err := t.Exec(ctx, query, args...)
 		return err
 	}

@@ -294,11 +294,15 @@ func openSQLite(o sqliteOptions) (*DB, error) {
 	r.SetMaxIdleConns(4)
 	db := &DB{w: w, r: r, dialect: SQLite, Now: time.Now, syncFull: o.full}
 	db.startCheckpoints() // before the batcher, which reads db.ckpt
-	db.batch = newBatcher(db)
+	db.batch = newBatcher(db, "")
 	return db, nil
 }
 
 func openPostgres(dsn string) (*DB, error) {
+	dsn, piped, err := pipelineDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
 	p, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
@@ -320,7 +324,11 @@ func openPostgres(dsn string) (*DB, error) {
 	bg.SetMaxIdleConns(backgroundConns)
 	db := &DB{w: p, r: p, dialect: Postgres, Now: time.Now, dsn: dsn, bg: bg}
 	db.back = &DB{w: bg, r: bg, dialect: Postgres, dsn: dsn, main: db, Now: func() time.Time { return db.Now() }}
-	db.batch = newBatcher(db)
+	pipeDSN := ""
+	if piped {
+		pipeDSN = dsn
+	}
+	db.batch = newBatcher(db, pipeDSN)
 	return db, nil
 }
 
@@ -468,6 +476,10 @@ type Tx struct {
 	// headMoved: in an optimistic first pass, a chain head was not where
 	// this process last left it (checkHeads).
 	headMoved bool
+	// pipe: a pipelined batch's transaction (pipe.go): ExecLater keeps its
+	// statements, and any other statement fails (errPipeRead) and sets
+	// needConn: the batch then runs without the pipe.
+	pipe, needConn bool
 }
 
 // Savepoints reports whether a savepoint inside t can isolate a failure
@@ -528,6 +540,10 @@ func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 // flushFirst sends the statements ExecLater kept before one that may read
 // what they wrote.
 func (t *Tx) flushFirst(ctx context.Context) error {
+	if t.pipe {
+		t.needConn = true
+		return errPipeRead
+	}
 	if t.raw == nil {
 		return nil
 	}

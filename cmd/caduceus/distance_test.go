@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/internal/pgtest"
+	"github.com/caduceus-dev/caduceus/store"
 	"github.com/caduceus-dev/caduceus/store/storetest"
 )
 
@@ -159,6 +160,10 @@ func checkReceipts(t *testing.T, dsn string, ids []string) {
 // that measured time per target per round.
 const EnvDistanceBench = "CADUCEUS_DISTANCE_BENCH"
 
+// EnvDistancePipeline, set to on, runs TestDistanceBench with the
+// pipelined group commit (store.PipelineParam in the store's DSN).
+const EnvDistancePipeline = "CADUCEUS_DISTANCE_PIPELINE"
+
 // TestDistanceBench measures, and checks nothing timed: `caduceus bench`
 // on Postgres at loopback and through the latency proxy (distanceDelay
 // each way), at 1 connection (the latency each target adds over the fake
@@ -184,6 +189,10 @@ func TestDistanceBench(t *testing.T) {
 			if delay > 0 {
 				px := pgtest.NewProxy(t, schema, delay)
 				where, storeDSN = fmt.Sprintf("through the proxy, %s each way", delay), px.DSN(schema)
+			}
+			if v := os.Getenv(EnvDistancePipeline); v != "" {
+				storeDSN += "&" + store.PipelineParam + "=" + v
+				where += ", pipelined"
 			}
 			code, out, errOut := cli(t, "bench", "--store", storeDSN, "--conns", conns, "--rounds", "3", "--duration", per, "--warmup", "1s")
 			if code != 0 {
