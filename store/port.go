@@ -16,6 +16,10 @@ func (db *DB) Port() port.DB { return portDB{db} }
 
 type portDB struct{ db *DB }
 
+// BatchesSideBySide implements port.SideBySide: Postgres runs batches side
+// by side, SQLite one at a time on its one writer.
+func (p portDB) BatchesSideBySide() bool { return p.db.dialect == Postgres }
+
 func (p portDB) Query(ctx context.Context, query string, args ...any) ([]port.Row, error) {
 	return PortRows(p.db.Query(ctx, query, args...))
 }

@@ -35,11 +35,22 @@ var (
 const MaxAppendTries = 50
 
 // quickTries are the seals an append makes again at once after losing its
-// seq; after them it waits a random while, up to twice as long each time
-// (backOff), so that many writers on one chain, which a database running
-// batches side by side (Postgres) lets collide on every try, spread out.
-// Where batches run one at a time (SQLite, D1) an append rarely needs more.
+// seq. On a database that runs batches side by side (Postgres, SideBySide)
+// it then waits a random while, up to twice as long each time (backOff),
+// so that many writers on one chain, which collide there on every try,
+// spread out. Where batches run one at a time (SQLite's one writer, D1) an
+// append rarely needs more tries, and never waits: in a Worker a request
+// that waits on a timer alone is canceled as hung (docs/edge.md).
 const quickTries = 3
+
+// SideBySide is implemented by a DB that runs batches side by side
+// (store.DB on Postgres).
+type SideBySide interface{ BatchesSideBySide() bool }
+
+func sideBySide(db DB) bool {
+	s, ok := db.(SideBySide)
+	return ok && s.BatchesSideBySide()
+}
 
 // backOff waits up to 2^n × 500 µs (at most 64 ms), at random, or until ctx
 // ends.
@@ -90,7 +101,7 @@ func (a *Audit) AppendWith(ctx context.Context, s audit.Sealable, with func(audi
 		if !chainMoved(err) {
 			return audit.Record{}, err
 		}
-		if try >= quickTries {
+		if try >= quickTries && sideBySide(a.db) {
 			backOff(ctx, try-quickTries)
 		}
 	}
