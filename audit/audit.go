@@ -140,6 +140,11 @@ func Prepare(e Entry, id string) (Sealable, error) {
 	return prepare(e, id)
 }
 
+// PayloadSize is the room a CanonicalWriter's payload starts with: a
+// forwarded turn's receipt (about 1.1 KB) fits in it, so its buffer is
+// allocated once instead of doubling from 64 bytes five times.
+const PayloadSize = 2 << 10
+
 // CanonicalWriter is a payload that writes its canonical JSON itself:
 // exactly what contract.CanonicalJSON makes of its encoding/json form. A
 // payload type sealed on every request implements it to spare that round
@@ -160,6 +165,7 @@ func prepare(e Entry, id string) (Sealable, error) {
 	switch p := e.Payload.(type) {
 	case CanonicalWriter:
 		var b bytes.Buffer
+		b.Grow(PayloadSize)
 		p.WriteCanonicalJSON(&b)
 		s.payload = b.Bytes()
 		return s, nil

@@ -128,6 +128,7 @@ func (t docTable) delete(ctx context.Context, s *Store, tenant contract.TenantSl
 func Encode(v any) ([]byte, error) {
 	if w, ok := v.(audit.CanonicalWriter); ok {
 		var b bytes.Buffer
+		b.Grow(audit.PayloadSize)
 		w.WriteCanonicalJSON(&b)
 		return b.Bytes(), nil
 	}
