@@ -152,15 +152,17 @@ func BenchmarkEdgeWorker(b *testing.B) {
 // BenchmarkEdgeWorkerColdStart times the first request a new Worker
 // isolate answers (instantiating the Wasm module, starting the Go runtime,
 // adopting the admin key in D1), after miniflare has started workerd:
-// the Worker's, and the floor's (deploy/cloudflare/floor: only the standard
-// library packages the edge uses, behind the same bridge), each /readyz.
-// first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
-// on it. The two run in turn, start after start.
+// the Worker's, the floor's (deploy/cloudflare/floor: only the standard
+// library packages the edge uses, behind the same bridge), and the floor's
+// with the MCP SDK linked (floor+mcp: -tags caduceus_floor_mcp, its POST
+// /mcp), each /readyz. first-ms is that request's wall time; cpu-ms/op the
+// CPU workerd spent on it. They run in turn, start after start.
 //
 //	go test -run '^$' -bench EdgeWorkerColdStart -benchtime 5x ./cmd/caduceus
 func BenchmarkEdgeWorkerColdStart(b *testing.B) {
-	dirs := map[string]string{"worker": buildWorker(b), "floor": buildWorkerOf(b, "./deploy/cloudflare/floor")}
-	for _, name := range []string{"worker", "floor"} {
+	dirs := map[string]string{"worker": buildWorker(b), "floor": buildWorkerOf(b, "./deploy/cloudflare/floor"),
+		"floor+mcp": buildWorkerOf(b, "./deploy/cloudflare/floor", "-tags=caduceus_floor_mcp")}
+	for _, name := range []string{"worker", "floor", "floor+mcp"} {
 		b.Run(name, func(b *testing.B) {
 			var wall time.Duration
 			var ticks int64
