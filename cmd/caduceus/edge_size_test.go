@@ -105,6 +105,12 @@ func TestEdgeBundle(t *testing.T) {
 	zw.Write(floor)
 	zw.Close()
 	t.Logf("the floor (deploy/cloudflare/floor: the standard library packages the edge uses): %d bytes, %d gzipped", len(floor), fgz.Len())
+	floorMCP := build("floor-mcp.wasm", "-ldflags=-s -w", "-tags=caduceus_floor_mcp", "./deploy/cloudflare/floor")
+	fgz.Reset()
+	zw = gzip.NewWriter(&fgz)
+	zw.Write(floorMCP)
+	zw.Close()
+	t.Logf("the floor with the MCP SDK (-tags caduceus_floor_mcp): %d bytes, %d gzipped", len(floorMCP), fgz.Len())
 
 	named := build("named.wasm") // the same with its name section, to attribute code
 	m, err := readWasm(named)

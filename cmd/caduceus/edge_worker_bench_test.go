@@ -152,26 +152,39 @@ func BenchmarkEdgeWorker(b *testing.B) {
 // BenchmarkEdgeWorkerColdStart times the first request a new Worker
 // isolate answers (instantiating the Wasm module, starting the Go runtime,
 // adopting the admin key in D1), after miniflare has started workerd:
-// the Worker's, and the floor's (deploy/cloudflare/floor: only the standard
-// library packages the edge uses, behind the same bridge), each /readyz.
+// the Worker's first /readyz (three D1 statements: the admin key's read
+// and insert, readyz's own); the same Worker's first /healthz without an
+// admin key (worker-nodb: no D1 statement); the floor's /readyz
+// (deploy/cloudflare/floor: only the standard library packages the edge
+// uses, behind the same bridge; no D1 statement); and the floor's with the
+// MCP SDK linked (floor+mcp: -tags caduceus_floor_mcp, its POST /mcp).
 // first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
-// on it. The two run in turn, start after start.
+// on it. They run in turn, start after start.
 //
 //	go test -run '^$' -bench EdgeWorkerColdStart -benchtime 5x ./cmd/caduceus
 func BenchmarkEdgeWorkerColdStart(b *testing.B) {
-	dirs := map[string]string{"worker": buildWorker(b), "floor": buildWorkerOf(b, "./deploy/cloudflare/floor")}
-	for _, name := range []string{"worker", "floor"} {
-		b.Run(name, func(b *testing.B) {
+	worker := buildWorker(b)
+	admin := []string{"CADUCEUS_ADMIN_KEY=" + edgeAdminKey, "CADUCEUS_OFFLINE=true"}
+	for _, run := range []struct {
+		name, dir, path string
+		env             []string
+	}{
+		{"worker", worker, "/readyz", admin},
+		{"worker-nodb", worker, "/healthz", []string{"CADUCEUS_OFFLINE=true"}},
+		{"floor", buildWorkerOf(b, "./deploy/cloudflare/floor"), "/readyz", admin},
+		{"floor+mcp", buildWorkerOf(b, "./deploy/cloudflare/floor", "-tags=caduceus_floor_mcp"), "/readyz", admin},
+	} {
+		b.Run(run.name, func(b *testing.B) {
 			var wall time.Duration
 			var ticks int64
 			for b.Loop() {
 				b.StopTimer()
-				w := startWorker(b, dirs[name], "CADUCEUS_ADMIN_KEY="+edgeAdminKey, "CADUCEUS_OFFLINE=true")
+				w := startWorker(b, run.dir, run.env...)
 				pid := workerdOf(b, w.cmd.Process.Pid)
 				before := cpuTicks(b, pid)
 				b.StartTimer()
 				start := time.Now()
-				resp, err := http.Get(w.url + "/readyz")
+				resp, err := http.Get(w.url + run.path)
 				if err != nil || resp.StatusCode != 200 {
 					b.Fatalf("first request: %v %v", resp, err)
 				}

@@ -47,8 +47,9 @@ func buildWorker(t testing.TB) string {
 }
 
 // buildWorkerOf is buildWorker with the Go program pkg as the Worker's
-// (./deploy/cloudflare/floor for the floor).
-func buildWorkerOf(t testing.TB, pkg string) string {
+// (./deploy/cloudflare/floor for the floor), built with the go build flags
+// given (-tags=caduceus_floor_mcp for the floor with the MCP SDK).
+func buildWorkerOf(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
 	src, err := filepath.Abs("../../deploy/cloudflare")
 	if err != nil {
@@ -58,7 +59,8 @@ func buildWorkerOf(t testing.TB, pkg string) string {
 		t.Fatalf("the Worker's test runs it under miniflare: %v", err)
 	}
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(dir, "dist", "caduceus.wasm"), pkg)
+	args := append([]string{"build", "-trimpath", "-ldflags=-s -w"}, flags...)
+	build := exec.Command("go", append(args, "-o", filepath.Join(dir, "dist", "caduceus.wasm"), pkg)...)
 	build.Dir = filepath.Dir(filepath.Dir(src))
 	build.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
 	if out, err := build.CombinedOutput(); err != nil {

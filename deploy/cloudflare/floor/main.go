@@ -7,7 +7,8 @@
 // what any Go program serving the edge's requests pays before the edge's
 // own code and dependencies (docs/edge.md; TestEdgeBundle and
 // BenchmarkEdgeWorkerColdStart build it beside the Worker). It is never
-// deployed.
+// deployed. Built with -tags caduceus_floor_mcp it also serves POST /mcp
+// with the MCP SDK (mcp.go).
 package main
 
 import (
@@ -30,6 +31,9 @@ import (
 
 	"github.com/caduceus-dev/caduceus/deploy/cloudflare/fetch"
 )
+
+// routes are the routes the floor adds in files of their own (mcp.go).
+var routes []func(*http.ServeMux)
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -67,6 +71,9 @@ func main() {
 			"at", time.Now(), "page", strconv.Itoa(buf.Len()))
 		json.NewEncoder(w).Encode(v)
 	})
+	for _, add := range routes {
+		add(mux)
+	}
 	js.Global().Set("caduceusServe", js.FuncOf(func(_ js.Value, args []js.Value) any {
 		return fetch.NewPromise(func(resolve func(js.Value), reject func(error)) { fetch.Handle(mux, args[0], resolve, reject) })
 	}))
