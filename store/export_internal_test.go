@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // WholePassFailures is how many Postgres group-commit first passes (with
 // ExecLater's statements kept) failed and ran again.
@@ -90,6 +93,10 @@ func (db *DB) KnowsHead(tenant string) bool {
 // PipeStats are the pipelined group commit's counters (zero without it).
 type PipeStats struct {
 	Written, Overlapped, Committed, Redone, Prepared int64
+	// Turns is how many transactions the batches written held; of the
+	// batches written ahead (Overlapped), AheadFull held aheadMin turns
+	// and AheadLate had waited aheadWait.
+	Turns, AheadFull, AheadLate int64
 }
 
 // PipeStats reads the pipelined group commit's counters.
@@ -98,7 +105,19 @@ func (db *DB) PipeStats() PipeStats {
 		return PipeStats{}
 	}
 	p := db.batch.pipe
-	return PipeStats{p.written.Load(), p.overlapped.Load(), p.committed.Load(), p.redone.Load(), p.prepared.Load()}
+	return PipeStats{p.written.Load(), p.overlapped.Load(), p.committed.Load(), p.redone.Load(), p.prepared.Load(),
+		p.turns.Load(), p.aheadFull.Load(), p.aheadLate.Load()}
+}
+
+// PipeAhead sets when a batch is written ahead (aheadMin, aheadWait) and
+// makes the pipe send on the channel it returns the turns a held batch
+// holds each time one more joins it (before any request: they are the
+// batcher's fields).
+func (db *DB) PipeAhead(min int, wait time.Duration) <-chan int {
+	ch := make(chan int, 1024)
+	p := db.batch.pipe
+	p.aheadMin, p.aheadWait, p.held = min, wait, ch
+	return ch
 }
 
 // PipeWrites makes the pipe send on the channel it returns each batch

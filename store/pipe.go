@@ -32,6 +32,10 @@ import (
 // level (pgconn, hijacked): the batcher writes a batch and goes on to form
 // and write the next while a goroutine of the pipe's reads the answers, in
 // order, and answers each batch's callers once its own COMMIT answered.
+// A batch goes ahead of those in flight only once it holds aheadMin turns
+// or has waited aheadWait (hold); otherwise it waits for the pipe to
+// drain, taking the turns that arrive meanwhile, so near the database the
+// batches stay as large as without the pipe.
 //
 // Each batch is written as two segments: BEGIN, the checks of the chain
 // heads its transactions name (checkHeads), their writes and the heads'
@@ -70,6 +74,20 @@ const PipelineParam = "caduceus_pipeline"
 
 // pipeDepth is how many batches may be in flight at once.
 const pipeDepth = 4
+
+// A batch is written ahead — while others are in flight — only once it
+// holds aheadMin turns, or once it has waited aheadWait for the batches in
+// flight to answer; until then it takes the turns that arrive, and it is
+// written as soon as the pipe has drained. Near the database a commit
+// answers before a batch fills or the wait ends, so the batches stay as
+// large as the batcher's without the pipe (a smaller batch is one more
+// commit for the same turns: more CPU in the process and the server);
+// at a distance, where a commit's round trip is several milliseconds,
+// they go ahead. Measured in docs/scaling.md (TestDistanceBench).
+const (
+	aheadMin  = 8
+	aheadWait = 2 * time.Millisecond
+)
 
 // pipelineDSN removes PipelineParam from a postgres:// DSN and reports
 // whether it asked for the pipe.
@@ -125,18 +143,29 @@ type pipe struct {
 	redo     []*pipeBatch
 	note     chan struct{} // a batch was resolved (cap 1)
 
+	// When a batch goes ahead (hold): aheadMin and aheadWait, but for
+	// tests; timer is hold's.
+	aheadMin  int
+	aheadWait time.Duration
+	timer     *time.Timer
+
 	// Counters the tests read.
 	written    atomic.Int64 // batches written
 	overlapped atomic.Int64 // batches written while another was in flight
 	committed  atomic.Int64 // batches that committed
 	redone     atomic.Int64 // batches run again after the pipe
 	prepared   atomic.Int64 // statements prepared
-	// wrote, when a test sets it, is sent each batch once written.
+	turns      atomic.Int64 // transactions in the batches written
+	aheadFull  atomic.Int64 // batches written ahead holding aheadMin turns
+	aheadLate  atomic.Int64 // batches written ahead after waiting aheadWait
+	// wrote, when a test sets it, is sent each batch once written; held,
+	// the turns a batch holds each time one more joins it in hold.
 	wrote chan<- struct{}
+	held  chan<- int
 }
 
 func newPipe(b *batcher, dsn string) *pipe {
-	return &pipe{b: b, dsn: dsn, note: make(chan struct{}, 1)}
+	return &pipe{b: b, dsn: dsn, note: make(chan struct{}, 1), aheadMin: aheadMin, aheadWait: aheadWait}
 }
 
 // pipeConn is one pipe connection. Only the batcher goroutine writes to nc
@@ -247,6 +276,10 @@ func (p *pipe) run(batch []*txReq) {
 			}
 		}
 	}
+	batch = p.hold(batch)
+	// hold may have taken the note of a batch that failed meanwhile: it
+	// runs first, as it would have had the batch not waited.
+	p.settle()
 	pb, msg := p.build(batch)
 	if pb == nil {
 		p.drain()
@@ -259,6 +292,54 @@ func (p *pipe) run(batch []*txReq) {
 	// send may have taken the note of a batch that failed meanwhile:
 	// run it now rather than at the next request.
 	p.settle()
+}
+
+// hold keeps batch back while batches are in flight, taking the turns
+// that arrive meanwhile, until the pipe has drained, the batch holds
+// p.aheadMin turns, or it has waited p.aheadWait; it returns the batch to
+// write.
+func (p *pipe) hold(batch []*txReq) []*txReq {
+	if len(batch) >= p.aheadMin || p.idle() {
+		return batch
+	}
+	p.tell(len(batch))
+	if p.timer == nil {
+		p.timer = time.NewTimer(p.aheadWait)
+	} else {
+		p.timer.Reset(p.aheadWait)
+	}
+	defer p.timer.Stop()
+	for len(batch) < min(p.aheadMin, maxBatch) {
+		select {
+		case r := <-p.b.reqs:
+			batch = append(batch, r)
+			p.tell(len(batch))
+		case <-p.note:
+			if p.idle() {
+				return batch
+			}
+		case <-p.timer.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+// tell sends n on held, when a test set it.
+func (p *pipe) tell(n int) {
+	if p.held != nil {
+		select {
+		case p.held <- n:
+		default:
+		}
+	}
+}
+
+// idle reports whether no batch is in flight.
+func (p *pipe) idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inflight == 0
 }
 
 // build runs batch's functions against the heads the batches in flight
@@ -434,6 +515,11 @@ func (p *pipe) send(pb *pipeBatch, msg []byte) {
 		if p.inflight < pipeDepth {
 			if p.inflight > 0 {
 				p.overlapped.Add(1)
+				if len(pb.reqs) >= p.aheadMin {
+					p.aheadFull.Add(1)
+				} else {
+					p.aheadLate.Add(1) // hold's wait ended
+				}
 			}
 			p.inflight++
 			p.mu.Unlock()
@@ -443,6 +529,7 @@ func (p *pipe) send(pb *pipeBatch, msg []byte) {
 		<-p.note
 	}
 	p.written.Add(1)
+	p.turns.Add(int64(len(pb.reqs)))
 	if p.proj == nil {
 		p.proj = auditHeads{}
 	}

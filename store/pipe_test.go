@@ -248,6 +248,7 @@ func TestPipeCutWithTwoInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		<-wrote // the second, on the pipe (the first took the locked pass)
 		prepared := db.PipeStats().Prepared
 		release := holdHead(t, direct)
 		cut := px.CutAfterCommit()
@@ -315,5 +316,80 @@ func TestPipeReadingTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		verifyChain(t, db, 5)
+	})
+}
+
+// TestPipeAheadOnceFull (Postgres): a batch is written ahead — while
+// another is in flight — only once it holds the pipe's minimum of turns
+// (4 here, with no wait that would send it sooner). With slot-1's head
+// held from outside (holdHead), one batch stays in flight: 3 appends
+// behind it are held in one batch and written only once it has answered;
+// 4 are written ahead while it is still in flight. Every append lands
+// once and the chain verifies.
+func TestPipeAheadOnceFull(t *testing.T) {
+	storetest.OnPostgres(t, func(t *testing.T, dsn string) {
+		ctx := t.Context()
+		db, _, direct := pipedThroughProxy(t, dsn, 0)
+		wrote := db.PipeWrites()
+		held := db.PipeAhead(4, time.Hour)
+		if _, err := db.Audit().Append(ctx, entry("slot-1", "shim.proxy", "receipt/first", nil)); err != nil {
+			t.Fatal(err) // the locked pass: the head is then known
+		}
+		records := int64(1)
+		for _, c := range []struct {
+			name   string
+			behind int
+			ahead  bool
+		}{{"3 behind", 3, false}, {"4 behind", 4, true}} {
+			before := db.PipeStats()
+			release := holdHead(t, direct)
+			answers := inFlight(t, db, wrote, appendFn("receipt/in flight "+c.name))
+			for i := range c.behind {
+				ch := make(chan error, 1)
+				answers = append(answers, ch)
+				go func() {
+					ch <- db.InTxFor(context.Background(), "slot-1", appendFn(fmt.Sprintf("receipt/%s %d", c.name, i)))
+				}()
+			}
+			if c.ahead {
+				<-wrote // written while the first is in flight (its head is held)
+				if st := db.PipeStats(); st.Overlapped-before.Overlapped != 1 || st.AheadFull-before.AheadFull != 1 {
+					t.Errorf("%s: pipe %+v then %+v: want one batch written ahead, full", c.name, before, st)
+				}
+			} else {
+				for n := range held {
+					if n == c.behind {
+						break // all of them held in one batch
+					}
+				}
+				if st := db.PipeStats(); st.Written-before.Written != 1 {
+					t.Errorf("%s: pipe %+v then %+v: a batch short of the minimum was written ahead", c.name, before, st)
+				}
+			}
+			release()
+			for i, ch := range answers {
+				if err := <-ch; err != nil {
+					t.Fatalf("%s: append %d: %v", c.name, i, err)
+				}
+			}
+			if !c.ahead {
+				<-wrote
+			}
+			records += int64(1 + c.behind)
+			st := db.PipeStats()
+			wantAhead := int64(0)
+			if c.ahead {
+				wantAhead = 1
+			}
+			if st.Written-before.Written != 2 || st.Turns-before.Turns != int64(1+c.behind) || st.Overlapped-before.Overlapped != wantAhead || st.Redone != 0 {
+				t.Errorf("%s: pipe %+v then %+v: want 2 batches of %d turns in all, %d written ahead, none run again", c.name, before, st, 1+c.behind, wantAhead)
+			}
+			for i := range c.behind {
+				if n := countRecords(t, direct, fmt.Sprintf("receipt/%s %d", c.name, i)); n != 1 {
+					t.Errorf("%s: append %d is in the database %d times; want once", c.name, i, n)
+				}
+			}
+		}
+		verifyChain(t, db, records)
 	})
 }
