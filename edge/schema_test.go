@@ -58,32 +58,25 @@ func TestD1SchemaIsTheServers(t *testing.T) {
 func schemaOf(t *testing.T, db *sql.DB) map[string]string {
 	t.Helper()
 	tables := map[string]string{}
-	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('d1_migrations', 'schema_migrations')`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	for rows.Next() {
-		var n string
-		rows.Scan(&n)
-		names = append(names, n)
-	}
-	rows.Close()
+	each(t, db, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('d1_migrations', 'schema_migrations')`, func(r []any) {
+		names = append(names, fmt.Sprint(r[0]))
+	})
 	for _, n := range names {
 		var cols []string
-		each(t, db, `SELECT name, type, "notnull", COALESCE(dflt_value, ''), pk FROM pragma_table_info(?)`, n, func(r []any) {
+		each(t, db, `SELECT name, type, "notnull", COALESCE(dflt_value, ''), pk FROM pragma_table_info(?)`, func(r []any) {
 			cols = append(cols, fmt.Sprintf("%s %s notnull=%v default=%s pk=%v", r[0], affinity(fmt.Sprint(r[1])), r[2], r[3], r[4]))
-		})
+		}, n)
 		var idx []string
-		each(t, db, `SELECT name, "unique", partial FROM pragma_index_list(?)`, n, func(r []any) {
+		each(t, db, `SELECT name, "unique", partial FROM pragma_index_list(?)`, func(r []any) {
 			var on []string
-			each(t, db, `SELECT COALESCE(name, '') FROM pragma_index_info(?)`, fmt.Sprint(r[0]), func(c []any) { on = append(on, fmt.Sprint(c[0])) })
+			each(t, db, `SELECT COALESCE(name, '') FROM pragma_index_info(?)`, func(c []any) { on = append(on, fmt.Sprint(c[0])) }, fmt.Sprint(r[0]))
 			name := fmt.Sprint(r[0])
 			if strings.HasPrefix(name, "sqlite_autoindex_") {
 				name = "(key)"
 			}
 			idx = append(idx, fmt.Sprintf("%s(%s) unique=%v partial=%v", name, strings.Join(on, ","), r[1], r[2]))
-		})
+		}, n)
 		slices.Sort(cols)
 		slices.Sort(idx)
 		tables[n] = strings.Join(cols, "; ") + " | " + strings.Join(idx, "; ")
@@ -91,9 +84,9 @@ func schemaOf(t *testing.T, db *sql.DB) map[string]string {
 	return tables
 }
 
-func each(t *testing.T, db *sql.DB, q, arg string, fn func([]any)) {
+func each(t *testing.T, db *sql.DB, q string, fn func([]any), args ...any) {
 	t.Helper()
-	rows, err := db.Query(q, arg)
+	rows, err := db.Query(q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +102,9 @@ func each(t *testing.T, db *sql.DB, q, arg string, fn func([]any)) {
 			t.Fatal(err)
 		}
 		fn(r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
