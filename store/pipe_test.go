@@ -36,6 +36,52 @@ func pipedThroughProxy(t *testing.T, dsn string, delay time.Duration) (db *store
 	return db, px, direct
 }
 
+// pipeBackends are the process ids of the server's backends serving a
+// pipe connection (application_name "caduceus pipe" or "NAME (pipe)").
+func pipeBackends(t *testing.T, direct *sql.DB) []int {
+	t.Helper()
+	rows, err := direct.QueryContext(t.Context(), `SELECT pid FROM pg_stat_activity WHERE application_name LIKE '%pipe%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var pids []int
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) == 0 {
+		t.Fatal("no pipe connection in pg_stat_activity")
+	}
+	return pids
+}
+
+// waitBackendsGone waits until none of pids is a backend of the server,
+// looking again every 5 ms (until the test's deadline).
+func waitBackendsGone(t *testing.T, direct *sql.DB, pids []int) {
+	t.Helper()
+	for {
+		var n int
+		if err := direct.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("backends %v still run", pids)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // countRecords is how many audit records of resource the database holds.
 func countRecords(t *testing.T, direct *sql.DB, resource string) int {
 	t.Helper()
@@ -250,6 +296,7 @@ func TestPipeCutWithTwoInFlight(t *testing.T) {
 		}
 		<-wrote // the second, on the pipe (the first took the locked pass)
 		prepared := db.PipeStats().Prepared
+		pipes := pipeBackends(t, direct)
 		release := holdHead(t, direct)
 		cut := px.CutAfterCommit()
 		answers := inFlight(t, db, wrote, appendFn("receipt/one"), appendFn("receipt/two"))
@@ -260,6 +307,10 @@ func TestPipeCutWithTwoInFlight(t *testing.T) {
 				t.Errorf("batch %d in flight at the cut answered %v; want store.ErrCommitUnknown", i+1, err)
 			}
 		}
+		// The server still runs what it received, the second COMMIT among
+		// it, until its backend finds the connection gone: only then is
+		// what was committed known.
+		waitBackendsGone(t, direct, pipes)
 		if n := countRecords(t, direct, "receipt/one"); n != 1 {
 			t.Errorf("the first batch's record is in the database %d times; want once (the server committed it)", n)
 		}
