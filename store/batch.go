@@ -9,12 +9,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 )
-
-// rideWait is the longest a transaction InTxRiding queues waits for
-// another to share its commit before it runs alone.
-const rideWait = 10 * time.Millisecond
 
 // batcher is the store's group commit (on Postgres, see runPostgres: a
 // batch runs first without savepoints).
@@ -44,9 +39,7 @@ type batcher struct {
 	db         *DB
 	conn       *sql.Conn // the writer connection, pinned on the first batch
 	reqs       chan *txReq
-	rides      chan *txReq // InTxRiding's (SQLite)
 	stop       chan struct{}
-	exited     chan struct{} // closed once loop has returned
 	wg         sync.WaitGroup
 }
 
@@ -64,7 +57,7 @@ const maxBatch = 128
 // newBatcher starts db's group commit; with pipeDSN (Postgres) a
 // pipelined one on a connection to it (pipe.go).
 func newBatcher(db *DB, pipeDSN string) *batcher {
-	b := &batcher{db: db, reqs: make(chan *txReq, maxBatch), rides: make(chan *txReq, maxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
+	b := &batcher{db: db, reqs: make(chan *txReq, maxBatch), stop: make(chan struct{})}
 	if pipeDSN != "" {
 		b.pipe = newPipe(b, pipeDSN)
 	}
@@ -80,13 +73,9 @@ func (b *batcher) close() {
 
 // do runs fn in the next batch and waits for its commit.
 func (b *batcher) do(ctx context.Context, tenant string, fn func(*Tx) error) error {
-	return b.send(ctx, b.reqs, &txReq{ctx: ctx, tenant: tenant, fn: fn, done: make(chan error, 1)})
-}
-
-// send queues req on q and waits for its commit.
-func (b *batcher) send(ctx context.Context, q chan<- *txReq, req *txReq) error {
+	req := &txReq{ctx: ctx, tenant: tenant, fn: fn, done: make(chan error, 1)}
 	select {
-	case q <- req:
+	case b.reqs <- req:
 	case <-b.stop:
 		return fmt.Errorf("store: closed")
 	case <-ctx.Done():
@@ -94,23 +83,11 @@ func (b *batcher) send(ctx context.Context, q chan<- *txReq, req *txReq) error {
 	}
 	// Once queued, the request is answered after the batch's commit even if
 	// ctx ends meanwhile: the caller must learn whether its change landed.
-	// A batcher that stopped first never ran it.
-	select {
-	case err := <-req.done:
-		return err
-	case <-b.exited:
-		select {
-		case err := <-req.done:
-			return err
-		default:
-			return fmt.Errorf("store: closed")
-		}
-	}
+	return <-req.done
 }
 
 func (b *batcher) loop() {
 	defer b.wg.Done()
-	defer close(b.exited)
 	defer func() {
 		if b.pipe != nil {
 			b.pipe.close()
@@ -124,34 +101,18 @@ func (b *batcher) loop() {
 	if b.pipe != nil {
 		settled = b.pipe.note
 	}
-	var riding []*txReq // InTxRiding's, waiting for a batch to join
-	ride := time.NewTimer(time.Hour)
-	ride.Stop()
-	defer ride.Stop()
 	for {
 		var first *txReq
 		select {
 		case first = <-b.reqs:
-		case r := <-b.rides:
-			if len(riding) == 0 {
-				ride.Reset(rideWait)
-			}
-			riding = append(riding, r)
-			continue
-		case <-ride.C:
-			// None came: they run alone.
 		case <-settled:
 			// One that failed runs again now, not at the next request.
 			b.pipe.settle()
 			continue
 		case <-b.stop:
-			answer(riding, fmt.Errorf("store: closed"))
 			return
 		}
-		var batch []*txReq
-		if first != nil {
-			batch = append(batch, first)
-		}
+		batch := []*txReq{first}
 		// One yield lets the goroutines that are about to ask (their
 		// requests ran while this one waited) queue before the drain, so
 		// they share this commit rather than each paying one. Measured
@@ -166,11 +127,6 @@ func (b *batcher) loop() {
 			default:
 				break drain
 			}
-		}
-		if len(riding) > 0 {
-			ride.Stop()
-			batch = append(batch, riding...)
-			riding = nil
 		}
 		b.run(batch)
 		if c := b.db.ckpt; c != nil && b.conn != nil && c.restart.Swap(false) {

@@ -127,6 +127,3 @@ func (db *DB) PipeWrites() <-chan struct{} {
 	db.batch.pipe.wrote = ch
 	return ch
 }
-
-// RideWait is how long a transaction InTxRiding queues waits for another.
-const RideWait = rideWait

@@ -644,21 +644,6 @@ func (db *DB) InSeparateTx(ctx context.Context, fn func(*Tx) error) (err error) 
 	return db.InTx(ctx, fn)
 }
 
-// InTxRiding is InSeparateTx for work no request waits for that may wait
-// a little itself (the shim ledger's spend journal). On SQLite, where one
-// writer runs every transaction in turn, fn waits up to rideWait (10 ms)
-// for a transaction of a request and joins that one's commit, in a
-// savepoint of its own, rather than take the writer alone while the next
-// request's commit waits behind it; it runs alone if none comes. On
-// Postgres it is InSeparateTx.
-func (db *DB) InTxRiding(ctx context.Context, fn func(*Tx) error) error {
-	if db.dialect == Postgres || db.batch == nil {
-		return db.InSeparateTx(ctx, fn)
-	}
-	b := db.batch
-	return b.send(ctx, b.rides, &txReq{ctx: ctx, fn: fn, done: make(chan error, 1)})
-}
-
 // inTxRetried is inTx, retried up to three times on a Postgres
 // serialization failure or deadlock.
 func (db *DB) inTxRetried(ctx context.Context, fn func(*Tx) error) error {
