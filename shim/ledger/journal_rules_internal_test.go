@@ -50,6 +50,32 @@ func TestJournalWritesAFullBatchAtOnce(t *testing.T) {
 	}
 }
 
+// TestJournalBatchOfEachStore states each store's batch: on SQLite, whose
+// one writer a turn's commit waits for while the journal writes, a write
+// starts once 4 closes wait; on Postgres, where it runs beside the turns'
+// transactions, once 32 do. (The delay is held at an hour: nothing else
+// starts a write.)
+func TestJournalBatchOfEachStore(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *store.DB) {
+		want := 4
+		if db.Dialect() == store.Postgres {
+			want = 32
+		}
+		j := journalOf(db)
+		j.mu.Lock()
+		j.delay = time.Hour
+		j.mu.Unlock()
+		for i := range want {
+			id := "rcpt_" + strconv.Itoa(i)
+			j.add("slot-1", id, []ledgerEntry{settledEntry(id + "-0")})
+			j.bg.Wait()
+			if n, full := spendRows(t, db), i+1 == want; (n == want) != full || (n != 0 && !full) {
+				t.Fatalf("%d closes pending: %d rows written; want a write at %d closes, none before", i+1, n, want)
+			}
+		}
+	})
+}
+
 // TestJournalWritesByItselfAfterTheDelay states the journal's delay rule:
 // a close below a batch is written when the delay has passed, with
 // nothing asking for it (no read, no return of leases, no close), and
