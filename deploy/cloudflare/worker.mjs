@@ -11,6 +11,92 @@ import program from "./dist/caduceus.wasm";
 
 let started;
 
+// The bridge's helpers (deploy/cloudflare/fetch, d1.go): each does in one
+// call what the Go side would otherwise do in many, every call a crossing
+// between Wasm and JavaScript that makes a js.Value (with a finalizer) of
+// what it returns. They hold no rule: they move requests, responses,
+// promises and D1's statements and rows across.
+globalThis.caduceusBridge = {
+  // settle(id, ok, value) and aborted(id) are the Go side's callbacks,
+  // set once when it starts.
+  settle: null,
+  aborted: null,
+  pending: new Map(),
+  // await settles the Go side's id with p.
+  await(p, id) {
+    p.then((v) => this.settle(id, true, v), (e) => this.settle(id, false, e));
+  },
+  // promise is a Promise the Go side settles by id (resolve, reject).
+  promise(id) {
+    return new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+  },
+  resolve(id, v) {
+    const p = this.pending.get(id);
+    this.pending.delete(id);
+    p?.resolve(v);
+  },
+  reject(id, message) {
+    const p = this.pending.get(id);
+    this.pending.delete(id);
+    p?.reject(new Error(message));
+  },
+  // request is a Request's method, URL, headers and whether it has a body,
+  // as JSON; its signal's abort calls aborted(id) (once, if it has one).
+  request(req, id) {
+    const signal = req.signal;
+    let abort = "none";
+    if (typeof signal === "object" && signal !== null) {
+      if (signal.aborted) abort = "aborted";
+      else {
+        abort = "listening";
+        signal.addEventListener("abort", () => this.aborted(id), { once: true });
+      }
+    }
+    return JSON.stringify([req.method, req.url, Array.from(req.headers), typeof req.body === "object" && req.body !== null, abort]);
+  },
+  // body settles id with the request's body as a Uint8Array.
+  body(req, id) {
+    this.await(req.arrayBuffer().then((ab) => new Uint8Array(ab)), id);
+  },
+  // response is a Response of status with the headers' JSON ([[name,
+  // value], ...]) and body (null, a Uint8Array or a ReadableStream).
+  response(body, status, headers) {
+    return new Response(body, { status, headers: JSON.parse(headers) });
+  },
+  // D1: query settles id with raw()'s rows (as JSON when JSON holds every
+  // value as it is; else as they are), exec with run()'s meta.changes,
+  // batch with batch()'s end. args is the arguments' JSON ("" for none).
+  // batch's stmts is the JSON of [[sql, args], ...].
+  statement(db, sql, args) {
+    const s = db.prepare(sql);
+    return args !== null && args.length > 0 ? s.bind(...args) : s;
+  },
+  query(db, id, sql, args) {
+    const s = this.statement(db, sql, args === "" ? null : JSON.parse(args));
+    this.await(s.raw().then((rows) => this.rows(rows)), id);
+  },
+  exec(db, id, sql, args) {
+    const s = this.statement(db, sql, args === "" ? null : JSON.parse(args));
+    this.await(s.run().then((r) => r.meta.changes), id);
+  },
+  batch(db, id, stmts) {
+    const list = JSON.parse(stmts).map(([sql, args]) => this.statement(db, sql, args));
+    this.await(db.batch(list), id);
+  },
+  rows(rows) {
+    for (const r of rows) {
+      for (const v of r) {
+        const t = typeof v;
+        if ((t === "object" && v !== null) || (t === "number" && (!Number.isFinite(v) || Object.is(v, -0))) ||
+          t === "bigint" || t === "symbol" || t === "function") {
+          return rows;
+        }
+      }
+    }
+    return JSON.stringify(rows);
+  },
+};
+
 function start(env) {
   globalThis.caduceusEnv = env;
   const go = new globalThis.Go();

@@ -1,3 +1,9 @@
+//go:build !js
+
+// (js/wasm has no processes to run Node in: the JavaScript SDKs are read
+// from native tests only, and shimtest's stores build for js/wasm, where
+// edge/runtimebench runs the shim.)
+
 package shimtest
 
 import (

@@ -9,10 +9,16 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"syscall/js"
+)
+
+var (
+	jsResponse = js.Global().Get("Response")
+	jsHeaders  = js.Global().Get("Headers")
 )
 
 // Handle serves one Fetch API Request with h and resolves the Response.
@@ -27,10 +33,18 @@ import (
 func Handle(h http.Handler, req js.Value, resolve func(js.Value), reject func(error)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if stop := onAbort(req.Get("signal"), cancel); stop != nil {
+	var r *http.Request
+	var err error
+	if b, ok := Helpers(); ok {
+		var stop func()
+		r, stop, err = requestOf(ctx, b, req, cancel)
 		defer stop()
+	} else {
+		if stop := onAbort(req.Get("signal"), cancel); stop != nil {
+			defer stop()
+		}
+		r, err = request(ctx, req)
 	}
-	r, err := request(ctx, req)
 	if err != nil {
 		reject(err)
 		return
@@ -73,6 +87,52 @@ func onAbort(signal js.Value, cancel func()) (stop func()) {
 	}
 }
 
+// requestOf reads a Fetch API Request into an *http.Request with the
+// helpers (b): one call for its method, URL, headers and signal, and one
+// await for its body. stop stops listening to its signal.
+func requestOf(ctx context.Context, b, req js.Value, cancel func()) (r *http.Request, stop func(), err error) {
+	id := aborts.add(cancel)
+	stop = func() { aborts.remove(id) }
+	var parts []any
+	if err := json.Unmarshal([]byte(b.Call("request", req, id).String()), &parts); err != nil || len(parts) != 5 {
+		return nil, stop, fmt.Errorf("reading the request: %v", err)
+	}
+	switch parts[4] {
+	case "aborted":
+		cancel()
+		stop()
+	case "none":
+		stop()
+	}
+	var body []byte
+	if parts[3] == true {
+		id, wait := AwaitID()
+		b.Call("body", req, id)
+		a, err := wait()
+		if err != nil {
+			return nil, stop, fmt.Errorf("reading the request body: %w", err)
+		}
+		body = make([]byte, a.Get("byteLength").Int())
+		js.CopyBytesToGo(body, a)
+	}
+	method, _ := parts[0].(string)
+	url, _ := parts[1].(string)
+	r, err = http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, stop, err
+	}
+	hs, _ := parts[2].([]any)
+	for _, h := range hs {
+		if kv, ok := h.([]any); ok && len(kv) == 2 {
+			k, _ := kv[0].(string)
+			v, _ := kv[1].(string)
+			r.Header.Add(k, v)
+		}
+	}
+	r.RemoteAddr = r.Header.Get("Cf-Connecting-Ip")
+	return r, stop, nil
+}
+
 // request reads a Fetch API Request into an *http.Request.
 func request(ctx context.Context, req js.Value) (*http.Request, error) {
 	var body []byte
@@ -82,7 +142,7 @@ func request(ctx context.Context, req js.Value) (*http.Request, error) {
 			return nil, fmt.Errorf("reading the request body: %w", err)
 		}
 		body = make([]byte, ab.Get("byteLength").Int())
-		js.CopyBytesToGo(body, js.Global().Get("Uint8Array").New(ab))
+		js.CopyBytesToGo(body, jsUint8Array.New(ab))
 	}
 	r, err := http.NewRequestWithContext(ctx, req.Get("method").String(), req.Get("url").String(), bytes.NewReader(body))
 	if err != nil {
@@ -143,14 +203,13 @@ func (w *responseWriter) Flush() {
 		return
 	}
 	w.started = true
-	init := w.init()
 	if noBody(w.status) {
-		w.resolve(js.Global().Get("Response").New(js.Null(), init))
+		w.resolve(w.response(js.Null()))
 		return
 	}
 	ts := js.Global().Get("TransformStream").New()
 	w.stream = ts.Get("writable").Call("getWriter")
-	w.resolve(js.Global().Get("Response").New(ts.Get("readable"), init))
+	w.resolve(w.response(ts.Get("readable")))
 	if w.buf.Len() > 0 {
 		b := bytes.Clone(w.buf.Bytes())
 		w.buf.Reset()
@@ -173,19 +232,38 @@ func (w *responseWriter) finish() {
 	if !noBody(w.status) {
 		body = BytesToJS(w.buf.Bytes())
 	}
-	w.resolve(js.Global().Get("Response").New(body, w.init()))
+	w.resolve(w.response(body))
 }
 
 // abort ends a streamed Response abnormally: its body errors instead of
 // ending.
 func (w *responseWriter) abort() {
 	if w.stream.Type() == js.TypeObject {
-		Await(w.stream.Call("abort", js.Global().Get("Error").New("caduceus edge: stream aborted")))
+		Await(w.stream.Call("abort", jsError_.New("caduceus edge: stream aborted")))
 	}
 }
 
+// response is the Response of body with the status and header sent.
+func (w *responseWriter) response(body js.Value) js.Value {
+	b, ok := Helpers()
+	if !ok {
+		return jsResponse.New(body, w.init())
+	}
+	pairs := make([][2]string, 0, len(w.sent))
+	for k, vs := range w.sent {
+		for _, v := range vs {
+			pairs = append(pairs, [2]string{k, v})
+		}
+	}
+	h, err := json.Marshal(pairs)
+	if err != nil {
+		return jsResponse.New(body, w.init())
+	}
+	return b.Call("response", body, w.status, string(h))
+}
+
 func (w *responseWriter) init() map[string]any {
-	h := js.Global().Get("Headers").New()
+	h := jsHeaders.New()
 	for k, vs := range w.sent {
 		for _, v := range vs {
 			h.Call("append", k, v)

@@ -1,0 +1,140 @@
+// Profiles the Worker's isolate under workerd while it answers warm
+// requests: miniflare runs it (as miniflare.mjs does, with a local D1, an
+// upstream in this process and the admin key below), the inspector's CDP
+// Profiler samples the isolate (its JavaScript and the Go program's Wasm,
+// whose functions keep their names when built without -ldflags=-s), and
+// the profile is written for Chrome's DevTools or speedscope, with the
+// functions that took the most time printed per request:
+//
+//   GOOS=js GOARCH=wasm go build -o dist/caduceus.wasm .   (and dist/wasm_exec.js, as `make edge`)
+//   node profile.mjs [healthz|readyz|preview|direct|shimmed] [requests] [out.cpuprofile]
+//
+// The profiler's sampling slows the isolate (a forwarded turn takes about
+// twice its wall time); the shares hold, the absolute times do not.
+// docs/edge.md ("CPU per request") says what its figures were.
+import { Miniflare } from "miniflare";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import WebSocket from "ws";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const [kind = "shimmed", nArg = "300", out = "worker.cpuprofile"] = process.argv.slice(2);
+const N = Number(nArg);
+const admin = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst";
+const requests = {
+  healthz: ["/healthz", ""],
+  readyz: ["/readyz", ""],
+  preview: ["/api/preview", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`],
+  direct: ["/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`],
+  shimmed: ["/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`],
+};
+if (!requests[kind] || !(N > 0)) throw new Error(`usage: node profile.mjs [${Object.keys(requests).join("|")}] [requests] [out]`);
+
+// The upstream: one chat completion for every call.
+const upstream = createServer((req, res) => {
+  req.resume();
+  req.on("end", () => {
+    res.setHeader("Content-Type", "application/json");
+    res.end(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`);
+  });
+});
+await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
+
+const inspectorPort = 20000 + Math.floor(Math.random() * 20000);
+const mf = new Miniflare({
+  modules: true,
+  scriptPath: join(here, "worker.mjs"),
+  modulesRoot: here,
+  modulesRules: [
+    { type: "CompiledWasm", include: ["**/*.wasm"] },
+    { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+  ],
+  compatibilityDate: "2026-04-01",
+  compatibilityFlags: ["enable_request_signal"],
+  d1Databases: { DB: "caduceus-edge" },
+  d1Persist: false,
+  bindings: {
+    CADUCEUS_ADMIN_KEY: admin,
+    CADUCEUS_OPENAI_URL: `http://127.0.0.1:${upstream.address().port}/v1`,
+    CADUCEUS_OPENAI_API_KEY: "sk-upstream",
+  },
+  host: "127.0.0.1",
+  port: 0,
+  inspectorPort,
+});
+try {
+  const db = await mf.getD1Database("DB");
+  const migrations = process.env.CADUCEUS_D1_MIGRATIONS || join(here, "..", "..", "edge", "migrations");
+  for (const file of readdirSync(migrations).filter((f) => f.endsWith(".sql")).sort()) {
+    const sql = readFileSync(join(migrations, file), "utf8").split("\n").filter((l) => !l.trimStart().startsWith("--")).join("\n");
+    await db.batch(sql.split(";").map((s) => s.trim()).filter(Boolean).map((s) => db.prepare(s)));
+  }
+  const url = (await mf.ready).origin;
+  const call = async (key, path, body) => {
+    const r = await fetch(url + path, {
+      method: body ? "POST" : "GET",
+      body: body || undefined,
+      headers: { "Content-Type": "application/json", Authorization: "Bearer " + key, "X-Caduceus-Harness": "claude-code" },
+    });
+    const text = await r.text();
+    if (!r.ok) throw new Error(`${path}: ${r.status} ${text}`);
+    return text;
+  };
+  // The rules BenchmarkEdgeWorker sets (cmd/caduceus).
+  const { key } = JSON.parse(await call(admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`));
+  await call(key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`);
+  await call(key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`);
+  await call(key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`);
+  const [path, body] = requests[kind];
+  for (let i = 0; i < 300; i++) await call(key, path, body); // warm
+
+  // The Worker's own isolate ("core:user:"; miniflare's entry worker and
+  // D1's have their own).
+  const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json/list`)).json();
+  const target = targets.find((t) => t.title.includes("core:user:"));
+  const ws = new WebSocket(target.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => { ws.on("open", resolve); ws.on("error", reject); });
+  let next = 0;
+  const waiting = new Map();
+  ws.on("message", (m) => {
+    const msg = JSON.parse(m.toString());
+    waiting.get(msg.id)?.(msg);
+    waiting.delete(msg.id);
+  });
+  const cdp = (method, params = {}) => new Promise((resolve) => {
+    const id = ++next;
+    waiting.set(id, resolve);
+    ws.send(JSON.stringify({ id, method, params }));
+  });
+  await cdp("Profiler.enable");
+  await cdp("Profiler.setSamplingInterval", { interval: 100 });
+  await cdp("Profiler.start");
+  const start = performance.now();
+  for (let i = 0; i < N; i++) await call(key, path, body);
+  const wall = performance.now() - start;
+  const { result, error } = await cdp("Profiler.stop");
+  if (error) throw new Error(JSON.stringify(error));
+  ws.close();
+  writeFileSync(out, JSON.stringify(result.profile));
+
+  // Self time per function, per request.
+  const p = result.profile;
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const self = new Map();
+  let busy = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const name = byId.get(p.samples[i]).callFrame.functionName || "(anonymous)";
+    const dt = p.timeDeltas[i + 1] ?? 0;
+    if (name === "(idle)" || name === "(root)") continue;
+    busy += dt;
+    self.set(name, (self.get(name) ?? 0) + dt);
+  }
+  const ms = (us) => (us / 1000 / N).toFixed(3).padStart(8);
+  console.log(`${kind}: ${N} requests, ${(wall / N).toFixed(2)} ms of wall each while profiled; the isolate busy ${ms(busy).trim()} ms each; ${out}`);
+  for (const [name, t] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`${ms(t)} ms  ${name}`);
+} finally {
+  await mf.dispose();
+  upstream.close();
+}
