@@ -22,48 +22,6 @@ import (
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
 
-// sealLog seals every entry like a real log (schema check, canonical JSON,
-// hash chain) but keeps only the head, so long benchmarks do not grow.
-type sealLog struct {
-	mu   sync.Mutex
-	seq  int64
-	head string
-}
-
-func (l *sealLog) Append(_ context.Context, e audit.Entry) (audit.Record, error) {
-	if err := audit.Check(e); err != nil {
-		return audit.Record{}, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.head == "" {
-		l.head = audit.Genesis
-	}
-	l.seq++
-	rec, err := audit.Seal(e, "evt_bench"+strconv.FormatInt(l.seq, 10), l.seq, l.head)
-	if err != nil {
-		return audit.Record{}, err
-	}
-	l.head = rec.Hash
-	return rec, nil
-}
-
-// benchStore drops receipts (the in-memory list would grow with b.N).
-type benchStore struct{ *shimtest.Memory }
-
-func (benchStore) AddReceipt(context.Context, contract.TenantSlot, shim.Receipt) error { return nil }
-
-// memTransport is an upstream that answers in memory, so the benchmarks
-// measure the proxy, not the network.
-type memTransport struct{ body []byte }
-
-func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	r.Body.Close()
-	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(bytes.NewReader(m.body)), Request: r}, nil
-}
-
 var upstreamReply = wire.DirectJSON(wire.ChatCompletions, wire.Direct{ID: "b", Model: "gpt-4o", Text: "ok", Created: 1})
 
 // request8K is an 8 KB chat completions request whose last user message
@@ -94,7 +52,7 @@ func serve(b *testing.B, h http.Handler, body []byte) *httptest.ResponseRecorder
 // passThrough is the baseline handler: a bare proxy that reads the body,
 // sends it to the same in-memory upstream and copies the answer back.
 func passThrough() http.Handler {
-	client := &http.Client{Transport: memTransport{upstreamReply}}
+	client := &http.Client{Transport: shimtest.MemUpstream{Body: upstreamReply}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in, _ := io.ReadAll(r.Body)
 		ureq, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://upstream/v1/chat/completions", bytes.NewReader(in))
@@ -154,17 +112,17 @@ func BenchmarkTier1Inject1000(b *testing.B) {
 // provisions (keywords, some regex, path and tool triggers) of which one,
 // P0500, fires on request8K and shims a context entry; receipts are sealed
 // into an audit chain.
-func tier1Handler(b *testing.B) http.Handler { return tier1HandlerLog(b, &sealLog{}, nil) }
+func tier1Handler(b *testing.B) http.Handler { return tier1HandlerLog(b, &shimtest.SealLog{}, nil) }
 
 func tier1HandlerLog(b *testing.B, log audit.Log, admit func(context.Context, contract.Caller, shim.Provision) (bool, string)) http.Handler {
-	store := benchStore{shimtest.NewMemory()}
+	store := shimtest.DropReceipts{Memory: shimtest.NewMemory()}
 	var only func(shim.Provision) bool
 	if admit != nil {
 		only = shim.Governed
 	}
 	svc := shim.New(shim.Config{Store: store, Audit: log, Admit: admit, AdmitOnly: only,
 		Upstreams: map[string]shim.Upstream{"openai": {BaseURL: "http://upstream", APIKey: "k"}},
-		Client:    &http.Client{Transport: memTransport{upstreamReply}}})
+		Client:    &http.Client{Transport: shimtest.MemUpstream{Body: upstreamReply}}})
 	ctx := b.Context()
 	if _, err := svc.CreateContext(ctx, benchCaller, "claude-code", []byte(`{"ref":"verb:deploy","kind":"verb","title":"Deploy","body":"Run make deploy-staging, then make deploy-prod."}`)); err != nil {
 		b.Fatal(err)
@@ -210,7 +168,7 @@ func BenchmarkTier1Overhead1000Unsealed(b *testing.B) {
 // provisions carrying fabric_governance (none here) cost a call.
 func BenchmarkTier1Overhead1000Governed(b *testing.B) {
 	gov := &shim.Governor{Cohorts: map[contract.TenantSlot][]string{}}
-	overhead(b, tier1HandlerLog(b, &sealLog{}, gov.Admit))
+	overhead(b, tier1HandlerLog(b, &shimtest.SealLog{}, gov.Admit))
 }
 
 type dropLog struct{}
@@ -250,7 +208,7 @@ func overhead(b *testing.B, shimH http.Handler) {
 // BenchmarkDirectResponse answers a non-streaming request directly (no
 // upstream), from parallel clients; req/s is the figure.
 func BenchmarkDirectResponse(b *testing.B) {
-	svc := shim.New(shim.Config{Store: benchStore{shimtest.NewMemory()}, Audit: &sealLog{}})
+	svc := shim.New(shim.Config{Store: shimtest.DropReceipts{Memory: shimtest.NewMemory()}, Audit: &shimtest.SealLog{}})
 	if _, err := svc.CreateProvision(b.Context(), benchCaller, "claude-code",
 		[]byte(`{"id":"D","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)); err != nil {
 		b.Fatal(err)
@@ -274,7 +232,7 @@ func BenchmarkDirectResponse(b *testing.B) {
 // by Little's law the mean latency is about 1,000 / (req/s): on 2 cores no
 // handler gets p99 under 5 ms this way; the figure shows the queueing.
 func BenchmarkDirectResponse1000Clients(b *testing.B) {
-	svc := shim.New(shim.Config{Store: benchStore{shimtest.NewMemory()}, Audit: &sealLog{}})
+	svc := shim.New(shim.Config{Store: shimtest.DropReceipts{Memory: shimtest.NewMemory()}, Audit: &shimtest.SealLog{}})
 	if _, err := svc.CreateProvision(b.Context(), benchCaller, "claude-code",
 		[]byte(`{"id":"D","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)); err != nil {
 		b.Fatal(err)

@@ -38,9 +38,9 @@ func BenchmarkGuardrails(b *testing.B) {
 	for _, kb := range []int{1, 8, 64} {
 		body := promptOf(kb)
 		for _, on := range []bool{false, true} {
-			cfg := shim.Config{Store: benchStore{shimtest.NewMemory()}, Audit: &sealLog{},
+			cfg := shim.Config{Store: shimtest.DropReceipts{Memory: shimtest.NewMemory()}, Audit: &shimtest.SealLog{},
 				Upstreams: map[string]shim.Upstream{"openai": {BaseURL: "http://upstream"}},
-				Client:    &http.Client{Transport: memTransport{upstreamReply}}}
+				Client:    &http.Client{Transport: shimtest.MemUpstream{Body: upstreamReply}}}
 			if on {
 				cfg.Guardrails, cfg.Scanner = &guard.Config{Actions: guard.Actions{"default": guard.Redact}}, det
 			}

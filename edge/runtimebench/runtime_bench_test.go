@@ -3,61 +3,15 @@ package runtimebench_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"sync"
 	"testing"
 
-	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/shimtest"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
-
-// sealLog seals every entry as the audit log does (schema check,
-// canonical JSON, hash chain) and keeps only the chain's head.
-type sealLog struct {
-	mu   sync.Mutex
-	seq  int64
-	head string
-}
-
-func (l *sealLog) Append(_ context.Context, e audit.Entry) (audit.Record, error) {
-	if err := audit.Check(e); err != nil {
-		return audit.Record{}, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.head == "" {
-		l.head = audit.Genesis
-	}
-	l.seq++
-	rec, err := audit.Seal(e, "evt_bench"+strconv.FormatInt(l.seq, 10), l.seq, l.head)
-	if err != nil {
-		return audit.Record{}, err
-	}
-	l.head = rec.Hash
-	return rec, nil
-}
-
-// store drops receipts (the in-memory list would grow with b.N).
-type store struct{ *shimtest.Memory }
-
-func (store) AddReceipt(context.Context, contract.TenantSlot, shim.Receipt) error { return nil }
-
-// upstream answers in memory, so the benchmark measures the shim's code,
-// not a network.
-type upstream struct{ body []byte }
-
-func (u upstream) RoundTrip(r *http.Request) (*http.Response, error) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	r.Body.Close()
-	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(bytes.NewReader(u.body)), Request: r}, nil
-}
 
 var caller = contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", Subject: "usr_aaaaaaaaaaaaaaaa", Surface: contract.SurfaceAPI, Trust: contract.TrustRouter},
 	KeyID: "ka", Scopes: []contract.Scope{contract.ScopeRoute, contract.ScopeConfigure}, Harness: "claude-code"}
@@ -71,9 +25,9 @@ var caller = contract.Caller{Identity: contract.Identity{TenantSlot: "slot-1", S
 // which under js/wasm includes the event loop's waits between goroutines.
 func BenchmarkShimTurn(b *testing.B) {
 	ctx := context.Background()
-	svc := shim.New(shim.Config{Store: store{shimtest.NewMemory()}, Audit: &sealLog{},
+	svc := shim.New(shim.Config{Store: shimtest.DropReceipts{Memory: shimtest.NewMemory()}, Audit: &shimtest.SealLog{},
 		Upstreams: map[string]shim.Upstream{"openai": {BaseURL: "http://upstream/v1", APIKey: "sk-upstream"}},
-		Client: &http.Client{Transport: upstream{wire.DirectJSON(wire.ChatCompletions, wire.Direct{ID: "chatcmpl-1", Model: "gpt-4o-mini", Text: "ok", Created: 1})}}})
+		Client:    &http.Client{Transport: shimtest.MemUpstream{Body: wire.DirectJSON(wire.ChatCompletions, wire.Direct{ID: "chatcmpl-1", Model: "gpt-4o-mini", Text: "ok", Created: 1})}}})
 	for _, p := range []string{
 		`{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`,
 		`{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`,
