@@ -67,7 +67,7 @@ func buildWorkerOf(t testing.TB, pkg string, flags ...string) string {
 		t.Fatalf("building the Worker: %v\n%s", err, out)
 	}
 	copyInto(t, filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec.js"), filepath.Join(dir, "dist", "wasm_exec.js"))
-	for _, f := range []string{"worker.mjs", "miniflare.mjs", "package.json"} {
+	for _, f := range []string{"worker.mjs", "start.mjs", "miniflare.mjs", "package.json"} {
 		copyInto(t, filepath.Join(src, f), filepath.Join(dir, f))
 	}
 	if err := os.Symlink(filepath.Join(src, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {

@@ -1,5 +1,5 @@
 // Profiles the Worker's isolate under workerd while it answers warm
-// requests: miniflare runs it (as miniflare.mjs does, with a local D1, an
+// requests: miniflare runs it (start.mjs, as miniflare.mjs does, with a local D1, an
 // upstream in this process and the admin key below), the inspector's CDP
 // Profiler samples the isolate (its JavaScript and the Go program's Wasm,
 // whose functions keep their names when built without -ldflags=-s), and
@@ -12,14 +12,11 @@
 // The profiler's sampling slows the isolate (a forwarded turn takes about
 // twice its wall time); the shares hold, the absolute times do not.
 // docs/edge.md ("CPU per request") says what its figures were.
-import { Miniflare } from "miniflare";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
+import { startWorker } from "./start.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
 const [kind = "shimmed", nArg = "300", out = "worker.cpuprofile"] = process.argv.slice(2);
 const N = Number(nArg);
 const admin = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst";
@@ -43,34 +40,15 @@ const upstream = createServer((req, res) => {
 await new Promise((r) => upstream.listen(0, "127.0.0.1", r));
 
 const inspectorPort = 20000 + Math.floor(Math.random() * 20000);
-const mf = new Miniflare({
-  modules: true,
-  scriptPath: join(here, "worker.mjs"),
-  modulesRoot: here,
-  modulesRules: [
-    { type: "CompiledWasm", include: ["**/*.wasm"] },
-    { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
-  ],
-  compatibilityDate: "2026-04-01",
-  compatibilityFlags: ["enable_request_signal"],
-  d1Databases: { DB: "caduceus-edge" },
-  d1Persist: false,
+const mf = await startWorker({
   bindings: {
     CADUCEUS_ADMIN_KEY: admin,
     CADUCEUS_OPENAI_URL: `http://127.0.0.1:${upstream.address().port}/v1`,
     CADUCEUS_OPENAI_API_KEY: "sk-upstream",
   },
-  host: "127.0.0.1",
-  port: 0,
   inspectorPort,
 });
 try {
-  const db = await mf.getD1Database("DB");
-  const migrations = process.env.CADUCEUS_D1_MIGRATIONS || join(here, "..", "..", "edge", "migrations");
-  for (const file of readdirSync(migrations).filter((f) => f.endsWith(".sql")).sort()) {
-    const sql = readFileSync(join(migrations, file), "utf8").split("\n").filter((l) => !l.trimStart().startsWith("--")).join("\n");
-    await db.batch(sql.split(";").map((s) => s.trim()).filter(Boolean).map((s) => db.prepare(s)));
-  }
   const url = (await mf.ready).origin;
   const call = async (key, path, body) => {
     const r = await fetch(url + path, {
