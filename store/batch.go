@@ -23,7 +23,7 @@ import (
 // one transaction per call.
 //
 // On SQLite the batcher pins the writer connection on its first
-// transaction and runs every write on its own goroutine. It begins and ends
+// transaction, and one caller at a time (lead) runs a batch on it. It begins and ends
 // transactions itself (BEGIN IMMEDIATE, COMMIT, ROLLBACK, savepoints) with
 // statements prepared once on that connection, as are the transactions' own
 // (stmtCache): database/sql's BeginTx parsed its BEGIN anew each time, and a
@@ -37,10 +37,17 @@ type batcher struct {
 	known      knownHeads // Postgres: the chain heads this process last committed
 	pipe       *pipe      // Postgres, when asked for: the pipelined group commit (pipe.go)
 	db         *DB
-	conn       *sql.Conn // the writer connection, pinned on the first batch
-	reqs       chan *txReq
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	conn       *sql.Conn     // the writer connection, pinned on the first batch
+	reqs       chan *txReq   // the pipe's loop: transactions to run
+	stop       chan struct{} // the pipe's loop: closed by close
+	// wg counts the pipe's loop, or the leader (lead) while there is one.
+	wg sync.WaitGroup
+
+	// Without a pipe, the callers run the group commit (lead).
+	mu      sync.Mutex
+	queue   []*txReq // waiting for the leader's batch to end
+	leading bool     // a caller is running a batch
+	closed  bool
 }
 
 type txReq struct {
@@ -57,23 +64,44 @@ const maxBatch = 128
 // newBatcher starts db's group commit; with pipeDSN (Postgres) a
 // pipelined one on a connection to it (pipe.go).
 func newBatcher(db *DB, pipeDSN string) *batcher {
-	b := &batcher{db: db, reqs: make(chan *txReq, maxBatch), stop: make(chan struct{})}
-	if pipeDSN != "" {
-		b.pipe = newPipe(b, pipeDSN)
+	b := &batcher{db: db}
+	if pipeDSN == "" {
+		return b
 	}
+	b.reqs, b.stop = make(chan *txReq, maxBatch), make(chan struct{})
+	b.pipe = newPipe(b, pipeDSN)
 	b.wg.Add(1)
 	go b.loop()
 	return b
 }
 
 func (b *batcher) close() {
-	close(b.stop)
-	b.wg.Wait()
+	if b.pipe != nil {
+		close(b.stop)
+		b.wg.Wait()
+		return
+	}
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait() // the transactions queued before are run and answered
+	b.release()
+}
+
+// release closes the writer's statements and gives its connection back.
+func (b *batcher) release() {
+	b.db.stmts.close()
+	if b.conn != nil {
+		b.conn.Close()
+	}
 }
 
 // do runs fn in the next batch and waits for its commit.
 func (b *batcher) do(ctx context.Context, tenant string, fn func(*Tx) error) error {
 	req := &txReq{ctx: ctx, tenant: tenant, fn: fn, done: make(chan error, 1)}
+	if b.pipe == nil {
+		return b.lead(req)
+	}
 	select {
 	case b.reqs <- req:
 	case <-b.stop:
@@ -86,21 +114,91 @@ func (b *batcher) do(ctx context.Context, tenant string, fn func(*Tx) error) err
 	return <-req.done
 }
 
+// errLead is what a queued transaction's caller is told when the leader
+// before it hands it the group commit (lead).
+var errLead = errors.New("store: lead the next batch")
+
+// lead is the group commit run by its callers, as a leader and followers
+// (the "leader/follower" group commit of database logs): a caller that
+// finds no batch running runs its transaction at once, on its own
+// goroutine; callers that come while it runs queue, and when its batch has
+// committed the leader hands the queue to the first of them, which runs
+// them all as the next batch. So a transaction alone costs no goroutine
+// handoff (two wake-ups a transaction, each a thread woken when the
+// process is otherwise idle), and under load every transaction that
+// arrives during a commit shares the next one, as with a goroutine of the
+// store's own. Each caller runs at most one batch.
+func (b *batcher) lead(req *txReq) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("store: closed")
+	}
+	b.queue = append(b.queue, req)
+	if b.leading {
+		b.mu.Unlock()
+		// Once queued, the request is answered after its batch's commit
+		// even if ctx ends meanwhile: the caller must learn whether its
+		// change landed.
+		if err := <-req.done; err != errLead {
+			return err
+		}
+	} else {
+		b.leading = true
+		b.wg.Add(1)
+		b.mu.Unlock()
+	}
+	// One yield lets the goroutines that are about to ask (their requests
+	// ran while this one waited) queue before the batch is taken, so they
+	// share this commit rather than each paying one. Alone, it costs
+	// nothing to wait for.
+	runtime.Gosched()
+	// The leader: req is the queue's first (handOn hands the queue to its
+	// first), so it is in this batch.
+	b.mu.Lock()
+	n := min(len(b.queue), maxBatch)
+	batch := b.queue[:n:n]
+	b.queue = b.queue[n:]
+	b.mu.Unlock()
+	b.run(batch)
+	if c := b.db.ckpt; c != nil && b.conn != nil && c.restart.Swap(false) {
+		// See restartFrames. Between two batches, off this caller's
+		// answer: the next leader waits for it. A failure leaves the log
+		// to grow until the next request.
+		go func() {
+			b.conn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(RESTART)")
+			b.handOn()
+		}()
+	} else {
+		b.handOn()
+	}
+	return <-req.done
+}
+
+// handOn ends a leader's turn: the first queued caller leads the next
+// batch, or, with none queued, the next caller to come.
+func (b *batcher) handOn() {
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.leading = false
+		b.queue = nil
+		b.mu.Unlock()
+		b.wg.Done()
+		return
+	}
+	next := b.queue[0]
+	b.mu.Unlock()
+	next.done <- errLead
+}
+
+// loop is the pipelined group commit's goroutine (pipe.go).
 func (b *batcher) loop() {
 	defer b.wg.Done()
 	defer func() {
-		if b.pipe != nil {
-			b.pipe.close()
-		}
-		b.db.stmts.close()
-		if b.conn != nil {
-			b.conn.Close()
-		}
+		b.pipe.close()
+		b.release()
 	}()
-	var settled <-chan struct{} // the pipe's: a batch in flight ended
-	if b.pipe != nil {
-		settled = b.pipe.note
-	}
+	settled := b.pipe.note // a batch in flight ended
 	for {
 		var first *txReq
 		select {
@@ -482,8 +580,9 @@ func (b *batcher) runEach(ctx context.Context, t *Tx, batch []*txReq) error {
 	return nil
 }
 
-// safe turns a panic in fn into an error: fn runs on the batcher's
-// goroutine, where a panic would take every writer down with it.
+// safe turns a panic in fn into an error: fn runs in a batch of others'
+// transactions, whose leader a panic would take down with every writer
+// waiting behind it.
 func safe(fn func(*Tx) error) func(*Tx) error {
 	return func(t *Tx) (err error) {
 		defer func() {

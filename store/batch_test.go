@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -460,4 +462,78 @@ func TestTransactionAloneRunsOnceOnItsOwnRefusal(t *testing.T) {
 			t.Fatalf("%d rows written by a refused transaction (%v)", n, err)
 		}
 	})
+}
+
+// TestGroupCommitLeaderHandsOn: a transaction that finds no batch running
+// runs on its caller's goroutine; those that come while it runs wait and
+// run as the next batch, led by one of them; Close lets that batch finish
+// and commit before it returns, and refuses what comes after it.
+func TestGroupCommitLeaderHandsOn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lead.db")
+	db, err := store.Open(context.Background(), "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `CREATE TABLE lead (n INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- db.InTx(ctx, func(tx *store.Tx) error {
+			stack := make([]byte, 64<<10)
+			stack = stack[:runtime.Stack(stack, false)]
+			if !strings.Contains(string(stack), "TestGroupCommitLeaderHandsOn") {
+				return fmt.Errorf("a transaction alone ran on another goroutine than its caller's:\n%s", stack)
+			}
+			close(started)
+			<-release
+			_, err := tx.Exec(ctx, `INSERT INTO lead (n) VALUES (0)`)
+			return err
+		})
+	}()
+	<-started
+	const n = 20
+	answers := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go func() {
+			answers <- db.InTx(ctx, func(tx *store.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO lead (n) VALUES (?)`, i)
+				return err
+			})
+		}()
+	}
+	for db.QueuedTx() < n {
+		runtime.Gosched()
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	for !db.CommitClosing() {
+		runtime.Gosched()
+	}
+	if err := db.InTx(ctx, func(tx *store.Tx) error { return nil }); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a transaction after Close: %v; want store: closed", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the leader: %v", err)
+	}
+	for range n {
+		if err := <-answers; err != nil {
+			t.Errorf("a queued transaction: %v", err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	db, err = store.Open(ctx, "sqlite:"+path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	if err := db.QueryRow(ctx, `SELECT COUNT(*) FROM lead`).Scan(&rows); err != nil || rows != n+1 {
+		t.Fatalf("after reopening: %d rows (%v); want %d", rows, err, n+1)
+	}
 }

@@ -127,3 +127,21 @@ func (db *DB) PipeWrites() <-chan struct{} {
 	db.batch.pipe.wrote = ch
 	return ch
 }
+
+// QueuedTx is how many transactions wait for the group commit's leader
+// (lead); 0 with a pipelined group commit, which queues on a channel.
+func (db *DB) QueuedTx() int {
+	b := db.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// CommitClosing reports whether Close has closed the group commit to new
+// transactions.
+func (db *DB) CommitClosing() bool {
+	b := db.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
