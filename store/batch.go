@@ -129,6 +129,9 @@ var errLead = errors.New("store: lead the next batch")
 // arrives during a commit shares the next one, as with a goroutine of the
 // store's own. Each caller runs at most one batch.
 func (b *batcher) lead(req *txReq) error {
+	if err := req.ctx.Err(); err != nil {
+		return err // the caller is gone before its transaction ran: nothing written
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
