@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/internal/h1"
 	"github.com/caduceus-dev/caduceus/internal/telemetry"
 	"github.com/caduceus-dev/caduceus/shim/provider"
 	"github.com/caduceus-dev/caduceus/shim/upstream"
@@ -271,10 +272,20 @@ func (g *Gateway) charged(status int, mt provider.Meter, body []byte, price upst
 // as long as the answer. The gateway bounds that wait where a plan allows a
 // failover (attempt_timeout) or a route asks (timeout); otherwise the
 // caller's hang-up cancels it.
-func Transport(maxIdlePerHost int) *http.Transport {
+//
+// A plain-HTTP upstream reached without a proxy (a local model server, a
+// sidecar) is spoken to by internal/h1, which runs the exchange on the
+// request's own goroutine; https and proxied upstreams by net/http's
+// Transport.
+func Transport(maxIdlePerHost int) http.RoundTripper {
 	if maxIdlePerHost <= 0 {
 		maxIdlePerHost = 256
 	}
+	return &h1.Transport{Fallback: netTransport(maxIdlePerHost), Proxy: http.ProxyFromEnvironment, MaxIdlePerHost: maxIdlePerHost}
+}
+
+// netTransport is net/http's transport as Transport configures it.
+func netTransport(maxIdlePerHost int) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
