@@ -1,0 +1,165 @@
+package edge_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caduceus-dev/caduceus/edge"
+	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/store/port"
+)
+
+// callLog records the calls the edge makes to its database, each a round
+// trip at the Worker (d1.go: Query is one prepare().raw(), Exec one
+// run(), Batch one batch()), as "query TABLE", "exec TABLE" or
+// "batch[N] TABLE TABLE ..." (the table each statement reads or writes).
+type callLog struct {
+	port.DB
+	mu    sync.Mutex
+	calls []string
+}
+
+// table is the table a statement reads or writes.
+func table(q string) string {
+	f := strings.Fields(q)
+	for i, w := range f {
+		switch strings.ToUpper(w) {
+		case "FROM", "INTO", "UPDATE":
+			if i+1 < len(f) {
+				return strings.Trim(f[i+1], "(,")
+			}
+		}
+	}
+	return "?"
+}
+
+func (c *callLog) add(s string) {
+	c.mu.Lock()
+	c.calls = append(c.calls, s)
+	c.mu.Unlock()
+}
+
+func (c *callLog) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	c.calls = nil
+	return out
+}
+
+func (c *callLog) Query(ctx context.Context, q string, args ...any) ([]port.Row, error) {
+	c.add("query " + table(q))
+	return c.DB.Query(ctx, q, args...)
+}
+
+func (c *callLog) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	c.add("exec " + table(q))
+	return c.DB.Exec(ctx, q, args...)
+}
+
+func (c *callLog) Batch(ctx context.Context, stmts []port.Statement) error {
+	s := fmt.Sprintf("batch[%d]", len(stmts))
+	for _, st := range stmts {
+		s += " " + table(st.SQL)
+	}
+	c.add(s)
+	return c.DB.Batch(ctx, stmts)
+}
+
+// The database calls each kind of turn makes, one by one: each is a round
+// trip the Worker waits for on D1 (docs/edge.md, "CPU per request"). The
+// provisions (and the context entries a shim renders) are reused for the
+// shim's RulesTTL, so a turn after it also reads them again; the clock
+// here moves only when the test moves it.
+func TestTurnRoundTrips(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer upstream.Close()
+	db := &callLog{DB: open(t)}
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	const admin = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	admins, err := edge.ParseAdminKeys(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := edge.New(edge.Config{DB: db, AdminKeys: admins, Now: now, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstream.URL + "/v1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	post := func(key, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Caduceus-Harness", "claude-code")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, out)
+		}
+		return string(out)
+	}
+	created := post(admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
+	key := created[strings.Index(created, "cad_") : strings.Index(created, "cad_")+73]
+	post(key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
+	post(key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
+	post(key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+
+	// The key (with its grants), then the turn's one batch: its audit
+	// record and the chain's new head, its receipt, and the outcomes
+	// (memory) it resolves and opens.
+	key2 := []string{"query api_keys", "query api_key_grants"}
+	head := []string{"query audit_heads"}
+	for _, c := range []struct {
+		name, body string
+		warm, ttl  []string // a turn within the rules' TTL; the first after it
+	}{
+		{"direct", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`,
+			concat(key2, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"}),
+			concat(key2, []string{"query shim_provisions", "query shim_provisions"}, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"})},
+		{"shimmed", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`,
+			concat(key2, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"}),
+			concat(key2, []string{"query shim_provisions", "query shim_provisions", "query shim_context"}, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"})},
+		{"forwarded", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}`,
+			concat(key2, head, []string{"batch[4] audit_records audit_heads shim_receipts shim_outcomes"}),
+			concat(key2, []string{"query shim_provisions", "query shim_provisions"}, head, []string{"batch[4] audit_records audit_heads shim_receipts shim_outcomes"})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			post(key, "/v1/chat/completions", c.body)
+			db.take()
+			for range 3 {
+				post(key, "/v1/chat/completions", c.body)
+				if got := db.take(); !slices.Equal(got, c.warm) {
+					t.Fatalf("a turn within the rules' TTL made %d calls:\n  %s\nwant %d:\n  %s", len(got), strings.Join(got, "\n  "), len(c.warm), strings.Join(c.warm, "\n  "))
+				}
+			}
+			clock.Add(int64(2 * time.Second))
+			post(key, "/v1/chat/completions", c.body)
+			if got := db.take(); !slices.Equal(got, c.ttl) {
+				t.Fatalf("the first turn after the rules' TTL made %d calls:\n  %s\nwant %d:\n  %s", len(got), strings.Join(got, "\n  "), len(c.ttl), strings.Join(c.ttl, "\n  "))
+			}
+		})
+	}
+}
+
+func concat(lists ...[]string) []string { return slices.Concat(lists...) }
