@@ -125,10 +125,10 @@ func TestTurnRoundTrips(t *testing.T) {
 	post(key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
 	post(key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
 
-	// The key (with its grants), then the turn's one batch: its audit
-	// record and the chain's new head, its receipt, and the outcomes
-	// (memory) it resolves and opens.
-	key2 := []string{"query api_keys", "query api_key_grants"}
+	// The key with its grants (one statement), the chain's head, then the
+	// turn's one batch: its audit record and the chain's new head, its
+	// receipt, and the outcomes (memory) it resolves and opens.
+	key2 := []string{"query api_keys"}
 	head := []string{"query audit_heads"}
 	for _, c := range []struct {
 		name, body string
