@@ -90,7 +90,7 @@ func New(cfg Config) (*Edge, error) {
 	gov := &shim.Governor{}
 	m := memory.New(memory.Config{Store: mem, Rules: rules, Now: cfg.Now,
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
-	sc := shim.Config{Store: rules, Audit: trail, Turns: shimstore.NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
+	sc := shim.Config{Store: rules, Audit: trail, Turns: shimstore.NewTurnsOn(trail), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
 		Classifier: cfg.Classifier, Embedder: cfg.Embedder, Now: cfg.Now,
 		// No request waits for a read another has in flight: in a Worker

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caduceus-dev/caduceus/audit"
 	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/store/port"
@@ -125,11 +126,13 @@ func TestTurnRoundTrips(t *testing.T) {
 	post(key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
 	post(key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
 
-	// The key with its grants (one statement), the chain's head, then the
-	// turn's one batch: its audit record and the chain's new head, its
-	// receipt, and the outcomes (memory) it resolves and opens.
+	// The key with its grants (one statement), then the turn's one batch:
+	// its audit record, sealed onto where the edge's last append left the
+	// chain (no read of its head: TestChainEndRemembered), and the
+	// chain's new head, its receipt, and the outcomes (memory) it resolves
+	// and opens.
 	key2 := []string{"query api_keys"}
-	head := []string{"query audit_heads"}
+	head := []string{}
 	for _, c := range []struct {
 		name, body string
 		warm, ttl  []string // a turn within the rules' TTL; the first after it
@@ -163,3 +166,59 @@ func TestTurnRoundTrips(t *testing.T) {
 }
 
 func concat(lists ...[]string) []string { return slices.Concat(lists...) }
+
+// An append seals onto where the same trail's last append left the chain
+// without reading its head, and is still sealed onto the head the
+// database holds when the chain moved since: forward, by another writer
+// (an isolate), or back (the database restored to an earlier state), or
+// when its head row is gone. Each time the chain verifies whole.
+func TestChainEndRemembered(t *testing.T) { checkChainEndRemembered(t, open) }
+
+func checkChainEndRemembered(t *testing.T, open opener) {
+	db := &callLog{DB: open(t)}
+	ctx := context.Background()
+	a, b := port.NewAudit(db), port.NewAudit(db)
+	appendOK := func(trail *port.Audit, wantSeq int64, wantCalls ...string) audit.Record {
+		t.Helper()
+		db.take()
+		rec, err := trail.Append(ctx, entry("slot-1", "shim.proxy"))
+		if err != nil || rec.Seq != wantSeq {
+			t.Fatalf("append: seq %d, %v; want seq %d", rec.Seq, err, wantSeq)
+		}
+		if got := db.take(); !slices.Equal(got, wantCalls) {
+			t.Fatalf("append at seq %d made the calls\n  %s\nwant\n  %s", wantSeq, strings.Join(got, "\n  "), strings.Join(wantCalls, "\n  "))
+		}
+		rep, err := audit.Verify(ctx, a, nil)
+		if err != nil || rep.Records != wantSeq || rep.Break != nil {
+			t.Fatalf("verify after seq %d: %+v %v", wantSeq, rep, err)
+		}
+		return rec
+	}
+	const (
+		read  = "query audit_heads"
+		write = "batch[2] audit_records audit_heads"
+		first = "query audit_records" // the chain's last record, when it has no head row
+	)
+	appendOK(a, 1, read, first, write)
+	r2 := appendOK(a, 2, write)
+	appendOK(b, 3, read, write)
+	// a's end (2) is stale: its batch fails, a reads the head and seals again.
+	appendOK(a, 4, write, read, write)
+	appendOK(a, 5, write)
+	// Restored to seq 2: a's end (5) is ahead of the chain.
+	if err := db.Batch(ctx, []port.Statement{
+		{SQL: `DELETE FROM audit_records WHERE tenant = 'slot-1' AND seq > 2`},
+		{SQL: `UPDATE audit_heads SET seq = 2, hash = ? WHERE tenant = 'slot-1'`, Args: []any{r2.Hash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r3 := appendOK(a, 3, write, read, write); r3.PrevHash != r2.Hash {
+		t.Fatalf("after the restore: sealed onto %q, want record 2's %q", r3.PrevHash, r2.Hash)
+	}
+	// The head row gone: sealed onto the chain's last record.
+	if _, err := db.Exec(ctx, `DELETE FROM audit_heads WHERE tenant = 'slot-1'`); err != nil {
+		t.Fatal(err)
+	}
+	appendOK(a, 4, write, read, first, write)
+	appendOK(a, 5, write)
+}
