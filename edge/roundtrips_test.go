@@ -224,7 +224,86 @@ func checkChainEndRemembered(t *testing.T, open opener) {
 		t.Fatal(err)
 	}
 	appendOK(a, 4, write, read, first, write)
-	appendOK(a, 5, write)
+	r5 := appendOK(a, 5, write)
+	// Told where the chain ends (Keys.HeadsTo: a key's read), b seals there;
+	// told of an end older than its own, a keeps its own.
+	b.SawHead("slot-1", r5.Seq, r5.Hash)
+	r6 := appendOK(b, 6, write)
+	a.SawHead("slot-1", r6.Seq, r6.Hash)
+	a.SawHead("slot-1", r5.Seq, r5.Hash)
+	appendOK(a, 7, write)
+	// Told of an end the chain has left (a read before b's append), b's
+	// batch fails and it reads the head.
+	b.SawHead("slot-1", 7, r5.Hash)
+	appendOK(b, 8, write, read, write)
+	// Told of a hash that is none, b reads the head.
+	b.SawHead("slot-1", 9, "not-a-hash")
+	appendOK(b, 9, read, write)
+}
+
+// Two isolates on one database, taking turns of one tenant in turn: each
+// turn still makes two round trips, the key's read telling its isolate
+// where the chain ends (port.Keys.HeadsTo), and the chain is whole.
+func TestTurnRoundTripsTwoIsolates(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	defer upstream.Close()
+	shared := open(t)
+	const admin = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	admins, err := edge.ParseAdminKeys(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dbs [2]*callLog
+	var urls [2]string
+	for i := range dbs {
+		dbs[i] = &callLog{DB: shared}
+		e, err := edge.New(edge.Config{DB: dbs[i], AdminKeys: admins, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstream.URL + "/v1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(e)
+		defer srv.Close()
+		urls[i] = srv.URL
+	}
+	post := func(i int, key, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", urls[i]+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Caduceus-Harness", "claude-code")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, out)
+		}
+		return string(out)
+	}
+	created := post(0, admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
+	key := created[strings.Index(created, "cad_") : strings.Index(created, "cad_")+73]
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}`
+	post(0, key, "/v1/chat/completions", body)
+	post(1, key, "/v1/chat/completions", body)
+	want := []string{"query api_keys", "batch[4] audit_records audit_heads shim_receipts shim_outcomes"}
+	for n := range 6 {
+		i := n % 2
+		dbs[i].take()
+		post(i, key, "/v1/chat/completions", body)
+		if got := dbs[i].take(); !slices.Equal(got, want) {
+			t.Fatalf("turn %d at isolate %d made the calls\n  %s\nwant\n  %s", n, i, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+	}
+	rep, err := audit.Verify(context.Background(), port.NewAudit(shared), nil)
+	if err != nil || rep.Break != nil || rep.Records < 9 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
 }
 
 // ListProvisionPair reads what ListProvisions reads of each tenant, in one

@@ -24,7 +24,8 @@ import (
 // lock the head: store.AppendAudit; both write the same rows.)
 //
 // An Audit remembers where each chain ended after its own last append
-// (heads), and seals the next record there without reading the head, the
+// (heads), or where a read of it saw it end (SawHead), and seals the next
+// record there without reading the head, the
 // record's prev_hash taken in the same statement from the head row, which
 // must still hold that seq and hash: when the chain moved, whether forward
 // (another writer appended) or back (the database was restored), the
@@ -40,6 +41,16 @@ type Audit struct {
 
 // NewAudit returns the audit trail on db.
 func NewAudit(db DB) *Audit { return &Audit{db: db} }
+
+// SawHead tells the trail that tenant's head row held seq and hash when
+// it was read (Keys.HeadsTo): its next append for tenant seals there,
+// unless it knows of a later end, without reading the head; the append is
+// as safe as any on a remembered end (the head row must still say so).
+func (a *Audit) SawHead(tenant contract.TenantSlot, seq int64, hash string) {
+	if seq > 0 {
+		a.heads.put(tenant, chainEnd{seq, hash})
+	}
+}
 
 // chainEnds are where this Audit's last appends left each tenant's chain.
 type chainEnds struct {
@@ -143,18 +154,16 @@ func (a *Audit) AppendWith(ctx context.Context, s audit.Sealable, with func(audi
 	if end, ok := a.heads.get(tenant); ok {
 		// Onto where this Audit's last append left the chain, if the head
 		// row still says so; on any failure, forgotten, and on as without.
-		rec, err := s.Seal(end.seq+1, end.hash)
-		if err != nil {
-			return audit.Record{}, err
-		}
-		stmts := RecordStatements(rec)
-		stmts[0] = guardedRecord(stmts[0], rec)
-		if with != nil {
-			stmts = append(stmts, with(rec)...)
-		}
-		if err := a.db.Batch(ctx, stmts); err == nil {
-			a.heads.put(tenant, chainEnd{rec.Seq, rec.Hash})
-			return rec, nil
+		if rec, err := s.Seal(end.seq+1, end.hash); err == nil {
+			stmts := RecordStatements(rec)
+			stmts[0] = guardedRecord(stmts[0], rec)
+			if with != nil {
+				stmts = append(stmts, with(rec)...)
+			}
+			if err := a.db.Batch(ctx, stmts); err == nil {
+				a.heads.put(tenant, chainEnd{rec.Seq, rec.Hash})
+				return rec, nil
+			}
 		}
 		a.heads.drop(tenant, end)
 	}
