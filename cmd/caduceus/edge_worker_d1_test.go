@@ -17,8 +17,10 @@ import (
 // GET /__d1calls answers the list since the last time it was asked. GET
 // /__d1replay runs the D1 calls of the last request the Go side served
 // again from JavaScript (the turn's record moved up the chain, its ids
-// made new), and GET /__noop answers without Go or D1: what D1 costs a
-// turn, apart from the Worker's own code (BenchmarkEdgeWorkerD1).
+// made new), POST /__fetch makes a forwarded turn's upstream call from
+// JavaScript, and GET /__noop answers without Go or D1: what D1 and the
+// upstream call cost a turn, apart from the Worker's own code
+// (BenchmarkEdgeWorkerD1).
 const d1CountingEntry = `import inner from "./caduceus-worker.mjs";
 const calls = [];
 let current = [], last = [];
@@ -96,6 +98,15 @@ export default {
       return new Response(out, { headers: { "Content-Type": "application/json" } });
     }
     if (path === "/__noop") return new Response("{}");
+    if (path === "/__fetch") {
+      // The upstream call of a forwarded turn, from JavaScript.
+      const r = await fetch(env.CADUCEUS_OPENAI_URL + "/chat/completions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Authorization": "Bearer " + env.CADUCEUS_OPENAI_API_KEY },
+        body: await request.text(),
+      });
+      return new Response(await r.text(), { status: r.status });
+    }
     if (path === "/__d1replay") {
       await replay(env.DB);
       return new Response("{}");
@@ -179,9 +190,11 @@ func startCountingWorker(tb testing.TB) (workerProc, string) {
 // a direct answer's and a context shim's two round trips, TestEdgeWorkerD1RoundTrips)
 // run again and again from JavaScript in the Worker's isolate
 // (d1CountingEntry's /__d1replay, which adds no statement), beside a
-// request answered there without Go or D1 (noop). A request's D1 is its
-// replay's cpu-ms/op less noop's; the rest of its cost at the Worker is
-// the Worker's (BenchmarkEdgeWorker).
+// request answered there without Go or D1 (noop), and a forwarded turn's
+// upstream call made from there (upstream: miniflare passes it through a
+// worker of its own). A request's D1 is its replay's cpu-ms/op less
+// noop's, the upstream call's runtime part upstream's less noop's; the
+// rest of its cost at the Worker is the Worker's (BenchmarkEdgeWorker).
 //
 //	go test -run '^$' -bench EdgeWorkerD1 -benchtime 300x -count 2 ./cmd/caduceus
 func BenchmarkEdgeWorkerD1(b *testing.B) {
@@ -196,6 +209,15 @@ func BenchmarkEdgeWorkerD1(b *testing.B) {
 		b.ReportMetric(float64(cpuTicks(b, pid)-before)*10/float64(b.N), "cpu-ms/op")
 	}
 	b.Run("noop", func(b *testing.B) { measure(b, "/__noop") })
+	b.Run("upstream", func(b *testing.B) {
+		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`
+		edgeCall(b, w.url, "", "/__fetch", body) // warm
+		before := cpuTicks(b, pid)
+		for b.Loop() {
+			edgeCall(b, w.url, "", "/__fetch", body)
+		}
+		b.ReportMetric(float64(cpuTicks(b, pid)-before)*10/float64(b.N), "cpu-ms/op")
+	})
 	for _, r := range []struct{ name, path, body string }{
 		{"readyz", "/readyz", ""},
 		{"direct", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
