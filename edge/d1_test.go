@@ -47,3 +47,5 @@ func TestD1KeysAdoptVerifyRevoke(t *testing.T) { checkKeysAdoptVerifyRevoke(t, d
 func TestD1RequestKeysLease(t *testing.T) { checkRequestKeysLease(t, d1test.Open) }
 
 func TestD1TurnsAreOneBatch(t *testing.T) { checkTurnsAreOneBatch(t, d1test.Open) }
+
+func TestD1ChainEndRemembered(t *testing.T) { checkChainEndRemembered(t, d1test.Open) }

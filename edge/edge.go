@@ -90,7 +90,7 @@ func New(cfg Config) (*Edge, error) {
 	gov := &shim.Governor{}
 	m := memory.New(memory.Config{Store: mem, Rules: rules, Now: cfg.Now,
 		Logf: func(format string, args ...any) { cfg.Logger.Warn(fmt.Sprintf(format, args...)) }})
-	sc := shim.Config{Store: rules, Audit: trail, Turns: shimstore.NewTurns(cfg.DB), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
+	sc := shim.Config{Store: rules, Audit: trail, Turns: shimstore.NewTurnsOn(trail), Upstreams: cfg.Upstreams, Offline: cfg.Offline,
 		Logger: cfg.Logger, Admit: gov.Admit, AdmitOnly: shim.Governed, Observers: []shim.Observer{m},
 		Classifier: cfg.Classifier, Embedder: cfg.Embedder, Now: cfg.Now,
 		// No request waits for a read another has in flight: in a Worker
@@ -114,7 +114,9 @@ func New(cfg Config) (*Edge, error) {
 	gates := []gate.Gate{shimgate.New(gc)}
 	// No key cache: each isolate is short-lived and a revocation must reach
 	// every isolate at once, so each request reads its key from D1.
-	keys := auth.NewService(port.NewKeys(cfg.DB, cfg.Now, nil), cfg.Now, 0)
+	// Each key read also reads where the key's tenant's audit chain ends,
+	// for the turn's append (port.Keys.HeadsTo): one round trip for both.
+	keys := auth.NewService(port.NewKeys(cfg.DB, cfg.Now, nil).HeadsTo(trail), cfg.Now, 0)
 	srv := server.New(server.Config{Auth: keys, Audit: trail, Records: trail, Store: trail, Logger: cfg.Logger, Version: cfg.Version,
 		Routes: gate.Routes(gates), Tools: gate.Tools(gates), EdgeSecret: cfg.EdgeSecret, Keys: port.NewRequestKeys(cfg.DB, cfg.Now),
 		// A duplicate must not wait on the request that holds its key:

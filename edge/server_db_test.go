@@ -29,6 +29,7 @@ func TestStoresOnServerDatabases(t *testing.T) {
 			t.Run("KeysAdoptVerifyRevoke", func(t *testing.T) { checkKeysAdoptVerifyRevoke(t, open) })
 			t.Run("RequestKeysLease", func(t *testing.T) { checkRequestKeysLease(t, open) })
 			t.Run("TurnsAreOneBatch", func(t *testing.T) { checkTurnsAreOneBatch(t, open) })
+			t.Run("ChainEndRemembered", func(t *testing.T) { checkChainEndRemembered(t, open) })
 		})
 	}
 }

@@ -103,15 +103,25 @@ func edgeCall(tb testing.TB, url, key, path, body string) []byte {
 // time. Run it on a quiet machine:
 //
 //	go test -run '^$' -bench EdgeWorker -count 3 ./cmd/caduceus
+//
+// With CADUCEUS_BENCH_WORKER_BASE naming another build of the Worker's
+// caduceus.wasm (an older commit's, say), that build runs too, as
+// worker-base, right after the Worker on each request: the two compared
+// in one run.
 func BenchmarkEdgeWorker(b *testing.B) {
 	dir := buildWorker(b)
 	upstream := httptest.NewServer(&edgeUpstream{})
 	b.Cleanup(upstream.Close)
-	w := startWorker(b, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream")
+	workerEnv := []string{"CADUCEUS_ADMIN_KEY=" + edgeAdminKey, "CADUCEUS_OPENAI_URL=" + upstream.URL + "/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream"}
+	w := startWorker(b, dir, workerEnv...)
 	p := startProc(b, []string{"CADUCEUS_OPENAI_API_KEY=sk-upstream"}, "--gates", "shim", "--data", b.TempDir(), "--upstream", "openai="+upstream.URL+"/v1", "--log-level", "warn")
 	targets := []edgeBenchTarget{
 		{name: "serve", url: p.url, key: p.awaitKey(b), pid: p.cmd.Process.Pid},
 		{name: "worker", url: w.url, key: edgeAdminKey, pid: workerdOf(b, w.cmd.Process.Pid)},
+	}
+	if wasm := os.Getenv("CADUCEUS_BENCH_WORKER_BASE"); wasm != "" {
+		base := startWorker(b, workerDirWith(b, dir, wasm), workerEnv...)
+		targets = append(targets, edgeBenchTarget{name: "worker-base", url: base.url, key: edgeAdminKey, pid: workerdOf(b, base.cmd.Process.Pid)})
 	}
 	for i := range targets {
 		t := &targets[i]
@@ -147,6 +157,25 @@ func BenchmarkEdgeWorker(b *testing.B) {
 			})
 		}
 	}
+}
+
+// workerDirWith is a copy of the Worker's directory dir (buildWorker)
+// with wasm as its dist/caduceus.wasm.
+func workerDirWith(tb testing.TB, dir, wasm string) string {
+	tb.Helper()
+	out := tb.TempDir()
+	for _, f := range []string{"worker.mjs", "start.mjs", "miniflare.mjs", "package.json", filepath.Join("dist", "wasm_exec.js")} {
+		copyInto(tb, filepath.Join(dir, f), filepath.Join(out, f))
+	}
+	copyInto(tb, wasm, filepath.Join(out, "dist", "caduceus.wasm"))
+	target, err := os.Readlink(filepath.Join(dir, "node_modules"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(out, "node_modules")); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
 
 // BenchmarkEdgeWorkerColdStart times the first request a new Worker

@@ -25,6 +25,11 @@ type Turns struct{ trail *port.Audit }
 // NewTurns returns the turn recorder on db.
 func NewTurns(db port.DB) *Turns { return &Turns{trail: port.NewAudit(db)} }
 
+// NewTurnsOn returns the turn recorder that appends to trail, the audit
+// trail its other records go to, so that both seal onto the chain's end as
+// trail last left it (port.Audit).
+func NewTurnsOn(trail *port.Audit) *Turns { return &Turns{trail: trail} }
+
 var _ shim.TurnRecorder = (*Turns)(nil)
 
 // RecordTurn implements shim.TurnRecorder. The caller's cancellation is

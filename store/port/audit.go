@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
@@ -20,10 +22,78 @@ import (
 // the batch fails whole on the key and the append seals again onto the new
 // head. (The server's appends run inside its transactions instead, which
 // lock the head: store.AppendAudit; both write the same rows.)
-type Audit struct{ db DB }
+//
+// An Audit remembers where each chain ended after its own last append
+// (heads), or where a read of it saw it end (SawHead), and seals the next
+// record there without reading the head, the
+// record's prev_hash taken in the same statement from the head row, which
+// must still hold that seq and hash: when the chain moved, whether forward
+// (another writer appended) or back (the database was restored), the
+// statement fails (prev_hash is NOT NULL), and so the batch; any failure of
+// such a batch forgets the remembered end and the append goes on as
+// without it, reading the head. So a record is only ever stored sealed
+// onto the head the database holds, and an error is only ever returned from
+// a batch sealed onto the head as read.
+type Audit struct {
+	db    DB
+	heads chainEnds
+}
 
 // NewAudit returns the audit trail on db.
 func NewAudit(db DB) *Audit { return &Audit{db: db} }
+
+// SawHead tells the trail that tenant's head row held seq and hash when
+// it was read (Keys.HeadsTo): its next append for tenant seals there,
+// unless it knows of a later end, without reading the head; the append is
+// as safe as any on a remembered end (the head row must still say so).
+func (a *Audit) SawHead(tenant contract.TenantSlot, seq int64, hash string) {
+	if seq > 0 {
+		a.heads.put(tenant, chainEnd{seq, hash})
+	}
+}
+
+// chainEnds are where this Audit's last appends left each tenant's chain.
+type chainEnds struct {
+	mu sync.Mutex
+	m  map[contract.TenantSlot]chainEnd
+}
+
+type chainEnd struct {
+	seq  int64
+	hash string
+}
+
+// maxChainEnds bounds the tenants remembered; past it all are forgotten.
+const maxChainEnds = 4096
+
+func (c *chainEnds) get(tenant contract.TenantSlot) (chainEnd, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[tenant]
+	return e, ok
+}
+
+// put remembers e unless a later end of the chain is remembered.
+func (c *chainEnds) put(tenant contract.TenantSlot, e chainEnd) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[tenant]; ok && old.seq >= e.seq {
+		return
+	}
+	if c.m == nil || len(c.m) >= maxChainEnds {
+		c.m = map[contract.TenantSlot]chainEnd{}
+	}
+	c.m[tenant] = e
+}
+
+// drop forgets e, unless another append has remembered a newer end since.
+func (c *chainEnds) drop(tenant contract.TenantSlot, e chainEnd) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[tenant] == e {
+		delete(c.m, tenant)
+	}
+}
 
 var (
 	_ audit.Log        = (*Audit)(nil)
@@ -81,6 +151,22 @@ func (a *Audit) Append(ctx context.Context, e audit.Entry) (audit.Record, error)
 // violations too).
 func (a *Audit) AppendWith(ctx context.Context, s audit.Sealable, with func(audit.Record) []Statement) (audit.Record, error) {
 	tenant := s.Tenant()
+	if end, ok := a.heads.get(tenant); ok {
+		// Onto where this Audit's last append left the chain, if the head
+		// row still says so; on any failure, forgotten, and on as without.
+		if rec, err := s.Seal(end.seq+1, end.hash); err == nil {
+			stmts := RecordStatements(rec)
+			stmts[0] = guardedRecord(stmts[0], rec)
+			if with != nil {
+				stmts = append(stmts, with(rec)...)
+			}
+			if err := a.db.Batch(ctx, stmts); err == nil {
+				a.heads.put(tenant, chainEnd{rec.Seq, rec.Hash})
+				return rec, nil
+			}
+		}
+		a.heads.drop(tenant, end)
+	}
 	for try := range MaxAppendTries {
 		seq, prev, err := a.end(ctx, tenant)
 		if err != nil {
@@ -96,6 +182,7 @@ func (a *Audit) AppendWith(ctx context.Context, s audit.Sealable, with func(audi
 		}
 		err = a.db.Batch(ctx, stmts)
 		if err == nil {
+			a.heads.put(tenant, chainEnd{rec.Seq, rec.Hash})
 			return rec, nil
 		}
 		if !chainMoved(err) {
@@ -123,6 +210,16 @@ func RecordStatements(rec audit.Record) []Statement {
 		{SQL: `INSERT INTO audit_heads (tenant, seq, hash) VALUES (?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`,
 			Args: []any{string(rec.Tenant), rec.Seq, rec.Hash}},
 	}
+}
+
+// guardedRecord is RecordStatements's insert of rec with its prev_hash
+// read from the chain's head row in the same statement: NULL, which the
+// column refuses, unless the row still holds rec's previous seq and hash.
+func guardedRecord(insert Statement, rec audit.Record) Statement {
+	args := slices.Clone(insert.Args)
+	args = slices.Replace(args, 8, 9, any(string(rec.Tenant)), any(rec.Seq-1), any(rec.PrevHash))
+	return Statement{SQL: `INSERT INTO audit_records (tenant, seq, id, at, action, resource, outcome, body, prev_hash, hash, conversation_id, session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT hash FROM audit_heads WHERE tenant = ? AND seq = ? AND hash = ?), ?, ?, ?)`,
+		Args: args}
 }
 
 // chainMoved reports whether err is the unique violation of a record

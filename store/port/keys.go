@@ -21,6 +21,18 @@ type Keys struct {
 	db     DB
 	now    func() time.Time
 	notify func(what string) Statement
+	heads  *Audit // HeadsTo
+}
+
+// HeadsTo has each read of a key also read where its tenant's audit chain
+// ends, in the same statement, and tell trail (Audit.SawHead), whose next
+// append for that tenant then seals there without reading the head: at the
+// edge a turn's key read, so that an isolate whose last append is not the
+// chain's last (another isolate appended since) still seals its turn's
+// record without a round trip of its own. It returns k.
+func (k *Keys) HeadsTo(trail *Audit) *Keys {
+	k.heads = trail
+	return k
 }
 
 // NewKeys returns the key table on db. now stamps revocations and grants
@@ -78,19 +90,45 @@ func keyOf(r Row) auth.Key {
 	return key
 }
 
+// keyWithGrantsSQL reads a key and its grants (its own and its tenant's)
+// in one statement: a row per grant, sorted, or one with a NULL model when
+// there is none. It is every authenticated request's one read at the
+// edge, where each statement is a round trip to D1.
+const keyWithGrantsSQL = `SELECT k.id, k.tenant, k.secret_hash, k.scopes, k.harness, k.run_context, k.account, k.created_at, k.revoked_at, g.model
+FROM api_keys k LEFT JOIN api_key_grants g ON g.tenant = k.tenant AND g.key_id IN ('', k.id)
+WHERE k.id = ? ORDER BY g.model`
+
+// keyWithGrantsAndHeadSQL is keyWithGrantsSQL with the key's tenant's
+// audit head on each row (NULL when the tenant has none): HeadsTo.
+const keyWithGrantsAndHeadSQL = `SELECT k.id, k.tenant, k.secret_hash, k.scopes, k.harness, k.run_context, k.account, k.created_at, k.revoked_at, g.model, h.seq, h.hash
+FROM api_keys k LEFT JOIN api_key_grants g ON g.tenant = k.tenant AND g.key_id IN ('', k.id) LEFT JOIN audit_heads h ON h.tenant = k.tenant
+WHERE k.id = ? ORDER BY g.model`
+
 // Key implements auth.Store. Its Grants are the key's own and its
-// tenant's, sorted.
+// tenant's, sorted and without duplicates, read with it in one statement.
 func (k *Keys) Key(ctx context.Context, id string) (auth.Key, error) {
-	r, found, err := One(ctx, k.db, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id)
+	q := keyWithGrantsSQL
+	if k.heads != nil {
+		q = keyWithGrantsAndHeadSQL
+	}
+	rows, err := k.db.Query(ctx, q, id)
 	if err != nil {
 		return auth.Key{}, fmt.Errorf("store: key: %w", err)
 	}
-	if !found {
+	if len(rows) == 0 {
 		return auth.Key{}, contract.NotFoundf("key_not_found", "no key %s", id)
 	}
-	key := keyOf(r)
-	if key.Grants, err = k.grants(ctx, key.Tenant, key.ID); err != nil {
-		return auth.Key{}, err
+	key := keyOf(rows[0])
+	if r := rows[0]; k.heads != nil && !r.Null(10) {
+		k.heads.SawHead(key.Tenant, r.Int(10), r.Str(11))
+	}
+	for _, r := range rows {
+		if r.Null(9) {
+			continue
+		}
+		if g := r.Str(9); len(key.Grants) == 0 || key.Grants[len(key.Grants)-1] != g {
+			key.Grants = append(key.Grants, g)
+		}
 	}
 	return key, nil
 }
