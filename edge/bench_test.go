@@ -62,27 +62,8 @@ func BenchmarkEdgeTurn(b *testing.B) {
 	}
 	srv := httptest.NewServer(e)
 	defer srv.Close()
-	post := func(key, path, body string) string {
-		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("X-Caduceus-Harness", "claude-code")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			b.Fatalf("%s: %d %s", path, resp.StatusCode, out)
-		}
-		return string(out)
-	}
-	created := post(admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
-	key := created[strings.Index(created, "cad_") : strings.Index(created, "cad_")+73]
-	post(key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
-	post(key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
-	post(key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+	post := func(key, path, body string) string { return postAs(b, srv.URL, key, path, body) }
+	key := seedTurns(b, srv.URL, admin)
 	for _, r := range []struct{ name, body string }{
 		{"direct", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
 		{"shimmed", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`},
@@ -102,4 +83,40 @@ func BenchmarkEdgeTurn(b *testing.B) {
 			b.ReportMetric(float64(db.n.Load()-before)/float64(b.N), "round-trips/op")
 		})
 	}
+}
+
+// postAs POSTs body to base+path with key, as the harness claude-code, and
+// returns the 2xx answer's body (any other status fails tb).
+func postAs(tb testing.TB, base, key, path, body string) string {
+	tb.Helper()
+	req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("X-Caduceus-Harness", "claude-code")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		tb.Fatalf("%s: %d %s", path, resp.StatusCode, out)
+	}
+	return string(out)
+}
+
+// newKey makes a route and configure key of slot-1 with admin and returns it.
+func newKey(tb testing.TB, base, admin string) string {
+	created := postAs(tb, base, admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
+	return created[strings.Index(created, "cad_") : strings.Index(created, "cad_")+73]
+}
+
+// seedTurns makes a key (newKey) and gives its tenant a direct answer for
+// "refund" and a context shim for "deploy"; it returns the key.
+func seedTurns(tb testing.TB, base, admin string) string {
+	key := newKey(tb, base, admin)
+	postAs(tb, base, key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
+	postAs(tb, base, key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
+	postAs(tb, base, key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+	return key
 }

@@ -103,28 +103,8 @@ func TestTurnRoundTrips(t *testing.T) {
 	}
 	srv := httptest.NewServer(e)
 	defer srv.Close()
-	post := func(key, path, body string) string {
-		t.Helper()
-		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("X-Caduceus-Harness", "claude-code")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, out)
-		}
-		return string(out)
-	}
-	created := post(admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
-	key := created[strings.Index(created, "cad_") : strings.Index(created, "cad_")+73]
-	post(key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
-	post(key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
-	post(key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+	post := func(key, path, body string) string { return postAs(t, srv.URL, key, path, body) }
+	key := seedTurns(t, srv.URL, admin)
 
 	// The key with its grants (one statement), then the turn's one batch:
 	// its audit record, sealed onto where the edge's last append left the
@@ -265,25 +245,8 @@ func TestTurnRoundTripsTwoIsolates(t *testing.T) {
 		defer srv.Close()
 		urls[i] = srv.URL
 	}
-	post := func(i int, key, path, body string) string {
-		t.Helper()
-		req, _ := http.NewRequest("POST", urls[i]+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("X-Caduceus-Harness", "claude-code")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, out)
-		}
-		return string(out)
-	}
-	created := post(0, admin, "/v1/admin/keys", `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
-	key := created[strings.Index(created, "cad_") : strings.Index(created, "cad_")+73]
+	post := func(i int, key, path, body string) string { return postAs(t, urls[i], key, path, body) }
+	key := newKey(t, urls[0], admin)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}`
 	post(0, key, "/v1/chat/completions", body)
 	post(1, key, "/v1/chat/completions", body)
