@@ -245,13 +245,20 @@ type body struct {
 	keep bool // the connection may carry another request
 	mu   sync.Mutex
 	done bool
+	eof  bool // done at its end, not closed before
 }
+
+// errClosed is a read of a body closed before its end, in net/http's words.
+var errClosed = errors.New("http: read on closed response body")
 
 func (b *body) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	if b.done {
 		b.mu.Unlock()
-		return 0, errors.New("h1: read on a closed body")
+		if b.eof {
+			return 0, io.EOF // as often as it is asked, as net/http's body
+		}
+		return 0, errClosed
 	}
 	b.mu.Unlock()
 	n, err := b.rc.Read(p)
@@ -264,6 +271,7 @@ func (b *body) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if err == io.EOF {
+		b.eof = true
 		b.finishLocked(true)
 		return n, io.EOF
 	}
@@ -356,31 +364,6 @@ func (t *Transport) put(addr string, c *conn) {
 	}
 	t.idle[addr] = append(t.idle[addr], c)
 	t.mu.Unlock()
-}
-
-// alive reports whether an idle connection may still be used: the server
-// has neither closed it nor sent anything on it since its last answer. It
-// peeks without blocking (one recvfrom): net/http learns the same from the
-// reading goroutine each of its connections keeps.
-func alive(nc net.Conn) bool {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	live := false
-	var buf [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		// EAGAIN: open and quiet. No error: closed (0 bytes) or the
-		// server spoke out of turn. Any other error: the socket failed.
-		live = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
-		return true
-	})
-	return err == nil && live
 }
 
 // CloseIdleConnections closes the idle connections, and Fallback's.

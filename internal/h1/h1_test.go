@@ -378,3 +378,29 @@ func FuzzAnswer(f *testing.F) {
 		resp.Body.Close()
 	})
 }
+
+func TestReadsAfterTheEndAndAfterClose(t *testing.T) {
+	s, _ := server(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	c, _ := client(&recorder{})
+	resp, err := c.Get(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
+		t.Fatalf("%q %v", b, err)
+	}
+	for range 2 {
+		if n, err := resp.Body.Read(make([]byte, 4)); n != 0 || err != io.EOF {
+			t.Fatalf("a read after the end: %d %v; want 0, EOF", n, err)
+		}
+	}
+	resp.Body.Close()
+	resp, err = c.Get(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if _, err := resp.Body.Read(make([]byte, 4)); err == nil || err == io.EOF {
+		t.Fatalf("a read after Close: %v; want an error", err)
+	}
+}
