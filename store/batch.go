@@ -163,7 +163,7 @@ func (b *batcher) lead(req *txReq) error {
 	batch := b.queue[:n:n]
 	b.queue = b.queue[n:]
 	b.mu.Unlock()
-	b.run(batch)
+	b.runLed(batch)
 	if c := b.db.ckpt; c != nil && b.conn != nil && c.restart.Swap(false) {
 		// See restartFrames. Between two batches, off this caller's
 		// answer: the next leader waits for it. A failure leaves the log
@@ -176,6 +176,22 @@ func (b *batcher) lead(req *txReq) error {
 		b.handOn()
 	}
 	return <-req.done
+}
+
+// runLed runs a leader's batch. A panic outside the transactions' own
+// functions (which safe turns into errors) answers the batch and hands the
+// group commit on before it goes on up the caller's goroutine, where an
+// HTTP server would recover it: held, the group commit would stop every
+// writer of the process.
+func (b *batcher) runLed(batch []*txReq) {
+	defer func() {
+		if p := recover(); p != nil {
+			answer(batch, fmt.Errorf("store: group commit panicked: %v", p))
+			b.handOn()
+			panic(p)
+		}
+	}()
+	b.run(batch)
 }
 
 // handOn ends a leader's turn: the first queued caller leads the next
@@ -229,20 +245,11 @@ func (b *batcher) loop() {
 				break drain
 			}
 		}
-		b.run(batch)
-		if c := b.db.ckpt; c != nil && b.conn != nil && c.restart.Swap(false) {
-			// See restartFrames. A failure leaves the log to grow until
-			// the next request.
-			b.conn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(RESTART)")
-		}
+		b.pipe.run(batch)
 	}
 }
 
 func (b *batcher) run(batch []*txReq) {
-	if b.pipe != nil {
-		b.pipe.run(batch)
-		return
-	}
 	if b.db.dialect == Postgres {
 		b.runPostgres(batch)
 		return
