@@ -58,6 +58,10 @@ type Config struct {
 	// bundles and handshakes from (CADUCEUS_SYNC_ALLOW, as shim.sync_allow);
 	// none: POST /v1/sync is not served.
 	SyncAllow []string
+	// Transport makes the upstream calls (the Worker's: the Fetch API
+	// through its bridge, deploy/cloudflare/fetch); nil:
+	// http.DefaultTransport.
+	Transport http.RoundTripper
 	Version   string
 	Logger    *slog.Logger
 	Now       func() time.Time
@@ -86,6 +90,10 @@ func New(cfg Config) (*Edge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	rt := cfg.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
 	rules, mem, trail := shimstore.New(cfg.DB, cfg.Now), shimstore.NewMemory(cfg.DB), port.NewAudit(cfg.DB)
 	gov := &shim.Governor{}
 	m := memory.New(memory.Config{Store: mem, Rules: rules, Now: cfg.Now,
@@ -97,9 +105,8 @@ func New(cfg Config) (*Edge, error) {
 		// that wait is on another request's I/O, and workerd cancels the
 		// waiter as hung (docs/edge.md).
 		OwnReads: true,
-		// The default transport (on js/wasm the Worker's fetch), with
-		// bodies closed when their request's context ends.
-		Client: &http.Client{Transport: upstreamTransport{http.DefaultTransport}}}
+		// Bodies closed when their request's context ends.
+		Client: &http.Client{Transport: upstreamTransport{rt}}}
 	if sc.Upstreams == nil {
 		sc.Upstreams = map[string]shim.Upstream{}
 	}
@@ -109,7 +116,7 @@ func New(cfg Config) (*Edge, error) {
 	svc := shim.New(sc)
 	gc := shimgate.Config{Service: svc, Memory: m}
 	if len(cfg.SyncAllow) > 0 {
-		gc.Sync = provsync.New(svc, provsync.Config{Governor: gov, Ledger: mem, AllowURL: provsync.AllowPrefixes(cfg.SyncAllow), Client: &http.Client{Transport: upstreamTransport{http.DefaultTransport}}})
+		gc.Sync = provsync.New(svc, provsync.Config{Governor: gov, Ledger: mem, AllowURL: provsync.AllowPrefixes(cfg.SyncAllow), Client: &http.Client{Transport: upstreamTransport{rt}}})
 	}
 	gates := []gate.Gate{shimgate.New(gc)}
 	// No key cache: each isolate is short-lived and a revocation must reach

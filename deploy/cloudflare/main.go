@@ -57,7 +57,7 @@ func main() {
 		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: cmp.Or(str("CADUCEUS_EDGE_SECRET"), str("HERMA_EDGE_SECRET")),
 			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Classifier: classifier, Embedder: embedder,
 			SyncAllow: strings.FieldsFunc(str("CADUCEUS_SYNC_ALLOW"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }),
-			Version:   version, Logger: log})
+			Transport: fetch.Transport{}, Version: version, Logger: log})
 	}
 	// caduceusServe(request, ctx) answers with a Promise of the Response
 	// and hands ctx.waitUntil a Promise that settles when the handler has

@@ -63,6 +63,84 @@ globalThis.caduceusBridge = {
   response(body, status, headers) {
     return new Response(body, { status, headers: JSON.parse(headers) });
   },
+  // Upstream calls (deploy/cloudflare/fetch, client.go): fetch settles
+  // id with [the head's JSON ([status, [[name, value], ...], the final URL
+  // when redirected]), the whole body as a Uint8Array or null, why the
+  // whole body could not be read or null]. A body whose Content-Type is
+  // JSON, and an empty one, come whole with the head; any other is read
+  // from calls[id] with read(id, awaitId), a chunk a call (null at its
+  // end). abort(id) aborts the call and cancels its body (an aborted
+  // signal alone leaves workerd's upstream connection open once the head
+  // has come), close(id) cancels its body.
+  calls: new Map(),
+  fetch(id, method, url, headers, body) {
+    const call = { ac: new AbortController(), reader: null, aborted: false };
+    this.calls.set(id, call);
+    fetch(url, { method, headers: JSON.parse(headers), body, signal: call.ac.signal }).then(async (resp) => {
+      const head = JSON.stringify([resp.status, Array.from(resp.headers), resp.redirected ? resp.url : ""]);
+      if (resp.body === null) {
+        this.calls.delete(id);
+        return [head, new Uint8Array(0), null];
+      }
+      call.reader = resp.body.getReader();
+      if (!/^application\/([a-z0-9.+-]+\+)?json\b/i.test(resp.headers.get("content-type") ?? "")) {
+        return [head, null, null];
+      }
+      const chunks = [];
+      let n = 0;
+      try {
+        for (;;) {
+          const r = await call.reader.read();
+          if (r.done) break;
+          chunks.push(r.value);
+          n += r.value.byteLength;
+        }
+        if (call.aborted) throw new Error("aborted");
+      } catch (e) {
+        return [head, null, String(e?.message ?? e)];
+      } finally {
+        this.calls.delete(id);
+      }
+      const whole = chunks.length === 1 ? chunks[0] : new Uint8Array(n);
+      if (chunks.length !== 1) {
+        let at = 0;
+        for (const c of chunks) {
+          whole.set(c, at);
+          at += c.byteLength;
+        }
+      }
+      return [head, whole, null];
+    }).then((v) => this.settle(id, true, v), (e) => {
+      this.calls.delete(id);
+      this.settle(id, false, e);
+    });
+  },
+  read(id, awaitId) {
+    const reader = this.calls.get(id)?.reader;
+    if (!reader) {
+      this.settle(awaitId, true, null);
+      return;
+    }
+    reader.read().then((r) => {
+      if (r.done) this.calls.delete(id);
+      this.settle(awaitId, true, r.done ? null : r.value);
+    }, (e) => {
+      this.calls.delete(id);
+      this.settle(awaitId, false, e);
+    });
+  },
+  abort(id) {
+    const call = this.calls.get(id);
+    if (!call) return;
+    call.aborted = true;
+    call.ac.abort();
+    call.reader?.cancel().catch(() => {});
+  },
+  close(id) {
+    const call = this.calls.get(id);
+    this.calls.delete(id);
+    call?.reader?.cancel().catch(() => {});
+  },
   // D1: query settles id with raw()'s rows (as JSON when JSON holds every
   // value as it is; else as they are), exec with run()'s meta.changes,
   // batch with batch()'s end. args is the arguments' JSON ("" for none).
