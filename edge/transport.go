@@ -8,11 +8,12 @@ import (
 
 // upstreamTransport is the edge's transport for upstream calls: rt, with
 // each answer's body closed when its request's context ends (the client
-// left), and the reads it ends returning the context's error. js/wasm's
-// Fetch transport aborts a call only while it waits for the headers, so
-// without it a client that left a whole request would keep its upstream
-// call, and the handler, running to the end of the answer, and a read cut
-// by the close would pass for the answer's end.
+// left), and the reads it ends returning the context's error, whatever rt
+// does. net/http's own Fetch transport on js/wasm aborts a call only while
+// it waits for the headers, so with it alone a client that left a whole
+// request would keep its upstream call, and the handler, running to the end
+// of the answer, and a read cut by the close would pass for the answer's
+// end.
 type upstreamTransport struct{ rt http.RoundTripper }
 
 func (t upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
