@@ -51,13 +51,7 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			body = BytesToJS(data)
 		}
 	}
-	pairs := make([][2]string, 0, len(req.Header))
-	for k, vs := range req.Header {
-		for _, v := range vs {
-			pairs = append(pairs, [2]string{k, v})
-		}
-	}
-	headers, err := json.Marshal(pairs)
+	headers, err := headerJSON(req.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +60,7 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	id, wait := AwaitID()
-	if err := CatchJS(func() error { b.Call("fetch", id, req.Method, req.URL.String(), string(headers), body); return nil }); err != nil {
+	if err := CatchJS(func() error { b.Call("fetch", id, req.Method, req.URL.String(), headers, body); return nil }); err != nil {
 		Forget(id)
 		return nil, fmt.Errorf("net/http: fetch() failed: %w", err)
 	}
@@ -99,7 +93,7 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// responseOf reads the helper's settled [head, whole body] into a
+// responseOf reads the helper's settled [head, whole body, broke] into a
 // Response; whole is nil when the body is to be read chunk by chunk.
 func responseOf(v js.Value, req *http.Request) (resp *http.Response, whole []byte, err error) {
 	var head struct {
@@ -107,18 +101,10 @@ func responseOf(v js.Value, req *http.Request) (resp *http.Response, whole []byt
 		headers [][2]string
 		url     string
 	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal([]byte(v.Index(0).String()), &raw); err != nil || len(raw) != 3 {
+	// The array's three members decode into the pointers it holds.
+	parts := []any{&head.status, &head.headers, &head.url}
+	if err := json.Unmarshal([]byte(v.Index(0).String()), &parts); err != nil || len(parts) != 3 {
 		return nil, nil, fmt.Errorf("net/http: fetch() answered an unreadable head: %v", err)
-	}
-	if err := json.Unmarshal(raw[0], &head.status); err != nil {
-		return nil, nil, fmt.Errorf("net/http: fetch() answered an unreadable status: %v", err)
-	}
-	if err := json.Unmarshal(raw[1], &head.headers); err != nil {
-		return nil, nil, fmt.Errorf("net/http: fetch() answered unreadable headers: %v", err)
-	}
-	if err := json.Unmarshal(raw[2], &head.url); err != nil {
-		return nil, nil, fmt.Errorf("net/http: fetch() answered an unreadable URL: %v", err)
 	}
 	h := make(http.Header, len(head.headers))
 	for _, kv := range head.headers {

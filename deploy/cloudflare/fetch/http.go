@@ -249,17 +249,23 @@ func (w *responseWriter) response(body js.Value) js.Value {
 	if !ok {
 		return jsResponse.New(body, w.init())
 	}
-	pairs := make([][2]string, 0, len(w.sent))
-	for k, vs := range w.sent {
+	h, err := headerJSON(w.sent)
+	if err != nil {
+		return jsResponse.New(body, w.init())
+	}
+	return b.Call("response", body, w.status, h)
+}
+
+// headerJSON is h as the helpers take headers: [[name, value], ...].
+func headerJSON(h http.Header) (string, error) {
+	pairs := make([][2]string, 0, len(h))
+	for k, vs := range h {
 		for _, v := range vs {
 			pairs = append(pairs, [2]string{k, v})
 		}
 	}
-	h, err := json.Marshal(pairs)
-	if err != nil {
-		return jsResponse.New(body, w.init())
-	}
-	return b.Call("response", body, w.status, string(h))
+	b, err := json.Marshal(pairs)
+	return string(b), err
 }
 
 func (w *responseWriter) init() map[string]any {
