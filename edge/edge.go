@@ -11,11 +11,10 @@ package edge
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -39,7 +38,7 @@ type Config struct {
 	// DB is the store's port, which the Worker answers with D1.
 	DB port.DB
 	// AdminKeys are cad_ tokens the edge adopts as admin keys of their
-	// tenants on its first request (auth.Service.Adopt): the Worker's
+	// tenants on the first request that presents each (auth.Service.Adopt): the Worker's
 	// CADUCEUS_ADMIN_KEY secret (ParseAdminKeys). An admin key makes the
 	// other keys of its tenant over POST /v1/admin/keys, as on the server.
 	AdminKeys map[contract.TenantSlot]string
@@ -72,11 +71,12 @@ type Edge struct {
 	cfg  Config
 	srv  *server.Server
 	auth *auth.Service
-	// adopted: the admin keys are in the store. Until then every request
-	// adopts them itself (Adopt is idempotent), none waiting for another's
-	// adoption: in a Worker that wait is on another request's I/O, and
-	// workerd cancels the waiter as hung (docs/edge.md).
-	adopted atomic.Bool
+	// adopted: which admin keys this isolate knows are in the store, by
+	// tenant. Until then every request that presents one adopts it itself
+	// (Adopt is idempotent), none waiting for another's adoption: in a
+	// Worker that wait is on another request's I/O, and workerd cancels the
+	// waiter as hung (docs/edge.md).
+	adopted map[contract.TenantSlot]*atomic.Bool
 }
 
 // New builds the edge. The shim is configured as `caduceus serve`
@@ -129,31 +129,42 @@ func New(cfg Config) (*Edge, error) {
 		// A duplicate must not wait on the request that holds its key:
 		// that request's I/O is not its own (docs/edge.md).
 		IdempotencyNoWait: true})
-	return &Edge{cfg: cfg, srv: srv, auth: keys}, nil
+	adopted := map[contract.TenantSlot]*atomic.Bool{}
+	for tenant := range cfg.AdminKeys {
+		adopted[tenant] = &atomic.Bool{}
+	}
+	return &Edge{cfg: cfg, srv: srv, auth: keys, adopted: adopted}, nil
 }
 
-// ServeHTTP implements http.Handler. Until the admin key is adopted
-// (the first request of an isolate, or the next one after a failure),
-// requests are answered 503 naming why.
+// ServeHTTP implements http.Handler. A request that presents an admin
+// key this isolate has not yet adopted adopts it first (one read, and an
+// insert when the key is new to the store), and is answered 503 naming
+// why when that fails; a request with any other key, or none, adopts
+// nothing, so an isolate's first request makes no round trip for it.
 func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := e.adoptAdmin(r.Context()); err != nil {
+	if err := e.adoptAdmin(r.Context(), server.TokenFrom(r)); err != nil {
 		http.Error(w, "caduceus edge: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	e.srv.ServeHTTP(w, r)
 }
 
-func (e *Edge) adoptAdmin(ctx context.Context) error {
-	if e.adopted.Load() {
+// adoptAdmin adopts the admin key token is, unless it is none or this
+// isolate has adopted it already.
+func (e *Edge) adoptAdmin(ctx context.Context, token string) error {
+	if token == "" {
 		return nil
 	}
-	for _, tenant := range slices.Sorted(maps.Keys(e.cfg.AdminKeys)) {
+	for tenant, admin := range e.cfg.AdminKeys {
+		if subtle.ConstantTimeCompare([]byte(token), []byte(admin)) != 1 || e.adopted[tenant].Load() {
+			continue
+		}
 		spec := auth.Spec{Tenant: tenant, Scopes: contract.Scopes}
-		if _, err := e.auth.Adopt(context.WithoutCancel(ctx), e.cfg.AdminKeys[tenant], spec); err != nil {
+		if _, err := e.auth.Adopt(context.WithoutCancel(ctx), admin, spec); err != nil {
 			return fmt.Errorf("CADUCEUS_ADMIN_KEY (%s): %w", tenant, err)
 		}
+		e.adopted[tenant].Store(true)
 	}
-	e.adopted.Store(true)
 	return nil
 }
 

@@ -249,7 +249,20 @@ func TestTurnRoundTripsTwoIsolates(t *testing.T) {
 	key := newKey(t, urls[0], admin)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}`
 	post(0, key, "/v1/chat/completions", body)
+	// Isolate 1's first request presents a tenant key: it adopts no admin
+	// key, so it reads api_keys once, for its own key.
+	dbs[1].take()
 	post(1, key, "/v1/chat/completions", body)
+	first := dbs[1].take()
+	if n := countOf(first, "query api_keys"); n != 1 {
+		t.Fatalf("isolate 1's first request, with a tenant key, read api_keys %d times, want once:\n  %s", n, strings.Join(first, "\n  "))
+	}
+	// Its first request with the admin key adopts it: one read more.
+	dbs[1].take()
+	newKey(t, urls[1], admin)
+	if n := countOf(dbs[1].take(), "query api_keys"); n != 2 {
+		t.Fatalf("isolate 1's first request with the admin key read api_keys %d times, want twice (the adoption's read, the key's)", n)
+	}
 	want := []string{"query api_keys", "batch[4] audit_records audit_heads shim_receipts shim_outcomes"}
 	for n := range 6 {
 		i := n % 2
@@ -263,4 +276,15 @@ func TestTurnRoundTripsTwoIsolates(t *testing.T) {
 	if err != nil || rep.Break != nil || rep.Records < 9 {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
+}
+
+// countOf counts calls equal to call.
+func countOf(calls []string, call string) int {
+	n := 0
+	for _, c := range calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
 }

@@ -180,10 +180,11 @@ func workerDirWith(tb testing.TB, dir, wasm string) string {
 
 // BenchmarkEdgeWorkerColdStart times the first request a new Worker
 // isolate answers (instantiating the Wasm module, starting the Go runtime,
-// adopting the admin key in D1), after miniflare has started workerd:
-// the Worker's first /readyz (three D1 statements: the admin key's read
-// and insert, readyz's own); the same Worker's first /healthz without an
-// admin key (worker-nodb: no D1 statement); the floor's /readyz
+// adopting the admin key it presents in D1), after miniflare has started
+// workerd: the Worker's first /readyz with the admin key (three D1
+// statements: the admin key's read and insert, readyz's own); the same
+// Worker's first /healthz without an admin key (worker-nodb: no D1
+// statement); the floor's /readyz
 // (deploy/cloudflare/floor: only the standard library packages the edge
 // uses, behind the same bridge; no D1 statement); and the floor's with the
 // MCP SDK linked (floor+mcp: -tags caduceus_floor_mcp, its POST /mcp).
@@ -213,7 +214,9 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 				before := cpuTicks(b, pid)
 				b.StartTimer()
 				start := time.Now()
-				resp, err := http.Get(w.url + run.path)
+				req, _ := http.NewRequest("GET", w.url+run.path, nil)
+				req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
+				resp, err := http.DefaultClient.Do(req)
 				if err != nil || resp.StatusCode != 200 {
 					b.Fatalf("first request: %v %v", resp, err)
 				}
