@@ -49,3 +49,5 @@ func TestD1RequestKeysLease(t *testing.T) { checkRequestKeysLease(t, d1test.Open
 func TestD1TurnsAreOneBatch(t *testing.T) { checkTurnsAreOneBatch(t, d1test.Open) }
 
 func TestD1ChainEndRemembered(t *testing.T) { checkChainEndRemembered(t, d1test.Open) }
+
+func TestD1ProvisionPair(t *testing.T) { checkProvisionPair(t, d1test.Open) }

@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/audit"
+	"github.com/caduceus-dev/caduceus/contract"
 	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
+	"github.com/caduceus-dev/caduceus/shim/shimstore"
 	"github.com/caduceus-dev/caduceus/store/port"
 )
 
@@ -79,8 +82,9 @@ func (c *callLog) Batch(ctx context.Context, stmts []port.Statement) error {
 // The database calls each kind of turn makes, one by one: each is a round
 // trip the Worker waits for on D1 (docs/edge.md, "CPU per request"). The
 // provisions (and the context entries a shim renders) are reused for the
-// shim's RulesTTL, so a turn after it also reads them again; the clock
-// here moves only when the test moves it.
+// shim's RulesTTL, so a turn after it also reads them again: the tenant's
+// and the builtins' in one statement (shim.ProvisionPairLister); the
+// clock here moves only when the test moves it.
 func TestTurnRoundTrips(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -119,13 +123,13 @@ func TestTurnRoundTrips(t *testing.T) {
 	}{
 		{"direct", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`,
 			concat(key2, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"}),
-			concat(key2, []string{"query shim_provisions", "query shim_provisions"}, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"})},
+			concat(key2, []string{"query shim_provisions"}, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"})},
 		{"shimmed", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`,
 			concat(key2, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"}),
-			concat(key2, []string{"query shim_provisions", "query shim_provisions", "query shim_context"}, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"})},
+			concat(key2, []string{"query shim_provisions", "query shim_context"}, head, []string{"batch[5] audit_records audit_heads shim_receipts shim_outcomes shim_outcomes"})},
 		{"forwarded", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}`,
 			concat(key2, head, []string{"batch[4] audit_records audit_heads shim_receipts shim_outcomes"}),
-			concat(key2, []string{"query shim_provisions", "query shim_provisions"}, head, []string{"batch[4] audit_records audit_heads shim_receipts shim_outcomes"})},
+			concat(key2, []string{"query shim_provisions"}, head, []string{"batch[4] audit_records audit_heads shim_receipts shim_outcomes"})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			post(key, "/v1/chat/completions", c.body)
@@ -287,4 +291,45 @@ func countOf(calls []string, call string) int {
 		}
 	}
 	return n
+}
+
+// ListProvisionPair reads what ListProvisions reads of each tenant, in one
+// statement.
+func TestProvisionPair(t *testing.T) { checkProvisionPair(t, open) }
+
+func checkProvisionPair(t *testing.T, open opener) {
+	db := &callLog{DB: open(t)}
+	ctx := context.Background()
+	st := shimstore.New(db, nil)
+	for _, p := range []struct {
+		tenant contract.TenantSlot
+		id     string
+	}{{"slot-1", "PROV-B"}, {"slot-1", "PROV-A"}, {"slot-2", "PROV-C"}, {"system", "PROV-S"}} {
+		if _, err := st.CreateProvision(ctx, p.tenant, shim.Provision{ID: p.id, Action: "respond_directly", Response: &shim.Response{Text: p.id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, pair := range [][2]contract.TenantSlot{{"slot-1", "system"}, {"slot-2", "system"}, {"slot-3", "system"}, {"slot-1", "slot-3"}} {
+		a, b := pair[0], pair[1]
+		wantA, err := st.ListProvisions(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantB, err := st.ListProvisions(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.take()
+		gotA, gotB, err := st.ListProvisionPair(ctx, a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if calls := db.take(); len(calls) != 1 {
+			t.Fatalf("ListProvisionPair made %d calls: %v", len(calls), calls)
+		}
+		js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+		if js(gotA) != js(wantA) || js(gotB) != js(wantB) {
+			t.Fatalf("pair %v: %v %v, want %v %v", pair, gotA, gotB, wantA, wantB)
+		}
+	}
 }

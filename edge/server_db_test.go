@@ -30,6 +30,7 @@ func TestStoresOnServerDatabases(t *testing.T) {
 			t.Run("RequestKeysLease", func(t *testing.T) { checkRequestKeysLease(t, open) })
 			t.Run("TurnsAreOneBatch", func(t *testing.T) { checkTurnsAreOneBatch(t, open) })
 			t.Run("ChainEndRemembered", func(t *testing.T) { checkChainEndRemembered(t, open) })
+			t.Run("ProvisionPair", func(t *testing.T) { checkProvisionPair(t, open) })
 		})
 	}
 }

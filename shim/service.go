@@ -291,6 +291,39 @@ func (s *Service) provisions(ctx context.Context, tenant contract.TenantSlot) ([
 	return r.provs, r.err
 }
 
+// fresh reports whether tenant's cached provisions are fresh at now.
+func (s *Service) fresh(tenant contract.TenantSlot, now time.Time) bool {
+	v, ok := s.rules.Load(tenant)
+	if !ok {
+		return false
+	}
+	c := v.(*cachedRules)
+	return now.Sub(c.at) < s.cfg.RulesTTL && !now.Before(c.at)
+}
+
+// readProvisionPair reads tenant's provisions and the builtins' in one
+// call and caches both as of now, when the store can (ProvisionPairLister)
+// and neither is fresh; otherwise provisions reads each as it comes due.
+func (s *Service) readProvisionPair(ctx context.Context, tenant contract.TenantSlot) error {
+	pl, ok := s.store.(ProvisionPairLister)
+	now := s.now()
+	if !ok || s.fresh(tenant, now) || s.fresh(s.cfg.BuiltinTenant, now) {
+		return nil
+	}
+	own, builtin, err := pl.ListProvisionPair(ctx, tenant, s.cfg.BuiltinTenant)
+	if err != nil {
+		return err
+	}
+	for _, provs := range [][]Provision{own, builtin} {
+		for i := range provs {
+			provs[i].Defaults()
+		}
+	}
+	s.rules.Store(s.cfg.BuiltinTenant, &cachedRules{at: now, provs: builtin})
+	s.rules.Store(tenant, &cachedRules{at: now, provs: own})
+	return nil
+}
+
 // readProvisions reads a tenant's provisions from the store and caches
 // them as of now.
 func (s *Service) readProvisions(ctx context.Context, tenant contract.TenantSlot, now time.Time) ([]Provision, error) {
@@ -309,6 +342,11 @@ func (s *Service) readProvisions(ctx context.Context, tenant contract.TenantSlot
 // just the builtins). Compiled sets are cached per (tenant, builtin) pair of
 // provision slices.
 func (s *Service) ruleset(ctx context.Context, tenant contract.TenantSlot, builtinOnly bool) (*ruleset, error) {
+	if s.cfg.OwnReads && !builtinOnly && tenant != s.cfg.BuiltinTenant {
+		if err := s.readProvisionPair(ctx, tenant); err != nil {
+			return nil, err
+		}
+	}
 	builtin, err := s.provisions(ctx, s.cfg.BuiltinTenant)
 	if err != nil {
 		return nil, err

@@ -128,3 +128,11 @@ func (sc Scope) Slot() contract.TenantSlot {
 	}
 	return sc.Tenant + "/key/" + contract.TenantSlot(sc.KeyID)
 }
+
+// ProvisionPairLister is a Store that reads two tenants' provisions in one
+// call, each ordered by id as ListProvisions orders them. With OwnReads (the
+// edge, where each statement is a round trip to D1) the Service reads a
+// tenant's provisions and the builtins' so when both are due again.
+type ProvisionPairLister interface {
+	ListProvisionPair(ctx context.Context, a, b contract.TenantSlot) (ofA, ofB []Provision, err error)
+}

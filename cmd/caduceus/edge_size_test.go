@@ -18,7 +18,7 @@ import (
 // (Cloudflare measures the compressed upload): today's weight with a
 // little room, so a dependency that slips into the edge build fails here.
 // docs/edge.md has today's figure and the floor.
-const edgeBundleBudget = 4_620_000
+const edgeBundleBudget = 4_630_000
 
 // edgeKeepsOut are package paths (prefixes) the edge build must not link:
 // the Prometheus client and OpenTelemetry, API included (serve's /metrics

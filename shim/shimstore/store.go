@@ -196,6 +196,31 @@ func (s *Store) ListProvisions(ctx context.Context, tenant contract.TenantSlot) 
 	return provisionDocs.listAll(ctx, s, tenant)
 }
 
+// ListProvisionPair implements shim.ProvisionPairLister: one statement.
+func (s *Store) ListProvisionPair(ctx context.Context, a, b contract.TenantSlot) ([]shim.Provision, []shim.Provision, error) {
+	rows, err := s.db.Query(ctx, `SELECT tenant, doc, version FROM `+provisions.Name+` WHERE tenant IN (?, ?) ORDER BY tenant, `+provisions.Key, string(a), string(b))
+	if err != nil {
+		return nil, nil, fmt.Errorf("shimstore: list %s: %w", provisions.What, err)
+	}
+	ofA, ofB := []shim.Provision{}, []shim.Provision{}
+	for _, r := range rows {
+		var p shim.Provision
+		if err := json.Unmarshal([]byte(r.Str(1)), &p); err != nil {
+			return nil, nil, fmt.Errorf("shimstore: decode %s: %w", provisions.What, err)
+		}
+		p.Version = r.Int(2)
+		switch contract.TenantSlot(r.Str(0)) {
+		case a:
+			ofA = append(ofA, p)
+		case b:
+			ofB = append(ofB, p)
+		}
+	}
+	return ofA, ofB, nil
+}
+
+var _ shim.ProvisionPairLister = (*Store)(nil)
+
 // GetProvision implements shim.Store.
 func (s *Store) GetProvision(ctx context.Context, tenant contract.TenantSlot, id string) (shim.Provision, error) {
 	return provisionDocs.getOne(ctx, s, tenant, id)
