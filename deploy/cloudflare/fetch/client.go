@@ -153,8 +153,8 @@ func responseOf(v js.Value, req *http.Request) (resp *http.Response, whole []byt
 
 // callBody is a streamed answer's body: each read takes the stream's next
 // chunk through the helpers. Once err is set (the end, a failure, Close)
-// the call is over and its reads return err, or the context's error when
-// the context has ended.
+// the call is over and its reads return err: io.EOF after the end, else
+// the context's error when the context has ended.
 type callBody struct {
 	b       js.Value
 	id      int
@@ -167,10 +167,10 @@ type callBody struct {
 func (r *callBody) Read(p []byte) (int, error) {
 	if len(r.pending) == 0 {
 		if r.err != nil {
-			if cerr := r.ctx.Err(); cerr != nil {
+			if cerr := r.ctx.Err(); cerr != nil && r.err != io.EOF {
 				return 0, cerr
 			}
-			return 0, r.err
+			return 0, r.err // a body read to its end answers EOF again, as net/http's do
 		}
 		id, wait := AwaitID()
 		r.b.Call("read", r.id, id)
