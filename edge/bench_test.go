@@ -44,19 +44,14 @@ func (c *countingDB) Batch(ctx context.Context, stmts []port.Statement) error {
 //
 //	go test -run '^$' -bench EdgeTurn ./edge
 func BenchmarkEdgeTurn(b *testing.B) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
-	}))
-	defer upstream.Close()
+	upstreamURL := chatUpstream(b)
 	db := &countingDB{DB: open(b)}
 	const admin = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
 	admins, err := edge.ParseAdminKeys(admin)
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := edge.New(edge.Config{DB: db, AdminKeys: admins, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstream.URL + "/v1"}}})
+	e, err := edge.New(edge.Config{DB: db, AdminKeys: admins, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstreamURL + "/v1"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,4 +114,16 @@ func seedTurns(tb testing.TB, base, admin string) string {
 	postAs(tb, base, key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
 	postAs(tb, base, key, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
 	return key
+}
+
+// chatUpstream serves one chat completion for every call until the test
+// ends, and returns its URL.
+func chatUpstream(tb testing.TB) string {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	tb.Cleanup(upstream.Close)
+	return upstream.URL
 }

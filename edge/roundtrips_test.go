@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -86,12 +84,7 @@ func (c *callLog) Batch(ctx context.Context, stmts []port.Statement) error {
 // and the builtins' in one statement (shim.ProvisionPairLister); the
 // clock here moves only when the test moves it.
 func TestTurnRoundTrips(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
-	}))
-	defer upstream.Close()
+	upstreamURL := chatUpstream(t)
 	db := &callLog{DB: open(t)}
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC).UnixNano())
@@ -101,7 +94,7 @@ func TestTurnRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := edge.New(edge.Config{DB: db, AdminKeys: admins, Now: now, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstream.URL + "/v1"}}})
+	e, err := edge.New(edge.Config{DB: db, AdminKeys: admins, Now: now, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstreamURL + "/v1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,12 +218,7 @@ func checkChainEndRemembered(t *testing.T, open opener) {
 // turn still makes two round trips, the key's read telling its isolate
 // where the chain ends (port.Keys.HeadsTo), and the chain is whole.
 func TestTurnRoundTripsTwoIsolates(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
-	}))
-	defer upstream.Close()
+	upstreamURL := chatUpstream(t)
 	shared := open(t)
 	const admin = "cad_0123456789abcdef_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
 	admins, err := edge.ParseAdminKeys(admin)
@@ -241,7 +229,7 @@ func TestTurnRoundTripsTwoIsolates(t *testing.T) {
 	var urls [2]string
 	for i := range dbs {
 		dbs[i] = &callLog{DB: shared}
-		e, err := edge.New(edge.Config{DB: dbs[i], AdminKeys: admins, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstream.URL + "/v1"}}})
+		e, err := edge.New(edge.Config{DB: dbs[i], AdminKeys: admins, Upstreams: map[string]shim.Upstream{"openai": {BaseURL: upstreamURL + "/v1"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
