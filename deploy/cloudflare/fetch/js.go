@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall/js"
 )
 
@@ -197,7 +198,9 @@ func NewPromise(run func(resolve func(js.Value), reject func(error))) js.Value {
 	if b, ok := Helpers(); ok {
 		id := promises.add()
 		p := b.Call("promise", id)
-		go run(func(v js.Value) { b.Call("resolve", id, v) }, func(err error) { b.Call("reject", id, err.Error()) })
+		spawn(func() {
+			run(func(v js.Value) { b.Call("resolve", id, v) }, func(err error) { b.Call("reject", id, err.Error()) })
+		})
 		return p
 	}
 	executor := js.FuncOf(func(_ js.Value, a []js.Value) any {
@@ -210,6 +213,38 @@ func NewPromise(run func(resolve func(js.Value), reject func(error))) js.Value {
 	defer executor.Release() // the Promise constructor calls it at once
 	return jsPromise.New(executor)
 }
+
+// spawn runs f on a goroutine of its own: an idle one that ran an earlier
+// f, or a new one. Under js/wasm a goroutine that ends gives its stack back
+// and the next starts from the smallest, which a request's calls then grow
+// again, copying it at each doubling; a goroutine kept for the next request
+// keeps the stack it grew. At most maxIdle wait; the others end.
+func spawn(f func()) {
+	select {
+	case idle <- f:
+	default:
+		go func() {
+			for {
+				f()
+				if idleN.Add(1) > maxIdle {
+					idleN.Add(-1)
+					return
+				}
+				f = <-idle
+				idleN.Add(-1)
+			}
+		}()
+	}
+}
+
+const maxIdle = 64
+
+var (
+	// idle hands a function to a goroutine waiting for one (spawn).
+	idle = make(chan func())
+	// idleN counts the goroutines waiting on idle.
+	idleN atomic.Int32
+)
 
 // promises numbers the promises made through the helpers.
 var promises = &counter{}
