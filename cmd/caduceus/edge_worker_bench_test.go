@@ -105,9 +105,10 @@ func edgeCall(tb testing.TB, url, key, path, body string) []byte {
 //	go test -run '^$' -bench EdgeWorker -count 3 ./cmd/caduceus
 //
 // With CADUCEUS_BENCH_WORKER_BASE naming another build of the Worker's
-// caduceus.wasm (an older commit's, say), that build runs too, as
-// worker-base, right after the Worker on each request: the two compared
-// in one run.
+// caduceus.wasm (an older commit's, say), that build runs too, in a
+// workerd of its own, and each request goes to the Worker and then to it
+// (worker-vs-base: cpu-ms/op is the Worker's, base-cpu-ms/op the other
+// build's): the two compared under the same load, request by request.
 func BenchmarkEdgeWorker(b *testing.B) {
 	dir := buildWorker(b)
 	upstream := httptest.NewServer(&edgeUpstream{})
@@ -121,7 +122,7 @@ func BenchmarkEdgeWorker(b *testing.B) {
 	}
 	if wasm := os.Getenv("CADUCEUS_BENCH_WORKER_BASE"); wasm != "" {
 		base := startWorker(b, workerDirWith(b, dir, wasm), workerEnv...)
-		targets = append(targets, edgeBenchTarget{name: "worker-base", url: base.url, key: edgeAdminKey, pid: workerdOf(b, base.cmd.Process.Pid)})
+		targets = append(targets, edgeBenchTarget{name: "base", url: base.url, key: edgeAdminKey, pid: workerdOf(b, base.cmd.Process.Pid)})
 	}
 	for i := range targets {
 		t := &targets[i]
@@ -142,9 +143,23 @@ func BenchmarkEdgeWorker(b *testing.B) {
 		{"direct", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
 		{"shimmed", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`},
 	} {
-		ts := targets
+		ts := targets[:2:2] // the floor is appended to a copy
 		if r.name == "healthz" {
 			ts = append(ts, floorTarget)
+		}
+		if len(targets) > 2 {
+			w, base := targets[1], targets[2]
+			b.Run(r.name+"/worker-vs-base", func(b *testing.B) {
+				edgeCall(b, w.url, w.key, r.path, r.body) // warm
+				edgeCall(b, base.url, base.key, r.path, r.body)
+				w0, base0 := cpuTicks(b, w.pid), cpuTicks(b, base.pid)
+				for b.Loop() {
+					edgeCall(b, w.url, w.key, r.path, r.body)
+					edgeCall(b, base.url, base.key, r.path, r.body)
+				}
+				b.ReportMetric(float64(cpuTicks(b, w.pid)-w0)*10/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64(cpuTicks(b, base.pid)-base0)*10/float64(b.N), "base-cpu-ms/op")
+			})
 		}
 		for _, t := range ts {
 			b.Run(r.name+"/"+t.name, func(b *testing.B) {
