@@ -20,7 +20,9 @@ import (
 // made new), POST /__fetch makes a forwarded turn's upstream call from
 // JavaScript, and GET /__noop answers without Go or D1: what D1 and the
 // upstream call cost a turn, apart from the Worker's own code
-// (BenchmarkEdgeWorkerD1).
+// (BenchmarkEdgeWorkerD1). GET /__pin keeps the last request's D1 calls
+// for the Go side of a benchmark build, whose POST /__goturn makes them
+// again (deploy/cloudflare/bench.go).
 const d1CountingEntry = `import inner from "./caduceus-worker.mjs";
 const calls = [];
 let current = [], last = [];
@@ -89,6 +91,12 @@ async function replay(db) {
     else await db.batch(c.stmts.map((st) => prep(st.sql, st.args)));
   }
 }
+// caduceusReplayBase is for the Go side of a benchmark build
+// (deploy/cloudflare/bench.go, POST /__goturn): the D1 calls of the
+// request GET /__pin pinned (the last before it), but the rules' reads, as
+// JSON, and which pin they are.
+let pins = 0, pinned = "[]";
+globalThis.caduceusReplayBase = () => [pins, pinned];
 let env2;
 export default {
   async fetch(request, env, ctx) {
@@ -112,6 +120,16 @@ export default {
       return new Response("{}");
     }
     env2 ??= { ...env, DB: wrap(env.DB) };
+    if (path === "/__pin") {
+      pins++;
+      pinned = JSON.stringify(last.filter((c) =>
+        !(c.kind === "query" && ["shim_provisions", "shim_context"].includes(table(c.sql)))));
+      return new Response("{}");
+    }
+    if (path === "/__goturn") {
+      current = []; // its calls are not a turn's: last stays the turn's
+      return inner.fetch(request, env2, ctx);
+    }
     current = [];
     const resp = await inner.fetch(request, env2, ctx);
     last = current;
@@ -163,12 +181,13 @@ func TestEdgeWorkerD1RoundTrips(t *testing.T) {
 	}
 }
 
-// startCountingWorker builds the Worker with d1CountingEntry in front and
-// starts it with an upstream, slot-1's admin key, and a key with the
-// benchmark's provisions and context entry; it returns the Worker and the
-// key.
+// startCountingWorker builds the Worker, as a benchmark build (-tags
+// caduceus_bench: POST /__goturn), with d1CountingEntry in front, and
+// starts it with an upstream, the admin keys of slot-1 and slot-3, and a
+// key of slot-1 with the benchmark's provisions and context entry; it
+// returns the Worker and the key.
 func startCountingWorker(tb testing.TB) (workerProc, string) {
-	dir := buildWorker(tb)
+	dir := buildWorkerOf(tb, "./deploy/cloudflare", "-tags=caduceus_bench")
 	if err := os.Rename(filepath.Join(dir, "worker.mjs"), filepath.Join(dir, "caduceus-worker.mjs")); err != nil {
 		tb.Fatal(err)
 	}
@@ -177,7 +196,7 @@ func startCountingWorker(tb testing.TB) (workerProc, string) {
 	}
 	upstream := httptest.NewServer(&edgeUpstream{})
 	tb.Cleanup(upstream.Close)
-	w := startWorker(tb, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream")
+	w := startWorker(tb, dir, "CADUCEUS_ADMIN_KEY="+edgeAdminKey+",slot-3="+edgeAdminKey3, "CADUCEUS_OPENAI_URL="+upstream.URL+"/v1", "CADUCEUS_OPENAI_API_KEY=sk-upstream")
 	key := edgeKey(tb, w.url, edgeAdminKey, `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
 	edgeCall(tb, w.url, key, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
 	edgeCall(tb, w.url, key, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
@@ -195,36 +214,58 @@ func startCountingWorker(tb testing.TB) (workerProc, string) {
 // worker of its own). A request's D1 is its replay's cpu-ms/op less
 // noop's, the upstream call's runtime part upstream's less noop's; the
 // rest of its cost at the Worker is the Worker's (BenchmarkEdgeWorker).
+// shimmed-worker+go-io sends a context shim's turn and then the same
+// turn's I/O made from Go with none of the edge's code (POST /__goturn),
+// request by request: worker-cpu-ms/op less go-io-cpu-ms/op is what the
+// edge's own code costs the turn.
 //
 //	go test -run '^$' -bench EdgeWorkerD1 -benchtime 300x -count 2 ./cmd/caduceus
 func BenchmarkEdgeWorkerD1(b *testing.B) {
 	w, key := startCountingWorker(b)
 	pid := workerdOf(b, w.cmd.Process.Pid)
-	measure := func(b *testing.B, path string) {
-		edgeCall(b, w.url, "", path, "") // warm
+	measure := func(b *testing.B, key, path, body string) {
+		edgeCall(b, w.url, key, path, body) // warm
 		before := cpuTicks(b, pid)
 		for b.Loop() {
-			edgeCall(b, w.url, "", path, "")
+			edgeCall(b, w.url, key, path, body)
 		}
 		b.ReportMetric(float64(cpuTicks(b, pid)-before)*10/float64(b.N), "cpu-ms/op")
 	}
-	b.Run("noop", func(b *testing.B) { measure(b, "/__noop") })
-	b.Run("upstream", func(b *testing.B) {
-		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`
-		edgeCall(b, w.url, "", "/__fetch", body) // warm
-		before := cpuTicks(b, pid)
-		for b.Loop() {
-			edgeCall(b, w.url, "", "/__fetch", body)
-		}
-		b.ReportMetric(float64(cpuTicks(b, pid)-before)*10/float64(b.N), "cpu-ms/op")
-	})
+	shimmed := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`
+	b.Run("noop", func(b *testing.B) { measure(b, "", "/__noop", "") })
+	b.Run("upstream", func(b *testing.B) { measure(b, "", "/__fetch", shimmed) })
 	for _, r := range []struct{ name, path, body string }{
 		{"readyz", "/readyz", ""},
 		{"direct", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`},
-		{"shimmed", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`},
+		{"shimmed", "/v1/chat/completions", shimmed},
 	} {
 		edgeCall(b, w.url, key, r.path, r.body)
 		edgeCall(b, w.url, key, r.path, r.body) // the request whose calls are replayed
-		b.Run(r.name, func(b *testing.B) { measure(b, "/__d1replay") })
+		b.Run(r.name, func(b *testing.B) { measure(b, "", "/__d1replay", "") })
 	}
+	// A forwarded turn's I/O made from Go through the Worker's bridge with
+	// none of the edge's code (go-io: deploy/cloudflare/bench.go), beside
+	// the Worker's own turns, request by request in the one isolate, each
+	// request's CPU read around it. go-io makes the I/O of a turn of
+	// another tenant (slot-3), so that each appends to a chain of its own.
+	key3 := edgeKey(b, w.url, edgeAdminKey3, `{"tenant":"slot-3","scopes":["route","configure"],"harness":"claude-code"}`)
+	edgeCall(b, w.url, key3, "/v1/provisions", `{"id":"PROV-DEPLOY","triggers":{"keyword":{"any":["deploy"]}},"action":"shim","context_refs":["verb:deploy"]}`)
+	edgeCall(b, w.url, key3, "/v1/context", `{"ref":"verb:deploy","kind":"verb","title":"Deploying","body":"Deploy with make deploy-staging first."}`)
+	edgeCall(b, w.url, key3, "/v1/chat/completions", shimmed)
+	edgeCall(b, w.url, key3, "/v1/chat/completions", shimmed)
+	edgeCall(b, w.url, "", "/__pin", "")
+	b.Run("shimmed-worker+go-io", func(b *testing.B) {
+		edgeCall(b, w.url, key, "/v1/chat/completions", shimmed) // warm
+		edgeCall(b, w.url, "", "/__goturn", shimmed)
+		var worker, goIO int64
+		for b.Loop() {
+			t0 := cpuTicks(b, pid)
+			edgeCall(b, w.url, key, "/v1/chat/completions", shimmed)
+			t1 := cpuTicks(b, pid)
+			edgeCall(b, w.url, "", "/__goturn", shimmed)
+			worker, goIO = worker+t1-t0, goIO+cpuTicks(b, pid)-t1
+		}
+		b.ReportMetric(float64(worker)*10/float64(b.N), "worker-cpu-ms/op")
+		b.ReportMetric(float64(goIO)*10/float64(b.N), "go-io-cpu-ms/op")
+	})
 }

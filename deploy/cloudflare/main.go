@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"syscall/js"
@@ -21,6 +22,10 @@ import (
 	"github.com/caduceus-dev/caduceus/edge"
 	"github.com/caduceus-dev/caduceus/shim"
 )
+
+// around is what the Worker serves in front of the edge: nothing but the
+// edge, unless a benchmark build (bench.go) puts its own route there.
+var around = func(h http.Handler) http.Handler { return h }
 
 // version is stamped by `make edge` (-ldflags -X main.version=...).
 var version = "dev"
@@ -52,12 +57,14 @@ func main() {
 		embedder = &shim.OpenAIEmbedder{BaseURL: strings.TrimRight(u, "/"), Model: str("CADUCEUS_EMBEDDINGS_MODEL"), APIKey: str("CADUCEUS_EMBEDDINGS_API_KEY")}
 	}
 	admins, err := edge.ParseAdminKeys(str("CADUCEUS_ADMIN_KEY"))
-	var e *edge.Edge
+	var h http.Handler
 	if err == nil {
+		var e *edge.Edge
 		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: cmp.Or(str("CADUCEUS_EDGE_SECRET"), str("HERMA_EDGE_SECRET")),
 			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Classifier: classifier, Embedder: embedder,
 			SyncAllow: strings.FieldsFunc(str("CADUCEUS_SYNC_ALLOW"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }),
 			Transport: fetch.Transport{}, Version: version, Logger: log})
+		h = around(e)
 	}
 	// caduceusServe(request, ctx) answers with a Promise of the Response
 	// and hands ctx.waitUntil a Promise that settles when the handler has
@@ -74,7 +81,7 @@ func main() {
 				reject(fmt.Errorf("caduceus edge: %w", err))
 				return
 			}
-			fetch.Handle(e, args[0], resolve, reject)
+			fetch.Handle(h, args[0], resolve, reject)
 		})
 	})
 	js.Global().Set("caduceusServe", serve)
