@@ -198,8 +198,11 @@ func workerDirWith(tb testing.TB, dir, wasm string) string {
 // adopting the admin key it presents in D1), after miniflare has started
 // workerd: the Worker's first /readyz with the admin key (three D1
 // statements: the admin key's read and insert, readyz's own); the same
-// Worker's first /healthz without an admin key (worker-nodb: no D1
-// statement); the floor's /readyz
+// Worker's first turn on a D1 that already holds the tenant's key and a
+// provision that answers it (worker-turn: a direct answer, three round
+// trips: the key, the provisions, the turn's batch), the first request of
+// an isolate of a deployed Worker; its first /healthz without an admin key
+// (worker-nodb: no D1 statement); the floor's /readyz
 // (deploy/cloudflare/floor: only the standard library packages the edge
 // uses, behind the same bridge; no D1 statement); and the floor's with the
 // MCP SDK linked (floor+mcp: -tags caduceus_floor_mcp, its POST /mcp).
@@ -210,14 +213,24 @@ func workerDirWith(tb testing.TB, dir, wasm string) string {
 func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 	worker := buildWorker(b)
 	admin := []string{"CADUCEUS_ADMIN_KEY=" + edgeAdminKey, "CADUCEUS_OFFLINE=true"}
+	// A D1 that already holds a tenant's key and a provision that answers
+	// directly: the database an isolate of a deployed Worker starts on.
+	d1Dir := b.TempDir()
+	stored := append([]string{"CADUCEUS_D1_DIR=" + d1Dir}, admin...)
+	first := startWorker(b, worker, stored...)
+	tenant := edgeKey(b, first.url, edgeAdminKey, `{"tenant":"slot-1","scopes":["route","configure"],"harness":"claude-code"}`)
+	edgeCall(b, first.url, tenant, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
+	first.cmd.Process.Signal(os.Interrupt)
+	first.cmd.Wait()
 	for _, run := range []struct {
-		name, dir, path string
-		env             []string
+		name, dir, method, path, key, body string
+		env                                []string
 	}{
-		{"worker", worker, "/readyz", admin},
-		{"worker-nodb", worker, "/healthz", []string{"CADUCEUS_OFFLINE=true"}},
-		{"floor", buildWorkerOf(b, "./deploy/cloudflare/floor"), "/readyz", admin},
-		{"floor+mcp", buildWorkerOf(b, "./deploy/cloudflare/floor", "-tags=caduceus_floor_mcp"), "/readyz", admin},
+		{"worker", worker, "GET", "/readyz", edgeAdminKey, "", admin},
+		{"worker-turn", worker, "POST", "/v1/chat/completions", tenant, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`, stored},
+		{"worker-nodb", worker, "GET", "/healthz", edgeAdminKey, "", []string{"CADUCEUS_OFFLINE=true"}},
+		{"floor", buildWorkerOf(b, "./deploy/cloudflare/floor"), "GET", "/readyz", edgeAdminKey, "", admin},
+		{"floor+mcp", buildWorkerOf(b, "./deploy/cloudflare/floor", "-tags=caduceus_floor_mcp"), "GET", "/readyz", edgeAdminKey, "", admin},
 	} {
 		b.Run(run.name, func(b *testing.B) {
 			var wall time.Duration
@@ -229,8 +242,10 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 				before := cpuTicks(b, pid)
 				b.StartTimer()
 				start := time.Now()
-				req, _ := http.NewRequest("GET", w.url+run.path, nil)
-				req.Header.Set("Authorization", "Bearer "+edgeAdminKey)
+				req, _ := http.NewRequest(run.method, w.url+run.path, strings.NewReader(run.body))
+				req.Header.Set("Authorization", "Bearer "+run.key)
+				req.Header.Set("X-Caduceus-Harness", "claude-code")
+				req.Header.Set("Content-Type", "application/json")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil || resp.StatusCode != 200 {
 					b.Fatalf("first request: %v %v", resp, err)
