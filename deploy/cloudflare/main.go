@@ -60,11 +60,12 @@ func main() {
 	var h http.Handler
 	if err == nil {
 		var e *edge.Edge
-		e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: cmp.Or(str("CADUCEUS_EDGE_SECRET"), str("HERMA_EDGE_SECRET")),
+		if e, err = edge.New(edge.Config{DB: d1{env.Get("DB")}, AdminKeys: admins, EdgeSecret: cmp.Or(str("CADUCEUS_EDGE_SECRET"), str("HERMA_EDGE_SECRET")),
 			Upstreams: upstreams, Offline: str("CADUCEUS_OFFLINE") == "true", Classifier: classifier, Embedder: embedder,
 			SyncAllow: strings.FieldsFunc(str("CADUCEUS_SYNC_ALLOW"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }),
-			Transport: fetch.Transport{}, Version: version, Logger: log})
-		h = around(e)
+			Transport: fetch.Transport{}, Version: version, Logger: log}); err == nil {
+			h = around(e)
+		}
 	}
 	// caduceusServe(request, ctx) answers with a Promise of the Response
 	// and hands ctx.waitUntil a Promise that settles when the handler has
