@@ -193,6 +193,33 @@ func workerDirWith(tb testing.TB, dir, wasm string) string {
 	return out
 }
 
+// jsColdEntry is a Worker with no Go in it: its first request is a new
+// isolate's without the Go program (js), and with /d1 it makes a turn's
+// three round trips to D1 from JavaScript, two reads and a batch
+// (js-d1): what D1's first statements cost an isolate's first request.
+const jsColdEntry = `export default {
+  async fetch(request, env) {
+    if (new URL(request.url).pathname === "/d1") {
+      await env.DB.prepare("SELECT id, tenant FROM api_keys LIMIT 1").raw();
+      await env.DB.prepare("SELECT COUNT(*) FROM shim_provisions").raw();
+      await env.DB.batch([env.DB.prepare("SELECT 1"), env.DB.prepare("SELECT 2")]);
+    }
+    return new Response("{}", { headers: { "Content-Type": "application/json" } });
+  },
+};
+`
+
+// jsWorkerDir is a Worker's directory beside dir (buildWorker) with
+// script as its worker.mjs.
+func jsWorkerDir(tb testing.TB, dir, script string) string {
+	tb.Helper()
+	out := workerDirWith(tb, dir, filepath.Join(dir, "dist", "caduceus.wasm"))
+	if err := os.WriteFile(filepath.Join(out, "worker.mjs"), []byte(script), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
 // BenchmarkEdgeWorkerColdStart times the first request a new Worker
 // isolate answers (instantiating the Wasm module, starting the Go runtime,
 // adopting the admin key it presents in D1), after miniflare has started
@@ -204,8 +231,10 @@ func workerDirWith(tb testing.TB, dir, wasm string) string {
 // an isolate of a deployed Worker; its first /healthz without an admin key
 // (worker-nodb: no D1 statement); the floor's /readyz
 // (deploy/cloudflare/floor: only the standard library packages the edge
-// uses, behind the same bridge; no D1 statement); and the floor's with the
-// MCP SDK linked (floor+mcp: -tags caduceus_floor_mcp, its POST /mcp).
+// uses, behind the same bridge; no D1 statement); the floor's with the
+// MCP SDK linked (floor+mcp: -tags caduceus_floor_mcp, its POST /mcp);
+// and a Worker with no Go in it, without D1 (js) and making a turn's
+// three round trips on worker-turn's D1 (js-d1; jsColdEntry).
 // first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
 // on it. They run in turn, start after start.
 //
@@ -226,6 +255,8 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 		name, dir, method, path, key, body string
 		env                                []string
 	}{
+		{"js", jsWorkerDir(b, worker, jsColdEntry), "GET", "/", "", "", admin},
+		{"js-d1", jsWorkerDir(b, worker, jsColdEntry), "GET", "/d1", "", "", stored},
 		{"worker", worker, "GET", "/readyz", edgeAdminKey, "", admin},
 		{"worker-turn", worker, "POST", "/v1/chat/completions", tenant, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`, stored},
 		{"worker-nodb", worker, "GET", "/healthz", edgeAdminKey, "", []string{"CADUCEUS_OFFLINE=true"}},
