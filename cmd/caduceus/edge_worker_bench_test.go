@@ -194,9 +194,10 @@ func workerDirWith(tb testing.TB, dir, wasm string) string {
 }
 
 // jsColdEntry is a Worker with no Go in it: its first request is a new
-// isolate's without the Go program (js), and with /d1 it makes a turn's
-// three round trips to D1 from JavaScript, two reads and a batch
-// (js-d1): what D1's first statements cost an isolate's first request.
+// isolate's without the Go program (js), and with /d1 it makes as many
+// round trips to D1 as a turn from JavaScript: two reads and a batch, of
+// two reads, where a turn's batch writes (js-d1): what opening D1 and its
+// first statements cost an isolate's first request.
 const jsColdEntry = `export default {
   async fetch(request, env) {
     if (new URL(request.url).pathname === "/d1") {
