@@ -104,11 +104,13 @@ func edgeCall(tb testing.TB, url, key, path, body string) []byte {
 //
 //	go test -run '^$' -bench EdgeWorker -count 3 ./cmd/caduceus
 //
-// With CADUCEUS_BENCH_WORKER_BASE naming another build of the Worker's
-// caduceus.wasm (an older commit's, say), that build runs too, in a
-// workerd of its own, and each request goes to the Worker and then to it
-// (worker-vs-base: cpu-ms/op is the Worker's, base-cpu-ms/op the other
-// build's): the two compared under the same load, request by request.
+// With CADUCEUS_BENCH_WORKER_BASE naming another build of the Worker (an
+// older commit's, say: its caduceus.wasm, or its deploy/cloudflare
+// directory with dist/ built, for its worker.mjs too; baseWorkerDir), that
+// build runs too, in a workerd of its own, and each request goes to the
+// Worker and then to it (worker-vs-base: cpu-ms/op is the Worker's,
+// base-cpu-ms/op the other build's): the two compared under the same
+// load, request by request.
 func BenchmarkEdgeWorker(b *testing.B) {
 	dir := buildWorker(b)
 	upstream := httptest.NewServer(&edgeUpstream{})
@@ -120,8 +122,8 @@ func BenchmarkEdgeWorker(b *testing.B) {
 		{name: "serve", url: p.url, key: p.awaitKey(b), pid: p.cmd.Process.Pid},
 		{name: "worker", url: w.url, key: edgeAdminKey, pid: workerdOf(b, w.cmd.Process.Pid)},
 	}
-	if wasm := os.Getenv("CADUCEUS_BENCH_WORKER_BASE"); wasm != "" {
-		base := startWorker(b, workerDirWith(b, dir, wasm), workerEnv...)
+	if baseDir := baseWorkerDir(b, dir); baseDir != "" {
+		base := startWorker(b, baseDir, workerEnv...)
 		targets = append(targets, edgeBenchTarget{name: "base", url: base.url, key: edgeAdminKey, pid: workerdOf(b, base.cmd.Process.Pid)})
 	}
 	for i := range targets {
@@ -178,9 +180,17 @@ func BenchmarkEdgeWorker(b *testing.B) {
 // with wasm as its dist/caduceus.wasm.
 func workerDirWith(tb testing.TB, dir, wasm string) string {
 	tb.Helper()
+	return workerDirFrom(tb, dir, dir, wasm)
+}
+
+// workerDirFrom is a Worker's directory with from's JavaScript (worker.mjs,
+// the scripts that start it, wasm_exec.js), wasm as its
+// dist/caduceus.wasm and dir's node_modules (buildWorker).
+func workerDirFrom(tb testing.TB, dir, from, wasm string) string {
+	tb.Helper()
 	out := tb.TempDir()
 	for _, f := range []string{"worker.mjs", "start.mjs", "miniflare.mjs", "package.json", filepath.Join("dist", "wasm_exec.js")} {
-		copyInto(tb, filepath.Join(dir, f), filepath.Join(out, f))
+		copyInto(tb, filepath.Join(from, f), filepath.Join(out, f))
 	}
 	copyInto(tb, wasm, filepath.Join(out, "dist", "caduceus.wasm"))
 	target, err := os.Readlink(filepath.Join(dir, "node_modules"))
@@ -191,6 +201,27 @@ func workerDirWith(tb testing.TB, dir, wasm string) string {
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// baseWorkerDir is the Worker's directory of the build
+// CADUCEUS_BENCH_WORKER_BASE names, beside the Worker's own (dir), or ""
+// when it names none: a caduceus.wasm runs with this commit's JavaScript;
+// a directory (another checkout's deploy/cloudflare after `make edge`)
+// with its own worker.mjs and dist/.
+func baseWorkerDir(tb testing.TB, dir string) string {
+	tb.Helper()
+	base := os.Getenv("CADUCEUS_BENCH_WORKER_BASE")
+	if base == "" {
+		return ""
+	}
+	fi, err := os.Stat(base)
+	if err != nil {
+		tb.Fatalf("CADUCEUS_BENCH_WORKER_BASE: %v", err)
+	}
+	if fi.IsDir() {
+		return workerDirFrom(tb, dir, base, filepath.Join(base, "dist", "caduceus.wasm"))
+	}
+	return workerDirWith(tb, dir, base)
 }
 
 // jsColdEntry is a Worker with no Go in it: its first request is a new
@@ -252,6 +283,7 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 	edgeCall(b, first.url, tenant, "/v1/provisions", `{"id":"PROV-REFUNDS","triggers":{"keyword":{"any":["refund"]}},"action":"respond_directly","response":{"text":"Refunds take 14 days."}}`)
 	first.cmd.Process.Signal(os.Interrupt)
 	first.cmd.Wait()
+	turn := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`
 	for _, run := range []struct {
 		name, dir, method, path, key, body string
 		env                                []string
@@ -259,7 +291,7 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 		{"js", jsWorkerDir(b, worker, jsColdEntry), "GET", "/", "", "", admin},
 		{"js-d1", jsWorkerDir(b, worker, jsColdEntry), "GET", "/d1", "", "", stored},
 		{"worker", worker, "GET", "/readyz", edgeAdminKey, "", admin},
-		{"worker-turn", worker, "POST", "/v1/chat/completions", tenant, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`, stored},
+		{"worker-turn", worker, "POST", "/v1/chat/completions", tenant, turn, stored},
 		{"worker-nodb", worker, "GET", "/healthz", edgeAdminKey, "", []string{"CADUCEUS_OFFLINE=true"}},
 		{"floor", buildWorkerOf(b, "./deploy/cloudflare/floor"), "GET", "/readyz", edgeAdminKey, "", admin},
 		{"floor+mcp", buildWorkerOf(b, "./deploy/cloudflare/floor", "-tags=caduceus_floor_mcp"), "GET", "/readyz", edgeAdminKey, "", admin},
@@ -268,30 +300,70 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 			var wall time.Duration
 			var ticks int64
 			for b.Loop() {
-				b.StopTimer()
-				w := startWorker(b, run.dir, run.env...)
-				pid := workerdOf(b, w.cmd.Process.Pid)
-				before := cpuTicks(b, pid)
-				b.StartTimer()
-				start := time.Now()
-				req, _ := http.NewRequest(run.method, w.url+run.path, strings.NewReader(run.body))
-				req.Header.Set("Authorization", "Bearer "+run.key)
-				req.Header.Set("X-Caduceus-Harness", "claude-code")
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil || resp.StatusCode != 200 {
-					b.Fatalf("first request: %v %v", resp, err)
-				}
-				resp.Body.Close()
-				wall += time.Since(start)
-				b.StopTimer()
-				ticks += cpuTicks(b, pid) - before
-				w.cmd.Process.Signal(os.Interrupt)
-				w.cmd.Wait()
-				b.StartTimer()
+				w, t := coldFirst(b, run.dir, run.method, run.path, run.key, run.body, run.env)
+				wall += w
+				ticks += t
 			}
 			b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
 			b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
 		})
 	}
+	// With CADUCEUS_BENCH_WORKER_BASE (baseWorkerDir), the first turn of
+	// the Worker and of that build, start by start in turn (each first in
+	// every other pair): first-ms and
+	// cpu-ms/op are the Worker's, base-first-ms and base-cpu-ms/op the
+	// other's.
+	if base := baseWorkerDir(b, worker); base != "" {
+		b.Run("worker-turn-vs-base", func(b *testing.B) {
+			var wall, baseWall time.Duration
+			var ticks, baseTicks int64
+			for i := 0; b.Loop(); i++ {
+				first := func(dir string, wall *time.Duration, ticks *int64) {
+					w, t := coldFirst(b, dir, "POST", "/v1/chat/completions", tenant, turn, stored)
+					*wall += w
+					*ticks += t
+				}
+				if i%2 == 0 { // each goes first in every other pair
+					first(worker, &wall, &ticks)
+					first(base, &baseWall, &baseTicks)
+				} else {
+					first(base, &baseWall, &baseTicks)
+					first(worker, &wall, &ticks)
+				}
+			}
+			b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
+			b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(baseWall.Milliseconds())/float64(b.N), "base-first-ms")
+			b.ReportMetric(float64(baseTicks)*10/float64(b.N), "base-cpu-ms/op")
+		})
+	}
+}
+
+// coldFirst starts the Worker in dir (with env), sends its new isolate
+// one request and stops it: that request's wall time, and the CPU ticks
+// (10 ms each) workerd spent from the request to its answer. The start and
+// the stop are outside the benchmark's timer.
+func coldFirst(b *testing.B, dir, method, path, key, body string, env []string) (time.Duration, int64) {
+	b.StopTimer()
+	w := startWorker(b, dir, env...)
+	pid := workerdOf(b, w.cmd.Process.Pid)
+	before := cpuTicks(b, pid)
+	b.StartTimer()
+	start := time.Now()
+	req, _ := http.NewRequest(method, w.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("X-Caduceus-Harness", "claude-code")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("first request: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	wall := time.Since(start)
+	b.StopTimer()
+	ticks := cpuTicks(b, pid) - before
+	w.cmd.Process.Signal(os.Interrupt)
+	w.cmd.Wait()
+	b.StartTimer()
+	return wall, ticks
 }

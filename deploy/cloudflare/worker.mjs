@@ -175,20 +175,25 @@ globalThis.caduceusBridge = {
   },
 };
 
+// The module is instantiated when the isolate loads, in global scope,
+// which workerd allows (it refuses random values and timers there, so Go's
+// runtime, which asks for both as it starts, starts on the first request):
+// instantiating copies the module's data into a new memory and builds its
+// function table, which a first request then does not wait for.
+const go = new globalThis.Go();
+const instance = new WebAssembly.Instance(program, go.importObject);
+
 function start(env) {
   globalThis.caduceusEnv = env;
-  const go = new globalThis.Go();
-  return WebAssembly.instantiate(program, go.importObject).then((instance) => {
-    go.run(instance); // main registers caduceusServe, then waits for requests
-    if (typeof globalThis.caduceusServe !== "function") {
-      throw new Error("caduceus.wasm did not start");
-    }
-  });
+  go.run(instance); // main registers caduceusServe, then waits for requests
+  if (typeof globalThis.caduceusServe !== "function") {
+    throw new Error("caduceus.wasm did not start");
+  }
 }
 
 export default {
   async fetch(request, env, ctx) {
-    started ??= start(env);
+    started ??= (async () => start(env))();
     await started;
     return globalThis.caduceusServe(request, ctx);
   },
