@@ -268,7 +268,10 @@ func jsWorkerDir(tb testing.TB, dir, script string) string {
 // and a Worker with no Go in it, without D1 (js) and making a turn's
 // three round trips on worker-turn's D1 (js-d1; jsColdEntry).
 // first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
-// on it. They run in turn, start after start.
+// on it. They run in turn, start after start. With
+// CADUCEUS_BENCH_WORKER_BASE naming another build (baseWorkerDir),
+// worker-turn-vs-base compares the two Workers' first turns, start by
+// start.
 //
 //	go test -run '^$' -bench EdgeWorkerColdStart -benchtime 5x ./cmd/caduceus
 func BenchmarkEdgeWorkerColdStart(b *testing.B) {
@@ -309,10 +312,9 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 		})
 	}
 	// With CADUCEUS_BENCH_WORKER_BASE (baseWorkerDir), the first turn of
-	// the Worker and of that build, start by start in turn (each first in
-	// every other pair): first-ms and
-	// cpu-ms/op are the Worker's, base-first-ms and base-cpu-ms/op the
-	// other's.
+	// the Worker and of that build, start by start in turn, each first in
+	// every other pair (worker-turn-vs-base): first-ms and cpu-ms/op are
+	// the Worker's, base-first-ms and base-cpu-ms/op the other's.
 	if base := baseWorkerDir(b, worker); base != "" {
 		b.Run("worker-turn-vs-base", func(b *testing.B) {
 			var wall, baseWall time.Duration

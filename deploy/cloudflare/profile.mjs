@@ -1,13 +1,14 @@
 // Profiles the Worker's isolate under workerd while it answers warm
-// requests, or a new isolate's first request: miniflare runs it (start.mjs, as miniflare.mjs does, with a local D1, an
-// upstream in this process and the admin key below), the inspector's CDP
+// requests, or a new isolate's first request: miniflare runs it
+// (start.mjs, as miniflare.mjs does, with a local D1, an upstream in this
+// process and the admin key below), the inspector's CDP
 // Profiler samples the isolate (its JavaScript and the Go program's Wasm,
 // whose functions keep their names when built without -ldflags=-s), and
 // the profile is written for Chrome's DevTools or speedscope, with the
 // functions that took the most time printed per request:
 //
 //   GOOS=js GOARCH=wasm go build -o dist/caduceus.wasm .   (and dist/wasm_exec.js, as `make edge`)
-//   node profile.mjs [healthz|readyz|preview|direct|shimmed] [requests] [out.cpuprofile]
+//   node profile.mjs [healthz|readyz|preview|direct|shimmed] [requests|first] [out.cpuprofile]
 //
 // With "first" for requests, the request profiled is a new isolate's
 // first: the rules are written, the Worker stopped and started again on
@@ -38,7 +39,7 @@ const requests = {
   direct: ["/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`],
   shimmed: ["/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"please deploy the payments service"}]}`],
 };
-if (!requests[kind] || !(N > 0)) throw new Error(`usage: node profile.mjs [${Object.keys(requests).join("|")}] [requests] [out]`);
+if (!requests[kind] || !(N > 0)) throw new Error(`usage: node profile.mjs [${Object.keys(requests).join("|")}] [requests|first] [out]`);
 
 // The upstream: one chat completion for every call.
 const upstream = createServer((req, res) => {
@@ -83,6 +84,7 @@ try {
   if (first) {
     // A new isolate on the same D1: the Worker stopped and started again.
     await mf.dispose();
+    mf = null;
     mf = await startWorker(options);
     url = (await mf.ready).origin;
   } else {
@@ -150,7 +152,7 @@ try {
     for (const [name, t] of Object.entries(under)) console.log(`${ms(t)} ms  under ${name}`);
   }
 } finally {
-  await mf.dispose();
+  await mf?.dispose();
   upstream.close();
   if (persist) rmSync(persist, { recursive: true, force: true });
 }
