@@ -427,3 +427,34 @@ func stopWorker(t *testing.T, w workerProc) {
 		t.Fatal("the Worker's runner did not stop on SIGINT")
 	}
 }
+
+// TestEdgeMisconfiguredRefuses: a Worker whose CADUCEUS_ADMIN_KEY does not
+// parse starts its Go program on the first request like any other and
+// answers that request and the next with the error (the Worker throws it:
+// miniflare answers with it, Cloudflare logs it), which names the variable
+// and what is wrong in it, and never the key.
+func TestEdgeMisconfiguredRefuses(t *testing.T) {
+	dir := buildWorker(t)
+	for _, c := range []struct{ admin, says, secret string }{
+		{"tenant-x=" + edgeAdminKey, `caduceus edge: CADUCEUS_ADMIN_KEY: "tenant-x" is not a tenant slot (slot-N)`, edgeAdminKey},
+		{"slot-2=cad_0123456789abcdef_tooshort", "caduceus edge: CADUCEUS_ADMIN_KEY: the key of slot-2: ", "tooshort"},
+	} {
+		w := startWorker(t, dir, "CADUCEUS_ADMIN_KEY="+c.admin)
+		for i := range 2 {
+			resp, err := http.Get(w.url + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), c.says) {
+				t.Fatalf("%s, request %d: %d %s, want 500 saying %q", c.admin, i+1, resp.StatusCode, body, c.says)
+			}
+			if strings.Contains(string(body), c.secret) {
+				t.Fatalf("%s, request %d: the answer holds the key: %s", c.admin, i+1, body)
+			}
+		}
+		w.cmd.Process.Signal(os.Interrupt)
+		w.cmd.Wait()
+	}
+}
