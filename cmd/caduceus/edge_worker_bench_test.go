@@ -268,7 +268,8 @@ func jsWorkerDir(tb testing.TB, dir, script string) string {
 // and a Worker with no Go in it, without D1 (js) and making a turn's
 // three round trips on worker-turn's D1 (js-d1; jsColdEntry).
 // first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
-// on it. They run in turn, start after start. With
+// on it. They run in turn, start after start; worker-turn-second is the
+// same turn after an untimed GET /healthz has started the Go program. With
 // CADUCEUS_BENCH_WORKER_BASE naming another build (baseWorkerDir),
 // worker-turn-vs-base compares the two Workers' first turns, start by
 // start.
@@ -311,6 +312,21 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 			b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
 		})
 	}
+	// worker-turn-second: the same turn as an isolate's second request,
+	// after a GET /healthz that started the Go program (no D1 statement):
+	// the turn's own code and D1's first statements, run for the first
+	// time, without the runtime's start and the packages' initialisation.
+	b.Run("worker-turn-second", func(b *testing.B) {
+		var wall time.Duration
+		var ticks int64
+		for b.Loop() {
+			w, t := coldAfter(b, worker, "/healthz", "POST", "/v1/chat/completions", tenant, turn, stored)
+			wall += w
+			ticks += t
+		}
+		b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
+		b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
+	})
 	// With CADUCEUS_BENCH_WORKER_BASE (baseWorkerDir), the first turn of
 	// the Worker and of that build, start by start in turn, each first in
 	// every other pair (worker-turn-vs-base): first-ms and cpu-ms/op are
@@ -346,9 +362,22 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 // (10 ms each) workerd spent from the request to its answer. The start and
 // the stop are outside the benchmark's timer.
 func coldFirst(b *testing.B, dir, method, path, key, body string, env []string) (time.Duration, int64) {
+	return coldAfter(b, dir, "", method, path, key, body, env)
+}
+
+// coldAfter is coldFirst with an untimed GET of warm (when not "") sent to
+// the new isolate before the request it times.
+func coldAfter(b *testing.B, dir, warm, method, path, key, body string, env []string) (time.Duration, int64) {
 	b.StopTimer()
 	w := startWorker(b, dir, env...)
 	pid := workerdOf(b, w.cmd.Process.Pid)
+	if warm != "" {
+		resp, err := http.Get(w.url + warm)
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("GET %s: %v %v", warm, resp, err)
+		}
+		resp.Body.Close()
+	}
 	before := cpuTicks(b, pid)
 	b.StartTimer()
 	start := time.Now()
