@@ -59,16 +59,13 @@ function wrap(db) {
     exec: (q) => { calls.push("exec ?"); return db.exec(q); },
   };
 }
-// replay runs the D1 calls of the last request the Go side served again,
-// from here, as its n-th replay: the turn's batch with its audit record
-// moved n places up the chain (seq, the head's guard, prev_hash and hash
-// follow) and its ids made new, so that each replay stores what the turn
-// stored, once more.
-let replays = 0;
-async function replay(db) {
-  const n = ++replays;
+// replayMap is what the n-th replay of calls changes in their arguments:
+// the turn's batch with its audit record moved n places up the chain
+// (seq, the head's guard, prev_hash and hash follow) and its ids made new,
+// so that each replay stores what the turn stored, once more.
+function replayMap(calls, n) {
   const map = new Map();
-  for (const c of last) {
+  for (const c of calls) {
     if (c.kind !== "batch") continue;
     const rec = c.stmts.find((st) => st.sql.startsWith("INSERT INTO audit_records"));
     const rc = c.stmts.find((st) => st.sql.startsWith("INSERT INTO shim_receipts"));
@@ -80,23 +77,33 @@ async function replay(db) {
     }
     if (rc) map.set(rc.args[1], rc.args[1] + "r" + n);
   }
+  return map;
+}
+// The rules' reads, which come once a second (RulesTTL), are not
+// replayed: the steady turn is.
+const steady = (calls) => calls.filter((c) =>
+  !(c.kind === "query" && ["shim_provisions", "shim_context"].includes(table(c.sql))));
+// replay runs the D1 calls of the last request the Go side served again,
+// from here, as its n-th replay (replayMap).
+let replays = 0;
+async function replay(db) {
+  const map = replayMap(last, ++replays);
   const args = (a) => a.map((v) => (map.has(v) ? map.get(v) : v));
   const prep = (sql, a) => (a.length ? db.prepare(sql).bind(...args(a)) : db.prepare(sql));
-  for (const c of last) {
-    // The rules' reads, which come once a second (RulesTTL), are not
-    // replayed: the steady turn is.
-    if (c.kind === "query" && ["shim_provisions", "shim_context"].includes(table(c.sql))) continue;
+  for (const c of steady(last)) {
     if (c.kind === "query") await prep(c.sql, c.args).raw();
     else if (c.kind === "exec") await prep(c.sql, c.args).run();
     else await db.batch(c.stmts.map((st) => prep(st.sql, st.args)));
   }
 }
-// caduceusReplayBase is for the Go side of a benchmark build
-// (deploy/cloudflare/bench.go, POST /__goturn): the D1 calls of the
-// request GET /__pin pinned (the last before it), but the rules' reads, as
-// JSON, and which pin they are.
-let pins = 0, pinned = "[]";
+// For the Go side of a benchmark build (deploy/cloudflare/bench.go, POST
+// /__goturn): caduceusReplayBase is the steady D1 calls of the request
+// GET /__pin pinned (the last before it), as JSON, and which pin they are;
+// caduceusReplayNext is what the pinned calls' next replay changes in
+// their arguments (replayMap), as JSON pairs.
+let pins = 0, pinnedCalls = [], pinned = "[]", pinReplays = 0;
 globalThis.caduceusReplayBase = () => [pins, pinned];
+globalThis.caduceusReplayNext = () => JSON.stringify([...replayMap(pinnedCalls, ++pinReplays)]);
 let env2;
 export default {
   async fetch(request, env, ctx) {
@@ -122,8 +129,9 @@ export default {
     env2 ??= { ...env, DB: wrap(env.DB) };
     if (path === "/__pin") {
       pins++;
-      pinned = JSON.stringify(last.filter((c) =>
-        !(c.kind === "query" && ["shim_provisions", "shim_context"].includes(table(c.sql)))));
+      pinnedCalls = steady(last);
+      pinned = JSON.stringify(pinnedCalls);
+      pinReplays = 0;
       return new Response("{}");
     }
     if (path === "/__goturn") {

@@ -20,7 +20,8 @@ import (
 // (the one d1CountingEntry's GET /__pin kept) and none of the edge's
 // code: that turn's D1 calls, as
 // d1CountingEntry's /__d1replay runs them from JavaScript (the turn's
-// record moved up the chain, its ids made new), and a forwarded turn's
+// record moved up the chain, its ids made new, as the entry's replayMap
+// says), and a forwarded turn's
 // upstream call with the request's body, made from Go through the
 // Worker's own bridge (fetch.Handle, d1, fetch.Transport); the answer is
 // the upstream's. What it costs is what any Go js/wasm Worker pays for a
@@ -45,61 +46,43 @@ type replayCall struct {
 	Stmts []port.Statement `json:"stmts"`
 }
 
-// replays is the turn replayed: its calls, read from the entry once per
-// pin (gen), and how many times they were replayed.
-var replays struct {
+// pinnedCalls are the pinned turn's calls, read from the entry once per
+// pin (gen).
+var pinnedCalls struct {
 	mu    sync.Mutex
 	gen   int
 	calls []replayCall
-	n     int
 }
 
-// replayCalls are the pinned turn's calls, and next numbers the
-// replays of its batch: the n-th moves the audit record n places up the
-// chain and makes the ids new.
-func replayCalls() (calls []replayCall, next func() int, err error) {
+// replayCalls are the pinned turn's calls.
+func replayCalls() ([]replayCall, error) {
 	v := js.Global().Call("caduceusReplayBase")
 	gen := v.Index(0).Int()
-	replays.mu.Lock()
-	defer replays.mu.Unlock()
-	if gen != replays.gen || replays.calls == nil {
+	pinnedCalls.mu.Lock()
+	defer pinnedCalls.mu.Unlock()
+	if gen != pinnedCalls.gen || pinnedCalls.calls == nil {
 		var calls []replayCall
 		if err := json.Unmarshal([]byte(v.Index(1).String()), &calls); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		replays.gen, replays.calls, replays.n = gen, calls, 0
+		pinnedCalls.gen, pinnedCalls.calls = gen, calls
 	}
-	return replays.calls, func() int {
-		replays.mu.Lock()
-		defer replays.mu.Unlock()
-		replays.n++
-		return replays.n
-	}, nil
+	return pinnedCalls.calls, nil
 }
 
-// moved is what /__d1replay's map does to a batch's arguments on its
-// n-th replay.
-func moved(c replayCall, n int) map[any]any {
-	m := map[any]any{}
-	fake := func(i int) string { return fmt.Sprintf("sha256:%064x", i) }
-	for _, st := range c.Stmts {
-		a := st.Args
-		switch {
-		case strings.HasPrefix(st.SQL, "INSERT INTO audit_records"):
-			seq, id := a[1].(float64), a[2].(string)
-			prev, hash := a[len(a)-4], a[len(a)-3]
-			m[seq], m[seq-1], m[id] = seq+float64(n), seq+float64(n)-1, fmt.Sprintf("%sr%d", id, n)
-			if n == 1 {
-				m[prev] = hash
-			} else {
-				m[prev] = fake(n - 1)
-			}
-			m[hash] = fake(n)
-		case strings.HasPrefix(st.SQL, "INSERT INTO shim_receipts"):
-			m[a[1]] = fmt.Sprintf("%sr%d", a[1], n)
-		}
+// nextReplay is what the entry's replayMap changes in the pinned calls'
+// arguments on their next replay: the turn's record moved up the chain,
+// its ids made new.
+func nextReplay() (map[any]any, error) {
+	var pairs [][2]any
+	if err := json.Unmarshal([]byte(js.Global().Call("caduceusReplayNext").String()), &pairs); err != nil {
+		return nil, err
 	}
-	return m
+	m := make(map[any]any, len(pairs))
+	for _, p := range pairs {
+		m[p[0]] = p[1]
+	}
+	return m, nil
 }
 
 func mapArgs(m map[any]any, args []any) []any {
@@ -120,7 +103,7 @@ func goTurn(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	calls, next, err := replayCalls()
+	calls, err := replayCalls()
 	if err == nil && len(calls) == 0 {
 		err = fmt.Errorf("no turn is pinned (GET /__pin after one)")
 	}
@@ -144,7 +127,10 @@ func goTurn(w http.ResponseWriter, r *http.Request) {
 					break
 				}
 			}
-			m := moved(c, next())
+			var m map[any]any
+			if m, err = nextReplay(); err != nil {
+				break
+			}
 			stmts := make([]port.Statement, len(c.Stmts))
 			for i, st := range c.Stmts {
 				stmts[i] = port.Statement{SQL: st.SQL, Args: mapArgs(m, st.Args)}
