@@ -253,9 +253,9 @@ func jsWorkerDir(tb testing.TB, dir, script string) string {
 }
 
 // BenchmarkEdgeWorkerColdStart times the first request a new Worker
-// isolate answers (instantiating the Wasm module, starting the Go runtime,
-// adopting the admin key it presents in D1), after miniflare has started
-// workerd: the Worker's first /readyz with the admin key (three D1
+// isolate answers (starting the Go runtime in the module worker.mjs
+// instantiated when the isolate loaded, adopting the admin key it
+// presents in D1), after miniflare has started workerd: the Worker's first /readyz with the admin key (three D1
 // statements: the admin key's read and insert, readyz's own); the same
 // Worker's first turn on a D1 that already holds the tenant's key and a
 // provision that answers it (worker-turn: a direct answer, three round
