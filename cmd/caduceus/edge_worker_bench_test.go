@@ -268,8 +268,13 @@ func jsWorkerDir(tb testing.TB, dir, script string) string {
 // and a Worker with no Go in it, without D1 (js) and making a turn's
 // three round trips on worker-turn's D1 (js-d1; jsColdEntry).
 // first-ms is that request's wall time; cpu-ms/op the CPU workerd spent
-// on it. They run in turn, start after start; worker-turn-second is the
-// same turn after an untimed GET /healthz has started the Go program. With
+// on it; main-ms the time workerd's main thread (the isolates', the entry
+// worker's and miniflare's D1's) ran on a core, wait-ms the time it waited
+// runnable for one, threads-ms the time its other threads (V8's optimizing
+// compiler among them) ran (coldStart). They run in turn, start after
+// start; worker-turn-second is the same turn after an untimed GET /healthz
+// has started the Go program; worker-turn-vs-floor the first turn and the
+// floor's first request alternated, with their difference. With
 // CADUCEUS_BENCH_WORKER_BASE naming another build (baseWorkerDir),
 // worker-turn-vs-base compares the two Workers' first turns, start by
 // start.
@@ -288,6 +293,7 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 	first.cmd.Process.Signal(os.Interrupt)
 	first.cmd.Wait()
 	turn := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"how do I get a refund?"}]}`
+	floor := buildWorkerOf(b, "./deploy/cloudflare/floor")
 	for _, run := range []struct {
 		name, dir, method, path, key, body string
 		env                                []string
@@ -297,19 +303,15 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 		{"worker", worker, "GET", "/readyz", edgeAdminKey, "", admin},
 		{"worker-turn", worker, "POST", "/v1/chat/completions", tenant, turn, stored},
 		{"worker-nodb", worker, "GET", "/healthz", edgeAdminKey, "", []string{"CADUCEUS_OFFLINE=true"}},
-		{"floor", buildWorkerOf(b, "./deploy/cloudflare/floor"), "GET", "/readyz", edgeAdminKey, "", admin},
+		{"floor", floor, "GET", "/readyz", edgeAdminKey, "", admin},
 		{"floor+mcp", buildWorkerOf(b, "./deploy/cloudflare/floor", "-tags=caduceus_floor_mcp"), "GET", "/readyz", edgeAdminKey, "", admin},
 	} {
 		b.Run(run.name, func(b *testing.B) {
-			var wall time.Duration
-			var ticks int64
+			var sum coldStart
 			for b.Loop() {
-				w, t := coldFirst(b, run.dir, run.method, run.path, run.key, run.body, run.env)
-				wall += w
-				ticks += t
+				sum.add(coldFirst(b, run.dir, run.method, run.path, run.key, run.body, run.env))
 			}
-			b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
-			b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
+			sum.report(b, "")
 		})
 	}
 	// worker-turn-second: the same turn as an isolate's second request,
@@ -317,15 +319,28 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 	// the turn's own code and D1's first statements, run for the first
 	// time, without the runtime's start and the packages' initialisation.
 	b.Run("worker-turn-second", func(b *testing.B) {
-		var wall time.Duration
-		var ticks int64
+		var sum coldStart
 		for b.Loop() {
-			w, t := coldAfter(b, worker, "/healthz", "POST", "/v1/chat/completions", tenant, turn, stored)
-			wall += w
-			ticks += t
+			sum.add(coldAfter(b, worker, "/healthz", "POST", "/v1/chat/completions", tenant, turn, stored))
 		}
-		b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
-		b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
+		sum.report(b, "")
+	})
+	// worker-turn-vs-floor: the Worker's first turn and the floor's first
+	// request, start by start in turn, each first in every other pair:
+	// what the edge adds to the least a Go program behind the same bridge
+	// costs a new isolate, on its thread (edge-main-ms) and in wall time
+	// (edge-first-ms); the floor's own figures are floor-*.
+	b.Run("worker-turn-vs-floor", func(b *testing.B) {
+		var sum, floorSum coldStart
+		alternate(b, func() {
+			sum.add(coldFirst(b, worker, "POST", "/v1/chat/completions", tenant, turn, stored))
+		}, func() {
+			floorSum.add(coldFirst(b, floor, "GET", "/readyz", edgeAdminKey, "", admin))
+		})
+		sum.report(b, "")
+		floorSum.report(b, "floor-")
+		b.ReportMetric(sum.per(sum.mainRun)-floorSum.per(floorSum.mainRun), "edge-main-ms")
+		b.ReportMetric(sum.per(sum.wall)-floorSum.per(floorSum.wall), "edge-first-ms")
 	})
 	// With CADUCEUS_BENCH_WORKER_BASE (baseWorkerDir), the first turn of
 	// the Worker and of that build, start by start in turn, each first in
@@ -333,41 +348,107 @@ func BenchmarkEdgeWorkerColdStart(b *testing.B) {
 	// the Worker's, base-first-ms and base-cpu-ms/op the other's.
 	if base := baseWorkerDir(b, worker); base != "" {
 		b.Run("worker-turn-vs-base", func(b *testing.B) {
-			var wall, baseWall time.Duration
-			var ticks, baseTicks int64
-			for i := 0; b.Loop(); i++ {
-				first := func(dir string, wall *time.Duration, ticks *int64) {
-					w, t := coldFirst(b, dir, "POST", "/v1/chat/completions", tenant, turn, stored)
-					*wall += w
-					*ticks += t
-				}
-				if i%2 == 0 { // each goes first in every other pair
-					first(worker, &wall, &ticks)
-					first(base, &baseWall, &baseTicks)
-				} else {
-					first(base, &baseWall, &baseTicks)
-					first(worker, &wall, &ticks)
-				}
-			}
-			b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "first-ms")
-			b.ReportMetric(float64(ticks)*10/float64(b.N), "cpu-ms/op")
-			b.ReportMetric(float64(baseWall.Milliseconds())/float64(b.N), "base-first-ms")
-			b.ReportMetric(float64(baseTicks)*10/float64(b.N), "base-cpu-ms/op")
+			var sum, baseSum coldStart
+			alternate(b, func() {
+				sum.add(coldFirst(b, worker, "POST", "/v1/chat/completions", tenant, turn, stored))
+			}, func() {
+				baseSum.add(coldFirst(b, base, "POST", "/v1/chat/completions", tenant, turn, stored))
+			})
+			sum.report(b, "")
+			baseSum.report(b, "base-")
 		})
 	}
 }
 
+// coldStart is what coldAfter measures of a new isolate's request (or
+// their sum over starts): its wall time, the CPU ticks (10 ms each)
+// workerd spent from the request to its answer, and, from each of
+// workerd's threads' schedstat, the time its main thread (the one that
+// runs the isolates, the entry worker and miniflare's D1) ran, the time
+// it waited runnable for a core, and the time its other threads (V8's
+// compiler among them) ran.
+type coldStart struct {
+	n                              int
+	wall, mainRun, mainWait, other time.Duration
+	ticks                          int64
+}
+
+func (c *coldStart) add(d coldStart) {
+	c.n++
+	c.wall += d.wall
+	c.mainRun += d.mainRun
+	c.mainWait += d.mainWait
+	c.other += d.other
+	c.ticks += d.ticks
+}
+
+// alternate runs x and y once each per iteration of b's loop, each first
+// in every other one.
+func alternate(b *testing.B, x, y func()) {
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			x()
+			y()
+		} else {
+			y()
+			x()
+		}
+	}
+}
+
+// per is d's mean per start, in milliseconds.
+func (c coldStart) per(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000 / float64(c.n)
+}
+
+// report gives the means per start: first-ms (the wall), cpu-ms/op (all
+// of workerd's CPU), main-ms (its main thread on a core), wait-ms (its
+// main thread runnable and waiting for one) and threads-ms (the other
+// threads on a core), each name prefixed.
+func (c coldStart) report(b *testing.B, prefix string) {
+	b.ReportMetric(c.per(c.wall), prefix+"first-ms")
+	b.ReportMetric(float64(c.ticks)*10/float64(c.n), prefix+"cpu-ms/op")
+	b.ReportMetric(c.per(c.mainRun), prefix+"main-ms")
+	b.ReportMetric(c.per(c.mainWait), prefix+"wait-ms")
+	b.ReportMetric(c.per(c.other), prefix+"threads-ms")
+}
+
+// threadTimes is, from /proc/pid/task/*/schedstat, the time the thread
+// tid == pid has run on a core and has waited runnable for one, and the
+// time all the process's other threads have run.
+func threadTimes(tb testing.TB, pid int) (mainRun, mainWait, other time.Duration) {
+	tb.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		tb.Fatalf("no threads of %d: %v", pid, err)
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that ended
+		}
+		f := strings.Fields(string(b))
+		run, _ := strconv.ParseInt(f[0], 10, 64)
+		wait, _ := strconv.ParseInt(f[1], 10, 64)
+		if filepath.Base(filepath.Dir(t)) == strconv.Itoa(pid) {
+			mainRun, mainWait = time.Duration(run), time.Duration(wait)
+		} else {
+			other += time.Duration(run)
+		}
+	}
+	return mainRun, mainWait, other
+}
+
 // coldFirst starts the Worker in dir (with env), sends its new isolate
-// one request and stops it: that request's wall time, and the CPU ticks
-// (10 ms each) workerd spent from the request to its answer. The start and
-// the stop are outside the benchmark's timer.
-func coldFirst(b *testing.B, dir, method, path, key, body string, env []string) (time.Duration, int64) {
+// one request and stops it, and measures that request (coldStart). The
+// start and the stop are outside the benchmark's timer.
+func coldFirst(b *testing.B, dir, method, path, key, body string, env []string) coldStart {
 	return coldAfter(b, dir, "", method, path, key, body, env)
 }
 
 // coldAfter is coldFirst with an untimed GET of warm (when not "") sent to
 // the new isolate before the request it times.
-func coldAfter(b *testing.B, dir, warm, method, path, key, body string, env []string) (time.Duration, int64) {
+func coldAfter(b *testing.B, dir, warm, method, path, key, body string, env []string) coldStart {
 	b.StopTimer()
 	w := startWorker(b, dir, env...)
 	pid := workerdOf(b, w.cmd.Process.Pid)
@@ -379,6 +460,7 @@ func coldAfter(b *testing.B, dir, warm, method, path, key, body string, env []st
 		resp.Body.Close()
 	}
 	before := cpuTicks(b, pid)
+	run0, wait0, other0 := threadTimes(b, pid)
 	b.StartTimer()
 	start := time.Now()
 	req, _ := http.NewRequest(method, w.url+path, strings.NewReader(body))
@@ -392,9 +474,11 @@ func coldAfter(b *testing.B, dir, warm, method, path, key, body string, env []st
 	resp.Body.Close()
 	wall := time.Since(start)
 	b.StopTimer()
-	ticks := cpuTicks(b, pid) - before
+	c := coldStart{n: 1, wall: wall, ticks: cpuTicks(b, pid) - before}
+	run1, wait1, other1 := threadTimes(b, pid)
+	c.mainRun, c.mainWait, c.other = run1-run0, wait1-wait0, other1-other0
 	w.cmd.Process.Signal(os.Interrupt)
 	w.cmd.Wait()
 	b.StartTimer()
-	return wall, ticks
+	return c
 }
