@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/caduceus-dev/caduceus/contract"
-	"github.com/caduceus-dev/caduceus/internal/lazyre"
 	"github.com/caduceus-dev/caduceus/shim"
 	"github.com/caduceus-dev/caduceus/shim/wire"
 )
@@ -21,15 +20,34 @@ import (
 // DefaultProject is the project tag of a request without X-Caduceus-Project.
 const DefaultProject = "default"
 
-var projectRE = lazyre.New(`^[A-Za-z0-9._:/-]{1,120}$`)
-
 // projectTag is the project a request's entities are kept under: the
-// X-Caduceus-Project header when well formed, else DefaultProject.
+// X-Caduceus-Project header when well formed (wellFormedProject), else
+// DefaultProject.
 func projectTag(header string) string {
-	if projectRE().MatchString(header) {
+	if wellFormedProject(header) {
 		return header
 	}
 	return DefaultProject
+}
+
+// wellFormedProject reports whether s is 1 to 120 bytes of A-Z, a-z, 0-9,
+// '.', '_', ':', '/' and '-'. It is a loop, not a regular expression:
+// every turn asks it, and as an expression it was the only one a turn
+// compiled, its bounded repetition expanded 120 times, on a new Worker
+// isolate's first turn (docs/edge.md, "Cold start").
+func wellFormedProject(s string) bool {
+	if len(s) == 0 || len(s) > 120 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.', c == '_', c == ':', c == '/', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Entity is one remembered entity of a (tenant, subject, project).
