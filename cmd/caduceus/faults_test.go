@@ -480,6 +480,15 @@ func (l *faultLoad) checkStored(db *store.DB, budgetMicros, turnMicros int64) (s
 	}
 	if held > unrecorded*turnMicros {
 		t.Errorf("open leases hold %d µ$ after every process stopped; the %d turns that ran unrecorded cost at most %d", held, unrecorded, unrecorded*turnMicros)
+		// What the processes said of their leases and of the ledger's
+		// writes says which of them kept what, and why.
+		for i, p := range l.procs {
+			for line := range strings.Lines(p.stderr.String()) {
+				if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") || strings.Contains(line, "lease") {
+					t.Logf("process %d logged: %s", i, strings.TrimSpace(line))
+				}
+			}
+		}
 	}
 	day := one(`SELECT COALESCE(SUM(amount), 0) FROM shim_spend_totals WHERE scope LIKE 'key:%' AND length(period) = 10`)
 	if day != settled+held {
