@@ -127,7 +127,7 @@ async function cdpProfile(out, send, n) {
   // The Worker's own isolate ("core:user:"; miniflare's entry worker and
   // D1's have their own).
   const targets = await (await fetch(`http://127.0.0.1:${inspectorPort}/json/list`)).json();
-  const target = targets.find((t) => t.title.includes("core:user:") && !t.title.includes("caduceus-migrate"));
+  const target = targets.find((t) => t.title.includes("core:user:"));
   const ws = new WebSocket(target.webSocketDebuggerUrl);
   await new Promise((resolve, reject) => { ws.on("open", resolve); ws.on("error", reject); });
   let next = 0;

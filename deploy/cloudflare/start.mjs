@@ -1,7 +1,6 @@
 // startWorker runs the Worker (worker.mjs, beside this file) under
 // Miniflare (workerd) with a D1 database named DB, to which the edge's
-// migrations are applied, by a second worker beside it on the same D1
-// (migratorScript), as `wrangler d1 migrations apply` applies them:
+// migrations are applied as `wrangler d1 migrations apply` applies them:
 // each file once, recorded by name in the d1_migrations table, its
 // statements and its record in one batch (one transaction). A restart, or
 // a second runner on the same persisted D1 directory, applies only what
@@ -21,48 +20,38 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
-export async function startWorker({ bindings = {}, port = 0, persist = false, inspectorPort, migrations } = {}) {
-  const compatibilityDate = "2026-04-01";
-  const d1Databases = { DB: "caduceus-edge" };
+export async function startWorker(options = {}) {
+  for (let again = 2; ; again--) {
+    try {
+      return await start(options);
+    } catch (err) {
+      if (again === 0 || !syncRace(err)) throw err;
+    }
+  }
+}
+
+async function start({ bindings = {}, port = 0, persist = false, inspectorPort, migrations } = {}) {
   const mf = new Miniflare({
+    modules: true,
+    scriptPath: join(here, "worker.mjs"),
+    modulesRoot: here,
+    modulesRules: [
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+    ],
+    compatibilityDate: "2026-04-01",
+    // A client that leaves aborts request.signal; the Go side cancels the
+    // request's context on it (as wrangler.jsonc's compatibility_flags).
+    compatibilityFlags: ["enable_request_signal"],
+    d1Databases: { DB: "caduceus-edge" },
     d1Persist: persist,
+    bindings,
     host: "127.0.0.1",
     port,
     ...(inspectorPort ? { inspectorPort } : {}),
-    workers: [
-      {
-        modules: true,
-        scriptPath: join(here, "worker.mjs"),
-        modulesRoot: here,
-        modulesRules: [
-          { type: "CompiledWasm", include: ["**/*.wasm"] },
-          { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
-        ],
-        compatibilityDate,
-        // A client that leaves aborts request.signal; the Go side cancels
-        // the request's context on it (as wrangler.jsonc's
-        // compatibility_flags).
-        compatibilityFlags: ["enable_request_signal"],
-        d1Databases,
-        bindings,
-      },
-      // The migrations run in workerd, beside the Worker on the same D1,
-      // sent over HTTP to a socket of their own: Miniflare's D1 binding in
-      // Node makes a synchronous call for every prepare() and bind(), and
-      // under load one of those calls can find no answer (an assertion in
-      // its SynchronousFetcher).
-      {
-        name: migrator,
-        modules: true,
-        script: migratorScript,
-        compatibilityDate,
-        d1Databases,
-        unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }],
-      },
-    ],
   });
   try {
-    await migrate(await mf.unsafeGetDirectURL(migrator),
+    await migrate(await mf.getD1Database("DB"),
       migrations || process.env.CADUCEUS_D1_MIGRATIONS || join(here, "..", "..", "edge", "migrations"));
     await mf.ready;
   } catch (err) {
@@ -72,47 +61,36 @@ export async function startWorker({ bindings = {}, port = 0, persist = false, in
   return mf;
 }
 
-// migrator is the name of the worker that applies the migrations.
-const migrator = "caduceus-migrate";
+// syncRace reports whether err is Miniflare's own assertion that the
+// answer to a synchronous call from Node (Atomics.wait on its worker
+// thread; D1's prepare() and bind() are such calls) is the one it waited
+// for: seen under load (a CI run beside other packages' tests, 2026-12-07),
+// a race in Miniflare rather than anything of the Worker's or of the
+// migrations. The migrations are applied each file in one batch, so
+// startWorker tries a start that failed on it again from the beginning
+// (twice at most); any other error ends the start.
+function syncRace(err) {
+  return err?.code === "ERR_ASSERTION" && /SynchronousFetcher/.test(err.stack ?? "");
+}
 
-// migratorScript applies the migration files POSTed to it as JSON
-// ([{name, statements}], in order), each unless d1_migrations records it:
-// its statements and its record in one batch. It answers 200, or 500 with
-// the file and D1's error.
-const migratorScript = `export default {
-  async fetch(request, env) {
-    const db = env.DB;
-    await db.prepare(\`CREATE TABLE IF NOT EXISTS d1_migrations(
+async function migrate(db, dir) {
+  await db.prepare(`CREATE TABLE IF NOT EXISTS d1_migrations(
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     name       TEXT UNIQUE,
     applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
-)\`).run();
-    const applied = async (name) =>
-      (await db.prepare("SELECT 1 FROM d1_migrations WHERE name = ?").bind(name).first()) !== null;
-    for (const { name, statements } of await request.json()) {
-      if (await applied(name)) continue;
-      const batch = statements.map((s) => db.prepare(s));
-      batch.push(db.prepare("INSERT INTO d1_migrations (name) VALUES (?)").bind(name));
-      try {
-        await db.batch(batch);
-      } catch (err) {
-        // Another runner on the same D1 applied it first.
-        if (!(await applied(name))) return new Response("migration " + name + ": " + err.message, { status: 500 });
-      }
-    }
-    return new Response("ok");
-  },
-};`;
-
-// migrate sends the .sql files of dir, in name order, each split into its
-// statements, to the migrator at url.
-async function migrate(url, dir) {
-  const files = readdirSync(dir).filter((f) => f.endsWith(".sql")).sort().map((name) => {
-    const sql = readFileSync(join(dir, name), "utf8")
+)`).run();
+  const applied = async (name) =>
+    (await db.prepare("SELECT 1 FROM d1_migrations WHERE name = ?").bind(name).first()) !== null;
+  for (const file of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) {
+    if (await applied(file)) continue;
+    const sql = readFileSync(join(dir, file), "utf8")
       .split("\n").filter((l) => !l.trimStart().startsWith("--")).join("\n");
-    return { name, statements: sql.split(";").map((s) => s.trim()).filter(Boolean) };
-  });
-  const r = await fetch(url, { method: "POST", body: JSON.stringify(files) });
-  const text = await r.text();
-  if (!r.ok) throw new Error(text);
+    const statements = sql.split(";").map((s) => s.trim()).filter(Boolean).map((s) => db.prepare(s));
+    statements.push(db.prepare("INSERT INTO d1_migrations (name) VALUES (?)").bind(file));
+    try {
+      await db.batch(statements);
+    } catch (err) {
+      if (!(await applied(file))) throw new Error(`migration ${file}: ${err.message}`);
+    }
+  }
 }
