@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,15 +305,22 @@ func (l *faultLoad) check() {
 	}
 	if len(l.bad) > 0 {
 		// What the processes logged as errors says why they answered so.
-		for i, p := range l.procs {
-			for line := range strings.Lines(p.stderr.String()) {
-				if strings.Contains(line, "level=ERROR") {
-					l.t.Logf("process %d logged: %s", i, strings.TrimSpace(line))
-				}
+		l.logProcesses("level=ERROR")
+	}
+	l.t.Logf("answers (kind status code: count): %v", l.codes)
+}
+
+// logProcesses logs every line a process wrote to its stderr that holds
+// any of marks.
+func (l *faultLoad) logProcesses(marks ...string) {
+	l.t.Helper()
+	for i, p := range l.procs {
+		for line := range strings.Lines(p.stderr.String()) {
+			if slices.ContainsFunc(marks, func(m string) bool { return strings.Contains(line, m) }) {
+				l.t.Logf("process %d logged: %s", i, strings.TrimSpace(line))
 			}
 		}
 	}
-	l.t.Logf("answers (kind status code: count): %v", l.codes)
 }
 
 // runOut lets the load run on until every process acknowledged every
@@ -482,13 +490,7 @@ func (l *faultLoad) checkStored(db *store.DB, budgetMicros, turnMicros int64) (s
 		t.Errorf("open leases hold %d µ$ after every process stopped; the %d turns that ran unrecorded cost at most %d", held, unrecorded, unrecorded*turnMicros)
 		// What the processes said of their leases and of the ledger's
 		// writes says which of them kept what, and why.
-		for i, p := range l.procs {
-			for line := range strings.Lines(p.stderr.String()) {
-				if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") || strings.Contains(line, "lease") {
-					t.Logf("process %d logged: %s", i, strings.TrimSpace(line))
-				}
-			}
-		}
+		l.logProcesses("level=ERROR", "level=WARN", "lease")
 	}
 	day := one(`SELECT COALESCE(SUM(amount), 0) FROM shim_spend_totals WHERE scope LIKE 'key:%' AND length(period) = 10`)
 	if day != settled+held {
